@@ -1,0 +1,163 @@
+"""The target config (`kopt.toml`): the fixed benchmark, metric, correctness rule, gates.
+
+Read once at server start, validated strictly (unknown keys and wrong types are errors that list
+the valid keys), then frozen: the SHA-256 of the file bytes is recorded in the session state, and
+edits during the session change nothing (the server reports them; see `ConfigFile.changed`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tomllib
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class BenchmarkSection(_Section):
+    """`[benchmark]`: the one fixed command and how to read its metrics file."""
+
+    command: str = Field(min_length=1, description="shell command run in `workdir`")
+    workdir: str = "."
+    csv: str = Field(min_length=1, description="glob (relative to workdir) of the metrics CSV(s)")
+    metric: str = Field(min_length=1, description="metric column; lower is better by default")
+    higher_is_better: bool = False
+    correctness_columns: list[str] = Field(default_factory=list, description="each must be 0 on every row")
+    correctness: str = Field("", description="row-wise condition (pandas eval), true on every row")
+    config_columns: list[str] = Field(default_factory=list, description="found from the CSV when empty")
+    timeout_s: float = Field(600.0, gt=0)
+
+
+class CorrectnessSection(_Section):
+    """`[correctness]`: an optional separate test command (exit 0 = pass)."""
+
+    command: str = ""
+    timeout_s: float = Field(600.0, gt=0)
+
+
+class ProfilerSection(_Section):
+    """`[profiler]`: the keep-metric source and the target kernel."""
+
+    backend: Literal["auto", "ncu", "none"] = "auto"
+    kernel: str = Field("", description="regex of the target kernel(s); default: the hottest kernel")
+    timeout_s: float = Field(1200.0, gt=0)
+
+
+class GatesSection(_Section):
+    """`[gates]`: thresholds of the rules (defaults are DESIGN.md's)."""
+
+    noise_pct: float = Field(1.0, gt=0, description="changes smaller than this (%) are noise")
+    confirmations: int = Field(2, ge=1, description="same-direction measurements a sub-noise win needs")
+    max_repairs: int = Field(3, ge=0)
+    max_consecutive_regressions: int = Field(5, ge=1)
+    gpu_wait_s: float = Field(3600.0, ge=0)
+    gpu_poll_s: float = Field(600.0, gt=0)
+    idle_util_pct: float = Field(10.0, ge=0, le=100)
+    idle_mem_mib: float = Field(2048.0, ge=0)
+    gpu_probe: Literal["auto", "nvml", "nvidia-smi", "none"] = "auto"
+
+
+class ProtectSection(_Section):
+    """`[protect]`: paths (files or directories, repo-relative) a candidate may not touch."""
+
+    paths: list[str] = Field(default_factory=list)
+
+
+class CommandSection(_Section):
+    """`[format]` / `[warmup]`: one optional command."""
+
+    command: str = ""
+    timeout_s: float = Field(600.0, gt=0)
+
+
+class TargetConfig(_Section):
+    """The whole `kopt.toml`."""
+
+    benchmark: BenchmarkSection
+    correctness: CorrectnessSection = CorrectnessSection()
+    profiler: ProfilerSection = ProfilerSection()
+    gates: GatesSection = GatesSection()
+    protect: ProtectSection = ProtectSection()
+    format: CommandSection = CommandSection()
+    warmup: CommandSection = CommandSection()
+
+    @model_validator(mode="after")
+    def _has_correctness_rule(self) -> TargetConfig:
+        b = self.benchmark
+        if not (b.correctness_columns or b.correctness or self.correctness.command):
+            raise ValueError(
+                "no correctness rule: set [benchmark] correctness_columns (each 0 on every row), "
+                "[benchmark] correctness (a row-wise condition) or [correctness] command"
+            )
+        return self
+
+
+class ConfigError(ValueError):
+    """The config could not be used; the message says what is wrong and what to write instead."""
+
+
+def _valid_keys(model: type[BaseModel]) -> str:
+    return ", ".join(model.model_fields)
+
+
+def _explain(err: ValidationError) -> str:
+    lines = []
+    for e in err.errors():
+        loc = [str(p) for p in e["loc"]]
+        section = loc[0] if loc else ""
+        sub = TargetConfig.model_fields.get(section)
+        where = f"[{section}] {'.'.join(loc[1:])}".strip() if len(loc) > 1 else f"[{section}]"
+        if not loc:  # a rule over the whole config (model validator)
+            lines.append(str(e.get("ctx", {}).get("error", e["msg"])))
+        elif e["type"] == "extra_forbidden":
+            if sub is None:
+                lines.append(f"unknown section [{section}]; valid sections: {_valid_keys(TargetConfig)}")
+            else:
+                lines.append(f"unknown key {where}; valid keys: {_valid_keys(sub.annotation)}")
+        elif e["type"] == "missing":
+            lines.append(f"missing {where}")
+        else:
+            lines.append(f"{where or 'config'}: {e['msg']} (got {e.get('input')!r})")
+    return "; ".join(lines)
+
+
+class ConfigFile(BaseModel):
+    """A loaded, frozen config: where it came from, its SHA-256 and the parsed model."""
+
+    model_config = ConfigDict(frozen=True)
+
+    path: str
+    sha256: str
+    target: TargetConfig
+
+    def changed(self) -> bool:
+        """True if the file on disk no longer hashes to `sha256` (edits are reported, never applied)."""
+        p = Path(self.path)
+        return not p.exists() or hashlib.sha256(p.read_bytes()).hexdigest() != self.sha256
+
+
+def load_config(path: Path) -> ConfigFile:
+    """Read and validate `kopt.toml` at `path`.
+
+    Raises ConfigError with what to fix: missing file, TOML syntax, unknown sections/keys (listing
+    the valid ones), wrong types, missing required keys, no correctness rule.
+    """
+    if not path.is_file():
+        raise ConfigError(
+            f"config {path} not found: write a kopt.toml (see README 'Config') or pass --config PATH"
+        )
+    raw = path.read_bytes()
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise ConfigError(f"config {path} is not valid TOML: {e}") from e
+    try:
+        target = TargetConfig.model_validate(data)
+    except ValidationError as e:
+        raise ConfigError(f"config {path}: {_explain(e)}") from e
+    return ConfigFile(path=str(path.resolve()), sha256=hashlib.sha256(raw).hexdigest(), target=target)

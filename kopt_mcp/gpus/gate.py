@@ -1,0 +1,211 @@
+"""The GPU availability gate (DESIGN.md): find an idle GPU, lease it, bind it; else wait and retry.
+
+Idle means: no compute process (other than our own), utilization below `util_pct` and memory
+used below `mem_mib`, and no other kopt-mcp process holds its lease.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import threading
+import time
+from collections.abc import Callable
+
+from pydantic import BaseModel
+
+from kopt_mcp.gpus.base import GpuProbe, GpuReading, Vendor
+from kopt_mcp.gpus.lease import Lease, LeaseManager, binding_env
+
+__all__ = ["IdleThresholds", "busy_reasons", "binding_env", "Lease", "GpuCheck", "GateOutcome",
+           "GpuGate", "CPU_NOTE"]
+
+CPU_NOTE = "no GPU probe: the CPU is the device; the gate passes at once"
+
+
+class IdleThresholds(BaseModel):
+    """A GPU is busy at `util_pct` % utilization or `mem_mib` MiB memory used, or above."""
+
+    util_pct: float = 10.0
+    mem_mib: float = 2048.0
+
+
+def _n(x: float) -> str:
+    """A number for a message: 874.0 -> "874", 12.25 -> "12.2"."""
+    return str(int(x)) if float(x).is_integer() else f"{x:.1f}"
+
+
+def busy_reasons(reading: GpuReading, th: IdleThresholds,
+                 own_pids: frozenset[int] = frozenset()) -> list[str]:
+    """Why `reading`'s GPU is not idle, as sentences; [] when idle.
+
+    E.g. "1 compute process (pid 400 /opt/torch/.venv/bin/python3, 874 MiB)",
+    "utilization 99% >= 10%", "memory used 58071 MiB >= 2048 MiB". Processes whose pid is in
+    `own_pids` are ignored; unknown (None) utilization or memory is no reason.
+    """
+    out = []
+    foreign = [p for p in reading.processes if p.pid not in own_pids]
+    if foreign:
+        parts = []
+        for p in foreign:
+            s = f"pid {p.pid}" + (f" {p.name}" if p.name else "")
+            parts.append(s + (f", {_n(p.used_mib)} MiB" if p.used_mib is not None else ""))
+        word = "process" if len(foreign) == 1 else "processes"
+        out.append(f"{len(foreign)} compute {word} ({'; '.join(parts)})")
+    if reading.util_pct is not None and reading.util_pct >= th.util_pct:
+        out.append(f"utilization {_n(reading.util_pct)}% >= {_n(th.util_pct)}%")
+    if reading.mem_used_mib is not None and reading.mem_used_mib >= th.mem_mib:
+        out.append(f"memory used {_n(reading.mem_used_mib)} MiB >= {_n(th.mem_mib)} MiB")
+    return out
+
+
+class GpuCheck(BaseModel):
+    """One GPU as the gate judged it: the reading's numbers (%, MiB) and why it is busy."""
+
+    index: int
+    uuid: str
+    name: str
+    vendor: Vendor
+    util_pct: float | None = None
+    mem_used_mib: float | None = None
+    mem_total_mib: float | None = None
+    busy: list[str] = []
+
+
+class GateOutcome(BaseModel):
+    """What `GpuGate.acquire` found. `lease` None: no device; `reason` says why.
+
+    `waited_s` in seconds, `polls` = probe reads made, `checks` = the last poll's GPUs.
+    """
+
+    lease: Lease | None
+    checks: list[GpuCheck] = []
+    waited_s: float = 0.0
+    polls: int = 0
+    reason: str = ""
+    device_note: str = ""
+
+
+def _leased_reason(h: dict) -> str:
+    who = f"pid {h.get('pid')}" if h.get("pid") is not None else "an unknown process"
+    host = f" on {h['host']}" if h.get("host") and h.get("host") != platform.node() else ""
+    return f"leased by kopt-mcp {who}{host} (tag {h.get('tag') or '-'}) since {h.get('since') or '?'}"
+
+
+def _summary(checks: list[GpuCheck]) -> str:
+    return "; ".join(f"GPU {c.index}: {', '.join(c.busy)}" for c in checks if c.busy)
+
+
+class GpuGate:
+    """The availability gate over one probe and one LeaseManager.
+
+    `wait_s`: how long to keep trying (s); `poll_s`: pause between polls (s). `sleep(s)` and
+    `clock() -> s` are injectable; `sleep` None means time.sleep, cut short by `cancel`.
+    Raises ValueError when `poll_s` <= 0 or `wait_s` < 0.
+    """
+
+    def __init__(self, probe: GpuProbe, leases: LeaseManager, thresholds: IdleThresholds | None = None,
+                 wait_s: float = 3600.0, poll_s: float = 600.0,
+                 sleep: Callable[[float], None] | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        if poll_s <= 0 or wait_s < 0:
+            raise ValueError(f"need poll_s > 0 and wait_s >= 0 (got poll_s={poll_s}, wait_s={wait_s})")
+        self.probe = probe
+        self.leases = leases
+        self.thresholds = thresholds or IdleThresholds()
+        self.wait_s = wait_s
+        self.poll_s = poll_s
+        self._sleep = sleep
+        self._clock = clock
+        self._held: Lease | None = None
+
+    @property
+    def held(self) -> Lease | None:
+        """The lease this gate holds now, or None."""
+        return self._held
+
+    def release(self) -> None:
+        """Give back the held lease (no-op when none)."""
+        if self._held is not None and self._held.vendor != "cpu":
+            self.leases.release(self._held.uuid)
+        self._held = None
+
+    def _check(self, r: GpuReading, own: frozenset[int]) -> GpuCheck:
+        busy = busy_reasons(r, self.thresholds, own)
+        if not busy:
+            h = self.leases.holder(r.uuid)
+            if h is not None:
+                busy.append(_leased_reason(h))
+        return GpuCheck(index=r.index, uuid=r.uuid, name=r.name, vendor=r.vendor, util_pct=r.util_pct,
+                        mem_used_mib=r.mem_used_mib, mem_total_mib=r.mem_total_mib, busy=busy)
+
+    def _wait(self, seconds: float, cancel: threading.Event | None) -> None:
+        if self._sleep is not None:
+            self._sleep(seconds)
+        elif cancel is not None:
+            cancel.wait(seconds)
+        else:
+            time.sleep(seconds)
+
+    def acquire(self, progress: Callable[[float, float, str], None] | None = None,
+                cancel: threading.Event | None = None,
+                own_pids: frozenset[int] = frozenset()) -> GateOutcome:
+        """Find an idle GPU and lease it, waiting up to `wait_s` s; see the module docstring.
+
+        Probe "none": a cpu Lease at once. A held lease whose GPU shows no foreign compute
+        process is returned as is; one that got a foreign process (or vanished) is released and
+        the search runs again. Between polls calls `progress(waited_s, wait_s, message)`.
+        `own_pids` (and this process) are never counted as foreign.
+        Returns lease None with the reason on timeout ("no idle GPU after N s: ..."), on
+        `cancel` ("cancelled") or when the probe sees no GPU. Raises ProbeError from the probe and
+        OSError when the lease directory cannot be written.
+        """
+        if self.probe.name == "none":
+            self._held = Lease(vendor="cpu", index=-1, uuid="cpu", name=platform.processor() or "cpu",
+                               env=binding_env("cpu", -1))
+            return GateOutcome(lease=self._held, device_note=CPU_NOTE)
+        own = frozenset(own_pids) | {os.getpid()}
+        start, polls = self._clock(), 0
+        while True:
+            if cancel is not None and cancel.is_set():
+                return GateOutcome(lease=None, waited_s=self._clock() - start, polls=polls,
+                                   reason="cancelled")
+            readings = self.probe.read()
+            polls += 1
+            if not readings:
+                return GateOutcome(lease=None, waited_s=self._clock() - start, polls=polls,
+                                   reason=f"the probe '{self.probe.name}' sees no GPU")
+            if self._held is not None:
+                mine = next((r for r in readings if r.uuid == self._held.uuid), None)
+                if mine is not None and not [p for p in mine.processes if p.pid not in own]:
+                    checks = [self._check_held(r) if r is mine else self._check(r, own) for r in readings]
+                    return GateOutcome(lease=self._held, checks=checks,
+                                       waited_s=self._clock() - start, polls=polls)
+                self.release()
+            checks = []
+            for r in readings:
+                c = self._check(r, own)
+                if not c.busy:
+                    lease = self.leases.try_acquire(r)
+                    if lease is not None:
+                        self._held = lease
+                        checks.append(c)
+                        checks += [self._check(x, own) for x in readings[len(checks):]]
+                        return GateOutcome(lease=lease, checks=checks,
+                                           waited_s=self._clock() - start, polls=polls)
+                    c.busy.append(_leased_reason(self.leases.holder(r.uuid) or {}))
+                checks.append(c)
+            waited = self._clock() - start
+            if waited >= self.wait_s:
+                return GateOutcome(lease=None, checks=checks, waited_s=waited, polls=polls,
+                                   reason=f"no idle GPU after {_n(self.wait_s)} s: {_summary(checks)}")
+            pause = min(self.poll_s, self.wait_s - waited)
+            if progress is not None:
+                progress(waited, self.wait_s,
+                         f"no idle GPU yet ({_summary(checks)}); next check in {_n(pause)} s")
+            self._wait(pause, cancel)
+
+    def _check_held(self, r: GpuReading) -> GpuCheck:
+        """The held GPU's check: its numbers, no busy reasons (it is ours)."""
+        return GpuCheck(index=r.index, uuid=r.uuid, name=r.name, vendor=r.vendor, util_pct=r.util_pct,
+                        mem_used_mib=r.mem_used_mib, mem_total_mib=r.mem_total_mib)

@@ -1,0 +1,85 @@
+"""What a profiler reports, and the protocol every profiler backend implements.
+
+A backend never runs a process itself: it wraps the fixed benchmark command (`wrap`) and parses
+what that wrapped run left behind (`parse`). The runner executes, so timeouts and process-tree
+kills stay in one place.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Protocol
+
+from pydantic import BaseModel, Field
+
+
+class KernelStat(BaseModel):
+    """One GPU kernel aggregated over all its launches in one profiled run.
+
+    Units: times in us; `share_pct` in % of the run's total GPU kernel time; shared memory in bytes
+    per block (static + dynamic). Fields a backend cannot know are None.
+    """
+
+    name: str
+    calls: int
+    total_us: float
+    avg_us: float
+    share_pct: float
+    registers_per_thread: int | None = None
+    shared_mem_per_block_bytes: int | None = None
+    block_size: int | None = None
+    grid_size: int | None = None
+    extra: dict[str, float] = Field(default_factory=dict)
+
+
+class KernelTrace(BaseModel):
+    """Every kernel of one profiled run, hottest first (by `total_us`)."""
+
+    backend: str
+    kernels: list[KernelStat]
+    total_gpu_us: float
+    warnings: list[str] = Field(default_factory=list)
+
+
+class ProfilerError(RuntimeError):
+    """The profiler's output could not be read; the message names the file and what was missing."""
+
+
+class Profiler(Protocol):
+    """A kernel profiler backend. `name` is "ncu", "none", ..."""
+
+    name: str
+
+    def available(self) -> bool:
+        """True where the backend's binary or library is present on this machine."""
+        ...
+
+    def wrap(self, command: str, out_dir: Path) -> str:
+        """The shell command that runs `command` under this profiler, writing into `out_dir`."""
+        ...
+
+    def parse(self, out_dir: Path) -> KernelTrace:
+        """Read what the wrapped run wrote into `out_dir`. Raises ProfilerError."""
+        ...
+
+
+def target_gpu_time(trace: KernelTrace, kernel_regex: str | None) -> tuple[float, list[str]]:
+    """GPU kernel time (us, summed over launches) of the target kernels, and their names.
+
+    With a regex: every kernel whose name matches (re.search). Without: the hottest kernel.
+    Raises ProfilerError if the trace is empty or nothing matches, naming the kernels seen.
+    """
+    if not trace.kernels:
+        raise ProfilerError("the profiled run launched no GPU kernel: is the benchmark running on the GPU?")
+    if kernel_regex:
+        pattern = re.compile(kernel_regex)
+        hits = [k for k in trace.kernels if pattern.search(k.name)]
+        if not hits:
+            seen = ", ".join(k.name[:60] for k in trace.kernels[:5])
+            raise ProfilerError(
+                f"no kernel matches [profiler] kernel = {kernel_regex!r}; hottest kernels seen: {seen}"
+            )
+    else:
+        hits = trace.kernels[:1]
+    return sum(k.total_us for k in hits), [k.name for k in hits]

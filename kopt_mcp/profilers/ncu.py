@@ -1,0 +1,291 @@
+"""Nsight Compute (ncu) backend: per-kernel GPU time, launch configuration and, in detail mode,
+throughput and occupancy, read from ncu's CSV output.
+
+`wrap` runs the benchmark under `ncu --csv --page raw --log-file <out_dir>/ncu.csv`, always with
+`--clock-control none` (ncu must never lock the GPU clocks: the keep metric is compared with runs
+that were not locked). `parse` reads both CSV layouts ncu writes: the raw page (one row per launch,
+one column per metric, a units row under the header) and the default details page (one row per
+metric of a launch). Units are normalised: times to us, shared memory to bytes.
+"""
+
+from __future__ import annotations
+
+import csv
+import shlex
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kopt_mcp.profilers.base import KernelStat, KernelTrace, ProfilerError
+from kopt_mcp.profilers.kernel_names import short_kernel_name
+
+__all__ = ["LOG_NAME", "NcuProfiler", "short_kernel_name", "parse_ncu_csv"]
+
+LOG_NAME = "ncu.csv"
+
+TIMING_METRICS: tuple[str, ...] = (
+    "gpu__time_duration.sum",
+    "launch__registers_per_thread",
+    "launch__shared_mem_per_block_static",
+    "launch__shared_mem_per_block_dynamic",
+    "launch__grid_size",
+    "launch__block_size",
+)
+DETAIL_METRICS: tuple[str, ...] = (
+    "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+    "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+    "sm__warps_active.avg.pct_of_peak_sustained_active",
+    "launch__occupancy_limit_registers",
+    "launch__occupancy_limit_shared_mem",
+    "launch__occupancy_limit_warps",
+    "launch__occupancy_limit_blocks",
+    "launch__waves_per_multiprocessor",
+)
+
+# Each field: the raw-page metric name(s) first, then the details-page display name(s).
+_TIME = ("gpu__time_duration.sum", "gpu__time_duration.avg", "gpu__time_duration", "Duration")
+_REGISTERS = ("launch__registers_per_thread", "Registers Per Thread")
+_SMEM_STATIC = ("launch__shared_mem_per_block_static", "Static Shared Memory Per Block")
+_SMEM_DYNAMIC = ("launch__shared_mem_per_block_dynamic", "Dynamic Shared Memory Per Block")
+_BLOCK = ("launch__block_size", "Block Size")
+_GRID = ("launch__grid_size", "Grid Size")
+EXTRA_FIELDS: dict[str, tuple[str, ...]] = {
+    "sm_throughput_pct": (DETAIL_METRICS[0], "Compute (SM) Throughput", "SM [%]"),
+    # "SOL FB" (frame buffer = device memory) is what ncu 2020 called DRAM throughput.
+    "dram_throughput_pct": (DETAIL_METRICS[1], "DRAM Throughput", "SOL DRAM", "SOL FB"),
+    "achieved_occupancy_pct": (DETAIL_METRICS[2], "Achieved Occupancy"),
+    "occupancy_limit_registers": (DETAIL_METRICS[3], "Block Limit Registers"),
+    "occupancy_limit_shared_mem": (DETAIL_METRICS[4], "Block Limit Shared Mem"),
+    "occupancy_limit_warps": (DETAIL_METRICS[5], "Block Limit Warps"),
+    "occupancy_limit_blocks": (DETAIL_METRICS[6], "Block Limit SM"),
+    "waves_per_sm": (DETAIL_METRICS[7], "Waves Per SM"),
+}
+
+_TO_US = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3,
+          "s": 1e6, "second": 1e6}
+_TO_BYTES = {"": 1, "b": 1, "byte": 1, "kbyte": 1e3, "mbyte": 1e6, "gbyte": 1e9,
+             "kibyte": 1024, "mibyte": 1024**2, "gibyte": 1024**3}
+_NO_ROWS_HINT = (
+    "ncu wrote no kernel rows: did the benchmark launch GPU kernels? "
+    "is ncu allowed to read counters here?"
+)
+_EXPECTED_WARNING = "unmodified GPU clocks"  # we ask for --clock-control none on purpose
+
+
+class NcuProfiler:
+    """Profile the benchmark with Nsight Compute. `detail` adds throughput/occupancy metrics
+    (more replay passes, so slower); `binary` is the ncu executable name or path."""
+
+    name = "ncu"
+
+    def __init__(self, detail: bool = False, binary: str = "ncu") -> None:
+        self.detail = detail
+        self.binary = binary
+
+    @property
+    def metrics(self) -> tuple[str, ...]:
+        """The ncu metric names this profiler asks for."""
+        return TIMING_METRICS + DETAIL_METRICS if self.detail else TIMING_METRICS
+
+    def available(self) -> bool:
+        """True where `binary` resolves on PATH (or is an executable path)."""
+        return shutil.which(self.binary) is not None
+
+    def wrap(self, command: str, out_dir: Path) -> str:
+        """A `bash -c` command line running the shell `command` under ncu, all processes, clocks
+        left alone; ncu's CSV (raw page) goes to `out_dir/ncu.csv`, the benchmark's own stdout
+        and stderr are untouched."""
+        log = Path(out_dir) / LOG_NAME
+        parts = [
+            shlex.quote(self.binary), "--clock-control", "none", "--target-processes", "all",
+            "--csv", "--page", "raw", "--metrics", ",".join(self.metrics),
+            "--log-file", shlex.quote(str(log)), "bash", "-c", shlex.quote(command),
+        ]
+        return " ".join(parts)
+
+    def parse(self, out_dir: Path) -> KernelTrace:
+        """Read `out_dir/ncu.csv` into a KernelTrace (times in us). Raises ProfilerError."""
+        return parse_ncu_csv(Path(out_dir) / LOG_NAME)
+
+
+@dataclass
+class _Launch:
+    name: str
+    metrics: dict[str, tuple[str, str]] = field(default_factory=dict)  # metric -> (unit, value)
+
+
+def parse_ncu_csv(path: Path) -> KernelTrace:
+    """Parse an ncu `--csv` log (raw or details page) into kernels grouped by full name.
+
+    Lines before the header row (one starting with "ID") are skipped: ncu's ==PROF== lines and
+    any application output. Raises ProfilerError for a missing file, no header, no GPU time
+    column, an unknown unit, or a header with no kernel rows.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ProfilerError(f"{path} does not exist (columns found: none). {_NO_ROWS_HINT}")
+    lines = path.read_text(errors="replace").splitlines()
+    notes = [ln.strip() for ln in lines if ln.startswith(("==ERROR==", "==WARNING=="))]
+    errors = [n for n in notes if n.startswith("==ERROR==")]
+    start = next((i for i, ln in enumerate(lines) if ln.startswith(('"ID",', "ID,"))), None)
+    if start is None:
+        said = f" ncu said: {' | '.join(errors)}." if errors else ""
+        raise ProfilerError(
+            f"{path}: no ncu CSV header (a row starting with \"ID\") in {len(lines)} lines "
+            f"(columns found: none).{said} {_NO_ROWS_HINT}"
+        )
+    rows = list(csv.reader(lines[start:]))
+    header = rows[0]
+    details = "Metric Name" in header and "Metric Value" in header
+    needed = ("ID", "Kernel Name", "Metric Name", "Metric Value") if details else ("Kernel Name",)
+    if any(h not in header for h in needed):
+        raise ProfilerError(
+            f"{path}: ncu CSV header lacks {', '.join(h for h in needed if h not in header)}; "
+            f"columns found: {_listing(header)}. {_NO_ROWS_HINT}"
+        )
+    launches = (_details_launches if details else _raw_launches)(header, rows[1:])
+    if not launches:
+        said = "".join(f"{n} " for n in notes if _EXPECTED_WARNING not in n)
+        raise ProfilerError(
+            f"{path}: the profiled run launched no GPU kernel (ncu CSV header, no kernel rows). "
+            f"{said}Is the benchmark running on the GPU?"
+        )
+    found = list(dict.fromkeys(m for launch in launches for m in launch.metrics))
+    if not any(m in found for m in _TIME):
+        raise ProfilerError(
+            f"{path}: no GPU time column (one of {', '.join(_TIME)}); "
+            f"{'metrics' if details else 'columns'} found: {_listing(found)}. {_NO_ROWS_HINT}"
+        )
+    warnings = [n for n in notes if n.startswith("==WARNING==") and _EXPECTED_WARNING not in n]
+    return _aggregate(launches, path, warnings)
+
+
+def _raw_launches(header: list[str], rows: list[list[str]]) -> list[_Launch]:
+    """Raw page: one row per launch; the first row after the header holds the units."""
+    units = [""] * len(header)
+    if rows and rows[0] and not rows[0][0].strip().isdigit():
+        units, rows = rows[0] + [""] * (len(header) - len(rows[0])), rows[1:]
+    name_at = header.index("Kernel Name")
+    launches = []
+    for row in rows:
+        if len(row) != len(header) or not row[0].strip().isdigit():
+            continue  # stray output interleaved with the CSV
+        metrics = {h: (units[j], row[j]) for j, h in enumerate(header) if j != name_at}
+        launches.append(_Launch(row[name_at], metrics))
+    return launches
+
+
+def _details_launches(header: list[str], rows: list[list[str]]) -> list[_Launch]:
+    """Details page: one row per metric; rows with the same (process, ID) are one launch."""
+    col = {h: j for j, h in enumerate(header)}
+    by_id: dict[tuple[str, str], _Launch] = {}
+    for row in rows:
+        if len(row) != len(header) or not row[col["ID"]].strip().isdigit():
+            continue
+        key = (row[col["Process ID"]] if "Process ID" in col else "", row[col["ID"]])
+        launch = by_id.setdefault(key, _Launch(row[col["Kernel Name"]]))
+        unit = row[col["Metric Unit"]] if "Metric Unit" in col else ""
+        launch.metrics[row[col["Metric Name"]]] = (unit, row[col["Metric Value"]])
+    return list(by_id.values())
+
+
+def _listing(names: list[str], limit: int = 40) -> str:
+    """Names joined for an error message, cut after `limit` with a count of the rest."""
+    shown = ", ".join(names[:limit]) or "none"
+    return shown + (f" ... ({len(names) - limit} more)" if len(names) > limit else "")
+
+
+def _number(text: str) -> float | None:
+    """"13,696" -> 13696.0; "(2, 64, 1)" -> 128.0 (product of dims); "n/a" or "" -> None."""
+    text = text.strip()
+    try:
+        if text.startswith("(") and text.endswith(")"):
+            product = 1.0
+            for dim in text[1:-1].split(", "):
+                product *= float(dim.replace(",", ""))
+            return product
+        return float(text.replace(",", ""))
+    except ValueError:
+        return None
+
+
+def _value(launch: _Launch, names: tuple[str, ...], scale: dict[str, float] | None,
+           path: Path) -> float | None:
+    """The first of `names` this launch has with a number, scaled by its unit. Raises
+    ProfilerError on a unit missing from `scale`."""
+    for metric in names:
+        if metric not in launch.metrics:
+            continue
+        unit, raw = launch.metrics[metric]
+        number = _number(raw)
+        if number is None:
+            continue
+        if scale is None:
+            return number
+        key = unit.strip().lower().removesuffix("/block")
+        if key not in scale:
+            raise ProfilerError(
+                f"{path}: unknown unit {unit!r} for {metric}; expected one of {sorted(scale)}"
+            )
+        return number * scale[key]
+    return None
+
+
+@dataclass
+class _Acc:
+    calls: int = 0
+    total_us: float = 0.0
+    registers: int | None = None
+    smem: int | None = None
+    block: int | None = None
+    grid: int | None = None
+    extra: dict[str, list[float]] = field(default_factory=dict)
+
+
+def _max(old: int | None, new: float | None) -> int | None:
+    if new is None:
+        return old
+    return int(round(new)) if old is None else max(old, int(round(new)))
+
+
+def _aggregate(launches: list[_Launch], path: Path, warnings: list[str]) -> KernelTrace:
+    """Group launches by full kernel name: calls, total/avg us, share %, max registers /
+    shared memory (bytes, static + dynamic) / block and grid size, mean of each extra metric."""
+    accs: dict[str, _Acc] = {}
+    untimed = 0
+    for launch in launches:
+        time_us = _value(launch, _TIME, _TO_US, path)
+        if time_us is None:
+            untimed += 1
+            continue
+        acc = accs.setdefault(launch.name, _Acc())
+        acc.calls += 1
+        acc.total_us += time_us
+        acc.registers = _max(acc.registers, _value(launch, _REGISTERS, None, path))
+        smem = [_value(launch, names, _TO_BYTES, path) for names in (_SMEM_STATIC, _SMEM_DYNAMIC)]
+        if any(s is not None for s in smem):
+            acc.smem = _max(acc.smem, sum(s or 0.0 for s in smem))
+        acc.block = _max(acc.block, _value(launch, _BLOCK, None, path))
+        acc.grid = _max(acc.grid, _value(launch, _GRID, None, path))
+        for key, names in EXTRA_FIELDS.items():
+            number = _value(launch, names, None, path)
+            if number is not None:
+                acc.extra.setdefault(key, []).append(number)
+    if not accs:
+        raise ProfilerError(f"{path}: {untimed} kernel rows but none has a GPU time value. "
+                            f"{_NO_ROWS_HINT}")
+    if untimed:
+        warnings = warnings + [f"{untimed} kernel launch(es) had no GPU time value and were skipped"]
+    total = sum(a.total_us for a in accs.values())
+    kernels = [
+        KernelStat(
+            name=name, calls=a.calls, total_us=a.total_us, avg_us=a.total_us / a.calls,
+            share_pct=100.0 * a.total_us / total if total > 0 else 0.0,
+            registers_per_thread=a.registers, shared_mem_per_block_bytes=a.smem,
+            block_size=a.block, grid_size=a.grid,
+            extra={k: sum(v) / len(v) for k, v in a.extra.items()},
+        )
+        for name, a in accs.items()
+    ]
+    kernels.sort(key=lambda k: (-k.total_us, k.name))
+    return KernelTrace(backend="ncu", kernels=kernels, total_gpu_us=total, warnings=warnings)

@@ -1,0 +1,198 @@
+"""save_and_test: archive the candidate, check protected paths, measure candidate vs BEST in the
+same lease (candidate, BEST; then BEST, candidate for a confirming round), apply every gate and
+return the verdict. Every outcome but `improved` and `incorrect` reverts (after archiving)."""
+
+from __future__ import annotations
+
+from kopt_mcp import vcs
+from kopt_mcp.ledger import now_iso
+from kopt_mcp.profilers.base import ProfilerError, target_gpu_time
+from kopt_mcp.referee.core import Progress, RefereeError
+from kopt_mcp.referee.measure import Measurement, measure, profile
+from kopt_mcp.referee.ops import OpsMixin, protected_paths
+from kopt_mcp.results import VerdictResult
+from kopt_mcp.rules.protect import touched_protected
+from kopt_mcp.rules.repair import after_incorrect
+from kopt_mcp.rules.stop import RegressionNote, should_stop
+from kopt_mcp.rules.verdict import GLOBAL, KeepDecision, Round, VerdictError, apply_keep_metric, decide
+from kopt_mcp.session import LastVerdict, PendingImprovement, Phase, next_actions, require
+
+
+class AttemptMixin(OpsMixin):
+    def save_and_test(self, target: str = GLOBAL, hypothesis: str = "",
+                      progress: Progress | None = None) -> VerdictResult:
+        """Test the workspace's candidate against BEST_COMMIT and rule on it (see module docstring)."""
+        with self.lock:
+            require(self.state, "save_and_test")
+            s = self.state
+            keys = list(s.best.metrics)
+            if target != GLOBAL and target not in keys:
+                raise RefereeError(f"target {target!r} is no config class; use 'global' or one of: {', '.join(keys)}")
+            warnings = []
+            if vcs.head_sha(self.ws) != s.best.commit:
+                warnings.append(f"HEAD moved to {vcs.head_sha(self.ws)[:12]} behind the server's back; the "
+                                f"candidate is judged as its whole difference from BEST_COMMIT {s.best.commit[:12]}")
+            if self.config.changed():
+                warnings.append("kopt.toml changed on disk; the frozen config of session start still applies")
+            patch, changed = vcs.diff_against(self.ws, s.best.commit)
+            if not changed:
+                raise RefereeError("the workspace has no change against BEST_COMMIT: edit the kernel in "
+                                   f"{self.workspace_path} first, then call save_and_test")
+            n = s.next_attempt
+            s.next_attempt += 1
+            self.store.archive(n, "pending", patch)
+            s.in_progress = {"attempt": n, "tool": "save_and_test", "since": now_iso()}
+            self.save()
+            self._ctx = {"n": n, "target": target, "hypothesis": hypothesis, "warnings": warnings,
+                         "changed": changed, "runs": []}
+            try:
+                return self._judge(progress)
+            finally:
+                s.in_progress = None
+                self.save()
+
+    # -- the steps -------------------------------------------------------------------------
+
+    def _judge(self, progress: Progress | None) -> VerdictResult:
+        c = self._ctx
+        hits = touched_protected(c["changed"], protected_paths(self))
+        if hits:
+            return self._finish("rejected", f"the candidate changes protected file(s) {', '.join(hits)}: the "
+                                "benchmark, oracle, config and performance.md are fixed for the session; make "
+                                "the change in the kernel only", revert=True)
+        if self.lease(progress).lease is None:
+            return self._finish("failed", f"no device: {self.state.stop_reason or 'cancelled'}", revert=True)
+        total = 5.0
+        if progress:
+            progress(0, total, f"attempt {c['n']}: running the candidate")
+        cand = self._measure(self.workspace_path, "candidate")
+        if cand.gate.kind == "failed":
+            return self._finish("failed", cand.gate.reason, revert=True, reset=True)
+        if cand.gate.kind == "incorrect":
+            return self._incorrect(cand.gate.reason)
+        if progress:
+            progress(1, total, f"attempt {c['n']}: running BEST_COMMIT in the same lease")
+        best = self._measure(self.best_path, "best")
+        if best.gate.kind != "ok":
+            raise RefereeError(f"BEST_COMMIT itself failed to run just now ({best.gate.reason}): the machine "
+                               "changed, not the candidate. The candidate is still in place; call save_and_test again")
+        rounds = [Round(best=best.values(), candidate=cand.values())]
+        g = self.cfg.gates
+        try:
+            d = decide(rounds, c["target"], self.cfg.benchmark.higher_is_better, g.noise_pct, g.confirmations)
+            while d.needs_round:
+                if progress:
+                    progress(2, total, f"attempt {c['n']}: confirming measurement ({d.reason})")
+                b2 = self._measure(self.best_path, "best")
+                c2 = self._measure(self.workspace_path, "candidate")
+                if b2.gate.kind != "ok" or c2.gate.kind != "ok":
+                    bad = c2 if c2.gate.kind != "ok" else b2
+                    return self._finish("failed", f"the confirming run failed: {bad.gate.reason}", revert=True, reset=True)
+                rounds.append(Round(best=b2.values(), candidate=c2.values()))
+                d = decide(rounds, c["target"], self.cfg.benchmark.higher_is_better, g.noise_pct, g.confirmations)
+        except VerdictError as e:
+            return self._finish("failed", str(e), revert=True, reset=True)
+        c.update(decision=d, rounds=len(rounds), cand_values=rounds[-1].candidate)
+        if d.outcome != "improved":
+            return self._finish(d.outcome, d.reason, revert=True, reset=d.outcome != "regressed")
+        if progress:
+            progress(3, total, f"attempt {c['n']}: profiling BEST and candidate (keep metric)")
+        keep = self._keep_metric()
+        c["keep"] = keep
+        if not keep.kept:
+            return self._finish("tie", keep.reason, revert=True, reset=True)
+        return self._improved(f"{d.reason}; {keep.reason}")
+
+    def _measure(self, tree, label: str) -> Measurement:
+        m = measure(self.cfg, tree, self.store.run_dir(self._ctx["n"], label), self.env(), self.cancel)
+        self._ctx["runs"].append(m.run_dir)
+        return m
+
+    def _keep_metric(self) -> KeepDecision:
+        prof = self.profiler()
+        if prof.name == "none":
+            return apply_keep_metric(None, None, [])
+        regex = self.cfg.profiler.kernel or None
+        times = []
+        for label, tree in (("best-profile", self.best_path), ("candidate-profile", self.workspace_path)):
+            p = profile(self.cfg, prof, tree, self.store.run_dir(self._ctx["n"], label), self.env(), self.cancel)
+            self._ctx["runs"].append(str(p.log_path.rsplit("/", 1)[0]))
+            if p.trace is None:
+                return KeepDecision(kept=False, gpu_best_us=None, gpu_candidate_us=None, gpu_delta_pct=None,
+                                    metric_used="profiler GPU time",
+                                    reason=f"profiling the {label.split('-')[0]} failed ({p.error}): not kept, "
+                                    "the keep decision never falls back to a weaker metric")
+            try:
+                times.append(target_gpu_time(p.trace, regex or _escape_names(self.state.best.kernels)))
+            except ProfilerError as e:
+                return KeepDecision(kept=False, gpu_best_us=None, gpu_candidate_us=None, gpu_delta_pct=None,
+                                    metric_used="profiler GPU time", reason=f"{e}: not kept")
+        return apply_keep_metric(times[0][0], times[1][0], times[1][1])
+
+    def _incorrect(self, reason: str) -> VerdictResult:
+        s, c, g = self.state, self._ctx, self.cfg.gates
+        outcome, rep = after_incorrect(s.repair, c["n"], c["target"], c["hypothesis"], g.max_repairs)
+        if outcome == "abandoned":
+            s.repair = None
+            return self._finish("abandoned", f"{reason}; still incorrect after {g.max_repairs} repair attempt(s): "
+                                "abandoned (patch archived, tree reverted; not counted as a regression)",
+                                revert=True, reset=True)
+        s.repair = rep
+        s.phase = Phase.repairing
+        left = g.max_repairs - rep.repairs_used
+        return self._finish("incorrect", f"{reason}; {left} repair attempt(s) left", revert=False, repairs_left=left)
+
+    def _improved(self, reason: str) -> VerdictResult:
+        s, c = self.state, self._ctx
+        d, keep = c["decision"], c["keep"]
+        s.pending = PendingImprovement(
+            attempt=c["n"], tree=vcs.snapshot_tree(self.ws), target=c["target"], hypothesis=c["hypothesis"],
+            candidate_metrics=c["cand_values"], candidate_gpu_us=keep.gpu_candidate_us,
+            kernels=s.best.kernels, target_delta_pct=sum(d.target_deltas_pct) / len(d.target_deltas_pct),
+            metric_used=keep.metric_used)
+        s.phase = Phase.improved
+        s.repair = None
+        return self._finish("improved", reason, revert=False)
+
+    def _finish(self, verdict: str, reason: str, revert: bool, reset: bool = False,
+                repairs_left: int | None = None) -> VerdictResult:
+        s, c = self.state, self._ctx
+        n = c["n"]
+        d, keep = c.get("decision"), c.get("keep")
+        patch_path = self.store.relabel(n, "pending", verdict)
+        if revert:
+            vcs.reset_to(self.ws, s.best.commit)
+            if s.phase in (Phase.repairing, Phase.improved):
+                s.phase = Phase.ready
+            s.repair = None
+        if verdict == "regressed":
+            change = sum(d.target_deltas_pct) / len(d.target_deltas_pct)
+            s.regressions = s.regressions.regressed(RegressionNote(
+                attempt=n, at=now_iso(), target=c["target"], hypothesis=c["hypothesis"], change_pct=change))
+        elif reset:
+            s.regressions = s.regressions.reset()
+        s.last = LastVerdict(attempt=n, verdict=verdict, target=c["target"], reason=reason)
+        self.store.log("attempt", attempt=n, verdict=verdict, reason=reason, target=c["target"],
+                       hypothesis=c["hypothesis"], changed=c["changed"], patch=str(patch_path),
+                       classes=[x.model_dump() for x in d.classes] if d else [], runs=c["runs"],
+                       gpu=keep.model_dump() if keep else None, reverted=revert)
+        if verdict == "regressed" and should_stop(s.regressions, self.cfg.gates.max_consecutive_regressions):
+            self.stop(f"{s.regressions.consecutive} consecutive measured regressions")
+        self.save()
+        return VerdictResult(
+            attempt=n, verdict=verdict, reason=reason, target=c["target"], metric=self.cfg.benchmark.metric,
+            metric_used=keep.metric_used if keep else ("script metric" if d else "none"),
+            classes=d.classes if d else [], target_deltas_pct=d.target_deltas_pct if d else [],
+            divergent_classes=d.worse_classes if d else [],
+            gpu_best_us=keep.gpu_best_us if keep else None, gpu_candidate_us=keep.gpu_candidate_us if keep else None,
+            gpu_delta_pct=keep.gpu_delta_pct if keep else None, rounds=c.get("rounds", 0), reverted=revert,
+            repairs_left=repairs_left, patch_path=str(patch_path), run_dirs=c["runs"], device=self.device,
+            consecutive_regressions=s.regressions.consecutive, stopped=s.phase == Phase.stopped,
+            stop_reason=s.stop_reason, warnings=c["warnings"], next_actions=next_actions(s))
+
+
+def _escape_names(names: list[str]) -> str | None:
+    """A regex matching exactly the BEST's hottest kernel name(s), or None."""
+    import re
+
+    return "|".join(f"^{re.escape(n)}$" for n in names) or None

@@ -1,0 +1,181 @@
+"""The referee's base: opening or resuming a session, its locks, device lease and run helpers.
+
+`Referee` (in `referee/__init__.py`) adds the tool operations on top of this class. Every public
+operation is synchronous (run it in a worker thread), holds `self.lock`, and saves the state
+atomically before returning.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from datetime import date
+from pathlib import Path
+from typing import Callable
+
+import git
+from filelock import FileLock, Timeout
+
+from kopt_mcp import vcs
+from kopt_mcp.config import load_config
+from kopt_mcp.gpus import make_probe
+from kopt_mcp.gpus.base import GpuProbe
+from kopt_mcp.gpus.gate import GateOutcome, GpuGate, IdleThresholds
+from kopt_mcp.gpus.lease import LeaseManager
+from kopt_mcp.ledger import Store, now_iso
+from kopt_mcp.profilers import make_profiler
+from kopt_mcp.profilers.base import Profiler
+from kopt_mcp.results import DeviceInfo
+from kopt_mcp.session import Best, Phase, SessionState
+
+Progress = Callable[[float, float, str], None]
+
+
+class RefereeError(RuntimeError):
+    """An operation cannot proceed; the message says what the caller should do next."""
+
+
+def default_tag() -> str:
+    """Session tag from today's date, e.g. `2026-11-22`."""
+    return date.today().isoformat()
+
+
+class RefereeBase:
+    """Session files, locks, device lease and shared helpers (see module docstring)."""
+
+    def __init__(self, repo: Path, config_path: Path | None = None, tag: str | None = None,
+                 probe: GpuProbe | None = None, lease_dir: Path | None = None,
+                 sleep: Callable[[float], None] | None = None):
+        self.repo_path = repo.resolve()
+        self.repo = vcs.open_repo(self.repo_path)
+        self.tag = tag or default_tag()
+        self.branch = f"kernel-opt/{self.tag}"
+        self.workspace_path = self.repo_path / ".kopt" / "worktrees" / self.tag
+        self.best_path = self.repo_path / ".kopt" / "worktrees" / f"{self.tag}-best"
+        self.config_path = (config_path or self.repo_path / "kopt.toml").resolve()
+        self.lock = threading.RLock()
+        self.cancel = threading.Event()
+        vcs.ensure_excluded(self.repo)
+        self.store = Store(self.workspace_path)
+        self._server_lock = FileLock(str(self.repo_path / ".kopt" / f"{self.tag}.server.lock"))
+        (self.repo_path / ".kopt").mkdir(exist_ok=True)
+        try:
+            self._server_lock.acquire(timeout=0)
+        except Timeout as e:
+            raise RefereeError(
+                f"another kopt-mcp server already runs session {self.tag!r} on {self.repo_path}: "
+                "stop it first, or start this one with another --tag") from e
+        try:
+            self._open(probe, lease_dir, sleep)
+        except BaseException:
+            self._server_lock.release()
+            raise
+
+    def _open(self, probe, lease_dir, sleep) -> None:
+        saved = self.store.load_state_json() if self.workspace_path.exists() else None
+        if saved is None:
+            self.config = load_config(self.config_path)
+            self.ws = vcs.create_workspace(self.repo, self.workspace_path, self.branch)
+            head = vcs.head_sha(self.ws)
+            self.state = SessionState(
+                tag=self.tag, branch=self.branch, repo=str(self.repo_path), workspace=str(self.workspace_path),
+                best_worktree=str(self.best_path), config_path=str(self.config_path),
+                config_sha256=self.config.sha256, best=Best(commit=head))
+            self.store.save_state(self.state)
+            self.store.log("session_started", tag=self.tag, branch=self.branch, best_commit=head,
+                           config_sha256=self.config.sha256)
+        else:
+            self.state = SessionState.model_validate(saved)
+            self.ws = vcs.open_workspace(self.repo, self.workspace_path, self.branch)
+            self.config = load_config(Path(self.state.config_path))
+            if self.config.sha256 != self.state.config_sha256:
+                raise RefereeError(
+                    f"{self.state.config_path} changed since session {self.tag!r} started (frozen hash "
+                    f"{self.state.config_sha256[:12]}): restore it, or start a new session with another --tag")
+            self._recover()
+        self.best_tree = vcs.ensure_best_worktree(self.repo, self.best_path, self.state.best.commit)
+        self.cfg = self.config.target
+        gates = self.cfg.gates
+        self.probe = probe or make_probe(gates.gpu_probe)
+        self.gate = GpuGate(self.probe, LeaseManager(lease_dir or _lease_dir(), self.tag),
+                            IdleThresholds(util_pct=gates.idle_util_pct, mem_mib=gates.idle_mem_mib),
+                            wait_s=gates.gpu_wait_s, poll_s=gates.gpu_poll_s, **({"sleep": sleep} if sleep else {}))
+        self.device: DeviceInfo | None = None
+        cache = self.repo_path / ".kopt" / "cache"
+        self.cache_dirs = {"TRITON_CACHE_DIR": str(cache / "triton"),
+                           "TORCH_EXTENSIONS_DIR": str(cache / "torch_extensions"),
+                           "CUDA_CACHE_PATH": str(cache / "cuda"),
+                           "MIOPEN_USER_DB_PATH": str(cache / "miopen")}
+
+    def _recover(self) -> None:
+        """Finish what a killed server left: an attempt in progress is archived and reverted."""
+        job = self.state.in_progress
+        if not job:
+            return
+        n = job.get("attempt")
+        if n and self.store.find_patch(n) is not None and self.state.phase != Phase.improved:
+            vcs.reset_to(self.ws, self.state.best.commit)
+            self.store.relabel(n, "pending", "interrupted")
+        self.store.log("recovered", job=job)
+        self.state.in_progress = None
+        self.store.save_state(self.state)
+
+    def close(self) -> None:
+        """Release the GPU lease and the server lock."""
+        self.gate.release()
+        if self._server_lock.is_locked:
+            self._server_lock.release()
+
+    # -- helpers shared by the operations -------------------------------------------------
+
+    def save(self) -> None:
+        """Save the state atomically."""
+        self.store.save_state(self.state)
+
+    def lease(self, progress: Progress | None) -> GateOutcome:
+        """Acquire (or keep) the device lease; with none after the wait, stop the session."""
+        outcome = self.gate.acquire(progress=progress, cancel=self.cancel, own_pids=frozenset({os.getpid()}))
+        if outcome.lease is None:
+            self.device = None
+            if outcome.reason != "cancelled":
+                self.stop(f"no idle GPU: {outcome.reason}")
+            return outcome
+        le = outcome.lease
+        self.device = DeviceInfo(vendor=le.vendor, index=le.index, name=le.name, env=le.env,
+                                 note=outcome.device_note)
+        return outcome
+
+    def env(self) -> dict[str, str]:
+        """Environment for every benchmark run: the device binding and the shared JIT caches."""
+        return {**(self.device.env if self.device else {}), **self.cache_dirs}
+
+    def profiler(self, detail: bool = False) -> Profiler:
+        """The configured profiler for the leased device's vendor."""
+        vendor = self.device.vendor if self.device else "cpu"
+        return make_profiler(self.cfg.profiler.backend, vendor, detail=detail)
+
+    def stop(self, reason: str) -> None:
+        """Stop the session: state `stopped`, Stop Summary appended to performance.md and committed."""
+        from kopt_mcp.referee.report import stop_summary
+
+        if self.state.phase == Phase.stopped:
+            return
+        self.state.phase = Phase.stopped
+        self.state.stop_reason = reason
+        self.state.stopped_at = now_iso()
+        perf = self.workspace_path / "performance.md"
+        from kopt_mcp.ledger import append_perf_text
+
+        append_perf_text(perf, stop_summary(self.state, self.cfg.benchmark.metric))
+        try:
+            self.ws.git.add("performance.md")
+            self.ws.git.commit("-m", f"kopt: stop summary ({reason[:60]})", "--no-verify", "--", "performance.md",
+                               env=vcs._identity(self.ws))
+        except git.GitCommandError as e:
+            self.store.log("stop_summary_commit_failed", error=str(e))
+        self.store.log("stopped", reason=reason, best_commit=self.state.best.commit)
+        self.save()
+
+
+def _lease_dir() -> Path:
+    return Path(os.environ.get("KOPT_LEASE_DIR", "/tmp/kopt-mcp-leases"))

@@ -1,0 +1,213 @@
+"""Referee operations that measure without a verdict: status, the GPU gate, run_benchmark (and the
+baseline), kernel_trace_analysis, warm_up_harness, revert_to_best, get_attempt."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kopt_mcp import vcs
+from kopt_mcp.ledger import append_perf_rows
+from kopt_mcp.metrics import improvement_pct
+from kopt_mcp.profilers.base import ProfilerError, target_gpu_time
+from kopt_mcp.referee.core import Progress, RefereeBase, RefereeError
+from kopt_mcp.referee.measure import Measurement, measure, profile
+from kopt_mcp.referee.report import perf_rows
+from kopt_mcp.results import (AttemptResult, BenchmarkResult, ClassMetric, GpuResult, KernelRow, RevertResult,
+                              StatusResult, TraceResult, WarmupResult)
+from kopt_mcp.runner import run_command
+from kopt_mcp.session import Phase, next_actions, require
+
+PATCH_CHARS = 60_000
+
+
+class OpsMixin(RefereeBase):
+    def status(self) -> StatusResult:
+        """Where the session stands (phase, BEST_COMMIT, counters, last verdict, next actions)."""
+        s = self.state
+        return StatusResult(
+            phase=s.phase.value, tag=s.tag, branch=s.branch, workspace=s.workspace, best_commit=s.best.commit,
+            best_metrics=s.best.metrics, best_gpu_us=s.best.gpu_us, metric=self.cfg.benchmark.metric,
+            benchmark_command=self.cfg.benchmark.command, attempts=s.next_attempt - 1, kept=s.kept,
+            consecutive_regressions=s.regressions.consecutive,
+            max_consecutive_regressions=self.cfg.gates.max_consecutive_regressions,
+            repairs_used=s.repair.repairs_used if s.repair else None,
+            last_verdict=s.last.model_dump() if s.last else None, stop_reason=s.stop_reason,
+            config_sha256=s.config_sha256, config_changed=self.config.changed(), device=self.device,
+            next_actions=next_actions(s))
+
+    def find_idle_gpu(self, progress: Progress | None = None) -> GpuResult:
+        """The availability gate: lease an idle device (waiting up to gpu_wait_s), or stop."""
+        with self.lock:
+            require(self.state, "find_idle_gpu")
+            out = self.lease(progress)
+            self.store.log("gpu_gate", leased=out.lease is not None, reason=out.reason, waited_s=out.waited_s)
+            return GpuResult(leased=out.lease is not None, device=self.device, checks=out.checks,
+                             waited_s=out.waited_s, reason=out.reason or out.device_note,
+                             stopped=self.state.phase == Phase.stopped)
+
+    def _need_device(self, progress: Progress | None) -> None:
+        out = self.lease(progress)
+        if out.lease is None:
+            raise RefereeError(f"no device: {out.reason}. " + (
+                "The session stopped." if self.state.phase == Phase.stopped else "Call again later."))
+
+    def _bench_result(self, what: str, m: Measurement, recorded: bool) -> BenchmarkResult:
+        classes = [ClassMetric(key=c.key, metric=c.metric, correct=c.correct, errors=c.errors)
+                   for c in (m.table.classes if m.table else [])]
+        best = self.state.best.metrics
+        vs = {c.key: improvement_pct(best[c.key], c.metric, self.cfg.benchmark.higher_is_better)
+              for c in classes if c.key in best and not recorded}
+        return BenchmarkResult(
+            what=what, device=self.device, ok=m.gate.kind == "ok", gate=m.gate.kind, reason=m.gate.reason,
+            metric=self.cfg.benchmark.metric, classes=classes, vs_best_pct=vs, exit_code=m.run.exit_code,
+            duration_s=m.run.duration_s, log_path=m.run.log_path, log_tail=m.run.log_tail[-2000:],
+            baseline_recorded=recorded, best_commit=self.state.best.commit, next_actions=next_actions(self.state))
+
+    def run_benchmark(self, progress: Progress | None = None) -> BenchmarkResult:
+        """Run the fixed benchmark once. Before the baseline exists: measure unmodified BEST_COMMIT
+        (in the BEST worktree) and record it as the baseline. After: measure the workspace as it is
+        (quick check; no verdict, nothing kept)."""
+        with self.lock:
+            require(self.state, "run_benchmark")
+            self._need_device(progress)
+            if self.state.phase == Phase.needs_baseline:
+                return self._baseline(progress)
+            n = self.state.next_attempt
+            if progress:
+                progress(0, 1, "running the benchmark on the workspace")
+            m = measure(self.cfg, self.workspace_path, self.store.run_dir(n, "check"), self.env(), self.cancel)
+            self.store.log("run_benchmark", gate=m.gate.kind, values=m.values(), run_dir=m.run_dir)
+            return self._bench_result("workspace", m, recorded=False)
+
+    def _baseline(self, progress: Progress | None) -> BenchmarkResult:
+        if progress:
+            progress(0, 2, "baseline: running the benchmark on unmodified BEST_COMMIT")
+        m = measure(self.cfg, self.best_path, self.store.run_dir(0, "baseline"), self.env(), self.cancel)
+        if m.gate.kind != "ok":
+            self.store.log("baseline_failed", reason=m.gate.reason, run_dir=m.run_dir)
+            raise RefereeError(
+                f"the unmodified benchmark does not pass the correctness gate ({m.gate.reason}); fix the "
+                f"repository or kopt.toml and start again. Log: {m.run.log_path}")
+        gpu_us, kernels, note = None, [], "no profiler: the script metric is the keep metric"
+        prof = self.profiler()
+        if prof.name != "none":
+            if progress:
+                progress(1, 2, f"baseline: profiling with {prof.name}")
+            p = profile(self.cfg, prof, self.best_path, self.store.run_dir(0, "baseline-profile"), self.env(),
+                        self.cancel)
+            if p.trace is None:
+                raise RefereeError(f"profiling the baseline failed: {p.error}. Fix it, or set [profiler] "
+                                   "backend = \"none\" to decide on the script metric alone")
+            try:
+                gpu_us, kernels = target_gpu_time(p.trace, self.cfg.profiler.kernel or None)
+            except ProfilerError as e:
+                raise RefereeError(str(e)) from e
+            note = f"keep metric: profiler GPU time of {', '.join(k[:60] for k in kernels)}"
+        s = self.state
+        s.best.metrics, s.best.gpu_us, s.best.kernels = m.values(), gpu_us, kernels
+        perf = self.workspace_path / "performance.md"
+        append_perf_rows(perf, self.cfg.benchmark.metric, perf_rows(
+            "baseline", s.best.commit, self.cfg.benchmark.command, "global", kernels, s.best.metrics,
+            gpu_us, None, f"unmodified BEST_COMMIT on {self.device.name}; {note}"))
+        self.ws.git.add("performance.md")
+        self.ws.git.commit("-m", "kopt: baseline", "--no-verify", "--", "performance.md", env=vcs._identity(self.ws))
+        s.best.commit = vcs.head_sha(self.ws)
+        vcs.ensure_best_worktree(self.repo, self.best_path, s.best.commit)
+        s.phase = Phase.ready
+        self.store.log("baseline", best_commit=s.best.commit, metrics=s.best.metrics, gpu_us=gpu_us,
+                       kernels=kernels, device=self.device.model_dump(), run_dir=m.run_dir)
+        self.save()
+        return self._bench_result("baseline (BEST_COMMIT)", m, recorded=True)
+
+    def kernel_trace_analysis(self, top: int = 10, progress: Progress | None = None) -> TraceResult:
+        """Profile the workspace once in detail mode; hottest kernels first (at most `top`)."""
+        from kopt_mcp.profilers.ncu import short_kernel_name
+
+        with self.lock:
+            require(self.state, "kernel_trace_analysis")
+            self._need_device(progress)
+            prof = self.profiler(detail=True)
+            run_dir = self.store.run_dir(self.state.next_attempt, "trace")
+            if prof.name == "none":
+                return TraceResult(backend="none", device=self.device, available=False, total_gpu_us=0.0,
+                                   kernels=[], target_kernels=[], target_gpu_us=None, log_path="",
+                                   notes=[f"no profiler for device {self.device.vendor} (backend "
+                                          f"{self.cfg.profiler.backend!r}): the keep metric is the script metric"])
+            if progress:
+                progress(0, 1, f"profiling the workspace with {prof.name}")
+            p = profile(self.cfg, prof, self.workspace_path, run_dir, self.env(), self.cancel)
+            if p.trace is None:
+                raise RefereeError(f"profiling failed: {p.error} (log: {p.log_path})")
+            notes = list(p.trace.warnings)
+            try:
+                gpu_us, names = target_gpu_time(p.trace, self.cfg.profiler.kernel or None)
+            except ProfilerError as e:
+                gpu_us, names = None, []
+                notes.append(str(e))
+            rows = [KernelRow(**k.model_dump(), short_name=short_kernel_name(k.name)) for k in p.trace.kernels[:top]]
+            self.store.log("trace", run_dir=str(run_dir), target_gpu_us=gpu_us, kernels=[k.name for k in rows])
+            return TraceResult(backend=prof.name, device=self.device, available=True,
+                               total_gpu_us=p.trace.total_gpu_us, kernels=rows, target_kernels=names,
+                               target_gpu_us=gpu_us, notes=notes, log_path=p.log_path)
+
+    def warm_up_harness(self, progress: Progress | None = None) -> WarmupResult:
+        """Run the warm-up command twice (cold, then warm) with the shared JIT caches."""
+        with self.lock:
+            require(self.state, "warm_up_harness")
+            self._need_device(progress)
+            w = self.cfg.warmup
+            cmd = w.command or self.cfg.benchmark.command
+            run_dir = self.store.run_dir(self.state.next_attempt, "warmup")
+            times, ok, tail = [], True, ""
+            for i, label in enumerate(("cold", "warm")):
+                if progress:
+                    progress(i, 2, f"warm-up: {label} run")
+                r = run_command(cmd, self.workspace_path / self.cfg.benchmark.workdir, self.env(), w.timeout_s,
+                                run_dir / f"{label}.log", cancel=self.cancel)
+                times.append(r.duration_s)
+                ok = ok and r.exit_code == 0
+                tail = r.log_tail[-1000:]
+            self.store.log("warmup", cold_s=times[0], warm_s=times[1], ok=ok)
+            return WarmupResult(command=cmd, cold_s=times[0], warm_s=times[1], ok=ok,
+                                cache_dirs=self.cache_dirs, log_tail=tail)
+
+    def revert_to_best(self, reason: str = "") -> RevertResult:
+        """Archive the working diff, then reset the workspace to BEST_COMMIT."""
+        with self.lock:
+            require(self.state, "revert_to_best")
+            patch, changed = vcs.diff_against(self.ws, self.state.best.commit)
+            path = None
+            if changed:
+                n = self.state.next_attempt
+                self.state.next_attempt += 1
+                path = str(self.store.archive(n, "reverted", patch))
+            vcs.reset_to(self.ws, self.state.best.commit)
+            if self.state.phase in (Phase.repairing, Phase.improved):
+                self.state.phase = Phase.ready
+            self.state.repair = None
+            self.state.pending = None
+            self.store.log("revert", reason=reason, archived=path, changed=changed)
+            self.save()
+            return RevertResult(archived_patch=path, changed_files=changed, best_commit=self.state.best.commit,
+                                next_actions=next_actions(self.state))
+
+    def get_attempt(self, attempt: int) -> AttemptResult:
+        """An archived attempt: its patch (first PATCH_CHARS characters) and ledger record."""
+        path = self.store.find_patch(attempt)
+        if path is None:
+            raise RefereeError(f"no archived attempt {attempt}; attempts so far: 1..{self.state.next_attempt - 1}")
+        text = path.read_text(encoding="utf-8", errors="replace")
+        record = next((e for e in reversed(self.store.ledger())
+                       if e.get("event") == "attempt" and e.get("attempt") == attempt), None)
+        return AttemptResult(attempt=attempt, patch_path=str(path), patch=text[:PATCH_CHARS],
+                             truncated=len(text) > PATCH_CHARS, record=record)
+
+
+def protected_paths(ref: RefereeBase) -> list[str]:
+    """[protect] paths plus the config file (when it lies inside the repository)."""
+    paths = list(ref.cfg.protect.paths)
+    try:
+        paths.append(Path(ref.config.path).relative_to(ref.repo_path).as_posix())
+    except ValueError:
+        pass
+    return paths

@@ -1,0 +1,62 @@
+"""The correctness gate (DESIGN.md): the run must exit 0, produce a fresh metrics file (written
+after the run started) and satisfy the correctness rule on every row; a separate correctness
+command, where configured, must exit 0.
+
+Outcomes: `ok`; `failed` (crash, timeout, missing or stale metrics: the run did not measure);
+`incorrect` (the run measured, but results are wrong: repairable).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel
+
+GateKind = Literal["ok", "failed", "incorrect"]
+
+
+class RunFacts(BaseModel):
+    """What one benchmark run produced, as seen by the gate.
+
+    `metrics_error`: why the metrics could not be read (None when read); `failing_classes`: class
+    keys with a row failing the correctness rule; `check_exit`: exit code of the separate
+    correctness command (None when not configured).
+    """
+
+    exit_code: int | None
+    timed_out: bool
+    timeout_s: float
+    metrics_error: str | None = None
+    failing_classes: list[str] = []
+    check_exit: int | None = None
+    check_timed_out: bool = False
+
+
+class GateResult(BaseModel):
+    """The gate's decision and the reason a person or agent can act on."""
+
+    kind: GateKind
+    reason: str
+
+
+def correctness_gate(f: RunFacts) -> GateResult:
+    """Apply the gate to one run's facts (order: timeout, exit code, metrics, rows, check command)."""
+    if f.timed_out:
+        return GateResult(kind="failed", reason=(
+            f"the benchmark ran past timeout_s = {f.timeout_s:g} s and was killed with its whole "
+            "process tree: look for a hang or an endless loop (see the run log)"))
+    if f.exit_code != 0:
+        return GateResult(kind="failed", reason=(
+            f"the benchmark exited with code {f.exit_code}: it crashed; read the tail of the run log"))
+    if f.metrics_error:
+        return GateResult(kind="failed", reason=f.metrics_error)
+    if f.failing_classes:
+        return GateResult(kind="incorrect", reason=(
+            "correctness rule failed in class(es) " + ", ".join(f.failing_classes)
+            + ": fix the result (the candidate stays in place for repair)"))
+    if f.check_timed_out:
+        return GateResult(kind="incorrect", reason="the [correctness] command timed out")
+    if f.check_exit not in (None, 0):
+        return GateResult(kind="incorrect", reason=(
+            f"the [correctness] command exited with code {f.check_exit}: the tests fail"))
+    return GateResult(kind="ok", reason="exit 0, fresh metrics, every row correct")

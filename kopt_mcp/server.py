@@ -1,0 +1,57 @@
+"""Builds the MCPServer: registers tools, resources and prompts; nothing else."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from mcp.server.mcpserver import MCPServer
+
+from kopt_mcp import __version__
+from kopt_mcp.program import render_program
+from kopt_mcp.referee import Referee
+from kopt_mcp.tools import register_all
+
+INSTRUCTIONS = (
+    "kopt-mcp referees a GPU-kernel optimization loop. Read the resource kopt://program.md first. "
+    "Call status, then run_benchmark (baseline), then loop: kernel_trace_analysis -> edit the kernel "
+    "in the workspace -> save_and_test -> commit_improvement when improved. The server decides verdicts."
+)
+
+
+def build_server(ref: Referee) -> MCPServer:
+    """An MCPServer bound to one session's Referee (closed when the server shuts down)."""
+
+    @asynccontextmanager
+    async def lifespan(_server: MCPServer) -> AsyncIterator[dict]:
+        try:
+            yield {"referee": ref}
+        finally:
+            ref.close()
+
+    mcp = MCPServer("kopt-mcp", version=__version__, instructions=INSTRUCTIONS, lifespan=lifespan)
+    register_all(mcp)
+
+    @mcp.resource("kopt://program.md", name="program.md", mime_type="text/markdown",
+                  description="The optimization loop with this session's command, paths and thresholds.")
+    def program_md() -> str:
+        return render_program(ref)
+
+    @mcp.resource("kopt://performance.md", name="performance.md", mime_type="text/markdown",
+                  description="Baseline, kept improvements and Stop Summary of this session.")
+    def performance_md() -> str:
+        p = ref.workspace_path / "performance.md"
+        return p.read_text(encoding="utf-8") if p.exists() else "(no baseline yet: call run_benchmark)\n"
+
+    @mcp.resource("kopt://ledger.jsonl", name="ledger", mime_type="application/jsonl",
+                  description="Every event and attempt of this session, one JSON object per line.")
+    def ledger() -> str:
+        p = ref.store.ledger_path
+        return p.read_text(encoding="utf-8") if p.exists() else ""
+
+    @mcp.prompt(name="optimization_loop", description="Run the refereed kernel optimization loop.")
+    def optimization_loop() -> str:
+        return ("Optimize the kernel following this program. Use only the kopt-mcp tools for measuring "
+                "and for git state.\n\n" + render_program(ref))
+
+    return mcp

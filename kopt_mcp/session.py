@@ -1,0 +1,132 @@
+"""The session's state machine (pure: no subprocess, no git, no MCP).
+
+Phases and the tools each allows (anything else is refused with what to call instead):
+
+    needs_baseline --run_benchmark (records the baseline)--> ready
+    ready          --save_and_test--> ready (tie/regressed/failed/divergent/rejected: reverted)
+                                    | repairing (incorrect: stays in place) | improved | stopped
+    repairing      --save_and_test--> (as ready; a still-incorrect tree uses one repair; the last
+                                      one abandons it) ; --revert_to_best--> ready
+    improved       --commit_improvement--> ready (BEST_COMMIT moves) ; --revert_to_best--> ready
+    stopped        terminal: candidate tools refuse with the stop reason
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from kopt_mcp.rules.repair import RepairState
+from kopt_mcp.rules.stop import RegressionCounter
+
+Verdict = Literal["improved", "tie", "regressed", "divergent", "incorrect", "abandoned", "failed", "rejected"]
+
+
+class Phase(str, Enum):
+    needs_baseline = "needs_baseline"
+    ready = "ready"
+    repairing = "repairing"
+    improved = "improved"
+    stopped = "stopped"
+
+
+class Best(BaseModel):
+    """What BEST_COMMIT measured last: per-class script metric and profiler GPU time (us)."""
+
+    commit: str
+    metrics: dict[str, float] = Field(default_factory=dict)
+    gpu_us: float | None = None
+    kernels: list[str] = Field(default_factory=list)
+
+
+class PendingImprovement(BaseModel):
+    """An `improved` candidate waiting for commit_improvement: the exact tree that was tested."""
+
+    attempt: int
+    tree: str
+    target: str
+    hypothesis: str
+    candidate_metrics: dict[str, float]
+    candidate_gpu_us: float | None
+    kernels: list[str]
+    target_delta_pct: float
+    metric_used: str
+
+
+class LastVerdict(BaseModel):
+    """The latest verdict, for status."""
+
+    attempt: int
+    verdict: Verdict
+    target: str
+    reason: str
+
+
+class SessionState(BaseModel):
+    """Everything needed to resume exactly where the server was (saved atomically after each step)."""
+
+    version: int = 1
+    tag: str
+    branch: str
+    repo: str
+    workspace: str
+    best_worktree: str
+    config_path: str
+    config_sha256: str
+    phase: Phase = Phase.needs_baseline
+    best: Best
+    next_attempt: int = 1
+    regressions: RegressionCounter = Field(default_factory=RegressionCounter)
+    repair: RepairState | None = None
+    pending: PendingImprovement | None = None
+    last: LastVerdict | None = None
+    kept: int = 0
+    stop_reason: str | None = None
+    stopped_at: str | None = None
+    in_progress: dict | None = None
+
+
+class SessionError(RuntimeError):
+    """A tool was called in a phase that does not allow it; the message says what to call instead."""
+
+
+_ALLOWED: dict[str, set[Phase]] = {
+    "save_and_test": {Phase.ready, Phase.repairing},
+    "commit_improvement": {Phase.improved},
+    "revert_to_best": {Phase.ready, Phase.repairing, Phase.improved, Phase.needs_baseline},
+    "run_benchmark": {Phase.needs_baseline, Phase.ready, Phase.repairing, Phase.improved},
+    "kernel_trace_analysis": {Phase.needs_baseline, Phase.ready, Phase.repairing, Phase.improved},
+    "warm_up_harness": {Phase.needs_baseline, Phase.ready, Phase.repairing, Phase.improved},
+    "find_idle_gpu": {Phase.needs_baseline, Phase.ready, Phase.repairing, Phase.improved},
+}
+
+_HINT = {
+    Phase.needs_baseline: "call run_benchmark first: it measures unmodified BEST_COMMIT as the baseline",
+    Phase.improved: "the last candidate was improved: call commit_improvement to keep it, or revert_to_best to drop it",
+    Phase.ready: "edit the kernel in the workspace, then call save_and_test",
+    Phase.repairing: "fix the incorrect candidate in place and call save_and_test, or revert_to_best to give up",
+}
+
+
+def require(state: SessionState, tool: str) -> None:
+    """Raise SessionError unless `tool` may run in the current phase; the text says what to do."""
+    if state.phase == Phase.stopped:
+        raise SessionError(
+            f"the session stopped ({state.stop_reason}) at {state.stopped_at}; BEST_COMMIT is "
+            f"{state.best.commit[:12]}. Start a new session (kopt-mcp serve --tag NEW) to go on"
+        )
+    if state.phase not in _ALLOWED[tool]:
+        raise SessionError(f"{tool} is not allowed now (phase {state.phase.value}): {_HINT[state.phase]}")
+
+
+def next_actions(state: SessionState) -> list[str]:
+    """The tools that make progress from the current phase, most useful first."""
+    return {
+        Phase.needs_baseline: ["run_benchmark"],
+        Phase.ready: ["save_and_test", "kernel_trace_analysis", "run_benchmark"],
+        Phase.repairing: ["save_and_test", "revert_to_best"],
+        Phase.improved: ["commit_improvement", "revert_to_best"],
+        Phase.stopped: [],
+    }[state.phase]

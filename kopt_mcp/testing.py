@@ -1,0 +1,88 @@
+"""Test helpers shipped with the package: a toy kernel repository with exactly controlled metrics.
+
+The toy repository's `kernel.py` declares per-class metric values instead of computing them, so the
+rules can be tested on exact numbers with a real git repository, real subprocess runs and real CSV
+files. A value may be a list: run k of the benchmark in one tree reads item k (the last repeats),
+which models measurement noise across the server's repeated runs.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+BENCH = '''\
+"""Toy fixed benchmark: writes results/bench.csv from kernel.TIMES / kernel.ERRORS."""
+import csv, os, pathlib, sys, time
+sys.path.insert(0, os.getcwd())
+import kernel
+
+count_file = pathlib.Path("results/.runs")
+count_file.parent.mkdir(exist_ok=True)
+k = int(count_file.read_text()) if count_file.exists() else 0
+count_file.write_text(str(k + 1))
+if getattr(kernel, "SLEEP_S", 0):
+    time.sleep(kernel.SLEEP_S)
+if getattr(kernel, "EXIT", 0):
+    sys.exit(kernel.EXIT)
+if getattr(kernel, "NO_CSV", False):
+    sys.exit(0)
+with open("results/bench.csv", "w", newline="") as f:
+    w = csv.writer(f)
+    w.writerow(["n", "us_per_call", "err_count"])
+    for n, t in kernel.TIMES.items():
+        v = t[min(k, len(t) - 1)] if isinstance(t, list) else t
+        w.writerow([n, v, kernel.ERRORS.get(n, 0)])
+print("toy benchmark run", k)
+'''
+
+CONFIG = '''\
+[benchmark]
+command = "python bench.py"
+csv = "results/*.csv"
+metric = "us_per_call"
+correctness_columns = ["err_count"]
+config_columns = ["n"]
+timeout_s = {timeout_s}
+
+[profiler]
+backend = "none"
+
+[gates]
+noise_pct = 1.0
+gpu_probe = "none"
+{extra_gates}
+
+[protect]
+paths = ["bench.py"]
+'''
+
+
+def kernel_source(times: dict[str, float | list[float]], errors: dict[str, int] | None = None,
+                  **flags: object) -> str:
+    """Source of the toy `kernel.py` (times in us per class key; flags: SLEEP_S, EXIT, NO_CSV)."""
+    lines = [f"TIMES = {json.dumps(times)}", f"ERRORS = {json.dumps(errors or {})}"]
+    lines += [f"{k} = {v!r}" for k, v in flags.items()]
+    return "\n".join(lines) + "\n"
+
+
+def make_toy_repo(path: Path, times: dict[str, float | list[float]], timeout_s: float = 60,
+                  extra_gates: str = "") -> Path:
+    """Create a committed git repository at `path` with kernel.py, bench.py and kopt.toml."""
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "bench.py").write_text(BENCH)
+    (path / "kernel.py").write_text(kernel_source(times))
+    (path / "kopt.toml").write_text(CONFIG.format(timeout_s=timeout_s, extra_gates=extra_gates))
+    (path / ".gitignore").write_text("results/\n__pycache__/\n")
+    env_id = ["-c", "user.name=test", "-c", "user.email=test@localhost"]
+    subprocess.run(["git", "init", "-q", "-b", "main"], cwd=path, check=True)
+    subprocess.run(["git", "add", "-A"], cwd=path, check=True)
+    subprocess.run(["git", *env_id, "commit", "-q", "-m", "toy kernel"], cwd=path, check=True)
+    return path
+
+
+def set_kernel(workspace: Path, times: dict[str, float | list[float]], errors: dict[str, int] | None = None,
+               **flags: object) -> None:
+    """Write a candidate kernel.py into the session's workspace."""
+    (Path(workspace) / "kernel.py").write_text(kernel_source(times, errors, **flags))

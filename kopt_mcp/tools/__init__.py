@@ -1,0 +1,11 @@
+"""MCP tool adapters: one module per tool group; each validates, calls the referee, maps errors."""
+
+from mcp.server.mcpserver import MCPServer
+
+from kopt_mcp.tools import gpu, info, loop, measure
+
+
+def register_all(mcp: MCPServer) -> None:
+    """Register every tool on `mcp`."""
+    for module in (info, gpu, measure, loop):
+        module.register(mcp)

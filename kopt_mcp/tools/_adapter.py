@@ -1,0 +1,66 @@
+"""Shared adapter code: run a referee operation in a worker thread, bridge its progress callback
+to MCP progress notifications, and turn actionable errors into tool errors."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from typing import Any, Callable, TypeVar
+
+import anyio
+import anyio.from_thread
+import anyio.to_thread
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
+
+from kopt_mcp.config import ConfigError
+from kopt_mcp.gpus.base import ProbeError
+from kopt_mcp.profilers.base import ProfilerError
+from kopt_mcp.referee import Referee, RefereeError
+from kopt_mcp.session import SessionError
+from kopt_mcp.vcs import VcsError
+
+T = TypeVar("T")
+ACTIONABLE = (RefereeError, SessionError, VcsError, ConfigError, ProbeError, ProfilerError, ValueError)
+
+
+def referee(ctx: Context) -> Referee:
+    """The session's Referee from the server's lifespan state."""
+    return ctx.request_context.lifespan_context["referee"]
+
+
+async def call(ctx: Context, fn: Callable[..., T], *args: Any, progress: bool = True, **kwargs: Any) -> T:
+    """Run `fn(*args, **kwargs[, progress=cb])` in a worker thread; ACTIONABLE errors -> ToolError."""
+    if progress:
+
+        def report(done: float, total: float, message: str) -> None:
+            try:
+                anyio.from_thread.run(ctx.report_progress, done, total, message)
+            except Exception:  # a client that went away must not break the measurement
+                pass
+
+        kwargs["progress"] = report
+    try:
+        return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
+    except ACTIONABLE as e:
+        raise ToolError(str(e)) from e
+
+
+READ_ONLY = dict(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+MEASURING = dict(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+
+
+def tool(mcp: MCPServer, title: str, **hints: bool):
+    """Register a tool with annotations; its description is the function's docstring, dedented."""
+
+    def deco(fn):
+        mcp.add_tool(
+            fn,
+            title=title,
+            description=inspect.cleandoc(fn.__doc__ or ""),
+            annotations=ToolAnnotations(title=title, **hints),
+        )
+        return fn
+
+    return deco

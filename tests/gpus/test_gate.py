@@ -1,0 +1,160 @@
+"""The GPU availability gate, over NvidiaSmiProbe replaying recorded output, with a fake clock."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import pytest
+
+from kopt_mcp.gpus.base import GpuReading
+from kopt_mcp.gpus.gate import CPU_NOTE, GpuGate, IdleThresholds, busy_reasons
+from kopt_mcp.gpus.lease import LeaseManager
+from kopt_mcp.gpus.none import NoGpuProbe
+from kopt_mcp.gpus.smi import NvidiaSmiProbe
+from tests.gpus.conftest import BUSY, IDLE, X8, SmiReplay
+
+TH = IdleThresholds()
+
+
+def _read(pair):
+    return NvidiaSmiProbe(SmiReplay(pair)).read()
+
+
+def _gate(tmp_path, fake_time, *polls, wait_s=3600.0, poll_s=600.0, th=TH, tag="t"):
+    probe = NvidiaSmiProbe(SmiReplay(*polls))
+    return GpuGate(probe, LeaseManager(tmp_path, tag), th, wait_s=wait_s, poll_s=poll_s,
+                   sleep=fake_time.sleep, clock=fake_time.clock)
+
+
+def test_busy_reasons_busy_h200():
+    [g] = _read(BUSY)
+    assert busy_reasons(g, TH) == ["1 compute process (pid 400 /opt/torch/.venv/bin/python3, 874 MiB)",
+                                   "utilization 99% >= 10%"]
+    assert busy_reasons(g, TH, frozenset({400})) == ["utilization 99% >= 10%"]  # own pid ignored
+    assert busy_reasons(g, IdleThresholds(util_pct=100)) == [busy_reasons(g, TH)[0]]
+
+
+def test_busy_reasons_idle_and_8x_gpu7_memory_busy_at_zero_util():
+    assert busy_reasons(_read(IDLE)[0], TH) == []
+    g7 = _read(X8)[7]
+    assert busy_reasons(g7, TH) == ["1 compute process (pid 1758887, 58060 MiB)",
+                                    "memory used 58071 MiB >= 2048 MiB"]
+    assert busy_reasons(g7, TH, frozenset({1758887})) == ["memory used 58071 MiB >= 2048 MiB"]
+
+
+def test_unknown_util_and_memory_are_no_reason():
+    g = GpuReading(index=0, uuid="GPU-x", name="", vendor="nvidia", util_pct=None, mem_used_mib=None)
+    assert busy_reasons(g, IdleThresholds(util_pct=0, mem_mib=0)) == []
+
+
+def test_cpu_probe_passes_at_once(tmp_path):
+    gate = GpuGate(NoGpuProbe(), LeaseManager(tmp_path, "t"), TH, wait_s=10, poll_s=1,
+                   sleep=lambda s: pytest.fail("must not wait"))
+    out = gate.acquire()
+    assert out.lease.vendor == "cpu" and out.lease.env == {} and out.lease.lock_path == ""
+    assert (out.polls, out.reason, out.device_note) == (0, "", CPU_NOTE)
+    assert gate.held == out.lease
+    gate.release()
+    assert gate.held is None
+
+
+def test_idle_gpu_is_leased_and_bound(tmp_path, fake_time):
+    gate = _gate(tmp_path, fake_time, IDLE)
+    out = gate.acquire()
+    assert out.lease.uuid == "GPU-12d4823c-c93c-be36-630b-84be7a395e90"
+    assert out.lease.env == {"CUDA_VISIBLE_DEVICES": "0"}
+    assert (out.polls, out.waited_s, out.reason, fake_time.sleeps) == (1, 0.0, "", [])
+    assert out.checks[0].busy == [] and out.checks[0].mem_total_mib == 143771.0
+    assert LeaseManager(tmp_path, "other").try_acquire(_read(IDLE)[0]) is None  # really locked
+
+
+def test_busy_then_idle_waits_one_poll_and_reports_progress(tmp_path, fake_time):
+    gate = _gate(tmp_path, fake_time, BUSY, IDLE)
+    seen = []
+    out = gate.acquire(progress=lambda w, t, m: seen.append((w, t, m)))
+    assert out.lease is not None and out.polls == 2 and fake_time.sleeps == [600.0]
+    assert out.waited_s == 600.0
+    [(waited, total, msg)] = seen
+    assert (waited, total) == (0.0, 3600.0)
+    assert "GPU 0: 1 compute process (pid 400" in msg and "utilization 99% >= 10%" in msg
+
+
+def test_no_idle_gpu_for_the_whole_wait(tmp_path, fake_time):
+    gate = _gate(tmp_path, fake_time, BUSY, wait_s=1000, poll_s=600)
+    out = gate.acquire()
+    assert out.lease is None and gate.held is None
+    assert fake_time.sleeps == [600.0, 400.0]  # the last pause is cut to the time left
+    assert out.polls == 3 and out.waited_s == 1000.0
+    assert out.reason == ("no idle GPU after 1000 s: GPU 0: 1 compute process "
+                          "(pid 400 /opt/torch/.venv/bin/python3, 874 MiB), utilization 99% >= 10%")
+
+
+def test_8x_all_busy_names_every_gpu(tmp_path, fake_time):
+    out = _gate(tmp_path, fake_time, X8, wait_s=0).acquire()
+    assert out.lease is None and out.polls == 1 and fake_time.sleeps == []
+    assert all(c.busy for c in out.checks) and len(out.checks) == 8
+    for i in range(8):
+        assert f"GPU {i}: 1 compute process" in out.reason
+    assert "GPU 7: 1 compute process (pid 1758887, 58060 MiB), memory used 58071 MiB" in out.reason
+
+
+def test_cancel_stops_the_wait(tmp_path, fake_time):
+    cancel = threading.Event()
+    gate = _gate(tmp_path, fake_time, BUSY)
+    out = gate.acquire(progress=lambda *a: cancel.set(), cancel=cancel)
+    assert out.lease is None and out.reason == "cancelled" and out.polls == 1
+
+
+def test_cancel_interrupts_a_real_wait_without_fake_sleep(tmp_path):
+    cancel = threading.Event()
+    gate = GpuGate(NvidiaSmiProbe(SmiReplay(BUSY)), LeaseManager(tmp_path, "t"), TH,
+                   wait_s=3600, poll_s=600)  # real sleep: must be cut short by cancel
+    threading.Timer(0.2, cancel.set).start()
+    out = gate.acquire(cancel=cancel)
+    assert out.reason == "cancelled" and out.waited_s < 60
+
+
+def test_gpu_leased_by_another_kopt_process_is_busy(tmp_path, fake_time):
+    other = LeaseManager(tmp_path, "other-session")
+    assert other.try_acquire(_read(IDLE)[0]) is not None
+    out = _gate(tmp_path, fake_time, IDLE, wait_s=0).acquire()
+    assert out.lease is None
+    [busy] = out.checks[0].busy
+    assert busy.startswith(f"leased by kopt-mcp pid {os.getpid()} (tag other-session) since ")
+
+
+def test_held_lease_is_kept_while_only_own_processes_run(tmp_path, fake_time):
+    gate = _gate(tmp_path, fake_time, BUSY, th=IdleThresholds(util_pct=100))
+    first = gate.acquire(own_pids=frozenset({400}))  # our benchmark (pid 400) runs on it
+    assert first.lease is not None
+    gate.thresholds = IdleThresholds()  # 99% util would now be busy for a fresh search ...
+    again = gate.acquire(own_pids=frozenset({400}))
+    assert again.lease is first.lease and again.polls == 1  # ... but the held GPU is ours
+
+
+def test_held_gpu_that_gets_a_foreign_process_is_given_up(tmp_path, fake_time):
+    gate = _gate(tmp_path, fake_time, X8, wait_s=0, th=IdleThresholds(mem_mib=60000))
+    first = gate.acquire(own_pids=frozenset({1758887}))
+    assert first.lease.index == 7
+    out = gate.acquire()  # pid 1758887 is no longer ours: a foreign process on our GPU
+    assert out.lease is None and gate.held is None
+    assert "GPU 7: 1 compute process (pid 1758887" in out.reason
+    assert LeaseManager(tmp_path, "x").try_acquire(_read(X8)[7]) is not None  # lock released
+
+
+def test_probe_that_sees_no_gpu(tmp_path, fake_time):
+    class Empty:
+        name = "nvml"
+
+        def read(self):
+            return []
+
+    out = GpuGate(Empty(), LeaseManager(tmp_path, "t"), TH, sleep=fake_time.sleep,
+                  clock=fake_time.clock).acquire()
+    assert out.lease is None and out.reason == "the probe 'nvml' sees no GPU"
+
+
+def test_a_zero_poll_interval_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="poll_s > 0"):
+        GpuGate(NoGpuProbe(), LeaseManager(tmp_path, "t"), TH, wait_s=10, poll_s=0)

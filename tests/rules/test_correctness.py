@@ -1,0 +1,80 @@
+"""The correctness gate: timeout, exit code, metrics, rows, check command, in that order."""
+
+from __future__ import annotations
+
+from kopt_mcp.rules.correctness import RunFacts, correctness_gate
+
+
+def facts(**kw) -> RunFacts:
+    base = dict(exit_code=0, timed_out=False, timeout_s=60.0)
+    base.update(kw)
+    return RunFacts(**base)
+
+
+def test_clean_run_passes():
+    g = correctness_gate(facts())
+    assert g.kind == "ok"
+
+
+def test_clean_run_with_passing_check_command_passes():
+    assert correctness_gate(facts(check_exit=0)).kind == "ok"
+
+
+def test_timeout_fails_and_names_the_limit():
+    g = correctness_gate(facts(exit_code=None, timed_out=True, timeout_s=30.0))
+    assert g.kind == "failed"
+    assert "timeout_s = 30 s" in g.reason
+
+
+def test_nonzero_exit_fails_with_the_code():
+    g = correctness_gate(facts(exit_code=3))
+    assert g.kind == "failed"
+    assert "code 3" in g.reason
+
+
+def test_no_exit_code_fails():
+    assert correctness_gate(facts(exit_code=None)).kind == "failed"
+
+
+def test_metrics_error_fails_with_its_text():
+    g = correctness_gate(facts(metrics_error="stale metrics: out.csv predate this run"))
+    assert g.kind == "failed"
+    assert g.reason == "stale metrics: out.csv predate this run"
+
+
+def test_failing_rows_are_incorrect_and_name_the_classes():
+    g = correctness_gate(facts(failing_classes=["n=1", "n=4"]))
+    assert g.kind == "incorrect"
+    assert "n=1, n=4" in g.reason
+
+
+def test_failing_check_command_is_incorrect():
+    g = correctness_gate(facts(check_exit=1))
+    assert g.kind == "incorrect"
+    assert "code 1" in g.reason
+
+
+def test_check_command_timeout_is_incorrect():
+    g = correctness_gate(facts(check_timed_out=True))
+    assert g.kind == "incorrect"
+    assert "timed out" in g.reason
+
+
+def test_timeout_is_checked_before_everything_else():
+    g = correctness_gate(facts(exit_code=-9, timed_out=True, metrics_error="none", failing_classes=["a"], check_exit=1))
+    assert g.kind == "failed" and "timeout" in g.reason
+
+
+def test_exit_code_is_checked_before_metrics():
+    g = correctness_gate(facts(exit_code=1, metrics_error="no file matching", failing_classes=["a"]))
+    assert g.kind == "failed" and "exited with code 1" in g.reason
+
+
+def test_metrics_error_is_checked_before_rows():
+    g = correctness_gate(facts(metrics_error="no file matching", failing_classes=["a"], check_exit=1))
+    assert g.kind == "failed" and g.reason == "no file matching"
+
+
+def test_rows_are_checked_before_the_check_command():
+    g = correctness_gate(facts(failing_classes=["a"], check_exit=1))
+    assert g.kind == "incorrect" and "class(es) a" in g.reason

@@ -1,0 +1,56 @@
+"""GPU tests (`-m gpu`): real NVML, real Nsight Compute, the referee on the Triton example.
+
+Run with scripts/gpu_suite.sh on a machine with an NVIDIA GPU; skipped elsewhere. Results are
+recorded under benchmarks/results/.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from kopt_mcp.demo import prepare_repo
+from kopt_mcp.paths import examples_dir
+from kopt_mcp.profilers.base import target_gpu_time
+from kopt_mcp.profilers.ncu import NcuProfiler
+from kopt_mcp.runner import run_command
+
+pytestmark = pytest.mark.gpu
+SMALL = Path(__file__).parent / "fixtures" / "ncu" / "small_torch.py"
+
+
+@pytest.mark.skipif(shutil.which("ncu") is None, reason="ncu not on PATH")
+def test_ncu_traces_a_real_torch_program(tmp_path):
+    prof = NcuProfiler()
+    cmd = prof.wrap(f"{sys.executable} {SMALL}", tmp_path)
+    r = run_command(cmd, tmp_path, {}, 600, tmp_path / "ncu.log")
+    assert r.exit_code == 0, r.log_tail
+    trace = prof.parse(tmp_path)
+    names = " ".join(k.name for k in trace.kernels)
+    assert "softmax" in names and trace.total_gpu_us > 0
+    us, hits = target_gpu_time(trace, "softmax")
+    assert us > 0 and all("softmax" in h for h in hits)
+    assert abs(sum(k.share_pct for k in trace.kernels) - 100) < 0.01
+
+
+@pytest.mark.skipif(shutil.which("ncu") is None, reason="ncu not on PATH")
+def test_referee_baseline_on_triton_example_uses_gpu_time(tmp_path, lease_dir):
+    pytest.importorskip("triton")
+    from kopt_mcp.referee import Referee
+
+    repo = prepare_repo(examples_dir() / "triton_softmax", tmp_path / "triton_softmax")
+    r = Referee(repo, tag="gpu", lease_dir=lease_dir)
+    try:
+        b = r.run_benchmark()
+        assert b.ok and b.device.vendor == "nvidia" and b.baseline_recorded
+        s = r.status()
+        assert s.best_gpu_us and s.best_gpu_us > 0
+        assert len(s.best_metrics) >= 3
+        t = r.kernel_trace_analysis(top=5)
+        assert t.available and t.target_gpu_us > 0 and "softmax" in t.target_kernels[0]
+    finally:
+        r.close()
+

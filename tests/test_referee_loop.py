@@ -1,0 +1,261 @@
+"""The referee on a real git repository with exact toy metrics: one rule of DESIGN.md per test."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from kopt_mcp.referee import RefereeError
+from kopt_mcp.session import Phase, SessionError
+from kopt_mcp.testing import set_kernel
+
+
+def test_baseline_first_recorded_and_committed(ref):
+    s = ref.status()
+    assert s.phase == "ready"
+    assert s.best_metrics == {"n=1": 100.0, "n=2": 200.0}
+    perf = (ref.workspace_path / "performance.md").read_text()
+    assert perf.count("| baseline |") == 2
+    log = subprocess.run(["git", "log", "--format=%s", "-1"], cwd=ref.workspace_path, capture_output=True, text=True)
+    assert log.stdout.strip() == "kopt: baseline"
+
+
+def test_save_and_test_refused_before_baseline(toy_repo, make_referee):
+    r = make_referee(toy_repo)
+    set_kernel(r.workspace_path, {"1": 50.0, "2": 100.0})
+    with pytest.raises(SessionError, match="run_benchmark first"):
+        r.save_and_test()
+
+
+def test_dedicated_worktree_on_own_branch(ref, toy_repo):
+    assert ref.workspace_path.is_relative_to(toy_repo / ".kopt")
+    branch = subprocess.run(["git", "branch", "--show-current"], cwd=ref.workspace_path, capture_output=True, text=True)
+    assert branch.stdout.strip() == "kernel-opt/t"
+    main = subprocess.run(["git", "status", "--porcelain"], cwd=toy_repo, capture_output=True, text=True)
+    assert main.stdout == ""  # session files never show in the user's checkout
+
+
+def test_improvement_committed_moves_best(ref):
+    set_kernel(ref.workspace_path, {"1": 80.0, "2": 160.0})
+    v = ref.save_and_test("global", "halve the work")
+    assert v.verdict == "improved" and not v.reverted
+    assert v.next_actions[0] == "commit_improvement"
+    c = ref.commit_improvement("faster")
+    assert c.committed
+    s = ref.status()
+    assert s.best_commit == c.commit and s.best_metrics == {"n=1": 80.0, "n=2": 160.0} and s.kept == 1
+    perf = (ref.workspace_path / "performance.md").read_text()
+    assert perf.count("| keep |") == 2
+    shown = subprocess.run(["git", "show", "--stat", "HEAD"], cwd=ref.workspace_path, capture_output=True, text=True)
+    assert "kernel.py" in shown.stdout and "performance.md" in shown.stdout
+
+
+def test_regression_reverted_and_counted(ref):
+    set_kernel(ref.workspace_path, {"1": 120.0, "2": 240.0})
+    v = ref.save_and_test("global", "worse")
+    assert v.verdict == "regressed" and v.reverted and v.consecutive_regressions == 1
+    assert "TIMES" in (ref.workspace_path / "kernel.py").read_text()
+    assert '"1": 100.0' in (ref.workspace_path / "kernel.py").read_text()
+
+
+def test_subnoise_change_is_a_tie(ref):
+    set_kernel(ref.workspace_path, {"1": 99.9, "2": 199.8})
+    v = ref.save_and_test("global", "tiny")
+    assert v.verdict == "tie" and v.reverted
+
+
+def test_subnoise_win_confirmed_twice_is_improved(ref):
+    set_kernel(ref.workspace_path, {"1": [99.5, 99.4], "2": [199.0, 198.9]})
+    v = ref.save_and_test("global", "small but real")
+    assert v.verdict == "improved"
+    assert v.rounds == 2  # the server took the confirming measurement itself
+
+
+def test_subnoise_win_not_confirmed_is_a_tie(ref):
+    set_kernel(ref.workspace_path, {"1": [99.5, 100.2], "2": [199.0, 200.3]})
+    v = ref.save_and_test("global", "lucky once")
+    assert v.verdict == "tie" and v.rounds == 2
+
+
+def test_divergent_names_the_worse_class(ref):
+    set_kernel(ref.workspace_path, {"1": 60.0, "2": 260.0})
+    v = ref.save_and_test("n=1", "specialise small n")
+    assert v.verdict == "divergent" and v.divergent_classes == ["n=2"] and v.reverted
+
+
+def test_target_class_must_exist(ref):
+    set_kernel(ref.workspace_path, {"1": 60.0, "2": 200.0})
+    with pytest.raises(RefereeError, match="no config class"):
+        ref.save_and_test("n=3", "x")
+
+
+def test_repair_then_improved(ref):
+    set_kernel(ref.workspace_path, {"1": 60.0, "2": 120.0}, {"2": 4})
+    v = ref.save_and_test("global", "fast but wrong")
+    assert v.verdict == "incorrect" and not v.reverted and v.repairs_left == 3
+    assert ref.status().phase == "repairing"
+    set_kernel(ref.workspace_path, {"1": 60.0, "2": 120.0})
+    v = ref.save_and_test("global", "fixed")
+    assert v.verdict == "improved"
+
+
+def test_abandoned_after_three_failed_repairs(ref):
+    set_kernel(ref.workspace_path, {"1": 60.0, "2": 120.0}, {"2": 4})
+    verdicts = [ref.save_and_test("global", "wrong").verdict for _ in range(4)]
+    assert verdicts == ["incorrect", "incorrect", "incorrect", "abandoned"]
+    s = ref.status()
+    assert s.phase == "ready" and s.consecutive_regressions == 0
+    assert '"1": 100.0' in (ref.workspace_path / "kernel.py").read_text()
+
+
+def test_protected_benchmark_edit_rejected_without_running(ref):
+    runs_before = len(list(ref.store.runs.iterdir()))
+    (ref.workspace_path / "bench.py").write_text("print('fast')\n")
+    v = ref.save_and_test("global", "cheat")
+    assert v.verdict == "rejected" and "bench.py" in v.reason
+    assert len(list(ref.store.runs.iterdir())) == runs_before
+    assert "toy benchmark" in (ref.workspace_path / "bench.py").read_text()
+
+
+def test_config_is_always_protected(ref):
+    p = ref.workspace_path / "kopt.toml"
+    p.write_text(p.read_text().replace("noise_pct = 1.0", "noise_pct = 50.0"))
+    assert ref.save_and_test("global", "loosen").verdict == "rejected"
+
+
+def test_crash_is_failed_and_resets_counter(ref):
+    set_kernel(ref.workspace_path, {"1": 120.0, "2": 240.0})
+    ref.save_and_test("global", "worse")
+    set_kernel(ref.workspace_path, {"1": 50.0, "2": 100.0}, EXIT=3)
+    v = ref.save_and_test("global", "crash")
+    assert v.verdict == "failed" and "code 3" in v.reason and v.consecutive_regressions == 0
+
+
+def test_stale_csv_is_failed(ref):
+    assert ref.run_benchmark().ok  # writes results/bench.csv in the workspace
+    set_kernel(ref.workspace_path, {"1": 50.0, "2": 100.0}, NO_CSV=True)
+    v = ref.save_and_test("global", "leaves the old csv")
+    assert v.verdict == "failed" and "stale" in v.reason
+
+
+def test_missing_csv_is_failed(ref):
+    set_kernel(ref.workspace_path, {"1": 50.0, "2": 100.0}, NO_CSV=True)
+    v = ref.save_and_test("global", "no csv")
+    assert v.verdict == "failed" and "wrote no file" in v.reason
+
+
+def test_hang_killed_at_timeout(tmp_path, make_referee):
+    from kopt_mcp.testing import make_toy_repo
+
+    repo = make_toy_repo(tmp_path / "r", {"1": 100.0}, timeout_s=2)
+    r = make_referee(repo)
+    r.run_benchmark()
+    set_kernel(r.workspace_path, {"1": 10.0}, SLEEP_S=600)
+    v = r.save_and_test("global", "hang")
+    assert v.verdict == "failed" and "timeout_s = 2" in v.reason
+
+
+def test_stop_after_five_regressions_writes_summary(ref):
+    for i in range(5):
+        set_kernel(ref.workspace_path, {"1": 120.0 + i, "2": 240.0})
+        v = ref.save_and_test("global", f"worse {i}")
+    assert v.stopped and v.stop_reason.startswith("5 consecutive")
+    perf = (ref.workspace_path / "performance.md").read_text()
+    assert "## Stop Summary" in perf and perf.count("| global |") == 5
+    set_kernel(ref.workspace_path, {"1": 50.0, "2": 100.0})
+    with pytest.raises(SessionError, match="stopped"):
+        ref.save_and_test("global", "after stop")
+
+
+def test_tie_resets_regression_counter(ref):
+    set_kernel(ref.workspace_path, {"1": 120.0, "2": 240.0})
+    assert ref.save_and_test("global", "worse").consecutive_regressions == 1
+    set_kernel(ref.workspace_path, {"1": 100.0, "2": 200.1})
+    assert ref.save_and_test("global", "same").consecutive_regressions == 0
+
+
+def test_every_attempt_archived_and_in_ledger(ref):
+    set_kernel(ref.workspace_path, {"1": 120.0, "2": 240.0})
+    v = ref.save_and_test("global", "worse")
+    patch = (ref.store.attempts / f"{v.attempt:04d}-regressed.patch").read_text()
+    assert "120.0" in patch
+    a = ref.get_attempt(v.attempt)
+    assert a.record["verdict"] == "regressed" and "120.0" in a.patch
+    events = [json.loads(x)["event"] for x in ref.store.ledger_path.read_text().splitlines()]
+    assert "attempt" in events and "baseline" in events
+
+
+def test_revert_archives_first(ref):
+    set_kernel(ref.workspace_path, {"1": 1.0, "2": 2.0})
+    (ref.workspace_path / "new_file.py").write_text("x = 1\n")
+    r = ref.revert_to_best("drop")
+    assert "new_file.py" in r.changed_files
+    text = open(r.archived_patch).read()
+    assert "new_file.py" in text and "1.0" in text
+    assert not (ref.workspace_path / "new_file.py").exists()
+
+
+def test_commit_only_the_tested_tree(ref):
+    set_kernel(ref.workspace_path, {"1": 80.0, "2": 160.0})
+    assert ref.save_and_test("global", "faster").verdict == "improved"
+    set_kernel(ref.workspace_path, {"1": 10.0, "2": 10.0})
+    with pytest.raises(RefereeError, match="exact tested tree"):
+        ref.commit_improvement("sneak")
+
+
+def test_commit_gate_remeasures_and_refuses_a_vanished_win(ref):
+    # faster in the save_and_test run (run 0 of this tree), back to BEST speed when re-measured (run 1+)
+    set_kernel(ref.workspace_path, {"1": [80.0, 100.0], "2": [160.0, 200.0]})
+    assert ref.save_and_test("global", "flaky").verdict == "improved"
+    c = ref.commit_improvement("flaky")
+    assert not c.committed and "no longer better" in c.reason
+    assert ref.status().phase == "ready" and ref.status().kept == 0
+
+
+def test_commit_runs_format_command(tmp_path, make_referee):
+    from kopt_mcp.testing import make_toy_repo
+
+    repo = make_toy_repo(tmp_path / "r", {"1": 100.0})
+    cfg = repo / "kopt.toml"
+    cfg.write_text(cfg.read_text() + '\n[format]\ncommand = "echo \'# formatted\' >> kernel.py"\n')
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@l", "commit", "-qam", "fmt"], cwd=repo, check=True)
+    r = make_referee(repo)
+    r.run_benchmark()
+    set_kernel(r.workspace_path, {"1": 50.0})
+    assert r.save_and_test("global", "faster").verdict == "improved"
+    c = r.commit_improvement("faster")
+    assert c.committed and c.formatted
+    assert "# formatted" in (r.workspace_path / "kernel.py").read_text()
+
+
+def test_resume_after_restart(toy_repo, make_referee, ref):
+    set_kernel(ref.workspace_path, {"1": 60.0, "2": 120.0}, {"2": 4})
+    assert ref.save_and_test("global", "wrong").verdict == "incorrect"
+    ref.close()
+    again = make_referee(toy_repo)
+    s = again.status()
+    assert s.phase == "repairing" and s.repairs_used == 0 and s.attempts == 1
+
+
+def test_second_server_on_same_session_refused(ref, toy_repo, lease_dir):
+    from kopt_mcp.referee import Referee
+
+    with pytest.raises(RefereeError, match="already runs session"):
+        Referee(toy_repo, tag="t", lease_dir=lease_dir)
+
+
+def test_config_edit_after_start_is_reported_not_applied(ref, toy_repo):
+    cfg = toy_repo / "kopt.toml"
+    cfg.write_text(cfg.read_text().replace("noise_pct = 1.0", "noise_pct = 90.0"))
+    assert ref.status().config_changed
+    set_kernel(ref.workspace_path, {"1": 80.0, "2": 160.0})
+    v = ref.save_and_test("global", "faster")
+    assert v.verdict == "improved" and any("kopt.toml changed" in w for w in v.warnings)
+
+
+def test_phase_machine_blocks_commit_without_improvement(ref):
+    with pytest.raises(SessionError, match="commit_improvement is not allowed"):
+        ref.commit_improvement("nothing")
+    assert ref.state.phase == Phase.ready

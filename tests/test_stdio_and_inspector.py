@@ -1,0 +1,54 @@
+"""Out-of-process tests: the real `kopt-mcp serve` over stdio, and through the MCP Inspector CLI."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+import anyio
+import pytest
+from mcp import Client, StdioServerParameters
+
+INSPECTOR = "@modelcontextprotocol/inspector@2.12.0"
+
+
+def _serve_cmd(repo) -> list[str]:
+    exe = shutil.which("kopt-mcp")
+    base = [exe] if exe else [sys.executable, "-m", "kopt_mcp.cli"]
+    return [*base, "serve", "--repo", str(repo), "--tag", "stdio"]
+
+
+def test_stdio_server_lists_tools_and_answers_status(toy_repo, lease_dir):
+    cmd = _serve_cmd(toy_repo)
+
+    async def main():
+        async with Client(StdioServerParameters(command=cmd[0], args=cmd[1:])) as c:
+            tools = {t.name for t in (await c.list_tools()).tools}
+            status = await c.call_tool("status", {})
+            return tools, status
+
+    tools, status = anyio.run(main)
+    assert {"save_and_test", "commit_improvement", "find_idle_gpu", "status"} <= tools
+    assert status.structured_content["phase"] == "needs_baseline"
+
+
+def test_serve_with_bad_config_exits_2_with_a_clear_message(toy_repo):
+    (toy_repo / "kopt.toml").write_text("[benchmark]\ncommand = 'x'\nbogus = 1\n")
+    r = subprocess.run(_serve_cmd(toy_repo), capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "unknown key [benchmark] bogus" in r.stderr and r.stdout == ""
+
+
+@pytest.mark.skipif(shutil.which("npx") is None, reason="npm/npx not installed")
+def test_mcp_inspector_cli_lists_tools_and_calls_status(toy_repo, lease_dir):
+    def inspector(*method: str) -> dict:
+        r = subprocess.run(["npx", "-y", INSPECTOR, "--cli", *_serve_cmd(toy_repo), *method],
+                           capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, r.stderr[-2000:]
+        return json.loads(r.stdout)
+
+    tools = inspector("--method", "tools/list")["tools"]
+    assert len(tools) == 9 and all(t.get("outputSchema") for t in tools)
+    status = inspector("--method", "tools/call", "--tool-name", "status")
+    assert status["structuredContent"]["phase"] == "needs_baseline"

@@ -1,0 +1,99 @@
+"""MCP protocol tests: the server in memory through the official client, one behaviour each."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from mcp import Client
+
+from kopt_mcp.server import build_server
+from kopt_mcp.testing import set_kernel
+
+SNAPSHOT = Path(__file__).parent / "tools_snapshot.json"
+SEVEN = {"find_idle_gpu", "run_benchmark", "kernel_trace_analysis", "warm_up_harness", "save_and_test",
+         "revert_to_best", "commit_improvement"}
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+@pytest.fixture
+def server(toy_repo, make_referee):
+    return build_server(make_referee(toy_repo))
+
+
+def _shape(tools) -> list[dict]:
+    return [{"name": t.name, "input": sorted(t.input_schema.get("properties", {})),
+             "output": sorted((t.output_schema or {}).get("properties", {})),
+             "annotations": t.annotations.model_dump(exclude_none=True) if t.annotations else None}
+            for t in sorted(tools, key=lambda t: t.name)]
+
+
+async def test_tool_list_matches_snapshot(server):
+    async with Client(server) as c:
+        shape = _shape((await c.list_tools()).tools)
+    if not SNAPSHOT.exists():  # first run writes it; commit it so contracts cannot drift silently
+        SNAPSHOT.write_text(json.dumps(shape, indent=1) + "\n")
+    assert shape == json.loads(SNAPSHOT.read_text())
+
+
+async def test_seven_tools_with_output_schemas_and_annotations(server):
+    async with Client(server) as c:
+        tools = {t.name: t for t in (await c.list_tools()).tools}
+    assert SEVEN | {"status", "get_attempt"} == set(tools)
+    for t in tools.values():
+        assert t.output_schema and t.annotations is not None and len(t.description) > 80
+    assert tools["status"].annotations.read_only_hint
+    assert tools["save_and_test"].annotations.destructive_hint
+
+
+async def test_status_is_structured(server):
+    async with Client(server) as c:
+        r = await c.call_tool("status", {})
+    assert not r.is_error and r.structured_content["phase"] == "needs_baseline"
+
+
+async def test_wrong_phase_is_a_tool_error_saying_what_to_do(server):
+    async with Client(server) as c:
+        r = await c.call_tool("save_and_test", {"target": "global", "hypothesis": "x"})
+    assert r.is_error and "run_benchmark first" in r.content[0].text
+
+
+async def test_progress_reported_on_benchmark(server):
+    seen = []
+
+    async def progress(done, total, message):
+        seen.append(message)
+
+    async with Client(server) as c:
+        r = await c.call_tool("run_benchmark", {}, progress_callback=progress)
+    assert not r.is_error and r.structured_content["baseline_recorded"]
+    assert any("baseline" in (m or "") for m in seen)
+
+
+async def test_verdict_over_the_protocol(server, toy_repo):
+    async with Client(server) as c:
+        await c.call_tool("run_benchmark", {})
+        ws = (await c.call_tool("status", {})).structured_content["workspace"]
+        set_kernel(Path(ws), {"1": 120.0, "2": 240.0})
+        r = await c.call_tool("save_and_test", {"target": "global", "hypothesis": "slower"})
+    v = r.structured_content
+    assert v["verdict"] == "regressed" and v["reverted"] and v["classes"][0]["key"] == "n=1"
+
+
+async def test_program_md_rendered_with_live_values(server):
+    async with Client(server) as c:
+        res = await c.read_resource("kopt://program.md")
+    text = res.contents[0].text
+    assert "python bench.py" in text and "noise threshold 1%" in text and "$" not in text.split("## The loop")[0]
+
+
+async def test_prompt_contains_program(server):
+    async with Client(server) as c:
+        p = await c.get_prompt("optimization_loop", {})
+    assert "save_and_test" in p.messages[0].content.text
