@@ -6,6 +6,7 @@ import glob
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
 from kopt_mcp.config import ConfigError, load_config
 from kopt_mcp.gpus import make_probe
@@ -15,12 +16,12 @@ from kopt_mcp.profilers import make_profiler
 
 def check_config(repo: Path, config: Path | None) -> int:
     """Print the config's findings (rich, to stdout); 0 when usable, 2 with the error otherwise."""
-    out = Console()
+    out = Console(soft_wrap=True)
     path = config or repo / "kopt.toml"
     try:
         cf = load_config(path)
     except ConfigError as e:
-        out.print(f"[red]config error[/red]: {e}")
+        out.print(f"[red]config error[/red]: {escape(str(e))}")
         return 2
     b = cf.target.benchmark
     out.print(f"config {cf.path} (sha256 {cf.sha256[:12]})")
@@ -36,7 +37,7 @@ def check_config(repo: Path, config: Path | None) -> int:
             out.print(f"existing CSV {', '.join(f.name for f in files)}: config columns {t.config_columns}; "
                       f"{len(t.classes)} config class(es): {', '.join(c.key for c in t.classes)}")
         except MetricsError as e:
-            out.print(f"[red]existing CSV does not fit the config[/red]: {e}")
+            out.print(f"[red]existing CSV does not fit the config[/red]: {escape(str(e))}")
             status = 2
     else:
         out.print(f"no CSV matching {b.csv!r} yet: config classes are found from the first run")
@@ -49,7 +50,7 @@ def check_config(repo: Path, config: Path | None) -> int:
         out.print(f"profiler: {prof.name}" + (f", target kernel regex {cf.target.profiler.kernel!r}"
                                              if cf.target.profiler.kernel else ", target: the hottest kernel"))
     except Exception as e:  # probe/profiler problems are findings, not crashes
-        out.print(f"[red]device check failed[/red]: {e}")
+        out.print(f"[red]device check failed[/red]: {escape(str(e))}")
         status = 2
-    out.print(f"protected: {cf.target.protect.paths + ['kopt.toml', 'performance.md']}")
+    out.print(escape(f"protected: {cf.target.protect.paths + ['kopt.toml', 'performance.md']}"))
     return status

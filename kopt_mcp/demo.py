@@ -22,6 +22,7 @@ from pathlib import Path
 import anyio
 from mcp import Client, StdioServerParameters
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from kopt_mcp.paths import examples_dir
@@ -67,7 +68,7 @@ class Demo:
 
     async def _call(self, c: Client, tool: str, args: dict | None = None) -> dict:
         async def progress(done: float, total: float | None, message: str | None) -> None:
-            self.out.print(f"    [dim]… {message}[/dim]")
+            self.out.print(f"    [dim]… {escape(message or '')}[/dim]")
 
         return _data(await c.call_tool(tool, args or {}, progress_callback=progress, read_timeout_seconds=3600))
 
@@ -89,12 +90,13 @@ class Demo:
                     self.out.print(f"  kernel {k['short_name']}: {k['calls']} calls, {k['total_us']:.1f} us "
                                    f"({k['share_pct']:.1f}%), {k['registers_per_thread']} regs/thread")
             else:
-                self.out.print(f"trace: {'; '.join(trace['notes'])}")
+                self.out.print(f"trace: {escape('; '.join(trace['notes']))}")
             for i, step in enumerate(self.steps, 1):
                 await self._step(c, ws, i, step)
             perf = await c.read_resource("kopt://performance.md")
             self.out.rule("performance.md")
-            self.out.print(perf.contents[0].text, markup=False, highlight=False)
+            sys.stdout.write(perf.contents[0].text)
+            sys.stdout.flush()
         return not self.failures
 
     async def _step(self, c: Client, ws: Path, i: int, step: dict) -> None:
@@ -106,8 +108,8 @@ class Demo:
                                                   "hypothesis": step.get("hypothesis", name)})
         ok = v["verdict"] == expect
         mark = "[green]as expected[/green]" if ok else f"[red]expected {expect}[/red]"
-        self.out.print(f"  verdict [bold]{v['verdict']}[/bold] ({mark}) on {v['metric_used']}, "
-                       f"{v['rounds']} round(s): {v['reason']}")
+        how = f" on {v['metric_used']}, {v['rounds']} round(s)" if v["rounds"] else ""
+        self.out.print(f"  verdict [bold]{v['verdict']}[/bold] ({mark}){how}: {escape(v['reason'])}")
         for cl in v["classes"]:
             self.out.print(f"    {cl['key']}: {cl['best']:.4g} -> {cl['candidate']:.4g} "
                            f"({', '.join(f'{d:+.2f}%' for d in cl['deltas_pct'])})")
@@ -119,7 +121,7 @@ class Demo:
         if step.get("then") == "commit" and v["verdict"] == "improved":
             cm = await self._call(c, "commit_improvement", {"message": name})
             self.out.print(f"  commit: {'committed ' + cm['commit'][:12] if cm['committed'] else 'NOT kept'}"
-                           f" ({cm['reason']})")
+                           f" ({escape(cm['reason'])})")
             if not cm["committed"]:
                 self.failures.append(f"step {i} {name}: commit_improvement refused: {cm['reason']}")
 

@@ -67,14 +67,14 @@ def test_subnoise_change_is_a_tie(ref):
 
 
 def test_subnoise_win_confirmed_twice_is_improved(ref):
-    set_kernel(ref.workspace_path, {"1": [99.5, 99.4], "2": [199.0, 198.9]})
+    set_kernel(ref.workspace_path, {"1": [99.3, 99.2], "2": [198.6, 198.4]})
     v = ref.save_and_test("global", "small but real")
     assert v.verdict == "improved"
     assert v.rounds == 2  # the server took the confirming measurement itself
 
 
 def test_subnoise_win_not_confirmed_is_a_tie(ref):
-    set_kernel(ref.workspace_path, {"1": [99.5, 100.2], "2": [199.0, 200.3]})
+    set_kernel(ref.workspace_path, {"1": [99.3, 100.2], "2": [198.6, 200.3]})
     v = ref.save_and_test("global", "lucky once")
     assert v.verdict == "tie" and v.rounds == 2
 
@@ -259,3 +259,49 @@ def test_phase_machine_blocks_commit_without_improvement(ref):
     with pytest.raises(SessionError, match="commit_improvement is not allowed"):
         ref.commit_improvement("nothing")
     assert ref.state.phase == Phase.ready
+
+
+def test_fair_comparison_measures_best_in_its_own_worktree_each_time(ref):
+    set_kernel(ref.workspace_path, {"1": 80.0, "2": 160.0})
+    v = ref.save_and_test("global", "faster")
+    labels = [p.rsplit("/", 1)[-1] for p in v.run_dirs]
+    assert any(x.endswith("-candidate") for x in labels) and any(x.endswith("-best") for x in labels)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ref.best_path, capture_output=True, text=True)
+    assert head.stdout.strip() == ref.state.best.commit
+
+
+def test_performance_md_holds_only_baseline_and_keeps(ref):
+    before = (ref.workspace_path / "performance.md").read_text()
+    for times in ({"1": 120.0, "2": 240.0}, {"1": 100.0, "2": 200.1}, {"1": 60.0, "2": 260.0}):
+        set_kernel(ref.workspace_path, times)
+        ref.save_and_test("n=1" if times["1"] == 60.0 else "global", "not kept")
+    assert (ref.workspace_path / "performance.md").read_text() == before
+    assert len([e for e in ref.store.ledger() if e["event"] == "attempt"]) == 3
+
+
+def test_missing_profiler_is_a_clear_error(tmp_path, make_referee, monkeypatch):
+    from kopt_mcp.profilers.base import ProfilerError
+    from kopt_mcp.profilers.ncu import NcuProfiler
+    from kopt_mcp.testing import make_toy_repo
+
+    monkeypatch.setattr(NcuProfiler, "available", lambda self: False)  # a machine without ncu
+    repo = make_toy_repo(tmp_path / "r", {"1": 100.0})
+    cfg = repo / "kopt.toml"
+    cfg.write_text(cfg.read_text().replace('backend = "none"', 'backend = "ncu"'))
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@l", "commit", "-qam", "ncu"], cwd=repo, check=True)
+    r = make_referee(repo)
+    with pytest.raises(ProfilerError, match="ncu not found"):
+        r.run_benchmark()
+    assert r.status().phase == "needs_baseline"
+
+
+def test_wrong_metric_column_stops_the_baseline_with_the_columns_seen(tmp_path, make_referee):
+    from kopt_mcp.testing import make_toy_repo
+
+    repo = make_toy_repo(tmp_path / "r", {"1": 100.0})
+    cfg = repo / "kopt.toml"
+    cfg.write_text(cfg.read_text().replace('metric = "us_per_call"', 'metric = "usec"'))
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@l", "commit", "-qam", "col"], cwd=repo, check=True)
+    r = make_referee(repo)
+    with pytest.raises(RefereeError, match=r"column\(s\) \['usec'\].*us_per_call"):
+        r.run_benchmark()

@@ -63,8 +63,8 @@ def test_spread_with_non_positive_sample_is_zero():
     assert spread_pct([0.0, 5.0]) == 0.0
 
 
-def test_floor_is_quarter_of_noise_when_best_is_steady():
-    assert confirmation_floor_pct(1.0, [100.0, 100.1]) == pytest.approx(0.25)
+def test_floor_is_half_of_noise_when_best_is_steady():
+    assert confirmation_floor_pct(1.0, [100.0, 100.1]) == pytest.approx(0.5)
 
 
 def test_floor_is_best_spread_when_larger():

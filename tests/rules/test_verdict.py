@@ -108,12 +108,12 @@ def test_divergence_follows_higher_is_better():
 
 
 def test_subnoise_win_asks_for_a_confirming_round():
-    d = run([one(100.0, 99.5)])
+    d = run([one(100.0, 99.4)])
     assert (d.outcome, d.needs_round) == ("tie", True)
 
 
 def test_subnoise_win_confirmed_twice_is_improved():
-    d = run([one(100.0, 99.5), one(100.0, 99.6)])
+    d = run([one(100.0, 99.4), one(100.0, 99.3)])
     assert (d.outcome, d.needs_round) == ("improved", False)
 
 
@@ -123,7 +123,7 @@ def test_subnoise_win_not_reproduced_is_tie():
 
 
 def test_subnoise_confirmation_below_floor_is_tie():
-    d = run([one(100.0, 99.5), one(100.0, 99.9)])  # 0.1% < noise/4
+    d = run([one(100.0, 99.4), one(100.0, 99.6)])  # 0.4% < noise/2
     assert (d.outcome, d.needs_round) == ("tie", False)
 
 
@@ -134,7 +134,7 @@ def test_subnoise_win_within_best_spread_is_tie():
 
 
 def test_tiny_subnoise_change_is_tie_without_another_round():
-    d = run([one(100.0, 99.9)])  # 0.1% < noise/4
+    d = run([one(100.0, 99.6)])  # 0.4% < noise/2
     assert (d.outcome, d.needs_round) == ("tie", False)
 
 
@@ -144,7 +144,7 @@ def test_subnoise_slowdown_is_tie_without_another_round():
 
 
 def test_three_confirmations_need_three_rounds():
-    r = one(100.0, 99.5)
+    r = one(100.0, 99.4)
     assert run([r, r], conf=3).needs_round is True
     assert run([r, r, r], conf=3).outcome == "improved"
 
@@ -156,9 +156,10 @@ def test_confirmed_subnoise_win_with_reproducibly_worse_class_is_tie():
 
 
 def test_subnoise_noise_threshold_comes_from_the_argument():
-    d = run([one(100.0, 98.0), one(100.0, 98.0)], noise=5.0)  # 2% < 5%, floor 1.25%
+    d = run([one(100.0, 97.0), one(100.0, 97.0)], noise=5.0)  # 3% < 5%, floor 2.5%
     assert d.outcome == "improved"
-    assert run([one(100.0, 98.0)], noise=5.0).needs_round is True
+    assert run([one(100.0, 97.0)], noise=5.0).needs_round is True
+    assert run([one(100.0, 98.0)], noise=5.0).needs_round is False  # 2% < floor 2.5%
 
 
 # --- global target ------------------------------------------------------------------------------------
