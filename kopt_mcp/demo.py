@@ -75,7 +75,9 @@ class Demo:
     async def run(self) -> bool:
         params = StdioServerParameters(
             command=sys.executable, args=["-m", "kopt_mcp.cli", "serve", "--repo", str(self.repo), "--tag", "demo"],
-            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+            # the example's `python bench.py` must run on this interpreter (its numpy/torch/triton)
+            env={**os.environ, "PYTHONUNBUFFERED": "1",
+                 "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])})
         async with Client(params) as c:
             st = await self._call(c, "status")
             ws = Path(st["workspace"])

@@ -29,12 +29,13 @@ run() {
   mkdir -p "$OUT"
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
     || { echo "run: wheel install failed" >&2; exit 2; }
-  export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH PYTHONUNBUFFERED=1
+  export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$(dirname "$(readlink -f "$(command -v python3)")"):$PATH PYTHONUNBUFFERED=1
+  command -v python >/dev/null || { mkdir -p /tmp/pybin && ln -sf "$(command -v python3)" /tmp/pybin/python && export PATH=/tmp/pybin:$PATH; }
   { date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; python3 --version;
     python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)";
     ncu --version | tail -1; } > "$OUT/device.txt" 2>&1
-  python3 -m pytest -m gpu -q -p no:cacheprovider tests 2>&1 | tee "$OUT/gpu_tests.log"
   python3 -m kopt_mcp.cli demo --example triton 2>&1 | tee "$OUT/demo_triton.log"
+  python3 -m pytest -m gpu -q -p no:cacheprovider -rA tests 2>&1 | tee "$OUT/gpu_tests.log"
 }
 
 case "${1:-}" in
