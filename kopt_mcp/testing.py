@@ -86,3 +86,18 @@ def set_kernel(workspace: Path, times: dict[str, float | list[float]], errors: d
                **flags: object) -> None:
     """Write a candidate kernel.py into the session's workspace."""
     (Path(workspace) / "kernel.py").write_text(kernel_source(times, errors, **flags))
+
+
+class FakeClock:
+    """A clock for the GPU gate's waiting: `sleep(s)` advances `now` instantly; `slept` lists pauses."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.slept: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds

@@ -305,3 +305,26 @@ def test_wrong_metric_column_stops_the_baseline_with_the_columns_seen(tmp_path, 
     r = make_referee(repo)
     with pytest.raises(RefereeError, match=r"column\(s\) \['usec'\].*us_per_call"):
         r.run_benchmark()
+
+
+def test_no_idle_gpu_for_the_whole_wait_stops_with_summary(toy_repo, make_referee):
+    from kopt_mcp.gpus.smi import NvidiaSmiProbe
+    from tests.conftest import FIXTURES
+
+    busy = {"--query-gpu": (FIXTURES / "nvidia_smi" / "h200_busy_query_gpu_header.csv").read_text(),
+            "--query-compute-apps": (FIXTURES / "nvidia_smi" / "h200_busy_query_compute_apps.csv").read_text()}
+
+    def run(cmd):
+        return next(text for flag, text in busy.items() if any(a.startswith(flag) for a in cmd))
+
+    from kopt_mcp.testing import FakeClock
+
+    clock = FakeClock()
+    r = make_referee(toy_repo, probe=NvidiaSmiProbe(run=run), sleep=clock.sleep, clock=clock)
+    set_kernel(r.workspace_path, {"1": 50.0, "2": 100.0})
+    r.state.phase = Phase.ready  # as if the baseline had been taken on another, idle GPU
+    v = r.save_and_test("global", "faster")
+    assert v.verdict == "failed" and v.stopped and v.stop_reason.startswith("no idle GPU")
+    assert "utilization 99%" in v.stop_reason and clock.slept == [600.0] * 6
+    assert "## Stop Summary" in (r.workspace_path / "performance.md").read_text()
+    assert "50.0" in (r.store.attempts / f"{v.attempt:04d}-failed.patch").read_text()  # nothing lost

@@ -60,8 +60,10 @@ class AttemptMixin(OpsMixin):
             return self._finish("rejected", f"the candidate changes protected file(s) {', '.join(hits)}: the "
                                 "benchmark, oracle, config and performance.md are fixed for the session; make "
                                 "the change in the kernel only", revert=True)
-        if self.lease(progress).lease is None:
-            return self._finish("failed", f"no device: {self.state.stop_reason or 'cancelled'}", revert=True)
+        gate = self.lease(progress, stop_now=False)
+        if gate.lease is None:
+            stop = None if gate.reason == "cancelled" else f"no idle GPU: {gate.reason}"
+            return self._finish("failed", stop or "cancelled while waiting for a GPU", revert=True, stop=stop)
         total = 5.0
         if progress:
             progress(0, total, f"attempt {c['n']}: running the candidate")
@@ -155,7 +157,7 @@ class AttemptMixin(OpsMixin):
         return self._finish("improved", reason, revert=False)
 
     def _finish(self, verdict: str, reason: str, revert: bool, reset: bool = False,
-                repairs_left: int | None = None) -> VerdictResult:
+                repairs_left: int | None = None, stop: str | None = None) -> VerdictResult:
         s, c = self.state, self._ctx
         n = c["n"]
         d, keep = c.get("decision"), c.get("keep")
@@ -177,7 +179,9 @@ class AttemptMixin(OpsMixin):
                        classes=[x.model_dump() for x in d.classes] if d else [], runs=c["runs"],
                        gpu=keep.model_dump() if keep else None, reverted=revert)
         if verdict == "regressed" and should_stop(s.regressions, self.cfg.gates.max_consecutive_regressions):
-            self.stop(f"{s.regressions.consecutive} consecutive measured regressions")
+            stop = f"{s.regressions.consecutive} consecutive measured regressions"
+        if stop:  # after the revert, so the Stop Summary commit sits on top of BEST_COMMIT
+            self.stop(stop)
         self.save()
         return VerdictResult(
             attempt=n, verdict=verdict, reason=reason, target=c["target"], metric=self.cfg.benchmark.metric,

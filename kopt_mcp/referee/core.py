@@ -45,7 +45,7 @@ class RefereeBase:
 
     def __init__(self, repo: Path, config_path: Path | None = None, tag: str | None = None,
                  probe: GpuProbe | None = None, lease_dir: Path | None = None,
-                 sleep: Callable[[float], None] | None = None):
+                 sleep: Callable[[float], None] | None = None, clock: Callable[[], float] | None = None):
         self.repo_path = repo.resolve()
         self.repo = vcs.open_repo(self.repo_path)
         self.tag = tag or default_tag()
@@ -66,12 +66,12 @@ class RefereeBase:
                 f"another kopt-mcp server already runs session {self.tag!r} on {self.repo_path}: "
                 "stop it first, or start this one with another --tag") from e
         try:
-            self._open(probe, lease_dir, sleep)
+            self._open(probe, lease_dir, {k: v for k, v in (("sleep", sleep), ("clock", clock)) if v})
         except BaseException:
             self._server_lock.release()
             raise
 
-    def _open(self, probe, lease_dir, sleep) -> None:
+    def _open(self, probe, lease_dir, timing: dict) -> None:
         saved = self.store.load_state_json() if self.workspace_path.exists() else None
         if saved is None:
             self.config = load_config(self.config_path)
@@ -99,7 +99,7 @@ class RefereeBase:
         self.probe = probe or make_probe(gates.gpu_probe)
         self.gate = GpuGate(self.probe, LeaseManager(lease_dir or _lease_dir(), self.tag),
                             IdleThresholds(util_pct=gates.idle_util_pct, mem_mib=gates.idle_mem_mib),
-                            wait_s=gates.gpu_wait_s, poll_s=gates.gpu_poll_s, **({"sleep": sleep} if sleep else {}))
+                            wait_s=gates.gpu_wait_s, poll_s=gates.gpu_poll_s, **timing)
         self.device: DeviceInfo | None = None
         cache = self.repo_path / ".kopt" / "cache"
         self.cache_dirs = {"TRITON_CACHE_DIR": str(cache / "triton"),
@@ -132,12 +132,13 @@ class RefereeBase:
         """Save the state atomically."""
         self.store.save_state(self.state)
 
-    def lease(self, progress: Progress | None) -> GateOutcome:
-        """Acquire (or keep) the device lease; with none after the wait, stop the session."""
+    def lease(self, progress: Progress | None, stop_now: bool = True) -> GateOutcome:
+        """Acquire (or keep) the device lease. With none after the whole wait the session must stop
+        (reason `no idle GPU: ...`): at once, or by the caller after its own clean-up (stop_now=False)."""
         outcome = self.gate.acquire(progress=progress, cancel=self.cancel, own_pids=frozenset({os.getpid()}))
         if outcome.lease is None:
             self.device = None
-            if outcome.reason != "cancelled":
+            if stop_now and outcome.reason != "cancelled":
                 self.stop(f"no idle GPU: {outcome.reason}")
             return outcome
         le = outcome.lease
