@@ -14,8 +14,12 @@ import os
 import re
 from pathlib import Path
 
-import pandas as pd
+from typing import TYPE_CHECKING
+
 from pydantic import BaseModel
+
+if TYPE_CHECKING:  # pandas is imported where a CSV is read, keeping server start fast
+    import pandas as pd
 
 from kopt_mcp.config import BenchmarkSection
 
@@ -105,6 +109,8 @@ def found_config_columns(df: pd.DataFrame, bench: BenchmarkSection) -> list[str]
 
 
 def _read(files: list[Path]) -> pd.DataFrame:
+    import pandas as pd
+
     frames = []
     for f in files:
         try:
@@ -119,6 +125,8 @@ def _read(files: list[Path]) -> pd.DataFrame:
 
 
 def _row_correct(df: pd.DataFrame, bench: BenchmarkSection) -> pd.Series:
+    import pandas as pd
+
     ok = pd.Series(True, index=df.index)
     for col in bench.correctness_columns:
         vals = pd.to_numeric(df[col], errors="coerce")
@@ -141,6 +149,8 @@ def read_metrics(files: list[Path], bench: BenchmarkSection) -> MetricTable:
     Raises MetricsError for: a missing metric/correctness/config column (listing the columns seen),
     a NaN/inf or non-numeric metric value in any row, an empty file.
     """
+    import pandas as pd
+
     df = _read(files)
     needed = [bench.metric, *bench.correctness_columns, *bench.config_columns]
     missing = [c for c in needed if c not in df.columns]

@@ -7,7 +7,7 @@ from contextlib import asynccontextmanager
 
 from mcp.server.mcpserver import MCPServer
 
-from kopt_mcp import __version__
+from kopt_mcp import __version__, prompts
 from kopt_mcp.program import render_program
 from kopt_mcp.referee import Referee
 from kopt_mcp.tools import register_all
@@ -49,9 +49,14 @@ def build_server(ref: Referee) -> MCPServer:
         p = ref.store.ledger_path
         return p.read_text(encoding="utf-8") if p.exists() else ""
 
-    @mcp.prompt(name="optimization_loop", description="Run the refereed kernel optimization loop.")
+    @mcp.prompt(name="optimization_loop", description="Run the refereed kernel optimization loop (program.md, live).")
     def optimization_loop() -> str:
-        return ("Optimize the kernel following this program. Use only the kopt-mcp tools for measuring "
-                "and for git state.\n\n" + render_program(ref))
+        return prompts.optimization_loop(ref)
+
+    @mcp.prompt(name="research_directions",
+                description="Ranked, advisory optimization hypotheses from the latest trace, the per-class "
+                "table and past attempts (advice the agent weighs, never orders).")
+    def research_directions() -> str:
+        return prompts.research_directions(ref)
 
     return mcp

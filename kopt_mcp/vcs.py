@@ -146,6 +146,16 @@ def reset_to(ws: git.Repo, commit: str) -> None:
     ws.git.clean("-fd")
 
 
+def restore_tree(ws: git.Repo, tree: str) -> None:
+    """Make the working tree exactly the git tree object `tree` (from snapshot_tree), index = HEAD.
+
+    Files of `tree` come back (untracked ones stay untracked); files not in it are removed.
+    """
+    ws.git.read_tree("-u", "--reset", tree)
+    ws.git.clean("-fd")
+    ws.git.reset("-q")
+
+
 def commit_all(ws: git.Repo, message: str) -> str:
     """Stage everything (tracked + untracked, minus ignored) and commit; returns the new sha."""
     ws.git.add("-A")

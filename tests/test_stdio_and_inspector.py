@@ -41,14 +41,25 @@ def test_serve_with_bad_config_exits_2_with_a_clear_message(toy_repo):
 
 
 @pytest.mark.skipif(shutil.which("npx") is None, reason="npm/npx not installed")
-def test_mcp_inspector_cli_lists_tools_and_calls_status(toy_repo, lease_dir):
+def test_mcp_inspector_cli_on_the_cpu_example(tmp_path, lease_dir):
+    from kopt_mcp.demo import prepare_repo
+    from kopt_mcp.paths import examples_dir
+
+    repo = prepare_repo(examples_dir() / "cpu_softmax", tmp_path / "cpu_softmax")
+
     def inspector(*method: str) -> dict:
-        r = subprocess.run(["npx", "-y", INSPECTOR, "--cli", *_serve_cmd(toy_repo), *method],
+        r = subprocess.run(["npx", "-y", INSPECTOR, "--cli", *_serve_cmd(repo), *method],
                            capture_output=True, text=True, timeout=600)
         assert r.returncode == 0, r.stderr[-2000:]
         return json.loads(r.stdout)
 
     tools = inspector("--method", "tools/list")["tools"]
-    assert len(tools) == 9 and all(t.get("outputSchema") for t in tools)
+    assert {"save_and_test", "status"} <= {t["name"] for t in tools}
+    assert all(t.get("outputSchema") and t.get("annotations") for t in tools)
+    uris = {r["uri"] for r in inspector("--method", "resources/list")["resources"]}
+    assert {"kopt://program.md", "kopt://performance.md"} <= uris
+    program = inspector("--method", "resources/read", "--uri", "kopt://program.md")["contents"][0]["text"]
+    assert "python bench.py" in program and "noise threshold 7%" in program
     status = inspector("--method", "tools/call", "--tool-name", "status")
     assert status["structuredContent"]["phase"] == "needs_baseline"
+    assert status["structuredContent"]["benchmark_command"] == "python bench.py"

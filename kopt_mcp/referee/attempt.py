@@ -7,7 +7,7 @@ from __future__ import annotations
 from kopt_mcp import vcs
 from kopt_mcp.ledger import now_iso
 from kopt_mcp.profilers.base import ProfilerError, target_gpu_time
-from kopt_mcp.referee.core import Progress, RefereeError
+from kopt_mcp.referee.core import Cancelled, Progress, RefereeError, operation
 from kopt_mcp.referee.measure import Measurement, measure, profile
 from kopt_mcp.referee.ops import OpsMixin, protected_paths
 from kopt_mcp.results import VerdictResult
@@ -19,6 +19,7 @@ from kopt_mcp.session import LastVerdict, PendingImprovement, Phase, next_action
 
 
 class AttemptMixin(OpsMixin):
+    @operation
     def save_and_test(self, target: str = GLOBAL, hypothesis: str = "",
                       progress: Progress | None = None) -> VerdictResult:
         """Test the workspace's candidate against BEST_COMMIT and rule on it (see module docstring)."""
@@ -47,6 +48,11 @@ class AttemptMixin(OpsMixin):
                          "changed": changed, "runs": []}
             try:
                 return self._judge(progress)
+            except Cancelled:
+                self.store.relabel(n, "pending", "cancelled")  # the tree stays as it was: nothing lost
+                self.store.log("attempt", attempt=n, verdict="cancelled", target=target, hypothesis=hypothesis,
+                               changed=changed, runs=self._ctx["runs"], reverted=False)
+                raise
             finally:
                 s.in_progress = None
                 self.save()

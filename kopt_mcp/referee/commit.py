@@ -7,7 +7,8 @@ from __future__ import annotations
 from kopt_mcp import vcs
 from kopt_mcp.ledger import append_perf_rows
 from kopt_mcp.referee.attempt import AttemptMixin
-from kopt_mcp.referee.core import Progress, RefereeError
+from kopt_mcp.referee.core import Cancelled, Progress, RefereeError, operation
+from kopt_mcp.referee.measure import raise_if_cancelled
 from kopt_mcp.referee.report import perf_rows
 from kopt_mcp.results import CommitResult
 from kopt_mcp.rules.verdict import Round, decide
@@ -16,8 +17,17 @@ from kopt_mcp.session import Phase, next_actions, require
 
 
 class CommitMixin(AttemptMixin):
+    @operation
     def commit_improvement(self, message: str = "", progress: Progress | None = None) -> CommitResult:
-        """Commit the pending improvement if it survives formatting and a re-measure."""
+        """Commit the pending improvement if it survives formatting and a re-measure. Cancelled:
+        the exact tested tree is restored and the phase stays `improved`."""
+        try:
+            return self._commit(message, progress)
+        except Cancelled:
+            vcs.restore_tree(self.ws, self.state.pending.tree)
+            raise
+
+    def _commit(self, message: str, progress: Progress | None) -> CommitResult:
         with self.lock:
             require(self.state, "commit_improvement")
             s, p = self.state, self.state.pending
@@ -34,6 +44,7 @@ class CommitMixin(AttemptMixin):
                     progress(0, 3, "running the format command")
                 r = run_command(self.cfg.format.command, self.workspace_path, {}, self.cfg.format.timeout_s,
                                 self.store.run_dir(p.attempt, "format") / "format.log", cancel=self.cancel)
+                raise_if_cancelled(r)
                 if r.exit_code != 0:
                     raise RefereeError(f"the format command failed (exit {r.exit_code}): {r.log_tail[-500:]}")
                 formatted = vcs.snapshot_tree(self.ws) != p.tree

@@ -7,6 +7,7 @@ atomically before returning.
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from datetime import date
@@ -33,6 +34,30 @@ Progress = Callable[[float, float, str], None]
 
 class RefereeError(RuntimeError):
     """An operation cannot proceed; the message says what the caller should do next."""
+
+
+class Cancelled(RuntimeError):
+    """The client cancelled the call: the running process tree was killed, the lease released and
+    the session left as it was before the call (an archived patch is kept, labelled `cancelled`)."""
+
+
+def operation(fn):
+    """Make `fn` one referee operation: serialized by the session lock, cancellable through the
+    `cancel` event the caller passes (set it to kill the running process tree and unwind)."""
+
+    @functools.wraps(fn)
+    def run(self, *args, cancel: threading.Event | None = None, **kwargs):
+        with self.lock:
+            self.cancel = cancel or threading.Event()
+            try:
+                return fn(self, *args, **kwargs)
+            except Cancelled:
+                self.gate.release()
+                self.device = None
+                self.store.log("cancelled", operation=fn.__name__)
+                raise
+
+    return run
 
 
 def default_tag() -> str:
@@ -138,7 +163,9 @@ class RefereeBase:
         outcome = self.gate.acquire(progress=progress, cancel=self.cancel, own_pids=frozenset({os.getpid()}))
         if outcome.lease is None:
             self.device = None
-            if stop_now and outcome.reason != "cancelled":
+            if outcome.reason == "cancelled":
+                raise Cancelled("cancelled while waiting for an idle GPU")
+            if stop_now:
                 self.stop(f"no idle GPU: {outcome.reason}")
             return outcome
         le = outcome.lease

@@ -10,10 +10,17 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from kopt_mcp.config import TargetConfig
+from kopt_mcp.referee.core import Cancelled
 from kopt_mcp.metrics import MetricsError, MetricTable, fresh_csvs, read_metrics
 from kopt_mcp.profilers.base import KernelTrace, Profiler, ProfilerError
 from kopt_mcp.rules.correctness import GateResult, RunFacts, correctness_gate
 from kopt_mcp.runner import RunResult, run_command
+
+
+def raise_if_cancelled(run: RunResult) -> None:
+    """Raise Cancelled when the runner killed `run` because the client cancelled the call."""
+    if run.cancelled:
+        raise Cancelled(f"cancelled by the client: `{run.command[:80]}` and its process tree were killed")
 
 
 class Measurement(BaseModel):
@@ -36,6 +43,7 @@ def measure(cfg: TargetConfig, tree: Path, run_dir: Path, env: dict[str, str],
     b = cfg.benchmark
     cwd = tree / b.workdir
     run = run_command(b.command, cwd, env, b.timeout_s, run_dir / "benchmark.log", cancel=cancel)
+    raise_if_cancelled(run)
     table, err, failing = None, None, []
     check_exit, check_timeout = None, False
     if run.exit_code == 0:
@@ -50,12 +58,11 @@ def measure(cfg: TargetConfig, tree: Path, run_dir: Path, env: dict[str, str],
         if table is not None and cfg.correctness.command:
             chk = run_command(cfg.correctness.command, tree, env, cfg.correctness.timeout_s,
                               run_dir / "correctness.log", cancel=cancel)
+            raise_if_cancelled(chk)
             check_exit, check_timeout = chk.exit_code, chk.timed_out
     gate = correctness_gate(RunFacts(exit_code=run.exit_code, timed_out=run.timed_out, timeout_s=b.timeout_s,
                                      metrics_error=err, failing_classes=failing, check_exit=check_exit,
                                      check_timed_out=check_timeout))
-    if run.cancelled:
-        gate = GateResult(kind="failed", reason="cancelled by the client; the process tree was killed")
     return Measurement(tree=str(tree), run=run, table=table, gate=gate, run_dir=str(run_dir))
 
 
@@ -74,6 +81,7 @@ def profile(cfg: TargetConfig, profiler: Profiler, tree: Path, run_dir: Path, en
     log = run_dir / "profile.log"
     cmd = profiler.wrap(cfg.benchmark.command, run_dir)
     run = run_command(cmd, cwd, {**env, "KOPT_PROFILE": "1"}, cfg.profiler.timeout_s, log, cancel=cancel)
+    raise_if_cancelled(run)
     if run.timed_out:
         return Profiled(trace=None, log_path=str(log),
                         error=f"the profiled run passed [profiler] timeout_s = {cfg.profiler.timeout_s:g} s and was killed")

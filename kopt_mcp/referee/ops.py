@@ -9,8 +9,8 @@ from kopt_mcp import vcs
 from kopt_mcp.ledger import append_perf_rows
 from kopt_mcp.metrics import improvement_pct
 from kopt_mcp.profilers.base import ProfilerError, target_gpu_time
-from kopt_mcp.referee.core import Progress, RefereeBase, RefereeError
-from kopt_mcp.referee.measure import Measurement, measure, profile
+from kopt_mcp.referee.core import operation, Progress, RefereeBase, RefereeError
+from kopt_mcp.referee.measure import Measurement, measure, profile, raise_if_cancelled
 from kopt_mcp.referee.report import perf_rows
 from kopt_mcp.results import (AttemptResult, BenchmarkResult, ClassMetric, GpuResult, KernelRow, RevertResult,
                               StatusResult, TraceResult, WarmupResult)
@@ -35,6 +35,7 @@ class OpsMixin(RefereeBase):
             config_sha256=s.config_sha256, config_changed=self.config.changed(), device=self.device,
             next_actions=next_actions(s))
 
+    @operation
     def find_idle_gpu(self, progress: Progress | None = None) -> GpuResult:
         """The availability gate: lease an idle device (waiting up to gpu_wait_s), or stop."""
         with self.lock:
@@ -63,6 +64,7 @@ class OpsMixin(RefereeBase):
             duration_s=m.run.duration_s, log_path=m.run.log_path, log_tail=m.run.log_tail[-2000:],
             baseline_recorded=recorded, best_commit=self.state.best.commit, next_actions=next_actions(self.state))
 
+    @operation
     def run_benchmark(self, progress: Progress | None = None) -> BenchmarkResult:
         """Run the fixed benchmark once. Before the baseline exists: measure unmodified BEST_COMMIT
         (in the BEST worktree) and record it as the baseline. After: measure the workspace as it is
@@ -119,6 +121,7 @@ class OpsMixin(RefereeBase):
         self.save()
         return self._bench_result("baseline (BEST_COMMIT)", m, recorded=True)
 
+    @operation
     def kernel_trace_analysis(self, top: int = 10, progress: Progress | None = None) -> TraceResult:
         """Profile the workspace once in detail mode; hottest kernels first (at most `top`)."""
         from kopt_mcp.profilers.ncu import short_kernel_name
@@ -145,11 +148,18 @@ class OpsMixin(RefereeBase):
                 gpu_us, names = None, []
                 notes.append(str(e))
             rows = [KernelRow(**k.model_dump(), short_name=short_kernel_name(k.name)) for k in p.trace.kernels[:top]]
-            self.store.log("trace", run_dir=str(run_dir), target_gpu_us=gpu_us, kernels=[k.name for k in rows])
+            self.store.log("trace", run_dir=str(run_dir), target_gpu_us=gpu_us, target_kernels=names,
+                           total_gpu_us=p.trace.total_gpu_us,
+                           kernels=[{"name": k.short_name, "calls": k.calls, "total_us": k.total_us,
+                                     "avg_us": k.avg_us, "share_pct": k.share_pct,
+                                     "registers_per_thread": k.registers_per_thread,
+                                     "shared_mem_per_block_bytes": k.shared_mem_per_block_bytes,
+                                     **k.extra} for k in rows])
             return TraceResult(backend=prof.name, device=self.device, available=True,
                                total_gpu_us=p.trace.total_gpu_us, kernels=rows, target_kernels=names,
                                target_gpu_us=gpu_us, notes=notes, log_path=p.log_path)
 
+    @operation
     def warm_up_harness(self, progress: Progress | None = None) -> WarmupResult:
         """Run the warm-up command twice (cold, then warm) with the shared JIT caches."""
         with self.lock:
@@ -164,6 +174,7 @@ class OpsMixin(RefereeBase):
                     progress(i, 2, f"warm-up: {label} run")
                 r = run_command(cmd, self.workspace_path / self.cfg.benchmark.workdir, self.env(), w.timeout_s,
                                 run_dir / f"{label}.log", cancel=self.cancel)
+                raise_if_cancelled(r)
                 times.append(r.duration_s)
                 ok = ok and r.exit_code == 0
                 tail = r.log_tail[-1000:]
@@ -171,6 +182,7 @@ class OpsMixin(RefereeBase):
             return WarmupResult(command=cmd, cold_s=times[0], warm_s=times[1], ok=ok,
                                 cache_dirs=self.cache_dirs, log_tail=tail)
 
+    @operation
     def revert_to_best(self, reason: str = "") -> RevertResult:
         """Archive the working diff, then reset the workspace to BEST_COMMIT."""
         with self.lock:
@@ -191,6 +203,7 @@ class OpsMixin(RefereeBase):
             return RevertResult(archived_patch=path, changed_files=changed, best_commit=self.state.best.commit,
                                 next_actions=next_actions(self.state))
 
+    @operation
     def get_attempt(self, attempt: int) -> AttemptResult:
         """An archived attempt: its patch (first PATCH_CHARS characters) and ledger record."""
         path = self.store.find_patch(attempt)

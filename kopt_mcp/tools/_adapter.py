@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import threading
 from typing import Any, Callable, TypeVar
 
 import anyio
@@ -18,6 +19,7 @@ from kopt_mcp.config import ConfigError
 from kopt_mcp.gpus.base import ProbeError
 from kopt_mcp.profilers.base import ProfilerError
 from kopt_mcp.referee import Referee, RefereeError
+from kopt_mcp.referee.core import Cancelled
 from kopt_mcp.session import SessionError
 from kopt_mcp.vcs import VcsError
 
@@ -41,8 +43,17 @@ async def call(ctx: Context, fn: Callable[..., T], *args: Any, progress: bool = 
                 pass
 
         kwargs["progress"] = report
+    cancel = threading.Event()
     try:
-        return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
+        # abandon_on_cancel: a cancelled call returns at once; the event makes the worker kill the
+        # running process tree, release the lease and restore the session (see referee.operation)
+        return await anyio.to_thread.run_sync(functools.partial(fn, *args, cancel=cancel, **kwargs),
+                                              abandon_on_cancel=True)
+    except anyio.get_cancelled_exc_class():
+        cancel.set()
+        raise
+    except Cancelled as e:
+        raise ToolError(str(e)) from e
     except ACTIONABLE as e:
         raise ToolError(str(e)) from e
 

@@ -97,3 +97,17 @@ async def test_prompt_contains_program(server):
     async with Client(server) as c:
         p = await c.get_prompt("optimization_loop", {})
     assert "save_and_test" in p.messages[0].content.text
+
+
+async def test_research_directions_prompt_is_advisory_and_carries_the_session(server):
+    async with Client(server) as c:
+        await c.call_tool("run_benchmark", {})
+        ws = (await c.call_tool("status", {})).structured_content["workspace"]
+        set_kernel(Path(ws), {"1": 120.0, "2": 240.0})
+        await c.call_tool("save_and_test", {"target": "global", "hypothesis": "unroll everything"})
+        p = await c.get_prompt("research_directions", {})
+    text = p.messages[0].content.text
+    assert "ADVICE" in text and "None of it is an order" in text
+    assert "| n=1 | 100 |" in text  # the per-class best table
+    assert "unroll everything" in text and "regressed" in text  # past attempts
+    assert "fusing" in text and "another backend" in text
