@@ -65,6 +65,7 @@ class Demo:
         self.example, self.repo, self.out = example, repo, console
         self.steps = tomllib.loads((example / "scenario.toml").read_text())["step"]
         self.failures: list[str] = []
+        self.ws: Path | None = None  # the session's workspace, once status answered
 
     async def _call(self, c: Client, tool: str, args: dict | None = None) -> dict:
         async def progress(done: float, total: float | None, message: str | None) -> None:
@@ -80,7 +81,7 @@ class Demo:
                  "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])})
         async with Client(params) as c:
             st = await self._call(c, "status")
-            ws = Path(st["workspace"])
+            ws = self.ws = Path(st["workspace"])
             self.out.print(f"[bold]workspace[/bold] {ws} (branch {st['branch']})")
             base = await self._call(c, "run_benchmark")
             self._table("baseline (BEST_COMMIT)", base["metric"], base["classes"])
@@ -137,6 +138,36 @@ class Demo:
         self.out.print(t)
 
 
+def write_charts(ws: Path, config: Path, out_dir: Path) -> list[Path]:
+    """Draw progress.png and last_verdict.png from the session's ledger into `out_dir`; their paths."""
+    from kopt_mcp import charts
+    from kopt_mcp.config import load_config
+    from kopt_mcp.ledger import Store
+
+    cfg, events = load_config(config).target, Store(ws).ledger()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    progress, last = out_dir / "progress.png", out_dir / "last_verdict.png"
+    progress.write_bytes(charts.progress_chart(events, cfg.benchmark.metric, cfg.benchmark.higher_is_better))
+    last.write_bytes(charts.last_verdict_chart(events, cfg.gates.noise_pct))
+    return [progress, last]
+
+
+def _charts(out: Console, ws: Path, config: Path, out_dir: Path | None) -> None:
+    """Write the charts (into the current directory when the demo folder is temporary) and say where."""
+    target = out_dir or Path.cwd() / "kopt-demo-charts"
+    try:
+        paths = write_charts(ws, config, target)
+    except Exception as e:  # noqa: BLE001 -- the charts are a view of the ledger: never fail the demo over them
+        out.print(f"[yellow]charts not written[/yellow]: {escape(str(e))}")
+        return
+    out.rule("charts")
+    for p in paths:
+        out.print(f"chart: {escape(str(p))}", soft_wrap=True)
+    if out_dir is None:
+        out.print("(the demo's temporary folder is deleted at exit, so the charts went to ./kopt-demo-charts/ "
+                  "in the current directory; pass --keep DIR to keep everything together)")
+
+
 def run_demo(example: str = "auto", keep: Path | None = None) -> int:
     """Run the demo; returns 0 if every candidate got its expected verdict, 1 otherwise."""
     out = Console()
@@ -148,6 +179,8 @@ def run_demo(example: str = "auto", keep: Path | None = None) -> int:
     out.print(f"kernel repository: {repo}")
     demo = Demo(src, repo, out)
     passed = anyio.run(demo.run)
+    if demo.ws is not None:
+        _charts(out, demo.ws, repo / "kopt.toml", base / "charts" if keep is not None else None)
     if passed:
         out.print(f"[bold green]demo passed[/bold green]: all {len(demo.steps)} candidates got the verdict they should")
     else:

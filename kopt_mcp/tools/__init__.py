@@ -2,10 +2,10 @@
 
 from mcp.server.mcpserver import MCPServer
 
-from kopt_mcp.tools import gpu, info, loop, measure
+from kopt_mcp.tools import charts, gpu, info, loop, measure
 
 
 def register_all(mcp: MCPServer) -> None:
     """Register every tool on `mcp`."""
-    for module in (info, gpu, measure, loop):
+    for module in (info, gpu, measure, loop, charts):
         module.register(mcp)

@@ -45,7 +45,7 @@ async def test_tool_list_matches_snapshot(server):
 async def test_seven_tools_with_output_schemas_and_annotations(server):
     async with Client(server) as c:
         tools = {t.name: t for t in (await c.list_tools()).tools}
-    assert SEVEN | {"status", "get_attempt"} == set(tools)
+    assert SEVEN | {"status", "get_attempt", "plot_progress"} == set(tools)
     for t in tools.values():
         assert t.output_schema and t.annotations is not None and len(t.description) > 80
     assert tools["status"].annotations.read_only_hint
@@ -111,3 +111,48 @@ async def test_research_directions_prompt_is_advisory_and_carries_the_session(se
     assert "| n=1 | 100 |" in text  # the per-class best table
     assert "unroll everything" in text and "regressed" in text  # past attempts
     assert "fusing" in text and "another backend" in text
+
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture
+def chart_server(toy_repo, make_referee):
+    """The server with the chart resources (registered here while server.py does not do it itself)."""
+    from kopt_mcp.tools.charts import PROGRESS_URI, register_resources
+
+    ref = make_referee(toy_repo)
+    mcp = build_server(ref)
+    if PROGRESS_URI not in {str(r.uri) for r in mcp._resource_manager.list_resources()}:
+        register_resources(mcp, ref)
+    return mcp
+
+
+async def test_chart_resources_are_png_blobs(chart_server):
+    import base64
+
+    from kopt_mcp.tools.charts import LAST_VERDICT_URI, PROGRESS_URI
+
+    async with Client(chart_server) as c:
+        await c.call_tool("run_benchmark", {})
+        listed = {str(r.uri): r.mime_type for r in (await c.list_resources()).resources}
+        read = [(await c.read_resource(uri)).contents[0] for uri in (PROGRESS_URI, LAST_VERDICT_URI)]
+    assert listed[PROGRESS_URI] == listed[LAST_VERDICT_URI] == "image/png"
+    for blob in read:
+        assert blob.mime_type == "image/png" and base64.b64decode(blob.blob)[:8] == PNG
+
+
+async def test_plot_progress_returns_an_image_and_a_summary(chart_server):
+    import base64
+
+    async with Client(chart_server) as c:
+        await c.call_tool("run_benchmark", {})
+        ws = (await c.call_tool("status", {})).structured_content["workspace"]
+        set_kernel(Path(ws), {"1": 120.0, "2": 240.0})
+        await c.call_tool("save_and_test", {"target": "global", "hypothesis": "slower"})
+        r = await c.call_tool("plot_progress", {})
+    assert not r.is_error and [b.type for b in r.content] == ["image", "text"]
+    image, text = r.content
+    assert image.mime_type == "image/png" and base64.b64decode(image.data)[:8] == PNG
+    assert "1 attempt(s): regressed 1" in text.text and "n=1: baseline 100 -> BEST 100 us_per_call" in text.text
+    assert r.structured_content["verdicts"] == {"regressed": 1} and r.structured_content["commits"] == 0
