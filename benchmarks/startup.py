@@ -8,6 +8,7 @@ each, on a toy repository. Usage: python benchmarks/startup.py [N] [--out FILE.m
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import shutil
 import statistics
@@ -25,8 +26,9 @@ from kopt_mcp.testing import make_toy_repo
 
 async def one(repo: Path, tag: str) -> tuple[float, float]:
     exe = shutil.which("kopt-mcp")
-    cmd = [exe] if exe else [sys.executable, "-m", "kopt_mcp.cli"]
-    params = StdioServerParameters(command=cmd[0], args=[*cmd[1:], "serve", "--repo", str(repo), "--tag", tag])
+    cmd = [exe] if exe and not os.environ.get("KOPT_STARTUP_MODULE") else [sys.executable, "-m", "kopt_mcp.cli"]
+    params = StdioServerParameters(command=cmd[0], args=[*cmd[1:], "serve", "--repo", str(repo), "--tag", tag],
+                                   env=dict(os.environ))  # the SDK passes a minimal env otherwise
     t0 = time.perf_counter()
     async with Client(params) as c:
         ready = time.perf_counter() - t0
