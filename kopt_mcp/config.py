@@ -43,7 +43,7 @@ class CorrectnessSection(_Section):
 class ProfilerSection(_Section):
     """`[profiler]`: the keep-metric source and the target kernel."""
 
-    backend: Literal["auto", "ncu", "none"] = "auto"
+    backend: Literal["auto", "ncu", "rocprofv3", "none"] = "auto"
     kernel: str = Field("", description="regex of the target kernel(s); default: the hottest kernel")
     timeout_s: float = Field(1200.0, gt=0)
 
@@ -59,7 +59,7 @@ class GatesSection(_Section):
     gpu_poll_s: float = Field(600.0, gt=0)
     idle_util_pct: float = Field(10.0, ge=0, le=100)
     idle_mem_mib: float = Field(2048.0, ge=0)
-    gpu_probe: Literal["auto", "nvml", "nvidia-smi", "none"] = "auto"
+    gpu_probe: Literal["auto", "nvml", "nvidia-smi", "amdsmi", "amd-smi", "rocm-smi", "sysfs", "none"] = "auto"
 
 
 class ProtectSection(_Section):

@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field
 
 from kopt_mcp.gpus.gate import GpuCheck
 from kopt_mcp.profilers.base import KernelStat
+from kopt_mcp.profilers.bottleneck import Bottleneck
 from kopt_mcp.rules.verdict import ClassDelta
 from kopt_mcp.session import Verdict
 
@@ -82,6 +83,8 @@ class TraceResult(BaseModel):
     target_gpu_us: float | None
     notes: list[str]
     log_path: str
+    bottleneck: Bottleneck | None = Field(
+        None, description="bottleneck class of the target kernel (the hottest one without a regex)")
 
 
 class WarmupResult(BaseModel):

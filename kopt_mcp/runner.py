@@ -1,8 +1,10 @@
 """Run one shell command with a timeout, whole-process-tree kill and bounded log capture.
 
-Output (stdout + stderr) goes to a log file as it comes; only the tail is kept in memory. On
-timeout or cancellation the whole process tree is killed (its own session/process group, then any
-descendant psutil still sees, e.g. one that called setsid).
+Output (stdout + stderr) goes to a log file as it comes; only the tail is kept in memory, and once
+the command ends the file is cut to its first and last MiB (`bound_log`) so a chatty benchmark
+cannot fill the disk across hundreds of runs. On timeout or cancellation the whole process tree is
+killed (its own session/process group, then any descendant psutil still sees, e.g. one that called
+setsid).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import psutil
 from pydantic import BaseModel
 
 TAIL_BYTES = 4000
+LOG_KEEP_BYTES = 1 << 20  # the run log on disk keeps the first and the last MiB of the output
 
 
 class RunResult(BaseModel):
@@ -50,6 +53,26 @@ def kill_tree(pid: int) -> None:
         except psutil.NoSuchProcess:
             pass
     psutil.wait_procs(kids, timeout=5)
+
+
+def bound_log(path: Path, keep: int = LOG_KEEP_BYTES) -> int:
+    """Cut a log longer than 2 x `keep` bytes down to its first and last `keep` bytes, with one marker
+    line between them saying how many bytes were dropped. Bytes are kept as written (no decoding, so
+    non-UTF-8 output is neither an error nor altered). Returns the number of bytes dropped."""
+    size = path.stat().st_size
+    if size <= 2 * keep:
+        return 0
+    dropped = size - 2 * keep
+    marker = (f"\n[kopt-mcp: {dropped} bytes of output omitted here; this log keeps the first {keep} and the "
+              f"last {keep} bytes]\n").encode()
+    tmp = path.with_name(f".{path.name}.bound")
+    with path.open("rb") as src, tmp.open("wb") as dst:
+        dst.write(src.read(keep))
+        dst.write(marker)
+        src.seek(size - keep)
+        dst.write(src.read(keep))
+    os.replace(tmp, path)
+    return dropped
 
 
 def _tail(path: Path) -> str:
@@ -102,6 +125,7 @@ def run_command(command: str, cwd: Path, env: dict[str, str], timeout_s: float, 
                 proc.wait()
         # A benchmark that forked children and exited leaves them running: end them too.
         kill_tree(proc.pid)
+    bound_log(log_path)
     return RunResult(command=command, exit_code=None if (timed_out or cancelled) else proc.returncode,
                      timed_out=timed_out, cancelled=cancelled, started_at=started,
                      duration_s=time.monotonic() - t0, log_path=str(log_path), log_tail=_tail(log_path))

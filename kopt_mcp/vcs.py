@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
+from typing import NamedTuple
 
 import git
 
@@ -108,8 +109,35 @@ def head_sha(ws: git.Repo) -> str:
     return ws.head.commit.hexsha
 
 
-def snapshot_tree(ws: git.Repo) -> str:
-    """Hash of the exact working tree (tracked + untracked, minus ignored) as a git tree object.
+# Build outputs never enter an archived patch, a snapshot or a commit unless BEST_COMMIT already
+# tracks them. `*.ptx` is deliberately NOT here: PTX is a text assembly language that kernel authors
+# write by hand (inline or in .ptx files), so it is source; a generated .ptx that is neither ignored
+# nor tracked shows up in the diff as text, where a reviewer sees it.
+ARTIFACT_SUFFIXES = (".o", ".obj", ".so", ".a", ".dylib", ".pyc", ".pyo", ".cubin", ".fatbin", ".hsaco")
+ARTIFACT_DIRS = ("build", "__pycache__", ".cache")
+ARTIFACT_DIR_SUFFIXES = (".egg-info",)
+
+
+def is_artifact(path: str) -> bool:
+    """True for a build output: a file ending in ARTIFACT_SUFFIXES, or anything under a folder
+    named in ARTIFACT_DIRS or ending in ARTIFACT_DIR_SUFFIXES (at any depth)."""
+    parts = path.split("/")
+    if any(d in ARTIFACT_DIRS or d.endswith(ARTIFACT_DIR_SUFFIXES) for d in parts[:-1]):
+        return True
+    return parts[-1].endswith(ARTIFACT_SUFFIXES)
+
+
+class Snapshot(NamedTuple):
+    """The workspace as a git tree object, and the new files left out of it (artifacts, binaries)."""
+
+    tree: str
+    left_out: list[str]
+
+
+def snapshot(ws: git.Repo, base: str = "HEAD") -> Snapshot:
+    """The exact working tree (tracked + untracked, minus ignored) as a git tree object, leaving out
+    files that `base` does not track and that are build artifacts (`is_artifact`) or binary (git
+    numstat `-`). Files `base` tracks are always included, binary or not.
 
     Uses a temporary index so the real index is untouched; identical trees give identical hashes.
     """
@@ -120,21 +148,41 @@ def snapshot_tree(ws: git.Repo) -> str:
         env = {"GIT_INDEX_FILE": index}
         ws.git.read_tree("HEAD", env=env)
         ws.git.add("-A", env=env)
-        return ws.git.write_tree(env=env)
+        out = ws.git.diff("--cached", "--numstat", "--no-renames", "--diff-filter=A", "-z", base, env=env)
+        drop = []
+        for rec in out.split("\0"):
+            if not rec:
+                continue
+            added, _deleted, path = rec.split("\t", 2)
+            if added == "-" or is_artifact(path):
+                drop.append(path)
+        for i in range(0, len(drop), 500):
+            ws.git.rm("--cached", "-q", "--", *drop[i:i + 500], env=env)
+        return Snapshot(ws.git.write_tree(env=env), sorted(drop))
     finally:
         if os.path.exists(index):
             os.unlink(index)
 
 
-def diff_against(ws: git.Repo, base: str) -> tuple[str, list[str]]:
-    """The workspace's full change against commit `base`: (binary-safe patch text, changed paths).
+def snapshot_tree(ws: git.Repo, base: str = "HEAD") -> str:
+    """`snapshot(ws, base).tree`."""
+    return snapshot(ws, base).tree
 
-    Untracked files are included (as additions); ignored files are not.
-    """
-    tree = snapshot_tree(ws)
+
+def diff_tree(ws: git.Repo, base: str, tree: str) -> tuple[str, list[str]]:
+    """(binary-safe patch text, changed paths) from commit `base` to tree object `tree`."""
     patch = ws.git.diff(base, tree, "--binary", "--no-color", "--no-ext-diff")
     names = ws.git.diff(base, tree, "--name-only", "--no-renames", "-z").split("\0")
     return (patch + "\n" if patch else ""), [n for n in names if n]
+
+
+def diff_against(ws: git.Repo, base: str) -> tuple[str, list[str]]:
+    """The workspace's full change against commit `base`: (binary-safe patch text, changed paths).
+
+    Untracked files are included (as additions); ignored files, and new artifacts / binaries that
+    `base` does not track (see `snapshot`), are not.
+    """
+    return diff_tree(ws, base, snapshot(ws, base).tree)
 
 
 def reset_to(ws: git.Repo, commit: str) -> None:
@@ -156,11 +204,23 @@ def restore_tree(ws: git.Repo, tree: str) -> None:
     ws.git.reset("-q")
 
 
-def commit_all(ws: git.Repo, message: str) -> str:
-    """Stage everything (tracked + untracked, minus ignored) and commit; returns the new sha."""
-    ws.git.add("-A")
-    ws.git.commit("-m", message, "--no-verify", env=_identity(ws))
-    return ws.head.commit.hexsha
+def commit_all(ws: git.Repo, message: str, base: str | None = None) -> str:
+    """Commit the workspace as `snapshot(ws, base)` (artifacts and new binaries left out) with
+    parent `base` (default HEAD) and move the branch to it in one atomic ref update; the index is
+    then reset to the new commit. Returns the new sha.
+
+    A crash leaves the branch at its old commit or at the complete new one, never half a commit,
+    and never staged leftovers. With `base` given and HEAD moved past it (commits made in the
+    workspace behind the server's back), those commits drop off the branch: their content is in
+    the new commit, whose parent is `base`.
+    """
+    parent = base or ws.head.commit.hexsha
+    tree = snapshot(ws, parent).tree
+    sha = ws.git.commit_tree(tree, "-p", parent, "-m", message, env=_identity(ws)).strip()
+    ref = ws.git.symbolic_ref("-q", "HEAD").strip()
+    ws.git.update_ref("-m", "kopt-mcp: commit", ref, sha)
+    ws.git.reset("-q")
+    return sha
 
 
 def _identity(ws: git.Repo) -> dict[str, str]:

@@ -20,6 +20,7 @@ from kopt_mcp.vcs import (
     open_repo,
     open_workspace,
     reset_to,
+    snapshot,
     snapshot_tree,
 )
 
@@ -233,7 +234,16 @@ def test_diff_is_binary_safe_and_applies(ws, tmp_path):
     (wdir(ws) / "data.bin").write_bytes(bytes(range(256))[::-1] + b"\x00\xff")
     (wdir(ws) / "new.bin").write_bytes(b"\x00\x01\x02\xfe")
     patch, names = diff_against(ws, base)
-    assert sorted(names) == ["data.bin", "new.bin"]
+    # a binary file BEST tracks is in the patch; a new untracked binary file is left out (see snapshot)
+    assert sorted(names) == ["data.bin"]
+    assert snapshot(ws, base).left_out == ["new.bin"]
+    sh(wdir(ws), "add", "new.bin")  # tracked from now on, so the tree of `base` decides: still new there
+    assert diff_against(ws, base)[1] == ["data.bin"]
+    sh(wdir(ws), "commit", "-q", "-m", "track new.bin")
+    patch, names = diff_against(ws, base)  # part of HEAD's history now, but still not tracked at base
+    assert sorted(names) == ["data.bin"]
+    sh(wdir(ws), "reset", "-q", "--soft", base)
+    sh(wdir(ws), "reset", "-q")
     assert "GIT binary patch" in patch
     assert patch.endswith("\n")
     # applying the patch to a fresh checkout of the base gives the same tree
@@ -243,7 +253,7 @@ def test_diff_is_binary_safe_and_applies(ws, tmp_path):
     (tmp_path / "p.patch").write_text(patch)
     sh(clone, "apply", "--binary", str(tmp_path / "p.patch"))
     assert (clone / "data.bin").read_bytes() == (wdir(ws) / "data.bin").read_bytes()
-    assert (clone / "new.bin").read_bytes() == b"\x00\x01\x02\xfe"
+    assert not (clone / "new.bin").exists()
 
 
 def test_diff_against_an_older_commit_includes_committed_changes(ws):

@@ -4,7 +4,7 @@ return the verdict. Every outcome but `improved` and `incorrect` reverts (after 
 
 from __future__ import annotations
 
-from kopt_mcp import vcs
+from kopt_mcp import faults, vcs
 from kopt_mcp.ledger import now_iso
 from kopt_mcp.profilers.base import ProfilerError, target_gpu_time
 from kopt_mcp.referee.core import Cancelled, Progress, RefereeError, operation
@@ -29,21 +29,25 @@ class AttemptMixin(OpsMixin):
             keys = list(s.best.metrics)
             if target != GLOBAL and target not in keys:
                 raise RefereeError(f"target {target!r} is no config class; use 'global' or one of: {', '.join(keys)}")
-            warnings = []
-            if vcs.head_sha(self.ws) != s.best.commit:
-                warnings.append(f"HEAD moved to {vcs.head_sha(self.ws)[:12]} behind the server's back; the "
-                                f"candidate is judged as its whole difference from BEST_COMMIT {s.best.commit[:12]}")
+            self.check_branch()
+            warnings = self.moved_head_warnings()
             if self.config.changed():
                 warnings.append("kopt.toml changed on disk; the frozen config of session start still applies")
-            patch, changed = vcs.diff_against(self.ws, s.best.commit)
+            snap = vcs.snapshot(self.ws, s.best.commit)
+            patch, changed = vcs.diff_tree(self.ws, s.best.commit, snap.tree)
+            if snap.left_out:
+                warnings.append(_left_out_warning(snap.left_out))
             if not changed:
                 raise RefereeError("the workspace has no change against BEST_COMMIT: edit the kernel in "
                                    f"{self.workspace_path} first, then call save_and_test")
             n = s.next_attempt
             s.next_attempt += 1
-            self.store.archive(n, "pending", patch)
+            # state first, then the patch: a crash in between leaves an attempt number that recovery
+            # archives from the (untouched) tree; never a patch a later attempt could overwrite
             s.in_progress = {"attempt": n, "tool": "save_and_test", "since": now_iso()}
             self.save()
+            self.store.archive(n, "pending", patch)
+            faults.point("save_and_test.after_archive")
             self._ctx = {"n": n, "target": target, "hypothesis": hypothesis, "warnings": warnings,
                          "changed": changed, "runs": []}
             try:
@@ -74,6 +78,7 @@ class AttemptMixin(OpsMixin):
         if progress:
             progress(0, total, f"attempt {c['n']}: running the candidate")
         cand = self._measure(self.workspace_path, "candidate")
+        faults.point("save_and_test.after_candidate_run")
         if cand.gate.kind == "failed":
             return self._finish("failed", cand.gate.reason, revert=True, reset=True)
         if cand.gate.kind == "incorrect":
@@ -81,6 +86,7 @@ class AttemptMixin(OpsMixin):
         if progress:
             progress(1, total, f"attempt {c['n']}: running BEST_COMMIT in the same lease")
         best = self._measure(self.best_path, "best")
+        faults.point("save_and_test.after_best_run")
         if best.gate.kind != "ok":
             raise RefereeError(f"BEST_COMMIT itself failed to run just now ({best.gate.reason}): the machine "
                                "changed, not the candidate. The candidate is still in place; call save_and_test again")
@@ -154,7 +160,7 @@ class AttemptMixin(OpsMixin):
         s, c = self.state, self._ctx
         d, keep = c["decision"], c["keep"]
         s.pending = PendingImprovement(
-            attempt=c["n"], tree=vcs.snapshot_tree(self.ws), target=c["target"], hypothesis=c["hypothesis"],
+            attempt=c["n"], tree=vcs.snapshot_tree(self.ws, s.best.commit), target=c["target"], hypothesis=c["hypothesis"],
             candidate_metrics=c["cand_values"], candidate_gpu_us=keep.gpu_candidate_us,
             kernels=s.best.kernels, target_delta_pct=sum(d.target_deltas_pct) / len(d.target_deltas_pct),
             metric_used=keep.metric_used)
@@ -169,7 +175,9 @@ class AttemptMixin(OpsMixin):
         d, keep = c.get("decision"), c.get("keep")
         patch_path = self.store.relabel(n, "pending", verdict)
         if revert:
+            faults.point("save_and_test.before_revert")
             vcs.reset_to(self.ws, s.best.commit)
+            faults.point("save_and_test.after_revert")
             if s.phase in (Phase.repairing, Phase.improved):
                 s.phase = Phase.ready
             s.repair = None
@@ -186,6 +194,7 @@ class AttemptMixin(OpsMixin):
                        gpu=keep.model_dump() if keep else None, reverted=revert)
         if verdict == "regressed" and should_stop(s.regressions, self.cfg.gates.max_consecutive_regressions):
             stop = f"{s.regressions.consecutive} consecutive measured regressions"
+        s.in_progress = None  # the verdict and the phase are saved together with the end of the job
         if stop:  # after the revert, so the Stop Summary commit sits on top of BEST_COMMIT
             self.stop(stop)
         self.save()
@@ -206,3 +215,11 @@ def _escape_names(names: list[str]) -> str | None:
     import re
 
     return "|".join(f"^{re.escape(n)}$" for n in names) or None
+
+
+def _left_out_warning(paths: list[str]) -> str:
+    """The warning naming new build artifacts / binary files kept out of the patch and commits."""
+    shown = ", ".join(paths[:20]) + (f" and {len(paths) - 20} more" if len(paths) > 20 else "")
+    return (f"left out of the archived patch (new build artifacts or binary files, never committed; a revert "
+            f"deletes them): {shown}. Build them from source in the benchmark command, or add them to "
+            ".gitignore")

@@ -4,10 +4,10 @@ commit code + performance.md only if still better; then BEST_COMMIT moves and co
 
 from __future__ import annotations
 
-from kopt_mcp import vcs
-from kopt_mcp.ledger import append_perf_rows
+from kopt_mcp import faults, vcs
+from kopt_mcp.ledger import append_perf_rows, now_iso
 from kopt_mcp.referee.attempt import AttemptMixin
-from kopt_mcp.referee.core import Cancelled, Progress, RefereeError, operation
+from kopt_mcp.referee.core import Progress, RefereeError, operation
 from kopt_mcp.referee.measure import raise_if_cancelled
 from kopt_mcp.referee.report import perf_rows
 from kopt_mcp.results import CommitResult
@@ -23,21 +23,26 @@ class CommitMixin(AttemptMixin):
         the exact tested tree is restored and the phase stays `improved`."""
         try:
             return self._commit(message, progress)
-        except Cancelled:
-            vcs.restore_tree(self.ws, self.state.pending.tree)
-            raise
+        finally:
+            # Cancelled, or any error: finish or undo exactly as a restart would (adopt a commit that
+            # already exists, else restore the exact tested tree; the phase stays `improved`)
+            if self.state.in_progress and self.state.in_progress.get("tool") == "commit_improvement":
+                self._recover()
 
     def _commit(self, message: str, progress: Progress | None) -> CommitResult:
         with self.lock:
             require(self.state, "commit_improvement")
             s, p = self.state, self.state.pending
-            if vcs.snapshot_tree(self.ws) != p.tree:
+            self.check_branch()
+            if vcs.snapshot_tree(self.ws, s.best.commit) != p.tree:
                 raise RefereeError(
                     "the workspace changed since save_and_test ruled `improved` on attempt "
                     f"{p.attempt}: only the exact tested tree can be committed. Undo the edits, or call "
                     "save_and_test again (a new attempt), or revert_to_best")
             self._ctx = {"n": p.attempt, "target": p.target, "hypothesis": p.hypothesis, "warnings": [],
                          "changed": [], "runs": []}
+            s.in_progress = {"attempt": p.attempt, "tool": "commit_improvement", "since": now_iso()}
+            self.save()
             formatted = False
             if self.cfg.format.command:
                 if progress:
@@ -47,13 +52,15 @@ class CommitMixin(AttemptMixin):
                 raise_if_cancelled(r)
                 if r.exit_code != 0:
                     raise RefereeError(f"the format command failed (exit {r.exit_code}): {r.log_tail[-500:]}")
-                formatted = vcs.snapshot_tree(self.ws) != p.tree
+                formatted = vcs.snapshot_tree(self.ws, s.best.commit) != p.tree
+            faults.point("commit_improvement.after_format")
             if self.lease(progress).lease is None:
                 raise RefereeError(f"no device to re-measure on: {s.stop_reason or 'cancelled'}")
             if progress:
                 progress(1, 3, "re-measuring candidate and BEST in the same lease")
             cand = self._measure(self.workspace_path, "commit-candidate")
             best = self._measure(self.best_path, "commit-best")
+            faults.point("commit_improvement.after_remeasure")
             g = self.cfg.gates
             if cand.gate.kind != "ok" or best.gate.kind != "ok":
                 return self._not_kept(f"re-measure failed: {(cand if cand.gate.kind != 'ok' else best).gate.reason}",
@@ -79,16 +86,23 @@ class CommitMixin(AttemptMixin):
             append_perf_rows(self.workspace_path / "performance.md", self.cfg.benchmark.metric, perf_rows(
                 "keep", "(this commit)", self.cfg.benchmark.command, p.target, p.kernels, cand.values(), gpu_us,
                 changes, f"attempt {p.attempt}: {title} ({p.metric_used}: {d.reason})"))
-            sha = vcs.commit_all(self.ws, f"{title}\n\nkopt-mcp attempt {p.attempt}, target {p.target}: {d.reason}")
+            s.in_progress.update(metrics=cand.values(), gpu_us=gpu_us)  # what recovery adopts after a crash
+            self.save()
+            faults.point("commit_improvement.after_perf_written")
+            sha = vcs.commit_all(self.ws, f"{title}\n\nkopt-mcp attempt {p.attempt}, target {p.target}: {d.reason}",
+                                 base=s.best.commit)
+            faults.point("commit_improvement.after_git_commit")
             old = s.best.commit
             s.best.commit, s.best.metrics, s.best.gpu_us = sha, cand.values(), gpu_us
             vcs.ensure_best_worktree(self.repo, self.best_path, sha)
             s.phase, s.pending, s.repair = Phase.ready, None, None
             s.regressions = s.regressions.reset()
             s.kept += 1
+            s.in_progress = None
             self.store.log("commit", attempt=p.attempt, commit=sha, previous=old, metrics=s.best.metrics,
                            gpu_us=gpu_us, formatted=formatted, classes=[c.model_dump() for c in d.classes])
             self.save()
+            faults.point("commit_improvement.after_state_save")
             return CommitResult(committed=True, reason=d.reason, commit=sha, best_commit=sha, formatted=formatted,
                                 classes=d.classes, next_actions=next_actions(s))
 
@@ -97,7 +111,7 @@ class CommitMixin(AttemptMixin):
         patch, _ = vcs.diff_against(self.ws, s.best.commit)
         self.store.archive(p.attempt, "improved-not-kept", patch)
         vcs.reset_to(self.ws, s.best.commit)
-        s.phase, s.pending = Phase.ready, None
+        s.phase, s.pending, s.in_progress = Phase.ready, None, None
         s.regressions = s.regressions.reset()
         self.store.log("commit_refused", attempt=p.attempt, reason=reason)
         self.save()

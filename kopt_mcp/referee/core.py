@@ -133,17 +133,102 @@ class RefereeBase:
                            "MIOPEN_USER_DB_PATH": str(cache / "miopen")}
 
     def _recover(self) -> None:
-        """Finish what a killed server left: an attempt in progress is archived and reverted."""
+        """Finish what a killed server left half done (the job in `state.in_progress`):
+
+        - save_and_test, verdict not saved: the attempt's patch (archived from the tree if the kill
+          came before the archive) is labelled `interrupted`, the tree reset to BEST_COMMIT and a
+          candidate under repair dropped (phase ready). A saved verdict (`last` is this attempt, or
+          phase `improved` with this attempt pending) means the job had finished: nothing to undo.
+        - commit_improvement: the branch already has the new commit (trailer `kopt-mcp attempt N`,
+          parent BEST_COMMIT) -> adopt it as BEST_COMMIT and finish the bookkeeping; no commit yet ->
+          restore the exact tested tree (this also undoes a performance.md written but not committed
+          and any staged leftovers); the phase stays `improved`.
+        - anything else: a stale marker, logged and cleared.
+        """
         job = self.state.in_progress
         if not job:
             return
-        n = job.get("attempt")
-        if n and self.store.find_patch(n) is not None and self.state.phase != Phase.improved:
-            vcs.reset_to(self.ws, self.state.best.commit)
-            self.store.relabel(n, "pending", "interrupted")
-        self.store.log("recovered", job=job)
+        tool, done = job.get("tool"), "stale marker cleared"
+        if tool == "save_and_test" and job.get("attempt"):
+            done = self._recover_attempt(int(job["attempt"]))
+        elif tool == "commit_improvement" and job.get("attempt"):
+            done = self._recover_commit(int(job["attempt"]), job)
+        self.store.log("recovered", job=job, action=done)
         self.state.in_progress = None
         self.store.save_state(self.state)
+
+    def _recover_attempt(self, n: int) -> str:
+        s = self.state
+        if (s.last and s.last.attempt == n) or (s.phase == Phase.improved and s.pending and s.pending.attempt == n):
+            return "the verdict was saved: nothing to undo"
+        found = self.store.find_patch(n)
+        if found is None:
+            patch, _ = vcs.diff_against(self.ws, s.best.commit)
+            path = self.store.archive(n, "interrupted", patch)
+            label = "none"
+        else:
+            label = found.name[len(f"{n:04d}-"):-len(".patch")]
+            path = self.store.relabel(n, label, "interrupted") if label != "interrupted" else found
+        vcs.reset_to(self.ws, s.best.commit)
+        if s.phase in (Phase.repairing, Phase.improved):
+            s.phase = Phase.ready
+        s.repair, s.pending = None, None
+        self.store.log("attempt", attempt=n, verdict="interrupted", reverted=True, patch=str(path),
+                       reason=f"the server was killed during save_and_test (patch was labelled {label!r}); "
+                       "the candidate was archived and the tree reset to BEST_COMMIT")
+        return f"attempt {n} archived as interrupted, tree reset to BEST_COMMIT"
+
+    def _recover_commit(self, n: int, job: dict) -> str:
+        s, p = self.state, self.state.pending
+        if s.phase != Phase.improved or p is None or p.attempt != n:
+            return "the commit was saved: nothing to undo"
+        head = vcs.head_sha(self.ws)
+        if head != s.best.commit and self._is_commit_of(head, n):
+            old = s.best.commit
+            s.best.commit = head
+            s.best.metrics = job.get("metrics") or p.candidate_metrics
+            s.best.gpu_us = job.get("gpu_us", p.candidate_gpu_us)
+            s.phase, s.pending, s.repair = Phase.ready, None, None
+            s.regressions = s.regressions.reset()
+            s.kept += 1
+            self.ws.git.reset("-q")
+            vcs.ensure_best_worktree(self.repo, self.best_path, head)
+            self.store.log("commit", attempt=n, commit=head, previous=old, metrics=s.best.metrics,
+                           gpu_us=s.best.gpu_us, recovered=True)
+            return f"adopted commit {head[:12]} of attempt {n} as BEST_COMMIT"
+        try:
+            vcs.restore_tree(self.ws, p.tree)
+        except git.GitCommandError as e:  # the tree object is gone (gc): keep the files, clear the index
+            self.ws.git.reset("-q")
+            return f"could not restore the tested tree ({e}); index reset, files left as they are"
+        return f"restored the tested tree of attempt {n}; phase stays improved"
+
+    def _is_commit_of(self, sha: str, n: int) -> bool:
+        """True if `sha` is commit_improvement's commit of attempt `n` on top of BEST_COMMIT."""
+        c = self.ws.commit(sha)
+        return f"kopt-mcp attempt {n}, " in c.message and [x.hexsha for x in c.parents] == [self.state.best.commit]
+
+    def check_branch(self) -> None:
+        """Refuse to touch a workspace that was switched to another branch or detached."""
+        head = self.ws.head
+        ref = "detached HEAD" if head.is_detached else head.reference.path
+        if ref != f"refs/heads/{self.branch}":
+            raise RefereeError(
+                f"the workspace {self.workspace_path} is on {ref}, not on {self.branch}: it was switched behind "
+                f"the server's back and nothing there is reset. Check it out again with "
+                f"`git -C {self.workspace_path} checkout {self.branch}`")
+
+    def moved_head_warnings(self) -> list[str]:
+        """A warning naming the commits made in the workspace since BEST_COMMIT, if any."""
+        best, head = self.state.best.commit, vcs.head_sha(self.ws)
+        if head == best:
+            return []
+        log = self.ws.git.log("--format=%h %s", f"{best}..{head}").splitlines()
+        shown = "; ".join(log[:10]) + (f"; and {len(log) - 10} more" if len(log) > 10 else "")
+        return [(f"HEAD moved to {head[:12]} behind the server's back (commit(s): {shown or 'none on top of BEST'}); "
+                f"the candidate is judged as its whole difference from BEST_COMMIT {best[:12]}. A revert drops "
+                "these commits from the branch (their diff is in the attempt's archived patch); a commit puts "
+                "their content in one new commit on top of BEST_COMMIT")]
 
     def close(self) -> None:
         """Release the GPU lease and the server lock."""

@@ -124,6 +124,7 @@ class OpsMixin(RefereeBase):
     @operation
     def kernel_trace_analysis(self, top: int = 10, progress: Progress | None = None) -> TraceResult:
         """Profile the workspace once in detail mode; hottest kernels first (at most `top`)."""
+        from kopt_mcp.profilers.bottleneck import classify
         from kopt_mcp.profilers.ncu import short_kernel_name
 
         with self.lock:
@@ -147,6 +148,9 @@ class OpsMixin(RefereeBase):
             except ProfilerError as e:
                 gpu_us, names = None, []
                 notes.append(str(e))
+            # bottleneck of the target: the hottest kernel matching the regex, or the hottest kernel
+            target = next((k for k in p.trace.kernels if k.name in names), None)
+            bottleneck = classify(target) if target is not None else None
             rows = [KernelRow(**k.model_dump(), short_name=short_kernel_name(k.name)) for k in p.trace.kernels[:top]]
             self.store.log("trace", run_dir=str(run_dir), target_gpu_us=gpu_us, target_kernels=names,
                            total_gpu_us=p.trace.total_gpu_us,
@@ -157,7 +161,7 @@ class OpsMixin(RefereeBase):
                                      **k.extra} for k in rows])
             return TraceResult(backend=prof.name, device=self.device, available=True,
                                total_gpu_us=p.trace.total_gpu_us, kernels=rows, target_kernels=names,
-                               target_gpu_us=gpu_us, notes=notes, log_path=p.log_path)
+                               target_gpu_us=gpu_us, notes=notes, log_path=p.log_path, bottleneck=bottleneck)
 
     @operation
     def warm_up_harness(self, progress: Progress | None = None) -> WarmupResult:
@@ -187,6 +191,7 @@ class OpsMixin(RefereeBase):
         """Archive the working diff, then reset the workspace to BEST_COMMIT."""
         with self.lock:
             require(self.state, "revert_to_best")
+            self.check_branch()
             patch, changed = vcs.diff_against(self.ws, self.state.best.commit)
             path = None
             if changed:
