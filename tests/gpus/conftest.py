@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from kopt_mcp.testing import FakeClock
+
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nvidia_smi"
 
@@ -46,21 +48,6 @@ class SmiReplay:
         raise AssertionError(f"unexpected command {args}")
 
 
-class FakeTime:
-    """clock() and sleep(s) that move a counter instead of waiting."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.sleeps: list[float] = []
-
-    def clock(self) -> float:
-        return self.now
-
-    def sleep(self, s: float) -> None:
-        self.sleeps.append(s)
-        self.now += s
-
-
 @pytest.fixture
-def fake_time() -> FakeTime:
-    return FakeTime()
+def fake_time() -> FakeClock:
+    return FakeClock()

@@ -33,7 +33,7 @@ TH = IdleThresholds()  # busy at >= 10 % or >= 2048 MiB
 
 def _gate(tmp_path, fake_time, probe, th=TH, wait_s=1200.0, poll_s=600.0, tag="t"):
     return GpuGate(probe, LeaseManager(tmp_path / "leases", tag), th, wait_s=wait_s, poll_s=poll_s,
-                   sleep=fake_time.sleep, clock=fake_time.clock)
+                   sleep=fake_time.sleep, clock=fake_time)
 
 
 def _rocm(gpu_fixture, pids=NO_PIDS):
@@ -44,7 +44,7 @@ def _rocm(gpu_fixture, pids=NO_PIDS):
 def test_idle_rx7900xt_is_leased_with_amd_binding(tmp_path, fake_time):
     out = _gate(tmp_path, fake_time, _rocm(MARIMO_JSON)).acquire()
     lease = out.lease
-    assert lease is not None and out.polls == 1 and fake_time.sleeps == []
+    assert lease is not None and out.polls == 1 and fake_time.slept == []
     assert (lease.vendor, lease.index, lease.uuid, lease.name) == ("amd", 0, "amd-gpu-0", "Radeon RX 7900 XT")
     assert lease.env == {"ROCR_VISIBLE_DEVICES": "0", "HIP_VISIBLE_DEVICES": "0",
                          "CUDA_VISIBLE_DEVICES": "0"}
@@ -54,7 +54,7 @@ def test_idle_rx7900xt_is_leased_with_amd_binding(tmp_path, fake_time):
 def test_rocm_smi_vram_over_threshold_is_busy_until_timeout(tmp_path, fake_time):
     # recorded 794341376 B (757.5 MiB) used, judged against a 512 MiB threshold
     out = _gate(tmp_path, fake_time, _rocm(BESZEL_JSON), th=IdleThresholds(mem_mib=512)).acquire()
-    assert out.lease is None and out.polls == 3 and fake_time.sleeps == [600.0, 600.0]
+    assert out.lease is None and out.polls == 3 and fake_time.slept == [600.0, 600.0]
     assert out.checks[0].busy == ["memory used 757.5 MiB >= 512 MiB"]
     assert out.reason == "no idle GPU after 1200 s: GPU 0: memory used 757.5 MiB >= 512 MiB"
 

@@ -24,7 +24,7 @@ def _read(pair):
 def _gate(tmp_path, fake_time, *polls, wait_s=3600.0, poll_s=600.0, th=TH, tag="t"):
     probe = NvidiaSmiProbe(SmiReplay(*polls))
     return GpuGate(probe, LeaseManager(tmp_path, tag), th, wait_s=wait_s, poll_s=poll_s,
-                   sleep=fake_time.sleep, clock=fake_time.clock)
+                   sleep=fake_time.sleep, clock=fake_time)
 
 
 def test_busy_reasons_busy_h200():
@@ -64,7 +64,7 @@ def test_idle_gpu_is_leased_and_bound(tmp_path, fake_time):
     out = gate.acquire()
     assert out.lease.uuid == "GPU-12d4823c-c93c-be36-630b-84be7a395e90"
     assert out.lease.env == {"CUDA_VISIBLE_DEVICES": "0"}
-    assert (out.polls, out.waited_s, out.reason, fake_time.sleeps) == (1, 0.0, "", [])
+    assert (out.polls, out.waited_s, out.reason, fake_time.slept) == (1, 0.0, "", [])
     assert out.checks[0].busy == [] and out.checks[0].mem_total_mib == 143771.0
     assert LeaseManager(tmp_path, "other").try_acquire(_read(IDLE)[0]) is None  # really locked
 
@@ -73,7 +73,7 @@ def test_busy_then_idle_waits_one_poll_and_reports_progress(tmp_path, fake_time)
     gate = _gate(tmp_path, fake_time, BUSY, IDLE)
     seen = []
     out = gate.acquire(progress=lambda w, t, m: seen.append((w, t, m)))
-    assert out.lease is not None and out.polls == 2 and fake_time.sleeps == [600.0]
+    assert out.lease is not None and out.polls == 2 and fake_time.slept == [600.0]
     assert out.waited_s == 600.0
     [(waited, total, msg)] = seen
     assert (waited, total) == (0.0, 3600.0)
@@ -84,7 +84,7 @@ def test_no_idle_gpu_for_the_whole_wait(tmp_path, fake_time):
     gate = _gate(tmp_path, fake_time, BUSY, wait_s=1000, poll_s=600)
     out = gate.acquire()
     assert out.lease is None and gate.held is None
-    assert fake_time.sleeps == [600.0, 400.0]  # the last pause is cut to the time left
+    assert fake_time.slept == [600.0, 400.0]  # the last pause is cut to the time left
     assert out.polls == 3 and out.waited_s == 1000.0
     assert out.reason == ("no idle GPU after 1000 s: GPU 0: 1 compute process "
                           "(pid 400 /opt/torch/.venv/bin/python3, 874 MiB), utilization 99% >= 10%")
@@ -92,7 +92,7 @@ def test_no_idle_gpu_for_the_whole_wait(tmp_path, fake_time):
 
 def test_8x_all_busy_names_every_gpu(tmp_path, fake_time):
     out = _gate(tmp_path, fake_time, X8, wait_s=0).acquire()
-    assert out.lease is None and out.polls == 1 and fake_time.sleeps == []
+    assert out.lease is None and out.polls == 1 and fake_time.slept == []
     assert all(c.busy for c in out.checks) and len(out.checks) == 8
     for i in range(8):
         assert f"GPU {i}: 1 compute process" in out.reason
@@ -151,7 +151,7 @@ def test_probe_that_sees_no_gpu(tmp_path, fake_time):
             return []
 
     out = GpuGate(Empty(), LeaseManager(tmp_path, "t"), TH, sleep=fake_time.sleep,
-                  clock=fake_time.clock).acquire()
+                  clock=fake_time).acquire()
     assert out.lease is None and out.reason == "the probe 'nvml' sees no GPU"
 
 
