@@ -242,8 +242,10 @@ def test_resume_after_restart(toy_repo, make_referee, ref):
 def test_second_server_on_same_session_refused(ref, toy_repo, lease_dir):
     from kopt_mcp.referee import Referee
 
-    with pytest.raises(RefereeError, match="already runs session"):
+    with pytest.raises(RefereeError, match=r'already runs on .*"tag": "t"'):
         Referee(toy_repo, tag="t", lease_dir=lease_dir)
+    with pytest.raises(RefereeError, match="one server per repository"):
+        Referee(toy_repo, tag="other", lease_dir=lease_dir)  # another session on the same repository too
 
 
 def test_config_edit_after_start_is_reported_not_applied(ref, toy_repo):

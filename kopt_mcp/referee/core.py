@@ -8,6 +8,7 @@ atomically before returning.
 from __future__ import annotations
 
 import functools
+import json
 import os
 import threading
 from datetime import date
@@ -82,14 +83,19 @@ class RefereeBase:
         self.cancel = threading.Event()
         vcs.ensure_excluded(self.repo)
         self.store = Store(self.workspace_path)
-        self._server_lock = FileLock(str(self.repo_path / ".kopt" / f"{self.tag}.server.lock"))
+        # one server per repository: two sessions on one checkout would race on git and the GPUs
         (self.repo_path / ".kopt").mkdir(exist_ok=True)
+        self._server_lock = FileLock(str(self.repo_path / ".kopt" / "server.lock"))
+        holder = self.repo_path / ".kopt" / "server.json"
         try:
             self._server_lock.acquire(timeout=0)
         except Timeout as e:
+            other = holder.read_text(encoding="utf-8").strip() if holder.exists() else "unknown session"
             raise RefereeError(
-                f"another kopt-mcp server already runs session {self.tag!r} on {self.repo_path}: "
-                "stop it first, or start this one with another --tag") from e
+                f"another kopt-mcp server already runs on {self.repo_path} ({other}): stop it first; "
+                "one server per repository") from e
+        holder.write_text(json.dumps({"tag": self.tag, "pid": os.getpid(), "since": now_iso()}) + "\n",
+                          encoding="utf-8")
         try:
             self._open(probe, lease_dir, {k: v for k, v in (("sleep", sleep), ("clock", clock)) if v})
         except BaseException:
