@@ -330,3 +330,27 @@ def test_no_idle_gpu_for_the_whole_wait_stops_with_summary(toy_repo, make_refere
     assert "utilization 99%" in v.stop_reason and clock.slept == [600.0] * 6
     assert "## Stop Summary" in (r.workspace_path / "performance.md").read_text()
     assert "50.0" in (r.store.attempts / f"{v.attempt:04d}-failed.patch").read_text()  # nothing lost
+
+
+def test_two_servers_on_one_idle_gpu_never_both_run_on_it(tmp_path, make_referee):
+    from kopt_mcp.gpus.smi import NvidiaSmiProbe
+    from kopt_mcp.testing import FakeClock, make_toy_repo
+    from tests.conftest import FIXTURES
+
+    idle = {"--query-gpu": (FIXTURES / "nvidia_smi" / "h200_query_gpu_header.csv").read_text(),
+            "--query-compute-apps": (FIXTURES / "nvidia_smi" / "h200_query_compute_apps_idle.csv").read_text()}
+
+    def run(cmd):
+        return next(text for flag, text in idle.items() if any(a.startswith(flag) for a in cmd))
+
+    first = make_referee(make_toy_repo(tmp_path / "a", {"1": 100.0}), tag="a", probe=NvidiaSmiProbe(run=run))
+    assert first.find_idle_gpu().leased
+    clock = FakeClock()
+    second = make_referee(make_toy_repo(tmp_path / "b", {"1": 100.0}), tag="b", probe=NvidiaSmiProbe(run=run),
+                          sleep=clock.sleep, clock=clock)
+    out = second.find_idle_gpu()
+    assert not out.leased and out.stopped
+    assert any("leased by kopt-mcp" in b for c in out.checks for b in c.busy)
+    first.close()  # the first server ends: its lease is free for the next session on this host
+    third = make_referee(make_toy_repo(tmp_path / "c", {"1": 100.0}), tag="c", probe=NvidiaSmiProbe(run=run))
+    assert third.find_idle_gpu().leased
