@@ -223,6 +223,14 @@ def commit_all(ws: git.Repo, message: str, base: str | None = None) -> str:
     return sha
 
 
+def commit_paths(ws: git.Repo, paths: list[str], message: str) -> str:
+    """Commit only `paths` (e.g. performance.md), leaving any other edits in the workspace as they
+    are; returns the new sha. Raises git.GitCommandError when there is nothing to commit."""
+    ws.git.add("--", *paths)
+    ws.git.commit("-m", message, "--no-verify", "--", *paths, env=_identity(ws))
+    return ws.head.commit.hexsha
+
+
 def _identity(ws: git.Repo) -> dict[str, str]:
     """Commit identity env: the user's git identity where configured, else `kopt-mcp`."""
     try:

@@ -92,15 +92,9 @@ class CommitMixin(AttemptMixin):
             sha = vcs.commit_all(self.ws, f"{title}\n\nkopt-mcp attempt {p.attempt}, target {p.target}: {d.reason}",
                                  base=s.best.commit)
             faults.point("commit_improvement.after_git_commit")
-            old = s.best.commit
-            s.best.commit, s.best.metrics, s.best.gpu_us = sha, cand.values(), gpu_us
-            vcs.ensure_best_worktree(self.repo, self.best_path, sha)
-            s.phase, s.pending, s.repair = Phase.ready, None, None
-            s.regressions = s.regressions.reset()
-            s.kept += 1
+            self.adopt_best(p.attempt, sha, cand.values(), gpu_us, formatted=formatted,
+                            classes=[c.model_dump() for c in d.classes])
             s.in_progress = None
-            self.store.log("commit", attempt=p.attempt, commit=sha, previous=old, metrics=s.best.metrics,
-                           gpu_us=gpu_us, formatted=formatted, classes=[c.model_dump() for c in d.classes])
             self.save()
             faults.point("commit_improvement.after_state_save")
             return CommitResult(committed=True, reason=d.reason, commit=sha, best_commit=sha, formatted=formatted,

@@ -24,9 +24,10 @@ from kopt_mcp.gpus import make_probe
 from kopt_mcp.gpus.base import GpuProbe
 from kopt_mcp.gpus.gate import GateOutcome, GpuGate, IdleThresholds
 from kopt_mcp.gpus.lease import LeaseManager
-from kopt_mcp.ledger import Store, now_iso
+from kopt_mcp.ledger import Store, append_perf_text, now_iso
 from kopt_mcp.profilers import make_profiler
 from kopt_mcp.profilers.base import Profiler
+from kopt_mcp.referee.report import stop_summary
 from kopt_mcp.results import DeviceInfo
 from kopt_mcp.session import Best, Phase, SessionState
 
@@ -190,17 +191,9 @@ class RefereeBase:
             return "the commit was saved: nothing to undo"
         head = vcs.head_sha(self.ws)
         if head != s.best.commit and self._is_commit_of(head, n):
-            old = s.best.commit
-            s.best.commit = head
-            s.best.metrics = job.get("metrics") or p.candidate_metrics
-            s.best.gpu_us = job.get("gpu_us", p.candidate_gpu_us)
-            s.phase, s.pending, s.repair = Phase.ready, None, None
-            s.regressions = s.regressions.reset()
-            s.kept += 1
             self.ws.git.reset("-q")
-            vcs.ensure_best_worktree(self.repo, self.best_path, head)
-            self.store.log("commit", attempt=n, commit=head, previous=old, metrics=s.best.metrics,
-                           gpu_us=s.best.gpu_us, recovered=True)
+            self.adopt_best(n, head, job.get("metrics") or p.candidate_metrics,
+                            job.get("gpu_us", p.candidate_gpu_us), recovered=True)
             return f"adopted commit {head[:12]} of attempt {n} as BEST_COMMIT"
         try:
             vcs.restore_tree(self.ws, p.tree)
@@ -208,6 +201,20 @@ class RefereeBase:
             self.ws.git.reset("-q")
             return f"could not restore the tested tree ({e}); index reset, files left as they are"
         return f"restored the tested tree of attempt {n}; phase stays improved"
+
+    def adopt_best(self, attempt: int, sha: str, metrics: dict[str, float], gpu_us: float | None,
+                   **log_fields) -> None:
+        """A keep is committed as `sha`: BEST_COMMIT moves there with its metrics, the BEST worktree
+        follows, counters reset, the ledger records the commit. The caller saves the state."""
+        s = self.state
+        old = s.best.commit
+        s.best.commit, s.best.metrics, s.best.gpu_us = sha, metrics, gpu_us
+        vcs.ensure_best_worktree(self.repo, self.best_path, sha)
+        s.phase, s.pending, s.repair = Phase.ready, None, None
+        s.regressions = s.regressions.reset()
+        s.kept += 1
+        self.store.log("commit", attempt=attempt, commit=sha, previous=old, metrics=metrics, gpu_us=gpu_us,
+                       **log_fields)
 
     def _is_commit_of(self, sha: str, n: int) -> bool:
         """True if `sha` is commit_improvement's commit of attempt `n` on top of BEST_COMMIT."""
@@ -275,21 +282,14 @@ class RefereeBase:
 
     def stop(self, reason: str) -> None:
         """Stop the session: state `stopped`, Stop Summary appended to performance.md and committed."""
-        from kopt_mcp.referee.report import stop_summary
-
         if self.state.phase == Phase.stopped:
             return
         self.state.phase = Phase.stopped
         self.state.stop_reason = reason
         self.state.stopped_at = now_iso()
-        perf = self.workspace_path / "performance.md"
-        from kopt_mcp.ledger import append_perf_text
-
-        append_perf_text(perf, stop_summary(self.state, self.cfg.benchmark.metric))
+        append_perf_text(self.workspace_path / "performance.md", stop_summary(self.state, self.cfg.benchmark.metric))
         try:
-            self.ws.git.add("performance.md")
-            self.ws.git.commit("-m", f"kopt: stop summary ({reason[:60]})", "--no-verify", "--", "performance.md",
-                               env=vcs._identity(self.ws))
+            vcs.commit_paths(self.ws, ["performance.md"], f"kopt: stop summary ({reason[:60]})")
         except git.GitCommandError as e:
             self.store.log("stop_summary_commit_failed", error=str(e))
         self.store.log("stopped", reason=reason, best_commit=self.state.best.commit)

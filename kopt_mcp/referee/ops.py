@@ -111,9 +111,7 @@ class OpsMixin(RefereeBase):
         append_perf_rows(perf, self.cfg.benchmark.metric, perf_rows(
             "baseline", s.best.commit, self.cfg.benchmark.command, "global", kernels, s.best.metrics,
             gpu_us, None, f"unmodified BEST_COMMIT on {self.device.name}; {note}"))
-        self.ws.git.add("performance.md")
-        self.ws.git.commit("-m", "kopt: baseline", "--no-verify", "--", "performance.md", env=vcs._identity(self.ws))
-        s.best.commit = vcs.head_sha(self.ws)
+        s.best.commit = vcs.commit_paths(self.ws, ["performance.md"], "kopt: baseline")
         vcs.ensure_best_worktree(self.repo, self.best_path, s.best.commit)
         s.phase = Phase.ready
         self.store.log("baseline", best_commit=s.best.commit, metrics=s.best.metrics, gpu_us=gpu_us,

@@ -76,12 +76,17 @@ async def test_progress_reported_on_benchmark(server):
     assert any("baseline" in (m or "") for m in seen)
 
 
+async def baseline_then_regression(c: Client, hypothesis: str):
+    """Over the protocol: record the baseline, then test a candidate 20% slower on every class."""
+    await c.call_tool("run_benchmark", {})
+    ws = (await c.call_tool("status", {})).structured_content["workspace"]
+    set_kernel(Path(ws), {"1": 120.0, "2": 240.0})
+    return await c.call_tool("save_and_test", {"target": "global", "hypothesis": hypothesis})
+
+
 async def test_verdict_over_the_protocol(server, toy_repo):
     async with Client(server) as c:
-        await c.call_tool("run_benchmark", {})
-        ws = (await c.call_tool("status", {})).structured_content["workspace"]
-        set_kernel(Path(ws), {"1": 120.0, "2": 240.0})
-        r = await c.call_tool("save_and_test", {"target": "global", "hypothesis": "slower"})
+        r = await baseline_then_regression(c, "slower")
     v = r.structured_content
     assert v["verdict"] == "regressed" and v["reverted"] and v["classes"][0]["key"] == "n=1"
 
@@ -101,10 +106,7 @@ async def test_prompt_contains_program(server):
 
 async def test_research_directions_prompt_is_advisory_and_carries_the_session(server):
     async with Client(server) as c:
-        await c.call_tool("run_benchmark", {})
-        ws = (await c.call_tool("status", {})).structured_content["workspace"]
-        set_kernel(Path(ws), {"1": 120.0, "2": 240.0})
-        await c.call_tool("save_and_test", {"target": "global", "hypothesis": "unroll everything"})
+        await baseline_then_regression(c, "unroll everything")
         p = await c.get_prompt("research_directions", {})
     text = p.messages[0].content.text
     assert "ADVICE" in text and "None of it is an order" in text
@@ -116,24 +118,12 @@ async def test_research_directions_prompt_is_advisory_and_carries_the_session(se
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
-@pytest.fixture
-def chart_server(toy_repo, make_referee):
-    """The server with the chart resources (registered here while server.py does not do it itself)."""
-    from kopt_mcp.tools.charts import PROGRESS_URI, register_resources
-
-    ref = make_referee(toy_repo)
-    mcp = build_server(ref)
-    if PROGRESS_URI not in {str(r.uri) for r in mcp._resource_manager.list_resources()}:
-        register_resources(mcp, ref)
-    return mcp
-
-
-async def test_chart_resources_are_png_blobs(chart_server):
+async def test_chart_resources_are_png_blobs(server):
     import base64
 
     from kopt_mcp.tools.charts import LAST_VERDICT_URI, PROGRESS_URI
 
-    async with Client(chart_server) as c:
+    async with Client(server) as c:
         await c.call_tool("run_benchmark", {})
         listed = {str(r.uri): r.mime_type for r in (await c.list_resources()).resources}
         read = [(await c.read_resource(uri)).contents[0] for uri in (PROGRESS_URI, LAST_VERDICT_URI)]
@@ -142,14 +132,11 @@ async def test_chart_resources_are_png_blobs(chart_server):
         assert blob.mime_type == "image/png" and base64.b64decode(blob.blob)[:8] == PNG
 
 
-async def test_plot_progress_returns_an_image_and_a_summary(chart_server):
+async def test_plot_progress_returns_an_image_and_a_summary(server):
     import base64
 
-    async with Client(chart_server) as c:
-        await c.call_tool("run_benchmark", {})
-        ws = (await c.call_tool("status", {})).structured_content["workspace"]
-        set_kernel(Path(ws), {"1": 120.0, "2": 240.0})
-        await c.call_tool("save_and_test", {"target": "global", "hypothesis": "slower"})
+    async with Client(server) as c:
+        await baseline_then_regression(c, "slower")
         r = await c.call_tool("plot_progress", {})
     assert not r.is_error and [b.type for b in r.content] == ["image", "text"]
     image, text = r.content
