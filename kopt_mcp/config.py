@@ -43,7 +43,7 @@ class CorrectnessSection(_Section):
 class ProfilerSection(_Section):
     """`[profiler]`: the keep-metric source and the target kernel."""
 
-    backend: Literal["auto", "ncu", "rocprofv3", "none"] = "auto"
+    backend: Literal["auto", "cupti", "ncu", "rocprofv3", "none"] = "auto"
     kernel: str = Field("", description="regex of the target kernel(s); default: the hottest kernel")
     timeout_s: float = Field(1200.0, gt=0)
 
@@ -53,6 +53,16 @@ class GatesSection(_Section):
 
     noise_pct: float = Field(1.0, gt=0, description="changes smaller than this (%) are noise")
     confirmations: int = Field(2, ge=1, description="same-direction measurements a sub-noise win needs")
+    confidence: float = Field(0.995, gt=0.5, lt=1.0,
+                              description="one-sided confidence of the final paired test (rules/stats.py): the "
+                              "profiler's per-launch GPU time where it records launches, else the script metric")
+    screen_confidence: float = Field(0.95, gt=0.5, lt=1.0,
+                                     description="one-sided confidence of the script-metric test when a per-launch "
+                                     "profiler test follows it (two independent tests must both pass)")
+    min_gpu_gain_pct: float = Field(0.2, ge=0, description="least per-launch GPU-time gain (%) the keep metric "
+                                    "accepts (its paired lower bound must exceed it)")
+    max_rounds: int = Field(3, ge=1, description="most paired BEST/candidate rounds per verdict (the repeat budget)")
+    baseline_runs: int = Field(3, ge=1, description="runs of unmodified BEST_COMMIT at the baseline (noise estimate)")
     max_repairs: int = Field(3, ge=0)
     max_consecutive_regressions: int = Field(5, ge=1)
     gpu_wait_s: float = Field(3600.0, ge=0)

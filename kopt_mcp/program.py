@@ -32,5 +32,6 @@ def render_program(ref: Referee) -> str:
         correctness="; ".join(rules), classes=classes,
         protected=", ".join(f"`{p}`" for p in [*protected_paths(ref), "performance.md"]), keep_metric=keep,
         noise_pct=f"{g.noise_pct:g}", confirmations=g.confirmations, max_repairs=g.max_repairs,
+        max_rounds=g.max_rounds, confidence=f"{g.confidence * 100:g}",
         max_regressions=g.max_consecutive_regressions, gpu_wait_s=f"{g.gpu_wait_s:g}",
         gpu_poll_s=f"{g.gpu_poll_s:g}")

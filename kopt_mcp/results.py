@@ -9,6 +9,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from kopt_mcp.gpus.gate import GpuCheck
+from kopt_mcp.knowledge import Hit
 from kopt_mcp.profilers.base import KernelStat
 from kopt_mcp.profilers.bottleneck import Bottleneck
 from kopt_mcp.rules.verdict import ClassDelta
@@ -180,3 +181,16 @@ class StatusResult(BaseModel):
     config_changed: bool
     device: DeviceInfo | None
     next_actions: list[str]
+
+
+class KnowledgeResult(BaseModel):
+    """optimization_knowledge: the techniques that fit, best first, within the character budget."""
+
+    bottleneck: str | None
+    bottleneck_source: str
+    vendor: str | None
+    hits: list[Hit]
+    total_chars: int
+    max_chars: int
+    skills: list[str]
+    note: str

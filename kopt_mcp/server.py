@@ -11,6 +11,7 @@ from kopt_mcp import __version__, prompts
 from kopt_mcp.program import render_program
 from kopt_mcp.referee import Referee
 from kopt_mcp.tools import register_all
+from kopt_mcp.tools import knowledge as knowledge_tools
 from kopt_mcp.tools.charts import register_resources
 
 INSTRUCTIONS = (
@@ -33,6 +34,7 @@ def build_server(ref: Referee) -> MCPServer:
     mcp = MCPServer("kopt-mcp", version=__version__, instructions=INSTRUCTIONS, lifespan=lifespan)
     register_all(mcp)
     register_resources(mcp, ref)
+    knowledge_tools.register_resources(mcp)
 
     @mcp.resource("kopt://program.md", name="program.md", mime_type="text/markdown",
                   description="The optimization loop with this session's command, paths and thresholds.")

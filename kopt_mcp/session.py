@@ -21,6 +21,9 @@ from pydantic import BaseModel, Field
 from kopt_mcp.rules.repair import RepairState
 from kopt_mcp.rules.stop import RegressionCounter
 
+#: groups of repeated BEST runs (one per lease) kept for the noise estimate of rules/stats.py
+NOISE_GROUPS_KEPT = 20
+
 Verdict = Literal["improved", "tie", "regressed", "divergent", "incorrect", "abandoned", "failed", "rejected"]
 
 
@@ -86,6 +89,13 @@ class SessionState(BaseModel):
     stop_reason: str | None = None
     stopped_at: str | None = None
     in_progress: dict | None = None
+    noise_history: list[list[dict[str, float]]] = Field(default_factory=list)
+
+    def record_best_runs(self, runs: list[dict[str, float]], keep: int = NOISE_GROUPS_KEPT) -> None:
+        """Remember one lease's repeated BEST runs (class -> metric) for the noise estimate;
+        a single run adds nothing; only the latest `keep` groups are kept."""
+        if len(runs) >= 2:
+            self.noise_history = [*self.noise_history, [dict(r) for r in runs]][-keep:]
 
 
 class SessionError(RuntimeError):

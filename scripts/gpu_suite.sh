@@ -2,15 +2,20 @@
 # The GPU suite in one script.
 #   scripts/gpu_suite.sh prepare   here (with PyPI): download the wheels the GPU machine's image lacks
 #                                  into .whl/ (git-ignored), pinned to the versions installed here.
-#   scripts/gpu_suite.sh run       on the GPU machine (no network): install .whl/ into /tmp/site, run the
-#                                  gpu-marked tests, the Triton example check and `kopt-mcp demo`;
+#   scripts/gpu_suite.sh run       on the GPU machine (no network): install .whl/ into /tmp/site, run
+#                                  `kopt-mcp demo` on the Triton example and the gpu-marked tests;
+#   scripts/gpu_suite.sh accuracy  ... profiler GPU time vs CUDA events and profiling overhead
+#   scripts/gpu_suite.sh decisions [TRIALS]  ... the decision-quality benchmark (planted effects)
 #                                  logs and results go to $OUT (default: benchmarks/results/latest).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 WHEELS=(pydantic pydantic-core annotated-types typing-inspection typing-extensions mcp mcp-types httpx2
         httpcore2 h11 truststore anyio jsonschema jsonschema-specifications referencing rpds-py attrs pyjwt
         python-multipart sse-starlette starlette uvicorn opentelemetry-api gitpython gitdb smmap filelock
-        cryptography cffi pycparser)
+        cryptography cffi pycparser bm25s)
+# not installed here (no GPU): pinned, downloaded for the GPU machine's Python 3.12. cupti-python 13.4.0
+# ran there on 2026-11-22 over the image's nvidia-cuda-cupti 13.0.85 (driver 580.159.04).
+GPU_WHEELS=(cupti-python==13.4.0 pyelftools==0.33)
 
 prepare() {
   rm -rf .whl && mkdir -p .whl
@@ -21,26 +26,51 @@ prepare() {
       --platform manylinux_2_34_x86_64 --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
       -d .whl "$name==$version" || exit 2
   done
+  for spec in "${GPU_WHEELS[@]}"; do
+    python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+      --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 -d .whl "$spec" || exit 2
+  done
   python3 -m pip wheel -q --no-deps -w .whl . || exit 2   # kopt-mcp itself
   du -sh .whl
 }
 
-run() {
+setup() {
   OUT=${OUT:-benchmarks/results/latest}
   mkdir -p "$OUT"
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    || { echo "run: wheel install failed" >&2; exit 2; }
+  if [[ ! -f /tmp/site/.kopt-installed ]]; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+      || { echo "run: wheel install failed" >&2; exit 2; }
+    touch /tmp/site/.kopt-installed
+  fi
   export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$(dirname "$(command -v python3)"):$PATH PYTHONUNBUFFERED=1
   command -v python >/dev/null || { mkdir -p /tmp/pybin && ln -sf "$(command -v python3)" /tmp/pybin/python && export PATH=/tmp/pybin:$PATH; }
+}
+
+run() {
+  setup
   { date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; python3 --version;
     python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)";
-    ncu --version | tail -1; } > "$OUT/device.txt" 2>&1
+    ncu --version | tail -1
+    python3 -c "from importlib.metadata import version as v; print('cupti-python', v('cupti-python'), 'cupy', v('cupy-cuda13x'), 'nvidia-cuda-cupti', v('nvidia-cuda-cupti'))"
+  } > "$OUT/device.txt" 2>&1
   python3 -m kopt_mcp.cli demo --example triton 2>&1 | tee "$OUT/demo_triton.log"
   python3 -m pytest -m gpu -q -p no:cacheprovider -rA tests 2>&1 | tee "$OUT/gpu_tests.log"
+}
+
+accuracy() {
+  setup
+  python3 benchmarks/profiler_accuracy.py "$OUT" ${ACCURACY_QUICK:+--quick} 2>&1 | tee "$OUT/profiler_accuracy.log"
+}
+
+decisions() {
+  setup
+  python3 benchmarks/decision_quality/run.py --device gpu --trials "${1:-20}" --out "$OUT" 2>&1 | tee "$OUT/decision_quality.log"
 }
 
 case "${1:-}" in
   prepare) prepare ;;
   run) run ;;
-  *) echo "usage: scripts/gpu_suite.sh prepare|run" >&2; exit 2 ;;
+  accuracy) accuracy ;;
+  decisions) decisions "${2:-20}" ;;
+  *) echo "usage: scripts/gpu_suite.sh prepare|run|accuracy|decisions [TRIALS]" >&2; exit 2 ;;
 esac

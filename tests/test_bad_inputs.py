@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from kopt_mcp.config import BenchmarkSection
 from kopt_mcp.metrics import class_key, read_metrics
-from kopt_mcp.rules.verdict import GLOBAL, Round, decide
+from kopt_mcp.rules.verdict import GLOBAL, Policy, Round, decide
 from kopt_mcp.runner import LOG_KEEP_BYTES, TAIL_BYTES, run_command
 from kopt_mcp.testing import set_kernel
 
@@ -117,34 +117,37 @@ def _setting(draw):
     noise = draw(st.floats(0.1, 10.0))
     confirmations = draw(st.integers(1, 3))
     higher = draw(st.booleans())
-    return keys, target, noise, confirmations, higher
+    jitter = draw(st.sampled_from([0.0, 1e-4, 1e-3, 1e-2, 0.1]))
+    leases = draw(st.integers(0, 4))
+    hist = [[{k: 100.0 * f for k in keys} for f in (1.0, 1 + jitter, 1 - jitter)] for _ in range(leases)]
+    return keys, target, Policy(noise_pct=noise, confirmations=confirmations), higher, hist
 
 
 @settings(max_examples=300, deadline=None)
 @given(_setting(), st.data())
 def test_identical_best_and_candidate_never_improve(setting, data):
-    keys, target, noise, confirmations, higher = setting
+    keys, target, policy, higher, hist = setting
     n_rounds = data.draw(st.integers(1, 3))
     rounds = []
     for _ in range(n_rounds):
         v = {k: data.draw(METRIC) for k in keys}
         rounds.append(Round(best=v, candidate=dict(v)))
-    assert decide(rounds, target, higher, noise, confirmations).outcome != "improved"
+    assert decide(rounds, target, higher, policy, hist).outcome != "improved"
 
 
 @settings(max_examples=400, deadline=None)
 @given(_setting(), st.data())
 def test_swapping_best_and_candidate_never_improves_again(setting, data):
-    keys, target, noise, confirmations, higher = setting
+    keys, target, policy, higher, hist = setting
     n_rounds = data.draw(st.integers(1, 3))
     factor = st.floats(0.5, 1.5) | st.floats(0.97, 1.03)
     rounds = []
     for _ in range(n_rounds):
         best = {k: data.draw(st.floats(1.0, 1e6)) for k in keys}
         rounds.append(Round(best=best, candidate={k: v * data.draw(factor) for k, v in best.items()}))
-    d = decide(rounds, target, higher, noise, confirmations)
+    d = decide(rounds, target, higher, policy, hist)
     swapped = [Round(best=r.candidate, candidate=r.best) for r in rounds]
-    s = decide(swapped, target, higher, noise, confirmations)
+    s = decide(swapped, target, higher, policy, hist)
     if d.outcome == "improved":
         assert s.outcome in ("regressed", "tie"), (d.reason, s.reason)
     assert not (d.outcome == "improved" and s.outcome == "improved")

@@ -54,3 +54,33 @@ def test_referee_baseline_on_triton_example_uses_gpu_time(tmp_path, lease_dir):
     finally:
         r.close()
 
+
+
+ADVERSARIAL = Path(__file__).resolve().parents[1] / "benchmarks" / "decision_quality"
+
+
+@pytest.mark.parametrize("candidate, named", [
+    ("side_stream.py", "side stream"),     # the events time nothing; the GPU did the same work
+    ("skip_calls.py", "skipped work"),      # half the calls return early; CUPTI counts the launches
+])
+def test_gpu_timing_cheats_are_not_kept_and_named(tmp_path, lease_dir, candidate, named):
+    pytest.importorskip("cupy")
+    from kopt_mcp.profilers.cupti import cupti_importable
+
+    if not cupti_importable():
+        pytest.skip("cupti-python not importable")
+    sys.path.insert(0, str(ADVERSARIAL))
+    from run import make_repo
+
+    from kopt_mcp.referee import Referee
+
+    r = Referee(make_repo("gpu", tmp_path / "repo"), tag="adv", lease_dir=lease_dir)
+    try:
+        assert r.run_benchmark().baseline_recorded
+        shutil.copy(ADVERSARIAL / "adversarial" / candidate, r.workspace_path / "kernel.py")
+        v = r.save_and_test("global", f"adversarial: {candidate}")
+        assert v.verdict != "improved" and v.reverted, v.reason
+        assert max(v.target_deltas_pct) > 20, "the cheat must fool the script metric, or the test shows nothing"
+        assert named in v.reason and v.metric_used == "profiler GPU time"
+    finally:
+        r.close()

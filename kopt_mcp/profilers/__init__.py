@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from kopt_mcp.profilers.base import KernelStat, KernelTrace, Profiler, ProfilerError, target_gpu_time
+from kopt_mcp.profilers.cupti import CuptiProfiler
 from kopt_mcp.profilers.ncu import NcuProfiler, short_kernel_name
 from kopt_mcp.profilers.none import NoProfiler
 from kopt_mcp.profilers.rocprof import RocprofV3Profiler
 
-BACKENDS: tuple[str, ...] = ("auto", "ncu", "rocprofv3", "none")
+BACKENDS: tuple[str, ...] = ("auto", "cupti", "ncu", "rocprofv3", "none")
 
 __all__ = [
-    "BACKENDS", "KernelStat", "KernelTrace", "NcuProfiler", "NoProfiler", "Profiler",
+    "BACKENDS", "CuptiProfiler", "KernelStat", "KernelTrace", "NcuProfiler", "NoProfiler", "Profiler",
     "ProfilerError", "RocprofV3Profiler", "make_profiler", "short_kernel_name", "target_gpu_time",
 ]
 
@@ -18,20 +19,30 @@ __all__ = [
 def make_profiler(backend: str, vendor: str, detail: bool = False) -> Profiler:
     """The profiler for `[profiler] backend` on a GPU of `vendor` ("nvidia", "amd", "none", ...).
 
-    "auto": ncu where the vendor is NVIDIA and ncu is on PATH, rocprofv3 where the vendor is AMD
-    and rocprofv3 is on PATH, else the no-op backend.
-    "ncu": Nsight Compute (`detail` adds throughput/occupancy metrics); raises ProfilerError if
-    ncu is not on PATH. "rocprofv3": ROCprofiler-SDK kernel trace (`detail` has no effect);
-    raises ProfilerError if rocprofv3 is not on PATH. "none": the no-op backend. Anything else raises ValueError.
+    `detail=False` is the keep-metric profile (GPU time per kernel, small overhead); `detail=True`
+    is kernel_trace_analysis's report (adds throughput / occupancy metrics where the tool has them).
+
+    "auto": NVIDIA: keep metric from the CUPTI kernel trace where cupti-python is importable, else
+    ncu; the detail report from ncu where it is on PATH, else the CUPTI trace. AMD: rocprofv3 where
+    it is on PATH. Otherwise the no-op backend (the script metric decides, and says so).
+    "cupti": the CUPTI trace for the keep metric (ProfilerError if cupti-python is missing); ncu for
+    the detail report where it is on PATH. "ncu": Nsight Compute for both (ProfilerError if ncu
+    is not on PATH). "rocprofv3": ROCprofiler-SDK kernel trace (ProfilerError if missing).
+    "none": the no-op backend. Anything else raises ValueError.
     """
+    nvidia = vendor.lower() == "nvidia"
     if backend == "auto":
-        ncu = NcuProfiler(detail=detail)
-        if vendor.lower() == "nvidia" and ncu.available():
-            return ncu
+        if nvidia:
+            return _nvidia(detail, prefer_cupti=not detail) or NoProfiler()
         rocprof = RocprofV3Profiler()
         if vendor.lower() == "amd" and rocprof.available():
             return rocprof
         return NoProfiler()
+    if backend == "cupti":
+        if not CuptiProfiler().available():
+            raise ProfilerError('cupti-python is not importable: pip install cupti-python (NVIDIA CUDA 12/13) '
+                                'or set [profiler] backend = "ncu"')
+        return _nvidia(detail, prefer_cupti=not detail) or CuptiProfiler()
     if backend == "ncu":
         ncu = NcuProfiler(detail=detail)
         if not ncu.available():
@@ -51,3 +62,10 @@ def make_profiler(backend: str, vendor: str, detail: bool = False) -> Profiler:
     raise ValueError(
         f"unknown profiler backend {backend!r}; valid backends: {', '.join(repr(b) for b in BACKENDS)}"
     )
+
+
+def _nvidia(detail: bool, prefer_cupti: bool) -> Profiler | None:
+    """CUPTI trace or ncu, in the preferred order, whichever is present; None if neither."""
+    cupti, ncu = CuptiProfiler(), NcuProfiler(detail=detail)
+    order = (cupti, ncu) if prefer_cupti else (ncu, cupti)
+    return next((p for p in order if p.available()), None)

@@ -31,6 +31,11 @@ class KernelStat(BaseModel):
     block_size: int | None = None
     grid_size: int | None = None
     extra: dict[str, float] = Field(default_factory=dict)
+    #: per-launch GPU times (us) in launch order where the backend records them (CUPTI, ncu); used
+    #: by the keep metric's paired per-launch test, never serialized into results or the ledger
+    durations_us: list[float] | None = Field(default=None, exclude=True)
+    #: a sort key per launch (GPU start in ns, or the profiler's launch index), parallel to durations_us
+    launch_order: list[float] | None = Field(default=None, exclude=True)
 
 
 class KernelTrace(BaseModel):
@@ -50,6 +55,8 @@ class Profiler(Protocol):
     """A kernel profiler backend. `name` is "ncu", "none", ..."""
 
     name: str
+    #: True where `parse` fills KernelStat.durations_us (each launch's GPU time, in launch order)
+    per_launch: bool
 
     def available(self) -> bool:
         """True where the backend's binary or library is present on this machine."""
@@ -83,3 +90,22 @@ def target_gpu_time(trace: KernelTrace, kernel_regex: str | None) -> tuple[float
     else:
         hits = trace.kernels[:1]
     return sum(k.total_us for k in hits), [k.name for k in hits]
+
+
+def target_launches(trace: KernelTrace, kernel_regex: str | None) -> int:
+    """How many times the target kernels (as chosen by `target_gpu_time`) were launched in `trace`."""
+    _, names = target_gpu_time(trace, kernel_regex)
+    return sum(k.calls for k in trace.kernels if k.name in names)
+
+
+def target_durations(trace: KernelTrace, kernel_regex: str | None) -> list[float] | None:
+    """Per-launch GPU times (us) of all target kernels merged in launch order (so launch i is the
+    same benchmark step in BEST's and a candidate's run even when a candidate splits the work
+    between differently named kernels); None when a target kernel lacks per-launch times."""
+    _, names = target_gpu_time(trace, kernel_regex)
+    launches: list[tuple[float, float]] = []
+    for k in (k for k in trace.kernels if k.name in names):
+        if k.durations_us is None or k.launch_order is None or len(k.launch_order) != len(k.durations_us):
+            return None
+        launches.extend(zip(k.launch_order, k.durations_us, strict=True))
+    return [d for _, d in sorted(launches)]

@@ -77,6 +77,7 @@ class NcuProfiler:
     (more replay passes, so slower); `binary` is the ncu executable name or path."""
 
     name = "ncu"
+    per_launch = True  # records each launch's GPU time (the keep metric's paired test)
 
     def __init__(self, detail: bool = False, binary: str = "ncu") -> None:
         self.detail = detail
@@ -240,6 +241,8 @@ class _Acc:
     block: int | None = None
     grid: int | None = None
     extra: dict[str, list[float]] = field(default_factory=dict)
+    durations: list[float] = field(default_factory=list)
+    order: list[float] = field(default_factory=list)
 
 
 def _max(old: int | None, new: float | None) -> int | None:
@@ -253,7 +256,7 @@ def _aggregate(launches: list[_Launch], path: Path, warnings: list[str]) -> Kern
     shared memory (bytes, static + dynamic) / block and grid size, mean of each extra metric."""
     accs: dict[str, _Acc] = {}
     untimed = 0
-    for launch in launches:
+    for index, launch in enumerate(launches):  # rows are in launch order
         time_us = _value(launch, _TIME, _TO_US, path)
         if time_us is None:
             untimed += 1
@@ -261,6 +264,8 @@ def _aggregate(launches: list[_Launch], path: Path, warnings: list[str]) -> Kern
         acc = accs.setdefault(launch.name, _Acc())
         acc.calls += 1
         acc.total_us += time_us
+        acc.durations.append(time_us)
+        acc.order.append(float(index))
         acc.registers = _max(acc.registers, _value(launch, _REGISTERS, None, path))
         smem = [_value(launch, names, _TO_BYTES, path) for names in (_SMEM_STATIC, _SMEM_DYNAMIC)]
         if any(s is not None for s in smem):
@@ -284,6 +289,7 @@ def _aggregate(launches: list[_Launch], path: Path, warnings: list[str]) -> Kern
             registers_per_thread=a.registers, shared_mem_per_block_bytes=a.smem,
             block_size=a.block, grid_size=a.grid,
             extra={k: sum(v) / len(v) for k, v in a.extra.items()},
+            durations_us=a.durations, launch_order=a.order,
         )
         for name, a in accs.items()
     ]

@@ -17,6 +17,7 @@ class NoProfiler:
     """A Profiler that profiles nothing: always available, never fails."""
 
     name = "none"
+    per_launch = False  # records each launch's GPU time (the keep metric's paired test)
 
     def available(self) -> bool:
         """Always True: nothing to install."""

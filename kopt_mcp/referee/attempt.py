@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from kopt_mcp import faults, vcs
 from kopt_mcp.ledger import now_iso
-from kopt_mcp.profilers.base import ProfilerError, target_gpu_time
+from kopt_mcp.profilers.base import ProfilerError, target_durations, target_gpu_time, target_launches
 from kopt_mcp.referee.core import Cancelled, Progress, RefereeError, operation
 from kopt_mcp.referee.measure import Measurement, measure, profile
 from kopt_mcp.referee.ops import OpsMixin, protected_paths
@@ -91,21 +91,28 @@ class AttemptMixin(OpsMixin):
             raise RefereeError(f"BEST_COMMIT itself failed to run just now ({best.gate.reason}): the machine "
                                "changed, not the candidate. The candidate is still in place; call save_and_test again")
         rounds = [Round(best=best.values(), candidate=cand.values())]
-        g = self.cfg.gates
+        # a profiler that records each launch gives a second, independent paired test (the keep metric)
         try:
-            d = decide(rounds, c["target"], self.cfg.benchmark.higher_is_better, g.noise_pct, g.confirmations)
+            screening = self.profiler().per_launch
+        except ProfilerError:  # reported where the keep metric runs; the script test stays strict
+            screening = False
+        policy, s = self.policy(screening=screening), self.state
+        try:
+            d = decide(rounds, c["target"], self.cfg.benchmark.higher_is_better, policy, s.noise_history)
             while d.needs_round:
                 if progress:
-                    progress(2, total, f"attempt {c['n']}: confirming measurement ({d.reason})")
+                    progress(2, total, f"attempt {c['n']}: paired round {len(rounds) + 1} of at most "
+                             f"{policy.max_rounds} ({d.reason})")
                 b2 = self._measure(self.best_path, "best")
                 c2 = self._measure(self.workspace_path, "candidate")
                 if b2.gate.kind != "ok" or c2.gate.kind != "ok":
                     bad = c2 if c2.gate.kind != "ok" else b2
                     return self._finish("failed", f"the confirming run failed: {bad.gate.reason}", revert=True, reset=True)
                 rounds.append(Round(best=b2.values(), candidate=c2.values()))
-                d = decide(rounds, c["target"], self.cfg.benchmark.higher_is_better, g.noise_pct, g.confirmations)
+                d = decide(rounds, c["target"], self.cfg.benchmark.higher_is_better, policy, s.noise_history)
         except VerdictError as e:
             return self._finish("failed", str(e), revert=True, reset=True)
+        s.record_best_runs([r.best for r in rounds])  # BEST ran len(rounds) times in this lease
         c.update(decision=d, rounds=len(rounds), cand_values=rounds[-1].candidate)
         if d.outcome != "improved":
             return self._finish(d.outcome, d.reason, revert=True, reset=d.outcome != "regressed")
@@ -127,7 +134,7 @@ class AttemptMixin(OpsMixin):
         if prof.name == "none":
             return apply_keep_metric(None, None, [])
         regex = self.cfg.profiler.kernel or None
-        times = []
+        times, calls, launches = [], [], []
         for label, tree in (("best-profile", self.best_path), ("candidate-profile", self.workspace_path)):
             p = profile(self.cfg, prof, tree, self.store.run_dir(self._ctx["n"], label), self.env(), self.cancel)
             self._ctx["runs"].append(str(p.log_path.rsplit("/", 1)[0]))
@@ -137,11 +144,15 @@ class AttemptMixin(OpsMixin):
                                     reason=f"profiling the {label.split('-')[0]} failed ({p.error}): not kept, "
                                     "the keep decision never falls back to a weaker metric")
             try:
-                times.append(target_gpu_time(p.trace, regex or _escape_names(self.state.best.kernels)))
+                pattern = regex or _escape_names(self.state.best.kernels)
+                times.append(target_gpu_time(p.trace, pattern))
+                calls.append(target_launches(p.trace, pattern))
+                launches.append(target_durations(p.trace, pattern))
             except ProfilerError as e:
                 return KeepDecision(kept=False, gpu_best_us=None, gpu_candidate_us=None, gpu_delta_pct=None,
                                     metric_used="profiler GPU time", reason=f"{e}: not kept")
-        return apply_keep_metric(times[0][0], times[1][0], times[1][1])
+        return apply_keep_metric(times[0][0], times[1][0], times[1][1], calls[0], calls[1], launches[0], launches[1],
+                                 confidence=self.cfg.gates.confidence, min_gain_pct=self.cfg.gates.min_gpu_gain_pct)
 
     def _incorrect(self, reason: str) -> VerdictResult:
         s, c, g = self.state, self._ctx, self.cfg.gates

@@ -65,8 +65,10 @@ class CommitMixin(AttemptMixin):
             if cand.gate.kind != "ok" or best.gate.kind != "ok":
                 return self._not_kept(f"re-measure failed: {(cand if cand.gate.kind != 'ok' else best).gate.reason}",
                                       formatted, [])
+            # one round, no repeats: the rule here is only "still better, no class worse beyond noise"
             d = decide([Round(best=best.values(), candidate=cand.values())], p.target,
-                       self.cfg.benchmark.higher_is_better, g.noise_pct, g.confirmations)
+                       self.cfg.benchmark.higher_is_better, self.policy().model_copy(update={"max_rounds": 1}),
+                       s.noise_history)
             worse = [c.key for c in d.classes if c.key != p.target and c.mean_pct <= -g.noise_pct]
             if d.target_deltas_pct[-1] <= 0 or worse:
                 return self._not_kept(f"no longer better after formatting and re-measure: target {p.target} "

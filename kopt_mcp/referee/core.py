@@ -11,9 +11,9 @@ import functools
 import json
 import os
 import threading
+from collections.abc import Callable
 from datetime import date
 from pathlib import Path
-from typing import Callable
 
 import git
 from filelock import FileLock, Timeout
@@ -29,6 +29,7 @@ from kopt_mcp.profilers import make_profiler
 from kopt_mcp.profilers.base import Profiler
 from kopt_mcp.referee.report import stop_summary
 from kopt_mcp.results import DeviceInfo
+from kopt_mcp.rules.verdict import Policy
 from kopt_mcp.session import Best, Phase, SessionState
 
 Progress = Callable[[float, float, str], None]
@@ -274,6 +275,13 @@ class RefereeBase:
     def env(self) -> dict[str, str]:
         """Environment for every benchmark run: the device binding and the shared JIT caches."""
         return {**(self.device.env if self.device else {}), **self.cache_dirs}
+
+    def policy(self, screening: bool = False) -> Policy:
+        """The script-metric thresholds of `[gates]`. `screening`: a profiler test on per-launch GPU
+        time follows (at `confidence`), so the script metric is a screen at `screen_confidence`."""
+        g = self.cfg.gates
+        return Policy(noise_pct=g.noise_pct, confirmations=g.confirmations,
+                      confidence=g.screen_confidence if screening else g.confidence, max_rounds=g.max_rounds)
 
     def profiler(self, detail: bool = False) -> Profiler:
         """The configured profiler for the leased device's vendor."""

@@ -3,17 +3,27 @@ baseline), kernel_trace_analysis, warm_up_harness, revert_to_best, get_attempt."
 
 from __future__ import annotations
 
+import statistics
 from pathlib import Path
 
 from kopt_mcp import vcs
 from kopt_mcp.ledger import append_perf_rows
 from kopt_mcp.metrics import improvement_pct
 from kopt_mcp.profilers.base import ProfilerError, target_gpu_time
-from kopt_mcp.referee.core import operation, Progress, RefereeBase, RefereeError
+from kopt_mcp.referee.core import Progress, RefereeBase, RefereeError, operation
 from kopt_mcp.referee.measure import Measurement, measure, profile, raise_if_cancelled
 from kopt_mcp.referee.report import perf_rows
-from kopt_mcp.results import (AttemptResult, BenchmarkResult, ClassMetric, GpuResult, KernelRow, RevertResult,
-                              StatusResult, TraceResult, WarmupResult)
+from kopt_mcp.results import (
+    AttemptResult,
+    BenchmarkResult,
+    ClassMetric,
+    GpuResult,
+    KernelRow,
+    RevertResult,
+    StatusResult,
+    TraceResult,
+    WarmupResult,
+)
 from kopt_mcp.runner import run_command
 from kopt_mcp.session import Phase, next_actions, require
 
@@ -82,19 +92,26 @@ class OpsMixin(RefereeBase):
             return self._bench_result("workspace", m, recorded=False)
 
     def _baseline(self, progress: Progress | None) -> BenchmarkResult:
-        if progress:
-            progress(0, 2, "baseline: running the benchmark on unmodified BEST_COMMIT")
-        m = measure(self.cfg, self.best_path, self.store.run_dir(0, "baseline"), self.env(), self.cancel)
-        if m.gate.kind != "ok":
-            self.store.log("baseline_failed", reason=m.gate.reason, run_dir=m.run_dir)
-            raise RefereeError(
-                f"the unmodified benchmark does not pass the correctness gate ({m.gate.reason}); fix the "
-                f"repository or kopt.toml and start again. Log: {m.run.log_path}")
+        runs = self.cfg.gates.baseline_runs
+        group, m = [], None
+        for i in range(runs):
+            if progress:
+                progress(i, runs + 1, f"baseline: run {i + 1} of {runs} of unmodified BEST_COMMIT")
+            label = "baseline" if i == 0 else f"baseline-r{i + 1}"
+            mi = measure(self.cfg, self.best_path, self.store.run_dir(0, label), self.env(), self.cancel)
+            if mi.gate.kind != "ok":
+                self.store.log("baseline_failed", reason=mi.gate.reason, run_dir=mi.run_dir)
+                raise RefereeError(
+                    f"the unmodified benchmark does not pass the correctness gate ({mi.gate.reason}); fix the "
+                    f"repository or kopt.toml and start again. Log: {mi.run.log_path}")
+            m = m or mi  # the first run is the one shown in the result
+            group.append(mi.values())
+        baseline_values = {k: statistics.median(g[k] for g in group) for k in group[0]}
         gpu_us, kernels, note = None, [], "no profiler: the script metric is the keep metric"
         prof = self.profiler()
         if prof.name != "none":
             if progress:
-                progress(1, 2, f"baseline: profiling with {prof.name}")
+                progress(runs, runs + 1, f"baseline: profiling with {prof.name}")
             p = profile(self.cfg, prof, self.best_path, self.store.run_dir(0, "baseline-profile"), self.env(),
                         self.cancel)
             if p.trace is None:
@@ -106,7 +123,8 @@ class OpsMixin(RefereeBase):
                 raise RefereeError(str(e)) from e
             note = f"keep metric: profiler GPU time of {', '.join(k[:60] for k in kernels)}"
         s = self.state
-        s.best.metrics, s.best.gpu_us, s.best.kernels = m.values(), gpu_us, kernels
+        s.best.metrics, s.best.gpu_us, s.best.kernels = baseline_values, gpu_us, kernels
+        s.record_best_runs(group)
         perf = self.workspace_path / "performance.md"
         append_perf_rows(perf, self.cfg.benchmark.metric, perf_rows(
             "baseline", s.best.commit, self.cfg.benchmark.command, "global", kernels, s.best.metrics,
@@ -114,7 +132,7 @@ class OpsMixin(RefereeBase):
         s.best.commit = vcs.commit_paths(self.ws, ["performance.md"], "kopt: baseline")
         vcs.ensure_best_worktree(self.repo, self.best_path, s.best.commit)
         s.phase = Phase.ready
-        self.store.log("baseline", best_commit=s.best.commit, metrics=s.best.metrics, gpu_us=gpu_us,
+        self.store.log("baseline", best_commit=s.best.commit, metrics=s.best.metrics, runs=group, gpu_us=gpu_us,
                        kernels=kernels, device=self.device.model_dump(), run_dir=m.run_dir)
         self.save()
         return self._bench_result("baseline (BEST_COMMIT)", m, recorded=True)
@@ -150,7 +168,8 @@ class OpsMixin(RefereeBase):
             target = next((k for k in p.trace.kernels if k.name in names), None)
             bottleneck = classify(target) if target is not None else None
             rows = [KernelRow(**k.model_dump(), short_name=short_kernel_name(k.name)) for k in p.trace.kernels[:top]]
-            self.store.log("trace", run_dir=str(run_dir), target_gpu_us=gpu_us, target_kernels=names,
+            self.store.log("trace", run_dir=str(run_dir), target_gpu_us=gpu_us, target_kernels=names, backend=prof.name,
+                           bottleneck=bottleneck.model_dump() if bottleneck else None,
                            total_gpu_us=p.trace.total_gpu_us,
                            kernels=[{"name": k.short_name, "calls": k.calls, "total_us": k.total_us,
                                      "avg_us": k.avg_us, "share_pct": k.share_pct,

@@ -1,10 +1,11 @@
-"""Per-config-class verdicts (DESIGN.md): noise rule, divergence, keep metric.
+"""Per-config-class verdicts (DESIGN.md): noise rule, paired statistics, divergence, keep metric.
 
 Input: paired measurement rounds of BEST and the candidate taken in the same GPU lease
-(round = one BEST run then one candidate run), per class. The target is one class key or
-`global` (the geometric mean of per-class ratios). Output: the script-metric decision, or a
-request for one more (confirming) round. The keep metric (profiler GPU time) is applied after,
-by `apply_keep_metric`.
+(round = one candidate run and one BEST run), per class. The target is one class key or
+`global` (the geometric mean of the classes' metrics). Output: the script-metric decision, or a
+request for one more round; the number of rounds adapts to the measured noise within
+`max_rounds` (see `rules/stats.py` for the statistic). The keep metric (profiler GPU time) is
+applied after, by `apply_keep_metric`.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from typing import Literal
 from pydantic import BaseModel
 
 from kopt_mcp.metrics import improvement_pct
-from kopt_mcp.rules.noise import classify_change, confirmation_floor_pct, subnoise_confirmed
+from kopt_mcp.rules.noise import classify_change
+from kopt_mcp.rules.stats import NoiseEstimate, PairedInterval, noise_from_groups, paired_interval
 
 GLOBAL = "global"
 ScriptOutcome = Literal["improved", "tie", "regressed", "divergent"]
@@ -29,13 +31,14 @@ class Round(BaseModel):
 
 
 class ClassDelta(BaseModel):
-    """A class's improvement in % per round (+ = better) and its mean."""
+    """A class's improvement in % per round (+ = better), its mean and the paired interval."""
 
     key: str
     best: float
     candidate: float
     deltas_pct: list[float]
     mean_pct: float
+    interval: PairedInterval | None = None
 
 
 class ScriptDecision(BaseModel):
@@ -45,6 +48,7 @@ class ScriptDecision(BaseModel):
     needs_round: bool
     target: str
     target_deltas_pct: list[float]
+    target_interval: PairedInterval | None = None
     classes: list[ClassDelta]
     worse_classes: list[str]
     reason: str
@@ -54,7 +58,8 @@ class VerdictError(ValueError):
     """The target or the rounds do not fit the measured classes."""
 
 
-def _target_value(values: dict[str, float], target: str) -> float:
+def target_value(values: dict[str, float], target: str) -> float:
+    """The target's value in one run: the class's metric, or for `global` the geometric mean."""
     if target == GLOBAL:
         return math.exp(sum(math.log(v) for v in values.values()) / len(values))
     return values[target]
@@ -78,58 +83,107 @@ def _check(rounds: list[Round], target: str) -> list[str]:
     return keys
 
 
-def decide(rounds: list[Round], target: str, higher_is_better: bool, noise_pct: float,
-           confirmations: int) -> ScriptDecision:
-    """Decide on the script metric from the rounds so far; rules in order:
+class Policy(BaseModel):
+    """The thresholds `decide` applies (from `[gates]`): noise threshold (%), confirmations a
+    sub-noise win needs, one-sided confidence of the paired bounds, most paired rounds per verdict."""
 
-    1. target mean improvement <= -noise -> regressed.
-    2. target improvement >= noise in every round (clear win): any other class worse by >= noise in
-       every round -> divergent (with one round only: ask for a confirming round first); else improved.
-    3. sub-noise win (0 < delta < noise): confirmed when `confirmations` rounds each clear the
-       floor of `noise.confirmation_floor_pct` -> improved; with fewer rounds -> ask for one more.
-    4. otherwise tie.
+    noise_pct: float
+    confirmations: int = 2
+    confidence: float = 0.995
+    max_rounds: int = 3
+
+
+def _series_noise(history: list[list[dict[str, float]]], rounds: list[Round], key: str) -> NoiseEstimate:
+    """Run-to-run noise of one series (a class key or `global`) from the BEST runs of earlier
+    leases (`history`) and of this attempt's rounds (one more group: the same lease)."""
+    def value(run: dict[str, float]) -> float | None:
+        try:
+            return target_value(run, key)
+        except (KeyError, ValueError):  # a class missing from an old group, or a value <= 0
+            return None
+
+    groups = [[v for v in map(value, g) if v is not None] for g in history]
+    groups.append([target_value(r.best, key) for r in rounds])
+    return noise_from_groups(groups)
+
+
+def decide(rounds: list[Round], target: str, higher_is_better: bool, policy: Policy,
+           history: list[list[dict[str, float]]] | None = None) -> ScriptDecision:
+    """Decide on the script metric from the paired rounds so far (one round = BEST then candidate,
+    same lease). `history`: earlier groups of repeated BEST runs (each group one lease), for the
+    noise estimate. With m = mean target delta (%, + = better) and lo/hi its one-sided bounds
+    at policy.confidence (`stats.paired_interval`), rules in order:
+
+    1. m <= -noise and hi < 0 -> regressed (slower beyond the noise threshold, and significant).
+    2. m >= noise and lo > 0 (clear win): another class worse by >= noise in every round and
+       with hi < 0 -> divergent (after at least 2 rounds); else improved.
+    3. 0 < m < noise (sub-noise win): the last `confirmations` deltas all > 0 and lo > 0 and no
+       worse class -> improved (the noise rule's "measured twice in a row", made statistical).
+    4. a decision not reached yet (bounds too wide, or a sub-noise win not yet confirmed) while
+       fewer than policy.max_rounds rounds were taken -> needs_round; otherwise tie.
     Raises VerdictError for an unknown target or classes that differ between runs.
     """
     keys = _check(rounds, target)
+    history = history or []
+    noise, conf = policy.noise_pct, policy.confidence
     classes = []
     for k in keys:
         ds = [improvement_pct(r.best[k], r.candidate[k], higher_is_better) for r in rounds]
+        iv = paired_interval(ds, _series_noise(history, rounds, k), conf)
         classes.append(ClassDelta(key=k, best=rounds[-1].best[k], candidate=rounds[-1].candidate[k],
-                                  deltas_pct=ds, mean_pct=sum(ds) / len(ds)))
-    tds = [improvement_pct(_target_value(r.best, target), _target_value(r.candidate, target), higher_is_better)
+                                  deltas_pct=ds, mean_pct=iv.mean_pct, interval=iv))
+    tds = [improvement_pct(target_value(r.best, target), target_value(r.candidate, target), higher_is_better)
            for r in rounds]
-    tmean = sum(tds) / len(tds)
+    tiv = paired_interval(tds, _series_noise(history, rounds, target), conf)
+    m, n = tiv.mean_pct, len(rounds)
     others = [c for c in classes if target == GLOBAL or c.key != target]
-    worse = [c.key for c in others if all(classify_change(d, noise_pct) == "worse" for d in c.deltas_pct)]
-    more = len(rounds) < max(confirmations, 2)
+    worse = [c.key for c in others  # worse in every round, and significantly so
+             if all(classify_change(d, noise) == "worse" for d in c.deltas_pct)
+             and c.interval is not None and c.interval.hi_pct < 0]
+    can_measure = n < policy.max_rounds
 
     def out(outcome: ScriptOutcome, reason: str, needs: bool = False) -> ScriptDecision:
         return ScriptDecision(outcome=outcome, needs_round=needs, target=target, target_deltas_pct=tds,
-                              classes=classes, worse_classes=worse if outcome == "divergent" else [],
-                              reason=reason)
+                              target_interval=tiv, classes=classes,
+                              worse_classes=worse if outcome == "divergent" else [], reason=reason)
+
+    def measure_more(why: str, verdict_if_not: str) -> ScriptDecision:
+        if can_measure:
+            return out("tie", why, needs=True)
+        return out("tie", f"{verdict_if_not} after {n} paired round(s) (the [gates] max_rounds budget): tie")
 
     shown = ", ".join(f"{d:+.2f}%" for d in tds)
-    if classify_change(tmean, noise_pct) == "worse":
-        return out("regressed", f"target {target} changed {shown}: slower beyond the {noise_pct:g}% noise threshold")
-    if all(classify_change(d, noise_pct) == "better" for d in tds):
+    stat = tiv.shown()
+    change = classify_change(m, noise)
+    if change == "worse":
+        if tiv.hi_pct < 0:
+            return out("regressed", f"target {target} changed {shown}, {stat}: slower beyond the {noise:g}% noise "
+                       "threshold")
+        return measure_more("slower beyond the noise threshold but not yet significant: measuring again",
+                            f"target {target} changed {shown}, {stat}: slower, but not significantly")
+    if change == "better":
+        if tiv.lo_pct <= 0:
+            return measure_more("a clear win but not yet significant: measuring again",
+                                f"target {target} changed {shown}, {stat}: not a significant win")
         if worse:
-            if more:
-                return out("tie", "clear win on the target but other classes worse: confirming", needs=True)
+            if n < 2:
+                return measure_more("clear win on the target but other classes worse: confirming", "")
             return out("divergent", (
-                f"target {target} improved {shown}, but class(es) {', '.join(worse)} got reproducibly "
-                f"worse by >= {noise_pct:g}%: keep the winner as a specialised kernel behind dispatch"))
-        return out("improved", f"target {target} improved {shown} (>= {noise_pct:g}% noise threshold)")
-    if tds[-1] > 0 and classify_change(tds[-1], noise_pct) == "noise":
-        floor = confirmation_floor_pct(noise_pct, [_target_value(r.best, target) for r in rounds])
-        if subnoise_confirmed(tds, floor, confirmations) and not worse:
+                f"target {target} improved {shown} ({stat}), but class(es) {', '.join(worse)} got significantly "
+                f"worse by >= {noise:g}%: keep the winner as a specialised kernel behind dispatch"))
+        return out("improved", f"target {target} improved {shown}, {stat} (>= the {noise:g}% noise threshold)")
+    if m > 0:
+        last = tds[-policy.confirmations:]
+        if len(tds) >= policy.confirmations and all(d > 0 for d in last) and tiv.lo_pct > 0 and not worse:
             return out("improved", (
-                f"sub-noise win on {target} confirmed {len(tds)} times in a row ({shown}, each >= the "
-                f"{floor:.2f}% floor)"))
-        if more and tds[-1] >= confirmation_floor_pct(noise_pct, []):
-            return out("tie", "sub-noise win: taking the confirming measurement", needs=True)
+                f"sub-noise win on {target} confirmed {len(tds)} times in a row ({shown}), {stat}: significant"))
+        if tds[-1] > 0 and not worse:
+            return measure_more("sub-noise win: taking a confirming measurement",
+                                f"target {target} changed {shown}, {stat}: within the {noise:g}% noise threshold "
+                                f"and not confirmed as a significant win")
     return out("tie", (
-        f"target {target} changed {shown}: within the {noise_pct:g}% noise threshold and not confirmed "
-        f"{confirmations} times in a row"))
+        f"target {target} changed {shown}, {stat}: within the {noise:g}% noise threshold and not confirmed "
+        f"{policy.confirmations} times in a row"))
 
 
 class KeepDecision(BaseModel):
@@ -143,10 +197,27 @@ class KeepDecision(BaseModel):
     reason: str
 
 
-def apply_keep_metric(gpu_best_us: float | None, gpu_candidate_us: float | None, kernels: list[str]) -> KeepDecision:
-    """Keep-metric rule: with a profiler, the candidate's GPU kernel time (us) of the target
-    kernel(s) must be lower than BEST's, else the script-metric win is not kept. Without a
-    profiler (both None) the script metric decides and the result says so."""
+def apply_keep_metric(gpu_best_us: float | None, gpu_candidate_us: float | None, kernels: list[str],
+                      best_calls: int | None = None, candidate_calls: int | None = None,
+                      best_launches_us: list[float] | None = None, candidate_launches_us: list[float] | None = None,
+                      confidence: float = 0.995, min_gain_pct: float = 0.2) -> KeepDecision:
+    """Keep-metric rule: with a profiler, the candidate's GPU kernel time of the target kernel(s)
+    must be lower than BEST's, else the script-metric win is not kept. Times are totals (us) over
+    the profiled run; `*_calls` are the target kernels' launch counts in the same runs.
+
+    Launch counts guard against skipped work: the same fixed benchmark launches the target the
+    same number of times, so a candidate with fewer launches (results cached across calls, an
+    early return) is not kept. With more launches (e.g. a Triton autotuner trying configs) the
+    comparison is per launch (total / calls). Every comparison needs a gain above `min_gain_pct`. Without a profiler (both times None) the script
+    metric decides and the result says so; one side missing is never kept.
+
+    Where the backend recorded per-launch times (`*_launches_us`, same length on both sides, in
+    launch order) the comparison is paired per launch: launch i of the candidate against launch i
+    of BEST (same benchmark step, same shapes); the total gain and the robust paired lower bound
+    (`robust_paired_bound`) must both exceed `min_gain_pct`. Per-launch GPU times are so precise
+    that an unchanged kernel can differ "significantly" by a few thousandths of a percent (clock
+    state, stream placement); the floor keeps such differences from counting as wins.
+    """
     if (gpu_best_us is None) != (gpu_candidate_us is None):
         return KeepDecision(kept=False, gpu_best_us=gpu_best_us, gpu_candidate_us=gpu_candidate_us,
                             gpu_delta_pct=None, metric_used="profiler GPU time",
@@ -156,13 +227,56 @@ def apply_keep_metric(gpu_best_us: float | None, gpu_candidate_us: float | None,
         return KeepDecision(kept=True, gpu_best_us=None, gpu_candidate_us=None, gpu_delta_pct=None,
                             metric_used="script metric",
                             reason="no profiler on this device: the script metric decides")
-    delta = improvement_pct(gpu_best_us, gpu_candidate_us, higher_is_better=False)
     names = ", ".join(k[:60] for k in kernels) or "all kernels"
-    if delta > 0:
-        return KeepDecision(kept=True, gpu_best_us=gpu_best_us, gpu_candidate_us=gpu_candidate_us,
-                            gpu_delta_pct=delta, metric_used="profiler GPU time",
-                            reason=f"profiler GPU time of {names}: {gpu_best_us:.1f} -> {gpu_candidate_us:.1f} us ({delta:+.2f}%)")
-    return KeepDecision(kept=False, gpu_best_us=gpu_best_us, gpu_candidate_us=gpu_candidate_us,
-                        gpu_delta_pct=delta, metric_used="profiler GPU time",
-                        reason=(f"the script metric improved but profiler GPU time of {names} did not "
-                                f"({gpu_best_us:.1f} -> {gpu_candidate_us:.1f} us, {delta:+.2f}%): not kept"))
+    if best_calls and candidate_calls is not None and candidate_calls < best_calls:
+        return KeepDecision(kept=False, gpu_best_us=gpu_best_us, gpu_candidate_us=gpu_candidate_us,
+                            gpu_delta_pct=None, metric_used="profiler GPU time",
+                            reason=(f"skipped work: the candidate launched {names} {candidate_calls} times in the "
+                                    f"profiled run, BEST {best_calls} times. The fixed benchmark launches it the "
+                                    "same number of times unless results are cached across calls or a call "
+                                    "returns before doing its work: not kept"))
+    paired = (best_launches_us is not None and candidate_launches_us is not None
+              and len(best_launches_us) == len(candidate_launches_us) >= 2 and min(best_launches_us) > 0)
+    per_launch = not paired and bool(best_calls and candidate_calls and candidate_calls > best_calls)
+    b, c = (gpu_best_us / best_calls, gpu_candidate_us / candidate_calls) if per_launch else (gpu_best_us, gpu_candidate_us)
+    delta = improvement_pct(b, c, higher_is_better=False)
+    kept = delta > min_gain_pct
+    if paired:
+        lo, n = robust_paired_bound(best_launches_us, candidate_launches_us, confidence)
+        kept = kept and lo > min_gain_pct
+        how = (f"{b:.1f} -> {c:.1f} us, {delta:+.3f}%; paired over {n} launches, {confidence * 100:g}% lower "
+               f"bound {lo:+.3f}%; needs > {min_gain_pct:g}%")
+    elif per_launch:
+        how = (f"per launch ({candidate_calls} launches vs BEST's {best_calls}): {b:.2f} -> {c:.2f} us, "
+               f"{delta:+.3f}%; needs > {min_gain_pct:g}%")
+    else:
+        how = f"{b:.1f} -> {c:.1f} us, {delta:+.3f}%; needs > {min_gain_pct:g}%"
+    reason = (f"profiler GPU time of {names}: {how}" if kept else
+              f"the script metric improved but profiler GPU time of {names} did not by more than {min_gain_pct:g}% "
+              f"({how}): not kept. {_DISAGREE}")
+    return KeepDecision(kept=kept, gpu_best_us=gpu_best_us, gpu_candidate_us=gpu_candidate_us, gpu_delta_pct=delta,
+                        metric_used="profiler GPU time", reason=reason)
+
+
+_DISAGREE = ("When the script's timing and the GPU kernel time disagree, the timing missed GPU work (a side "
+             "stream, a missing synchronize, an early return) or measured something other than the kernel")
+
+
+def robust_paired_bound(best_us: list[float], candidate_us: list[float], confidence: float) -> tuple[float, int]:
+    """One-sided lower bound (%) on the mean per-launch improvement, with a robust scale.
+
+    Deltas d_i = (b_i - c_i) / b_i * 100. Scale: 1.4826 * MAD (the median absolute deviation,
+    scaled to the SD of a normal distribution), so that a real win confined to some launches (one
+    config class) is not mistaken for noise, as the plain SD would; bound = mean - t * scale / sqrt(n)
+    with Student's t at `confidence`, n-1 df (scipy.stats.t). A heuristic robust t, not an exact test.
+    Returns (bound, n).
+    """
+    import statistics
+
+    from scipy.stats import t as student_t
+
+    d = [(b - c) / b * 100.0 for b, c in zip(best_us, candidate_us, strict=True)]
+    n, mean = len(d), sum(d) / len(d)
+    med = statistics.median(d)
+    scale = 1.4826 * statistics.median(abs(x - med) for x in d)
+    return mean - float(student_t.ppf(confidence, n - 1)) * scale / math.sqrt(n), n

@@ -2,10 +2,10 @@
 
 from mcp.server.mcpserver import MCPServer
 
-from kopt_mcp.tools import charts, gpu, info, loop, measure
+from kopt_mcp.tools import charts, gpu, info, knowledge, loop, measure
 
 
 def register_all(mcp: MCPServer) -> None:
     """Register every tool on `mcp`."""
-    for module in (info, gpu, measure, loop, charts):
+    for module in (info, gpu, measure, loop, charts, knowledge):
         module.register(mcp)

@@ -57,7 +57,7 @@ def test_unknown_backend_lists_the_valid_ones():
         make_profiler("nsys", "nvidia")
     for name in ("auto", "ncu", "none"):
         assert repr(name) in str(err.value)
-    assert BACKENDS == ("auto", "ncu", "rocprofv3", "none")
+    assert BACKENDS == ("auto", "cupti", "ncu", "rocprofv3", "none")
 
 
 def test_no_profiler_passes_command_through_and_returns_empty_trace(tmp_path):

@@ -149,3 +149,15 @@ def test_grid_and_block_given_as_dims_are_multiplied(ncu_dir):
     assert _by_fragment(trace, "nvjet_sm90").grid_size == 2 * 64 * 1
     assert _by_fragment(trace, "softmax_warp_forward").block_size == 32 * 4 * 1
     assert _by_fragment(trace, "reduce_kernel").grid_size == 1 * 512 * 1
+
+
+def test_every_launch_time_is_kept_in_order_for_the_paired_keep_test(ncu_dir):
+    from kopt_mcp.profilers.base import target_durations
+
+    trace = NcuProfiler().parse(ncu_dir(RAW))
+    for k in trace.kernels:
+        assert k.durations_us is not None and len(k.durations_us) == k.calls
+        assert sum(k.durations_us) == pytest.approx(k.total_us)
+        assert "durations_us" not in k.model_dump()  # never serialized into results or the ledger
+    hot = trace.kernels[0]
+    assert target_durations(trace, None) == hot.durations_us

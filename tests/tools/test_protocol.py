@@ -45,7 +45,7 @@ async def test_tool_list_matches_snapshot(server):
 async def test_seven_tools_with_output_schemas_and_annotations(server):
     async with Client(server) as c:
         tools = {t.name: t for t in (await c.list_tools()).tools}
-    assert SEVEN | {"status", "get_attempt", "plot_progress"} == set(tools)
+    assert SEVEN | {"status", "get_attempt", "plot_progress", "optimization_knowledge"} == set(tools)
     for t in tools.values():
         assert t.output_schema and t.annotations is not None and len(t.description) > 80
     assert tools["status"].annotations.read_only_hint
@@ -143,3 +143,36 @@ async def test_plot_progress_returns_an_image_and_a_summary(server):
     assert image.mime_type == "image/png" and base64.b64decode(image.data)[:8] == PNG
     assert "1 attempt(s): regressed 1" in text.text and "n=1: baseline 100 -> BEST 100 us_per_call" in text.text
     assert r.structured_content["verdicts"] == {"regressed": 1} and r.structured_content["commits"] == 0
+
+
+async def test_knowledge_tool_uses_the_latest_trace_class_and_stays_in_budget(server, toy_repo):
+    async with Client(server) as c:
+        r = await c.call_tool("optimization_knowledge", {"max_chars": 4000})
+        assert not r.is_error and r.structured_content["bottleneck"] is None  # no trace yet
+        assert r.structured_content["hits"] == [] and "no bottleneck class" in r.structured_content["note"]
+        r = await c.call_tool("optimization_knowledge", {"bottleneck": "memory-bound", "max_chars": 4000,
+                                                         "vendor": "amd"})
+        sc = r.structured_content
+        assert sc["hits"] and sc["total_chars"] <= 4000 and sc["hits"][0]["classes"][0] == "memory-bound"
+        assert "ck" in sc["skills"] and "cuda" not in sc["skills"]
+        r = await c.call_tool("optimization_knowledge", {"bottleneck": "slow"})
+        assert r.is_error and "memory-bound" in r.content[0].text
+
+
+async def test_knowledge_tool_reads_the_bottleneck_of_the_last_trace_report(toy_repo, make_referee):
+    ref = make_referee(toy_repo)
+    ref.store.log("trace", kernels=[], bottleneck={"kind": "latency/occupancy-bound", "evidence": {}, "reason": "x"})
+    async with Client(build_server(ref)) as c:
+        r = await c.call_tool("optimization_knowledge", {"query": "register spills"})
+    sc = r.structured_content
+    assert sc["bottleneck"] == "latency/occupancy-bound" and sc["bottleneck_source"] == "latest kernel_trace_analysis"
+    assert sc["hits"][0]["id"] == "register-pressure"
+
+
+async def test_skill_and_knowledge_pages_are_resources(server):
+    async with Client(server) as c:
+        uris = {str(r.uri) for r in (await c.list_resources()).resources}
+        assert {f"kopt://skills/{n}/SKILL.md" for n in ("flydsl", "tilelang", "ck", "asm", "triton", "cuda")} <= uris
+        assert "kopt://knowledge/README.md" in uris and "kopt://knowledge/pid-swizzle" in uris
+        page = await c.read_resource("kopt://knowledge/pid-swizzle")
+    assert "## Example" in page.contents[0].text

@@ -1,0 +1,147 @@
+"""CUPTI kernel trace backend (NVIDIA): every kernel's GPU duration at small overhead, the default
+keep-metric source on NVIDIA where cupti-python is installed.
+
+`wrap` runs the fixed command with `cupti_inject/` first on PYTHONPATH and KOPT_CUPTI_OUT set,
+so each Python process of the benchmark records CUPTI CONCURRENT_KERNEL activity and writes
+`cupti-<pid>.json` into the run folder (format: `cupti_inject/sitecustomize.py`). `parse` merges
+those files into one KernelTrace. The benchmark is not edited. A benchmark that is not Python
+(a compiled binary) leaves no file: the error says to use `[profiler] backend = "ncu"`.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
+
+from kopt_mcp.profilers.base import KernelStat, KernelTrace, ProfilerError
+
+__all__ = ["INJECT_DIR", "CuptiProfiler", "cupti_importable", "parse_cupti_dir"]
+
+INJECT_DIR = Path(__file__).parent / "cupti_inject"
+_NOT_PYTHON_HINT = (
+    "the CUPTI trace is injected through Python's sitecustomize, so it records Python benchmark "
+    "processes only (not `python -S`/`-I`, not a process ending in os._exit). For a compiled "
+    'benchmark set [profiler] backend = "ncu"'
+)
+
+
+def cupti_importable() -> bool:
+    """True where `import cupti` would work in this interpreter (checked without importing it)."""
+    try:
+        return importlib.util.find_spec("cupti") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+class CuptiProfiler:
+    """Kernel trace through CUPTI activity records, injected into the benchmark's Python processes."""
+
+    name = "cupti"
+    per_launch = True  # records each launch's GPU time (the keep metric's paired test)
+
+    def available(self) -> bool:
+        """True where cupti-python is importable here (the benchmark's interpreter is checked at run time)."""
+        return cupti_importable()
+
+    def wrap(self, command: str, out_dir: Path) -> str:
+        """`command` with the injector first on PYTHONPATH (the caller's PYTHONPATH after it) and
+        KOPT_CUPTI_OUT=out_dir, as one bash line. cupti-python must be importable by the
+        benchmark's own interpreter; where it is not, the run's trace file says so."""
+        inject = shlex.quote(str(INJECT_DIR))
+        return (f"export KOPT_CUPTI_OUT={shlex.quote(str(out_dir))} "
+                f'PYTHONPATH={inject}"${{PYTHONPATH:+:$PYTHONPATH}}"; {command}')
+
+    def parse(self, out_dir: Path) -> KernelTrace:
+        """Merge every `cupti-*.json` in `out_dir` into one KernelTrace. Raises ProfilerError."""
+        return parse_cupti_dir(Path(out_dir))
+
+
+def parse_cupti_dir(out_dir: Path) -> KernelTrace:
+    """Merge the per-process CUPTI trace files of one run (times in us, hottest first).
+
+    Raises ProfilerError when no process wrote a file, when a process reports a CUPTI error
+    (cupti-python missing for its interpreter, tracing refused), or when a file is not the
+    injector's JSON. Kernels of several processes with the same name are summed.
+    """
+    files = list(out_dir.glob("cupti-*.json"))
+    if not files:
+        raise ProfilerError(f"no CUPTI trace file (cupti-<pid>.json) in {out_dir}: {_NOT_PYTHON_HINT}")
+    merged: dict[str, dict] = {}
+    warnings: list[str] = []
+    errors: list[str] = []
+    docs = []
+    for path in files:
+        try:
+            docs.append((path, json.loads(path.read_text(encoding="utf-8"))))
+        except (OSError, ValueError) as e:
+            raise ProfilerError(f"{path}: not a kopt-mcp CUPTI trace file ({e!r})") from e
+    # processes in the order they ran on the GPU, so per-launch sequences line up between runs
+    docs.sort(key=lambda pd: (pd[1].get("first_start_ns") or 0) if isinstance(pd[1], dict) else 0)
+    for path, doc in docs:
+        try:
+            kernels = doc["kernels"]
+            status, error = doc["status"], doc.get("error")
+        except (KeyError, TypeError) as e:
+            raise ProfilerError(f"{path}: not a kopt-mcp CUPTI trace file ({e!r})") from e
+        if status != "ok":
+            errors.append(f"pid {doc.get('pid')}: {error}")
+            continue
+        for name, k in kernels.items():
+            m = merged.setdefault(name, {"calls": 0, "total_ns": 0, "registers_per_thread": None,
+                                         "shared_mem_per_block_bytes": None, "block_size": None,
+                                         "grid_size": None, "durations": [], "starts": []})
+            m["calls"] += int(k["calls"])
+            m["total_ns"] += int(k["total_ns"])
+            if m["durations"] is not None and "durations_ns" in k and "starts_ns" in k:
+                m["durations"].extend(int(d) for d in k["durations_ns"])
+                m["starts"].extend(int(t) for t in k["starts_ns"])
+            else:
+                m["durations"] = m["starts"] = None
+            for field in ("registers_per_thread", "shared_mem_per_block_bytes", "block_size", "grid_size"):
+                if k.get(field) is not None:
+                    m[field] = max(m[field] or 0, int(k[field]))
+    if errors and not merged:
+        raise ProfilerError("the CUPTI trace failed in every process: " + "; ".join(errors[:3]))
+    if errors:
+        warnings.append(f"{len(errors)} process(es) recorded no CUPTI trace: " + "; ".join(errors[:3]))
+    if not merged:
+        raise ProfilerError(f"the CUPTI trace in {out_dir} recorded no GPU kernel in {len(files)} Python "
+                            "process(es): is the benchmark running on the GPU?")
+    names = _demangle(list(merged))
+    total_us = sum(m["total_ns"] for m in merged.values()) / 1e3
+    stats = [
+        KernelStat(name=names[n], calls=m["calls"], total_us=m["total_ns"] / 1e3,
+                   avg_us=m["total_ns"] / 1e3 / m["calls"],
+                   share_pct=100.0 * m["total_ns"] / 1e3 / total_us if total_us > 0 else 0.0,
+                   registers_per_thread=m["registers_per_thread"],
+                   shared_mem_per_block_bytes=m["shared_mem_per_block_bytes"],
+                   block_size=m["block_size"], grid_size=m["grid_size"],
+                   durations_us=[d / 1e3 for d in m["durations"]] if m["durations"] else None,
+                   launch_order=[float(t) for t in m["starts"]] if m["durations"] else None)
+        for n, m in merged.items()
+    ]
+    stats.sort(key=lambda k: (-k.total_us, k.name))
+    return KernelTrace(backend="cupti", kernels=stats, total_gpu_us=total_us, warnings=warnings)
+
+
+def _demangle(names: list[str]) -> dict[str, str]:
+    """Itanium-mangled names (`_Z...`) demangled with binutils' c++filt where it is on PATH;
+    other names (Triton's plain kernel names) and any failure leave the name as it was."""
+    out = {n: n for n in names}
+    mangled = [n for n in names if n.startswith("_Z") and "\n" not in n]
+    tool = shutil.which("c++filt")
+    if not mangled or tool is None:
+        return out
+    try:
+        done = subprocess.run([tool], input="\n".join(mangled) + "\n", capture_output=True, text=True,
+                              timeout=30, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return out
+    lines = done.stdout.splitlines()
+    if len(lines) == len(mangled):
+        out.update(zip(mangled, lines))
+    return out

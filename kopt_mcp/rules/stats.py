@@ -1,0 +1,93 @@
+"""Paired statistics for candidate-vs-BEST rounds (issue 4, "fair comparison").
+
+A round measures BEST and the candidate back to back in one GPU lease, so the round's improvement
+delta (%) cancels slow drift (clocks, temperature, neighbours). Each verdict rests on the mean of
+the rounds' deltas and a one-sided Student-t confidence bound on it:
+
+    lo = mean - t(confidence, df) * se,   hi = mean + t(confidence, df) * se,   se = sd_delta / sqrt(n)
+
+sd_delta (the spread of one round's delta under no effect) is pooled from two sources: the
+deltas' own scatter around their mean (df n-1), and repeated BEST runs in one lease during this
+session (the baseline's repeats and the BEST runs of earlier multi-round attempts), taken as
+successive differences so that slow drift, which a paired round cancels, is not counted as noise. A delta is the
+difference of two runs, so a run-to-run SD s gives sd_delta = sqrt(2) * s. Values are compared on
+a log scale (100 * ln v ~ % of v). With no degree of freedom at all both bounds are infinite: the
+caller must measure more. The t quantile is scipy.stats.t.ppf.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from pydantic import BaseModel
+
+
+class NoiseEstimate(BaseModel):
+    """Run-to-run noise of one series: SD of 100*ln(value) (~ % of one run) and its degrees of freedom."""
+
+    run_sd_pct: float
+    df: int
+
+
+class PairedInterval(BaseModel):
+    """The numbers behind a verdict: n paired deltas (%, + = better), their mean, the pooled SD of
+    one delta (%), the degrees of freedom, and the one-sided `confidence` bounds lo/hi (%)."""
+
+    n: int
+    mean_pct: float
+    sd_delta_pct: float | None
+    df: int
+    confidence: float
+    lo_pct: float
+    hi_pct: float
+
+    def shown(self) -> str:
+        """'mean +0.52% (n=2, 99.5% bound >= +0.21%, <= +0.83%)' for a verdict's reason."""
+        conf = f"{self.confidence * 100:g}%"
+        if math.isinf(self.lo_pct):
+            return f"mean {self.mean_pct:+.2f}% (n={self.n}, noise not yet measurable)"
+        return (f"mean {self.mean_pct:+.2f}% (n={self.n}, sd {self.sd_delta_pct:.2f}%, df {self.df}, {conf} bounds "
+                f"{self.lo_pct:+.2f}% .. {self.hi_pct:+.2f}%)")
+
+
+def noise_from_groups(groups: Sequence[Sequence[float]]) -> NoiseEstimate:
+    """Short-term run-to-run SD of 100*ln(v) over groups of repeated runs of one unchanged tree,
+    each group one lease in time order: the mean square successive difference (von Neumann),
+    s^2 = sum((x[i+1] - x[i])^2) / (2 * (n - 1)), pooled over groups with df = sum(n - 1). Unlike the
+    variance around the group mean it does not count slow drift (clocks, temperature) that a paired
+    round cancels. Groups of fewer than 2 values, and values <= 0, add nothing; nothing to pool ->
+    run_sd_pct 0 with df 0."""
+    ss, df = 0.0, 0
+    for g in groups:
+        logs = [100.0 * math.log(v) for v in g if v > 0]
+        if len(logs) < 2:
+            continue
+        ss += sum((b - a) ** 2 for a, b in zip(logs, logs[1:])) / 2.0
+        df += len(logs) - 1
+    return NoiseEstimate(run_sd_pct=math.sqrt(ss / df) if df else 0.0, df=df)
+
+
+def paired_interval(deltas_pct: Sequence[float], noise: NoiseEstimate, confidence: float) -> PairedInterval:
+    """One-sided bounds on the mean of `deltas_pct` at `confidence` (0.5 < confidence < 1).
+
+    The variance of one delta pools 2*run_sd^2 (df = noise.df) with the deltas' own sample
+    variance (df = n-1). Raises ValueError for no deltas or a confidence outside (0.5, 1)."""
+    from scipy.stats import t as student_t
+
+    if not deltas_pct:
+        raise ValueError("no paired delta to summarise")
+    if not 0.5 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0.5, 1), got {confidence}")
+    n = len(deltas_pct)
+    mean = sum(deltas_pct) / n
+    own_ss = sum((d - mean) ** 2 for d in deltas_pct)
+    df = noise.df + (n - 1)
+    if df == 0:
+        return PairedInterval(n=n, mean_pct=mean, sd_delta_pct=None, df=0, confidence=confidence,
+                              lo_pct=-math.inf, hi_pct=math.inf)
+    var = (noise.df * 2.0 * noise.run_sd_pct**2 + own_ss) / df
+    sd = math.sqrt(var)
+    half = float(student_t.ppf(confidence, df)) * sd / math.sqrt(n)
+    return PairedInterval(n=n, mean_pct=mean, sd_delta_pct=sd, df=df, confidence=confidence,
+                          lo_pct=mean - half, hi_pct=mean + half)

@@ -1,0 +1,74 @@
+"""The knowledge tool and the skill / knowledge-base resources (read-only; no GPU, no state)."""
+
+from __future__ import annotations
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+
+from kopt_mcp.knowledge import CLASSES, KnowledgeError, load_skills, retrieve
+from kopt_mcp.paths import resources_dir
+from kopt_mcp.results import KnowledgeResult
+from kopt_mcp.tools._adapter import READ_ONLY, referee, tool
+
+
+def register(mcp: MCPServer) -> None:
+    @tool(mcp, "Optimization techniques for a bottleneck", **READ_ONLY)
+    async def optimization_knowledge(ctx: Context, bottleneck: str | None = None, query: str = "",
+                                     vendor: str | None = None, backend: str | None = None,
+                                     max_chars: int = 6000) -> KnowledgeResult:
+        """Techniques (with a short example kernel each) that fit a bottleneck, within a character
+        budget. Call after kernel_trace_analysis, before choosing the next hypothesis.
+
+        Args: bottleneck: "memory-bound", "compute-bound" or "latency/occupancy-bound"; omitted ->
+        the class of the latest kernel_trace_analysis report of this session. query: free text
+        ("l2 reuse gemm", "register spills", "bank conflicts"). vendor: "nvidia" | "amd"; omitted ->
+        the leased GPU's vendor. backend: triton, cuda, cutlass, hip, ck, flydsl, tilelang, asm.
+        max_chars: total text budget (>= 500; default 6000).
+        Returns: hits best first (id, title, classes, score, why it ranked, resource URI, text - the
+        last one cut to fit), the skills (kopt://skills/<name>/SKILL.md) for that vendor/backend.
+        Advice only: save_and_test still judges every candidate.
+        """
+        ref = referee(ctx)
+        source = "argument"
+        if bottleneck is None:
+            trace = next((e for e in reversed(ref.store.ledger()) if e.get("event") == "trace"), None)
+            kind = ((trace or {}).get("bottleneck") or {}).get("kind")
+            bottleneck, source = (kind, "latest kernel_trace_analysis") if kind in CLASSES else (None, "none")
+        if vendor is None and ref.device is not None and ref.device.vendor in ("nvidia", "amd"):
+            vendor = ref.device.vendor
+        try:
+            hits = retrieve(bottleneck, query, vendor, backend, max_chars)
+        except KnowledgeError as e:
+            raise ToolError(str(e)) from e
+        skills = [s.name for s in load_skills() if vendor is None or vendor in s.vendors]
+        if backend and backend in skills:
+            skills = [backend] + [s for s in skills if s != backend]
+        note = ("no bottleneck class given and no trace report with one yet: ranked by the query alone"
+                if bottleneck is None else f"bottleneck {bottleneck} (from {source})")
+        return KnowledgeResult(bottleneck=bottleneck, bottleneck_source=source, vendor=vendor, hits=hits,
+                               total_chars=sum(len(h.text) for h in hits), max_chars=max_chars, skills=skills,
+                               note=note)
+
+
+def register_resources(mcp: MCPServer) -> None:
+    """Every skill page (kopt://skills/<name>/<page>.md) and knowledge entry
+    (kopt://knowledge/<id>, plus kopt://knowledge/README.md) as a text resource, read on request."""
+    root = resources_dir()
+
+    def add(uri: str, path, name: str, description: str) -> None:
+        def read() -> str:
+            return path.read_text(encoding="utf-8")
+
+        mcp.resource(uri, name=name, mime_type="text/markdown", description=description)(read)
+
+    for page in sorted((root / "skills").glob("*/*.md")):
+        skill = page.parent.name
+        add(f"kopt://skills/{skill}/{page.name}", page, f"skill {skill}: {page.name}",
+            f"Offline skill doc for rewriting kernels in {skill} ({page.name}); sources and checked versions inside.")
+    kb = root / "knowledge"
+    if (kb / "README.md").exists():
+        add("kopt://knowledge/README.md", kb / "README.md", "knowledge base tree",
+            "Bottleneck class -> technique tree of the optimization knowledge base.")
+    for entry in sorted(kb.glob("*/*.md")):
+        add(f"kopt://knowledge/{entry.stem}", entry, f"technique {entry.stem}",
+            f"Optimization technique ({entry.parent.name}): when it helps, how, an example kernel, pitfalls, sources.")
