@@ -16,6 +16,8 @@ commit_improvement.after_remeasure candidate and BEST re-measured
 commit_improvement.after_perf_written  performance.md has the keep rows, nothing committed
 commit_improvement.after_git_commit    the branch has the new commit, the state still the old BEST
 commit_improvement.after_state_save    everything saved (nothing left to recover)
+baseline.after_perf_written        performance.md has the baseline rows, nothing committed
+baseline.after_git_commit          the branch has the `kopt: baseline` commit, the state not saved
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ POINTS = (
     "commit_improvement.after_git_commit",
     "commit_improvement.after_state_save",
 )
+BASELINE_POINTS = ("baseline.after_perf_written", "baseline.after_git_commit")
 
 
 def point(name: str) -> None:

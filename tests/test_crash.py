@@ -15,7 +15,7 @@ import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 
-from kopt_mcp.faults import POINTS
+from kopt_mcp.faults import BASELINE_POINTS, POINTS
 from kopt_mcp.testing import kernel_source
 
 FASTER = {"1": 80.0, "2": 160.0}
@@ -123,6 +123,42 @@ def test_sigkill_at_each_fault_point_recovers(toy_repo, lease_dir, fault):
     ledger = (ws / ".kopt" / "ledger.jsonl").read_text()
     if fault != "commit_improvement.after_state_save":
         assert '"event": "recovered"' in ledger
+
+
+@pytest.mark.parametrize("fault", BASELINE_POINTS)
+def test_sigkill_while_recording_the_baseline_leaves_no_half_commit_and_no_duplicate_rows(toy_repo, lease_dir, fault):
+    ws = toy_repo / ".kopt" / "worktrees" / "t"
+
+    async def killed():
+        try:
+            with anyio.fail_after(60):
+                async with Client(_params(toy_repo, fault)) as c:
+                    await c.call_tool("run_benchmark", {})
+        except TimeoutError:
+            raise
+        except BaseException:  # the connection closes under the client when the server is killed
+            return True
+        return False
+
+    assert anyio.run(killed), f"the server did not die at {fault}"
+    start = git(toy_repo, "rev-parse", "HEAD").stdout.strip()
+    if fault == "baseline.after_git_commit":  # the half-done commit is really there before the restart
+        assert git(ws, "log", "-1", "--format=%s").stdout.strip() == "kopt: baseline"
+
+    async def after(c):
+        s = (await c.call_tool("status", {})).structured_content
+        head = git(ws, "rev-parse", "HEAD").stdout.strip()
+        assert s["phase"] == "needs_baseline" and head == start == s["best_commit"]
+        assert git(ws, "status", "--porcelain").stdout == ""  # no stray performance.md rows
+        r = (await c.call_tool("run_benchmark", {})).structured_content
+        return r
+
+    _, r = anyio.run(_restart, toy_repo, after)
+    assert r["baseline_recorded"]
+    perf = (ws / "performance.md").read_text()
+    assert perf.count("| baseline |") == 2  # one row per class, recorded once
+    assert git(ws, "log", "--format=%s").stdout.count("kopt: baseline") == 1
+    assert '"event": "recovered"' in (ws / ".kopt" / "ledger.jsonl").read_text()
 
 
 HOLDER = """

@@ -33,6 +33,7 @@ from kopt_mcp.rules.verdict import Policy
 from kopt_mcp.session import Best, Phase, SessionState
 
 Progress = Callable[[float, float, str], None]
+BASELINE_MESSAGE = "kopt: baseline"
 
 
 class RefereeError(RuntimeError):
@@ -151,6 +152,9 @@ class RefereeBase:
           parent BEST_COMMIT) -> adopt it as BEST_COMMIT and finish the bookkeeping; no commit yet ->
           restore the exact tested tree (this also undoes a performance.md written but not committed
           and any staged leftovers); the phase stays `improved`.
+        - the baseline's bookkeeping (performance.md rows, the `kopt: baseline` commit), state not
+          saved: the half-done commit is dropped and performance.md restored as it was, so the
+          next run_benchmark measures and records the baseline once (phase stays needs_baseline).
         - anything else: a stale marker, logged and cleared.
         """
         job = self.state.in_progress
@@ -161,6 +165,8 @@ class RefereeBase:
             done = self._recover_attempt(int(job["attempt"]))
         elif tool == "commit_improvement" and job.get("attempt"):
             done = self._recover_commit(int(job["attempt"]), job)
+        elif tool == "baseline":
+            done = self._recover_baseline(job.get("base") or self.state.best.commit)
         self.store.log("recovered", job=job, action=done)
         self.state.in_progress = None
         self.store.save_state(self.state)
@@ -202,6 +208,23 @@ class RefereeBase:
             self.ws.git.reset("-q")
             return f"could not restore the tested tree ({e}); index reset, files left as they are"
         return f"restored the tested tree of attempt {n}; phase stays improved"
+
+    def _recover_baseline(self, base: str) -> str:
+        s = self.state
+        if s.phase != Phase.needs_baseline:
+            return "the baseline was saved: nothing to undo"
+        head = self.ws.head.commit
+        dropped = ""
+        if head.hexsha != base and head.message.strip() == BASELINE_MESSAGE and [c.hexsha for c in head.parents] == [base]:
+            self.ws.git.reset("-q", "--soft", base)  # the commit goes; the files stay as they are
+            dropped = f"dropped the half-done baseline commit {head.hexsha[:12]}; "
+        self.ws.git.reset("-q")  # nothing staged
+        try:
+            self.ws.git.checkout(base, "--", "performance.md")
+        except git.GitCommandError:  # performance.md did not exist before the baseline
+            (self.workspace_path / "performance.md").unlink(missing_ok=True)
+        s.best.commit = base
+        return f"{dropped}performance.md restored; run_benchmark records the baseline again"
 
     def adopt_best(self, attempt: int, sha: str, metrics: dict[str, float], gpu_us: float | None,
                    **log_fields) -> None:

@@ -6,11 +6,11 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
-from kopt_mcp import vcs
-from kopt_mcp.ledger import append_perf_rows
+from kopt_mcp import faults, vcs
+from kopt_mcp.ledger import append_perf_rows, now_iso
 from kopt_mcp.metrics import improvement_pct
 from kopt_mcp.profilers.base import ProfilerError, target_gpu_time
-from kopt_mcp.referee.core import Progress, RefereeBase, RefereeError, operation
+from kopt_mcp.referee.core import BASELINE_MESSAGE, Progress, RefereeBase, RefereeError, operation
 from kopt_mcp.referee.measure import Measurement, measure, profile, raise_if_cancelled
 from kopt_mcp.referee.report import perf_rows
 from kopt_mcp.results import (
@@ -123,15 +123,19 @@ class OpsMixin(RefereeBase):
                 raise RefereeError(str(e)) from e
             note = f"keep metric: profiler GPU time of {', '.join(k[:60] for k in kernels)}"
         s = self.state
+        s.in_progress = {"tool": "baseline", "since": now_iso(), "base": s.best.commit}
+        self.save()  # the marker first: a kill below leaves something `_recover_baseline` can undo
         s.best.metrics, s.best.gpu_us, s.best.kernels = baseline_values, gpu_us, kernels
         s.record_best_runs(group)
         perf = self.workspace_path / "performance.md"
         append_perf_rows(perf, self.cfg.benchmark.metric, perf_rows(
             "baseline", s.best.commit, self.cfg.benchmark.command, "global", kernels, s.best.metrics,
             gpu_us, None, f"unmodified BEST_COMMIT on {self.device.name}; {note}"))
-        s.best.commit = vcs.commit_paths(self.ws, ["performance.md"], "kopt: baseline")
+        faults.point("baseline.after_perf_written")
+        s.best.commit = vcs.commit_paths(self.ws, ["performance.md"], BASELINE_MESSAGE)
+        faults.point("baseline.after_git_commit")
         vcs.ensure_best_worktree(self.repo, self.best_path, s.best.commit)
-        s.phase = Phase.ready
+        s.phase, s.in_progress = Phase.ready, None
         self.store.log("baseline", best_commit=s.best.commit, metrics=s.best.metrics, runs=group, gpu_us=gpu_us,
                        kernels=kernels, device=self.device.model_dump(), run_dir=m.run_dir)
         self.save()
