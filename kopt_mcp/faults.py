@@ -18,6 +18,8 @@ commit_improvement.after_git_commit    the branch has the new commit, the state 
 commit_improvement.after_state_save    everything saved (nothing left to recover)
 baseline.after_perf_written        performance.md has the baseline rows, nothing committed
 baseline.after_git_commit          the branch has the `kopt: baseline` commit, the state not saved
+stop.after_perf_written            stopped state saved, the Stop Summary in performance.md, not committed
+stop.after_git_commit              the Stop Summary committed, the marker not cleared
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ POINTS = (
     "commit_improvement.after_state_save",
 )
 BASELINE_POINTS = ("baseline.after_perf_written", "baseline.after_git_commit")
+STOP_POINTS = ("stop.after_perf_written", "stop.after_git_commit")
 
 
 def point(name: str) -> None:

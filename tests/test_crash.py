@@ -15,8 +15,8 @@ import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 
-from kopt_mcp.faults import BASELINE_POINTS, POINTS
-from kopt_mcp.testing import kernel_source
+from kopt_mcp.faults import BASELINE_POINTS, POINTS, STOP_POINTS
+from kopt_mcp.testing import kernel_source, make_toy_repo
 
 FASTER = {"1": 80.0, "2": 160.0}
 SLOWER = {"1": 120.0, "2": 240.0}
@@ -159,6 +159,40 @@ def test_sigkill_while_recording_the_baseline_leaves_no_half_commit_and_no_dupli
     assert perf.count("| baseline |") == 2  # one row per class, recorded once
     assert git(ws, "log", "--format=%s").stdout.count("kopt: baseline") == 1
     assert '"event": "recovered"' in (ws / ".kopt" / "ledger.jsonl").read_text()
+
+
+@pytest.mark.parametrize("fault", STOP_POINTS)
+def test_sigkill_while_writing_the_stop_summary_finishes_it_once_on_restart(tmp_path, lease_dir, fault):
+    repo = make_toy_repo(tmp_path / "repo", {"1": 100.0, "2": 200.0}, extra_gates="max_consecutive_regressions = 1")
+    ws = repo / ".kopt" / "worktrees" / "t"
+
+    async def killed():
+        try:
+            with anyio.fail_after(60):
+                async with Client(_params(repo, fault)) as c:
+                    assert not (await c.call_tool("run_benchmark", {})).is_error
+                    (ws / "kernel.py").write_text(kernel_source(SLOWER))  # one regression stops the session
+                    await c.call_tool("save_and_test", {"target": "global", "hypothesis": "slower"})
+        except TimeoutError:
+            raise
+        except BaseException:
+            return True
+        return False
+
+    assert anyio.run(killed), f"the server did not die at {fault}"
+    baseline = git(ws, "rev-list", "-1", "--grep", "kopt: baseline", "HEAD").stdout.strip()
+
+    async def after(c):
+        return (await c.call_tool("status", {})).structured_content
+
+    status, _ = anyio.run(_restart, repo, lambda c: after(c))
+    assert status["phase"] == "stopped" and "1 consecutive measured regressions" in status["stop_reason"]
+    assert git(ws, "status", "--porcelain").stdout == ""
+    assert git(ws, "log", "-1", "--format=%s").stdout.startswith("kopt: stop summary")
+    assert git(ws, "rev-parse", "HEAD^").stdout.strip() == baseline  # on top of BEST_COMMIT, no candidate
+    assert (ws / "performance.md").read_text().count("## Stop Summary") == 1
+    assert git(ws, "log", "--format=%s").stdout.count("kopt: stop summary") == 1
+    assert any(p.name == "0001-regressed.patch" for p in (ws / ".kopt" / "attempts").glob("*.patch"))
 
 
 HOLDER = """

@@ -18,7 +18,7 @@ from pathlib import Path
 import git
 from filelock import FileLock, Timeout
 
-from kopt_mcp import vcs
+from kopt_mcp import faults, vcs
 from kopt_mcp.config import load_config
 from kopt_mcp.gpus import make_probe
 from kopt_mcp.gpus.base import GpuProbe
@@ -34,6 +34,7 @@ from kopt_mcp.session import Best, Phase, SessionState
 
 Progress = Callable[[float, float, str], None]
 BASELINE_MESSAGE = "kopt: baseline"
+STOP_MESSAGE = "kopt: stop summary"
 
 
 class RefereeError(RuntimeError):
@@ -155,6 +156,8 @@ class RefereeBase:
         - the baseline's bookkeeping (performance.md rows, the `kopt: baseline` commit), state not
           saved: the half-done commit is dropped and performance.md restored as it was, so the
           next run_benchmark measures and records the baseline once (phase stays needs_baseline).
+        - stop: the stopped state is saved; the Stop Summary is written and committed once (a
+          summary already committed is left, a half-written one is replaced).
         - anything else: a stale marker, logged and cleared.
         """
         job = self.state.in_progress
@@ -167,6 +170,8 @@ class RefereeBase:
             done = self._recover_commit(int(job["attempt"]), job)
         elif tool == "baseline":
             done = self._recover_baseline(job.get("base") or self.state.best.commit)
+        elif tool == "stop":
+            done = self._recover_stop(job.get("base") or self.state.best.commit)
         self.store.log("recovered", job=job, action=done)
         self.state.in_progress = None
         self.store.save_state(self.state)
@@ -312,19 +317,44 @@ class RefereeBase:
         return make_profiler(self.cfg.profiler.backend, vendor, detail=detail)
 
     def stop(self, reason: str) -> None:
-        """Stop the session: state `stopped`, Stop Summary appended to performance.md and committed."""
-        if self.state.phase == Phase.stopped:
+        """Stop the session: state `stopped`, Stop Summary appended to performance.md and committed.
+
+        The stopped state is saved first, with an in-progress marker: a server killed while writing
+        or committing the summary finishes it on restart (`_recover_stop`), exactly once."""
+        s = self.state
+        if s.phase == Phase.stopped:
             return
-        self.state.phase = Phase.stopped
-        self.state.stop_reason = reason
-        self.state.stopped_at = now_iso()
-        append_perf_text(self.workspace_path / "performance.md", stop_summary(self.state, self.cfg.benchmark.metric))
+        s.phase, s.stop_reason, s.stopped_at = Phase.stopped, reason, now_iso()
+        outer, s.in_progress = s.in_progress, {"tool": "stop", "since": now_iso(), "base": s.best.commit}
+        self.save()
+        self._write_stop_summary()
+        s.in_progress = outer
+        self.save()
+
+    def _write_stop_summary(self) -> None:
+        s = self.state
+        append_perf_text(self.workspace_path / "performance.md", stop_summary(s, self.config.target.benchmark.metric))
+        faults.point("stop.after_perf_written")
         try:
-            vcs.commit_paths(self.ws, ["performance.md"], f"kopt: stop summary ({reason[:60]})")
+            vcs.commit_paths(self.ws, ["performance.md"], f"{STOP_MESSAGE} ({(s.stop_reason or '')[:60]})")
         except git.GitCommandError as e:
             self.store.log("stop_summary_commit_failed", error=str(e))
-        self.store.log("stopped", reason=reason, best_commit=self.state.best.commit)
-        self.save()
+        faults.point("stop.after_git_commit")
+        self.store.log("stopped", reason=s.stop_reason, best_commit=s.best.commit)
+
+    def _recover_stop(self, base: str) -> str:
+        if self.state.phase != Phase.stopped:
+            return "the session did not stop: nothing to finish"
+        head = self.ws.head.commit
+        if head.message.startswith(STOP_MESSAGE) and [c.hexsha for c in head.parents] == [base]:
+            return "the Stop Summary was committed: nothing to finish"
+        self.ws.git.reset("-q")
+        try:  # undo a summary written but not committed, then write it once
+            self.ws.git.checkout(base, "--", "performance.md")
+        except git.GitCommandError:
+            (self.workspace_path / "performance.md").unlink(missing_ok=True)
+        self._write_stop_summary()
+        return "wrote and committed the Stop Summary the killed server had not finished"
 
 
 def _lease_dir() -> Path:
