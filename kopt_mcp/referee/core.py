@@ -223,11 +223,7 @@ class RefereeBase:
         if head.hexsha != base and head.message.strip() == BASELINE_MESSAGE and [c.hexsha for c in head.parents] == [base]:
             self.ws.git.reset("-q", "--soft", base)  # the commit goes; the files stay as they are
             dropped = f"dropped the half-done baseline commit {head.hexsha[:12]}; "
-        self.ws.git.reset("-q")  # nothing staged
-        try:
-            self.ws.git.checkout(base, "--", "performance.md")
-        except git.GitCommandError:  # performance.md did not exist before the baseline
-            (self.workspace_path / "performance.md").unlink(missing_ok=True)
+        self._restore_performance_md(base)
         s.best.commit = base
         return f"{dropped}performance.md restored; run_benchmark records the baseline again"
 
@@ -342,17 +338,21 @@ class RefereeBase:
         faults.point("stop.after_git_commit")
         self.store.log("stopped", reason=s.stop_reason, best_commit=s.best.commit)
 
+    def _restore_performance_md(self, base: str) -> None:
+        """Unstage everything and put performance.md back as it is in `base` (absent there: removed)."""
+        self.ws.git.reset("-q")
+        try:
+            self.ws.git.checkout(base, "--", "performance.md")
+        except git.GitCommandError:
+            (self.workspace_path / "performance.md").unlink(missing_ok=True)
+
     def _recover_stop(self, base: str) -> str:
         if self.state.phase != Phase.stopped:
             return "the session did not stop: nothing to finish"
         head = self.ws.head.commit
         if head.message.startswith(STOP_MESSAGE) and [c.hexsha for c in head.parents] == [base]:
             return "the Stop Summary was committed: nothing to finish"
-        self.ws.git.reset("-q")
-        try:  # undo a summary written but not committed, then write it once
-            self.ws.git.checkout(base, "--", "performance.md")
-        except git.GitCommandError:
-            (self.workspace_path / "performance.md").unlink(missing_ok=True)
+        self._restore_performance_md(base)  # undo a summary written but not committed, then write it once
         self._write_stop_summary()
         return "wrote and committed the Stop Summary the killed server had not finished"
 
