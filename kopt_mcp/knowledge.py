@@ -81,6 +81,14 @@ def split_front_matter(text: str, path: Path) -> tuple[dict, str]:
         raise KnowledgeError(f"{path}: front matter is not valid TOML ({e})") from e
 
 
+def _model(cls, path: Path, meta: dict, **fields):
+    """`cls(**meta, **fields)`, or KnowledgeError naming `path` when the front matter does not fit."""
+    try:
+        return cls(**meta, **fields)
+    except (TypeError, ValueError) as e:
+        raise KnowledgeError(f"{path}: front matter fields do not fit ({e})") from e
+
+
 @functools.cache
 def load_entries(root: Path | None = None) -> tuple[Entry, ...]:
     """Every knowledge entry under `root` (default: the bundled resources/knowledge), sorted by id."""
@@ -88,10 +96,7 @@ def load_entries(root: Path | None = None) -> tuple[Entry, ...]:
     out = []
     for path in sorted(root.glob("*/*.md")):
         meta, body = split_front_matter(path.read_text(encoding="utf-8"), path)
-        try:
-            out.append(Entry(**meta, body=body.strip(), uri=f"kopt://knowledge/{meta['id']}"))
-        except (TypeError, ValueError, KeyError) as e:
-            raise KnowledgeError(f"{path}: front matter fields do not fit ({e})") from e
+        out.append(_model(Entry, path, meta, body=body.strip(), uri=f"kopt://knowledge/{meta.get('id')}"))
     return tuple(sorted(out, key=lambda e: e.id))
 
 
@@ -101,12 +106,10 @@ def load_skills(root: Path | None = None) -> tuple[Skill, ...]:
     root = root or resources_dir() / "skills"
     out = []
     for skill_md in sorted(root.glob("*/SKILL.md")):
-        meta, _ = split_front_matter(skill_md.read_text(encoding="utf-8"), skill_md)
+        text = skill_md.read_text(encoding="utf-8")
+        meta, _ = split_front_matter(text, skill_md)
         pages = sorted(p.name for p in skill_md.parent.glob("*.md"))
-        try:
-            out.append(Skill(**meta, text=skill_md.read_text(encoding="utf-8"), pages=pages))
-        except (TypeError, ValueError) as e:
-            raise KnowledgeError(f"{skill_md}: front matter fields do not fit ({e})") from e
+        out.append(_model(Skill, skill_md, meta, text=text, pages=pages))
     return tuple(out)
 
 

@@ -23,6 +23,11 @@ PERF_HEADER = (
 )
 
 
+def latest_event(events: list[dict], event: str) -> dict | None:
+    """The last of `events` (oldest first) whose kind is `event`, or None."""
+    return next((e for e in reversed(events) if e.get("event") == event), None)
+
+
 def now_iso() -> str:
     """UTC time, ISO 8601 to the second."""
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -91,6 +96,10 @@ class Store:
         if not self.ledger_path.exists():
             return []
         return [json.loads(x) for x in self.ledger_path.read_text(encoding="utf-8").splitlines() if x.strip()]
+
+    def latest(self, event: str) -> dict | None:
+        """The newest ledger event of kind `event`, or None."""
+        return latest_event(self.ledger(), event)
 
     def archive(self, attempt: int, label: str, patch: str) -> Path:
         """Write the attempt's patch as `attempts/NNNN-<label>.patch` (atomic); returns its path."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from kopt_mcp.ledger import latest_event
 from kopt_mcp.program import render_program
 from kopt_mcp.referee import Referee
 
@@ -13,7 +14,7 @@ def _fmt(v) -> str:
 
 
 def _trace_block(events: list[dict]) -> str:
-    trace = next((e for e in reversed(events) if e.get("event") == "trace"), None)
+    trace = latest_event(events, "trace")
     if trace is None or not trace.get("kernels"):
         return "No kernel trace yet: call kernel_trace_analysis first (or there is no profiler on this device)."
     cols = ["name", "calls", "total_us", "avg_us", "share_pct", "registers_per_thread",

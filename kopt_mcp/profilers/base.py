@@ -92,17 +92,16 @@ def target_gpu_time(trace: KernelTrace, kernel_regex: str | None) -> tuple[float
     return sum(k.total_us for k in hits), [k.name for k in hits]
 
 
-def target_launches(trace: KernelTrace, kernel_regex: str | None) -> int:
-    """How many times the target kernels (as chosen by `target_gpu_time`) were launched in `trace`."""
-    _, names = target_gpu_time(trace, kernel_regex)
+def target_launches(trace: KernelTrace, names: list[str]) -> int:
+    """How many times the kernels named `names` (from `target_gpu_time`) were launched in `trace`."""
     return sum(k.calls for k in trace.kernels if k.name in names)
 
 
-def target_durations(trace: KernelTrace, kernel_regex: str | None) -> list[float] | None:
-    """Per-launch GPU times (us) of all target kernels merged in launch order (so launch i is the
-    same benchmark step in BEST's and a candidate's run even when a candidate splits the work
-    between differently named kernels); None when a target kernel lacks per-launch times."""
-    _, names = target_gpu_time(trace, kernel_regex)
+def target_durations(trace: KernelTrace, names: list[str]) -> list[float] | None:
+    """Per-launch GPU times (us) of the kernels named `names` (from `target_gpu_time`), merged in
+    launch order (so launch i is the same benchmark step in BEST's and a candidate's run even when a
+    candidate splits the work between differently named kernels); None when one of them lacks
+    per-launch times."""
     launches: list[tuple[float, float]] = []
     for k in (k for k in trace.kernels if k.name in names):
         if k.durations_us is None or k.launch_order is None or len(k.launch_order) != len(k.durations_us):

@@ -144,10 +144,10 @@ class AttemptMixin(OpsMixin):
                                     reason=f"profiling the {label.split('-')[0]} failed ({p.error}): not kept, "
                                     "the keep decision never falls back to a weaker metric")
             try:
-                pattern = regex or _escape_names(self.state.best.kernels)
-                times.append(target_gpu_time(p.trace, pattern))
-                calls.append(target_launches(p.trace, pattern))
-                launches.append(target_durations(p.trace, pattern))
+                us, names = target_gpu_time(p.trace, regex or _escape_names(self.state.best.kernels))
+                times.append((us, names))
+                calls.append(target_launches(p.trace, names))
+                launches.append(target_durations(p.trace, names))
             except ProfilerError as e:
                 return KeepDecision(kept=False, gpu_best_us=None, gpu_candidate_us=None, gpu_delta_pct=None,
                                     metric_used="profiler GPU time", reason=f"{e}: not kept")

@@ -31,7 +31,7 @@ def register(mcp: MCPServer) -> None:
         ref = referee(ctx)
         source = "argument"
         if bottleneck is None:
-            trace = next((e for e in reversed(ref.store.ledger()) if e.get("event") == "trace"), None)
+            trace = ref.store.latest("trace")
             kind = ((trace or {}).get("bottleneck") or {}).get("kind")
             bottleneck, source = (kind, "latest kernel_trace_analysis") if kind in CLASSES else (None, "none")
         if vendor is None and ref.device is not None and ref.device.vendor in ("nvidia", "amd"):

@@ -160,4 +160,4 @@ def test_every_launch_time_is_kept_in_order_for_the_paired_keep_test(ncu_dir):
         assert sum(k.durations_us) == pytest.approx(k.total_us)
         assert "durations_us" not in k.model_dump()  # never serialized into results or the ledger
     hot = trace.kernels[0]
-    assert target_durations(trace, None) == hot.durations_us
+    assert target_durations(trace, [hot.name]) == hot.durations_us

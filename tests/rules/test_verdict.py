@@ -377,8 +377,8 @@ def test_launches_of_several_target_kernels_are_paired_in_launch_order():
                    durations_us=[180, 180], launch_order=[12, 14]),
         KernelStat(name="softmax_rows_kernel", calls=2, total_us=180, avg_us=90, share_pct=40,
                    durations_us=[90, 90], launch_order=[11, 13])])
-    assert target_durations(best, "softmax") == [100, 200, 100, 200]
-    assert target_durations(cand, "softmax") == [90, 180, 90, 180]
+    assert target_durations(best, ["softmax_kernel"]) == [100, 200, 100, 200]
+    assert target_durations(cand, ["softmax_kernel", "softmax_rows_kernel"]) == [90, 180, 90, 180]
 
 
 def test_a_win_confined_to_one_class_of_launches_is_kept():
