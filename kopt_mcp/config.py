@@ -57,11 +57,13 @@ class GatesSection(_Section):
                               description="one-sided confidence of the final paired test (rules/stats.py): the "
                               "profiler's per-launch GPU time where it records launches, else the script metric")
     screen_confidence: float = Field(0.95, gt=0.5, lt=1.0,
-                                     description="one-sided confidence of the script-metric test when a per-launch "
-                                     "profiler test follows it (two independent tests must both pass)")
+                                     description="one-sided confidence of the script metric's regression and divergence "
+                                     "tests when a per-launch profiler test follows it (which then confirms wins)")
     min_gpu_gain_pct: float = Field(0.2, ge=0, description="least per-launch GPU-time gain (%) the keep metric "
-                                    "accepts (its paired lower bound must exceed it)")
-    max_rounds: int = Field(3, ge=1, description="most paired BEST/candidate rounds per verdict (the repeat budget)")
+                                    "accepts (its paired lower bound must exceed it, and twice the largest recent "
+                                    "spread between BEST's own profiled runs)")
+    max_rounds: int = Field(3, ge=1, description="most candidate runs per verdict (the repeat budget): paired script "
+                            "rounds, less one for the profiled run where a per-launch profiler confirms")
     baseline_runs: int = Field(3, ge=1, description="runs of unmodified BEST_COMMIT at the baseline (noise estimate)")
     max_repairs: int = Field(3, ge=0)
     max_consecutive_regressions: int = Field(5, ge=1)

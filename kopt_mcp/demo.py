@@ -51,6 +51,15 @@ def prepare_repo(example: Path, dest: Path) -> Path:
     return dest
 
 
+def kernel_line(k: dict) -> str:
+    """One demo line for a kernel row of kernel_trace_analysis (a KernelRow as a dict): calls, total
+    GPU time (us) and share (%), the median GPU time per launch (us) where the profiler recorded each
+    launch, registers per thread. Raises KeyError if a KernelRow field is missing."""
+    median = f", median {k['median_us']:.2f} us/launch" if k.get("median_us") is not None else ""
+    return (f"  kernel {k['short_name']}: {k['calls']} calls, {k['total_us']:.1f} us ({k['share_pct']:.1f}%)"
+            f"{median}, {k['registers_per_thread']} regs/thread")
+
+
 def _data(result) -> dict:
     if result.is_error:
         text = " ".join(getattr(c, "text", "") for c in result.content)
@@ -90,8 +99,7 @@ class Demo:
             trace = await self._call(c, "kernel_trace_analysis", {"top": 5})
             if trace["available"]:
                 for k in trace["kernels"]:
-                    self.out.print(f"  kernel {k['short_name']}: {k['calls']} calls, {k['total_us']:.1f} us "
-                                   f"({k['share_pct']:.1f}%), {k['registers_per_thread']} regs/thread")
+                    self.out.print(escape(kernel_line(k)))
             else:
                 self.out.print(f"trace: {escape('; '.join(trace['notes']))}")
             for i, step in enumerate(self.steps, 1):

@@ -42,6 +42,9 @@ class Best(BaseModel):
     metrics: dict[str, float] = Field(default_factory=dict)
     gpu_us: float | None = None
     kernels: list[str] = Field(default_factory=list)
+    #: the latest profiled GPU time (us) of this commit's target kernels (baseline, commit or an
+    #: attempt's BEST profile), for the spread between successive profiles
+    gpu_last_us: float | None = None
 
 
 class PendingImprovement(BaseModel):
@@ -90,6 +93,16 @@ class SessionState(BaseModel):
     stopped_at: str | None = None
     in_progress: dict | None = None
     noise_history: list[list[dict[str, float]]] = Field(default_factory=list)
+    #: spreads (%) between successive profiled runs of unchanged BEST_COMMIT (rules.verdict.gpu_gain_floor)
+    gpu_spreads_pct: list[float] = Field(default_factory=list)
+
+    def record_best_gpu(self, gpu_us: float, keep: int = NOISE_GROUPS_KEPT) -> None:
+        """Remember one profiled run of BEST_COMMIT (target GPU time, us): its spread (%) from the
+        previous profile of the same commit joins `gpu_spreads_pct` (the latest `keep`)."""
+        last = self.best.gpu_last_us
+        if last and last > 0:
+            self.gpu_spreads_pct = [*self.gpu_spreads_pct, abs(gpu_us - last) / last * 100.0][-keep:]
+        self.best.gpu_last_us = gpu_us
 
     def record_best_runs(self, runs: list[dict[str, float]], keep: int = NOISE_GROUPS_KEPT) -> None:
         """Remember one lease's repeated BEST runs (class -> metric) for the noise estimate;

@@ -5,6 +5,9 @@
 #   scripts/gpu_suite.sh run       on the GPU machine (no network): install .whl/ into /tmp/site, run
 #                                  `kopt-mcp demo` on the Triton example and the gpu-marked tests;
 #   scripts/gpu_suite.sh accuracy  ... profiler GPU time vs CUDA events and profiling overhead
+#                                  (benchmarks/profiler_accuracy.py; ACCURACY_QUICK=1: no ncu), then the trace report
+#   scripts/gpu_suite.sh trace     ... the trace report alone: kernel_trace_analysis on the Triton example's
+#                                  baseline (benchmarks/trace_report.py -> trace_report.md / .json)
 #   scripts/gpu_suite.sh decisions [TRIALS]  ... the decision-quality benchmark (planted effects)
 #                                  logs and results go to $OUT (default: benchmarks/results/latest).
 set -uo pipefail
@@ -60,6 +63,12 @@ run() {
 accuracy() {
   setup
   python3 benchmarks/profiler_accuracy.py "$OUT" ${ACCURACY_QUICK:+--quick} 2>&1 | tee "$OUT/profiler_accuracy.log"
+  trace_report
+}
+
+trace_report() {
+  setup
+  python3 benchmarks/trace_report.py "$OUT" 2>&1 | tee "$OUT/trace_report.log"
 }
 
 decisions() {
@@ -71,6 +80,7 @@ case "${1:-}" in
   prepare) prepare ;;
   run) run ;;
   accuracy) accuracy ;;
+  trace) trace_report ;;
   decisions) decisions "${2:-20}" ;;
-  *) echo "usage: scripts/gpu_suite.sh prepare|run|accuracy|decisions [TRIALS]" >&2; exit 2 ;;
+  *) echo "usage: scripts/gpu_suite.sh prepare|run|accuracy|trace|decisions [TRIALS]" >&2; exit 2 ;;
 esac

@@ -112,3 +112,16 @@ def test_next_actions_are_all_allowed(phase):
 def test_state_roundtrips_through_json():
     s = state(Phase.improved, next_attempt=9, kept=2)
     assert SessionState.model_validate_json(s.model_dump_json()) == s
+
+
+def test_best_gpu_spreads_are_successive_differences_of_the_same_commit():
+    s = SessionState(tag="t", branch="b", repo="r", workspace="w", best_worktree="bw", config_path="c",
+                     config_sha256="x", best=Best(commit="abc"))
+    s.record_best_gpu(1000.0)
+    assert s.gpu_spreads_pct == [] and s.best.gpu_last_us == 1000.0
+    s.record_best_gpu(1003.0)
+    s.record_best_gpu(1001.0)
+    assert s.gpu_spreads_pct == pytest.approx([0.3, 2.0 / 1003.0 * 100.0])
+    for _ in range(30):
+        s.record_best_gpu(1001.0)
+    assert len(s.gpu_spreads_pct) == 20 and s.gpu_spreads_pct[-1] == 0.0

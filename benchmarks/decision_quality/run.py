@@ -86,7 +86,8 @@ def main() -> int:
             t = time.perf_counter()
             v = ref.save_and_test("global", f"{name} trial {trial}")
             secs = time.perf_counter() - t
-            cand_runs = sum(1 for d in v.run_dirs if re.search(r"-candidate(-\d+)?$", d))
+            # every run of the candidate: script rounds and the keep metric's profiled run
+            cand_runs = sum(1 for d in v.run_dirs if re.search(r"-candidate(-profile)?(-\d+)?$", d))
             rows[name].append({"verdict": v.verdict, "rounds": v.rounds, "candidate_runs": cand_runs,
                                "seconds": round(secs, 2), "target_deltas_pct": v.target_deltas_pct,
                                "gpu_delta_pct": v.gpu_delta_pct, "reason": v.reason})
@@ -102,7 +103,7 @@ def report(a, effects, rows, baseline_s: float, ref) -> int:
              f"Baseline ({ref.cfg.gates.baseline_runs} runs + profile): {baseline_s:.1f} s. Gates: noise "
              f"{ref.cfg.gates.noise_pct:g}%, confirmations {ref.cfg.gates.confirmations}, confidence "
              f"{ref.cfg.gates.confidence:g}, max_rounds {ref.cfg.gates.max_rounds}.", "",
-             "| planted effect (work) | kept | target | verdicts | mean paired rounds | max candidate runs | "
+             "| planted effect (work) | kept | target | verdicts | mean paired rounds | max candidate runs (script + profiled) | "
              "wall s per verdict (mean) | mean measured delta | met |",
              "|---|---|---|---|---|---|---|---|---|"]
     ok_all = True

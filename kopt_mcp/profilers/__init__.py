@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from kopt_mcp.profilers.base import KernelStat, KernelTrace, Profiler, ProfilerError, target_gpu_time
+from kopt_mcp.profilers.combined import TraceWithMetrics
 from kopt_mcp.profilers.cupti import CuptiProfiler
 from kopt_mcp.profilers.ncu import NcuProfiler, short_kernel_name
 from kopt_mcp.profilers.none import NoProfiler
@@ -12,7 +13,8 @@ BACKENDS: tuple[str, ...] = ("auto", "cupti", "ncu", "rocprofv3", "none")
 
 __all__ = [
     "BACKENDS", "CuptiProfiler", "KernelStat", "KernelTrace", "NcuProfiler", "NoProfiler", "Profiler",
-    "ProfilerError", "RocprofV3Profiler", "make_profiler", "short_kernel_name", "target_gpu_time",
+    "ProfilerError", "RocprofV3Profiler", "TraceWithMetrics", "make_profiler", "short_kernel_name",
+    "target_gpu_time",
 ]
 
 
@@ -23,12 +25,14 @@ def make_profiler(backend: str, vendor: str, detail: bool = False) -> Profiler:
     is kernel_trace_analysis's report (adds throughput / occupancy metrics where the tool has them).
 
     "auto": NVIDIA: keep metric from the CUPTI kernel trace where cupti-python is importable, else
-    ncu; the detail report from ncu where it is on PATH, else the CUPTI trace. AMD: rocprofv3 where
-    it is on PATH. Otherwise the no-op backend (the script metric decides, and says so).
-    "cupti": the CUPTI trace for the keep metric (ProfilerError if cupti-python is missing); ncu for
-    the detail report where it is on PATH. "ncu": Nsight Compute for both (ProfilerError if ncu
-    is not on PATH). "rocprofv3": ROCprofiler-SDK kernel trace (ProfilerError if missing).
-    "none": the no-op backend. Anything else raises ValueError.
+    ncu; the detail report is "cupti+ncu" (TraceWithMetrics: times from a CUPTI trace run, metrics
+    from an ncu detail run of the benchmark, merged by kernel name) where both are present, else
+    ncu alone where it is on PATH, else the CUPTI trace alone. AMD: rocprofv3 where it is on PATH.
+    Otherwise the no-op backend (the script metric decides, and says so).
+    "cupti": the CUPTI trace for the keep metric (ProfilerError if cupti-python is missing); the
+    detail report as for "auto" ("cupti+ncu", else ncu, else the CUPTI trace). "ncu": Nsight Compute
+    for both (ProfilerError if ncu is not on PATH). "rocprofv3": ROCprofiler-SDK kernel trace
+    (ProfilerError if missing). "none": the no-op backend. Anything else raises ValueError.
     """
     nvidia = vendor.lower() == "nvidia"
     if backend == "auto":
@@ -65,7 +69,10 @@ def make_profiler(backend: str, vendor: str, detail: bool = False) -> Profiler:
 
 
 def _nvidia(detail: bool, prefer_cupti: bool) -> Profiler | None:
-    """CUPTI trace or ncu, in the preferred order, whichever is present; None if neither."""
+    """For the detail report, CUPTI times with ncu metrics where both are present; else the CUPTI
+    trace or ncu, in the preferred order, whichever is present; None if neither."""
     cupti, ncu = CuptiProfiler(), NcuProfiler(detail=detail)
+    if detail and cupti.available() and ncu.available():
+        return TraceWithMetrics(cupti, ncu)
     order = (cupti, ncu) if prefer_cupti else (ncu, cupti)
     return next((p for p in order if p.available()), None)

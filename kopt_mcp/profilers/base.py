@@ -8,6 +8,7 @@ kills stay in one place.
 from __future__ import annotations
 
 import re
+import statistics
 from pathlib import Path
 from typing import Protocol
 
@@ -36,6 +37,16 @@ class KernelStat(BaseModel):
     durations_us: list[float] | None = Field(default=None, exclude=True)
     #: a sort key per launch (GPU start in ns, or the profiler's launch index), parallel to durations_us
     launch_order: list[float] | None = Field(default=None, exclude=True)
+    #: median per-launch GPU time (us) where the backend recorded each launch (CUPTI: the launches
+    #: its trace kept, at most 20000 per kernel and process; ncu: every profiled launch); else None
+    median_us: float | None = None
+
+
+def launch_median_us(durations_us: list[float] | None) -> float | None:
+    """The median of per-launch GPU times (us; a list of any length, any order), or None for None
+    or an empty list. Never raises. Every parser that fills KernelStat.durations_us fills
+    KernelStat.median_us with this, so the two always agree."""
+    return statistics.median(durations_us) if durations_us else None
 
 
 class KernelTrace(BaseModel):

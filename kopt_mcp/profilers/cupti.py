@@ -17,7 +17,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from kopt_mcp.profilers.base import KernelStat, KernelTrace, ProfilerError
+from kopt_mcp.profilers.base import KernelStat, KernelTrace, ProfilerError, launch_median_us
 
 __all__ = ["INJECT_DIR", "CuptiProfiler", "cupti_importable", "parse_cupti_dir"]
 
@@ -113,17 +113,16 @@ def parse_cupti_dir(out_dir: Path) -> KernelTrace:
                             "process(es): is the benchmark running on the GPU?")
     names = _demangle(list(merged))
     total_us = sum(m["total_ns"] for m in merged.values()) / 1e3
-    stats = [
-        KernelStat(name=names[n], calls=m["calls"], total_us=m["total_ns"] / 1e3,
-                   avg_us=m["total_ns"] / 1e3 / m["calls"],
-                   share_pct=100.0 * m["total_ns"] / 1e3 / total_us if total_us > 0 else 0.0,
-                   registers_per_thread=m["registers_per_thread"],
-                   shared_mem_per_block_bytes=m["shared_mem_per_block_bytes"],
-                   block_size=m["block_size"], grid_size=m["grid_size"],
-                   durations_us=[d / 1e3 for d in m["durations"]] if m["durations"] else None,
-                   launch_order=[float(t) for t in m["starts"]] if m["durations"] else None)
-        for n, m in merged.items()
-    ]
+    stats = []
+    for n, m in merged.items():
+        durations = [d / 1e3 for d in m["durations"]] if m["durations"] else None
+        stats.append(KernelStat(
+            name=names[n], calls=m["calls"], total_us=m["total_ns"] / 1e3, avg_us=m["total_ns"] / 1e3 / m["calls"],
+            share_pct=100.0 * m["total_ns"] / 1e3 / total_us if total_us > 0 else 0.0,
+            registers_per_thread=m["registers_per_thread"], shared_mem_per_block_bytes=m["shared_mem_per_block_bytes"],
+            block_size=m["block_size"], grid_size=m["grid_size"], durations_us=durations,
+            launch_order=[float(t) for t in m["starts"]] if durations else None,
+            median_us=launch_median_us(durations)))
     stats.sort(key=lambda k: (-k.total_us, k.name))
     return KernelTrace(backend="cupti", kernels=stats, total_gpu_us=total_us, warnings=warnings)
 

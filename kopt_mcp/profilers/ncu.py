@@ -16,7 +16,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kopt_mcp.profilers.base import KernelStat, KernelTrace, ProfilerError
+from kopt_mcp.profilers.base import KernelStat, KernelTrace, ProfilerError, launch_median_us
 from kopt_mcp.profilers.kernel_names import short_kernel_name
 
 __all__ = ["LOG_NAME", "NcuProfiler", "short_kernel_name", "parse_ncu_csv"]
@@ -289,7 +289,7 @@ def _aggregate(launches: list[_Launch], path: Path, warnings: list[str]) -> Kern
             registers_per_thread=a.registers, shared_mem_per_block_bytes=a.smem,
             block_size=a.block, grid_size=a.grid,
             extra={k: sum(v) / len(v) for k, v in a.extra.items()},
-            durations_us=a.durations, launch_order=a.order,
+            durations_us=a.durations, launch_order=a.order, median_us=launch_median_us(a.durations),
         )
         for name, a in accs.items()
     ]

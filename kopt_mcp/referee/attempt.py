@@ -14,7 +14,8 @@ from kopt_mcp.results import VerdictResult
 from kopt_mcp.rules.protect import touched_protected
 from kopt_mcp.rules.repair import after_incorrect
 from kopt_mcp.rules.stop import RegressionNote, should_stop
-from kopt_mcp.rules.verdict import GLOBAL, KeepDecision, Round, VerdictError, apply_keep_metric, decide
+from kopt_mcp.rules.verdict import (GLOBAL, KeepDecision, Round, VerdictError, apply_keep_metric, decide,
+                                   gpu_gain_floor)
 from kopt_mcp.session import LastVerdict, PendingImprovement, Phase, next_actions, require
 
 
@@ -118,7 +119,9 @@ class AttemptMixin(OpsMixin):
             return self._finish(d.outcome, d.reason, revert=True, reset=d.outcome != "regressed")
         if progress:
             progress(3, total, f"attempt {c['n']}: profiling BEST and candidate (keep metric)")
-        keep = self._keep_metric()
+        tiv = d.target_interval  # a clear, significant script win that GPU time then denies is suspect
+        suspect = bool(tiv and tiv.mean_pct >= self.cfg.gates.noise_pct and tiv.lo_pct > 0)
+        keep = self._keep_metric(suspect)
         c["keep"] = keep
         if not keep.kept:
             return self._finish("tie", keep.reason, revert=True, reset=True)
@@ -129,7 +132,7 @@ class AttemptMixin(OpsMixin):
         self._ctx["runs"].append(m.run_dir)
         return m
 
-    def _keep_metric(self) -> KeepDecision:
+    def _keep_metric(self, suspect: bool = True) -> KeepDecision:
         prof = self.profiler()
         if prof.name == "none":
             return apply_keep_metric(None, None, [])
@@ -145,14 +148,22 @@ class AttemptMixin(OpsMixin):
                                     "the keep decision never falls back to a weaker metric")
             try:
                 us, names = target_gpu_time(p.trace, regex or _escape_names(self.state.best.kernels))
+                if label == "best-profile":
+                    self.state.record_best_gpu(us)
                 times.append((us, names))
                 calls.append(target_launches(p.trace, names))
                 launches.append(target_durations(p.trace, names))
             except ProfilerError as e:
                 return KeepDecision(kept=False, gpu_best_us=None, gpu_candidate_us=None, gpu_delta_pct=None,
                                     metric_used="profiler GPU time", reason=f"{e}: not kept")
-        return apply_keep_metric(times[0][0], times[1][0], times[1][1], calls[0], calls[1], launches[0], launches[1],
-                                 confidence=self.cfg.gates.confidence, min_gain_pct=self.cfg.gates.min_gpu_gain_pct)
+        g = self.cfg.gates
+        floor = gpu_gain_floor(self.state.gpu_spreads_pct, g.min_gpu_gain_pct)
+        keep = apply_keep_metric(times[0][0], times[1][0], times[1][1], calls[0], calls[1], launches[0], launches[1],
+                                 confidence=g.confidence, min_gain_pct=floor, suspect=suspect)
+        if floor > g.min_gpu_gain_pct:
+            keep.reason += (f" (GPU-time floor {floor:.3g}% = 2x the largest spread between BEST's own profiled runs "
+                            f"lately, above min_gpu_gain_pct {g.min_gpu_gain_pct:g}%)")
+        return keep
 
     def _incorrect(self, reason: str) -> VerdictResult:
         s, c, g = self.state, self._ctx, self.cfg.gates

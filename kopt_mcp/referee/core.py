@@ -233,7 +233,7 @@ class RefereeBase:
         follows, counters reset, the ledger records the commit. The caller saves the state."""
         s = self.state
         old = s.best.commit
-        s.best.commit, s.best.metrics, s.best.gpu_us = sha, metrics, gpu_us
+        s.best.commit, s.best.metrics, s.best.gpu_us, s.best.gpu_last_us = sha, metrics, gpu_us, gpu_us
         vcs.ensure_best_worktree(self.repo, self.best_path, sha)
         s.phase, s.pending, s.repair = Phase.ready, None, None
         s.regressions = s.regressions.reset()
@@ -302,10 +302,12 @@ class RefereeBase:
 
     def policy(self, screening: bool = False) -> Policy:
         """The script-metric thresholds of `[gates]`. `screening`: a profiler test on per-launch GPU
-        time follows (at `confidence`), so the script metric is a screen at `screen_confidence`."""
+        time follows (at `confidence`), so the script metric is a screen at `screen_confidence` and
+        the profiled run is the confirming measurement (Policy.profiler_confirms)."""
         g = self.cfg.gates
         return Policy(noise_pct=g.noise_pct, confirmations=g.confirmations,
-                      confidence=g.screen_confidence if screening else g.confidence, max_rounds=g.max_rounds)
+                      confidence=g.screen_confidence if screening else g.confidence, max_rounds=g.max_rounds,
+                      profiler_confirms=screening)
 
     def profiler(self, detail: bool = False) -> Profiler:
         """The configured profiler for the leased device's vendor."""

@@ -85,12 +85,23 @@ def _check(rounds: list[Round], target: str) -> list[str]:
 
 class Policy(BaseModel):
     """The thresholds `decide` applies (from `[gates]`): noise threshold (%), confirmations a
-    sub-noise win needs, one-sided confidence of the paired bounds, most paired rounds per verdict."""
+    sub-noise win needs, one-sided confidence of the paired bounds, most candidate runs per verdict.
+
+    `profiler_confirms`: a profiler that times every launch (CUPTI, ncu) measures BEST and the
+    candidate once more after the script metric (the keep metric), so that profiled run is the
+    confirming measurement: the script metric is a screen for the direction, and its rounds are
+    capped at max_rounds - 1 so that the candidate runs at most max_rounds times in all."""
 
     noise_pct: float
     confirmations: int = 2
     confidence: float = 0.995
     max_rounds: int = 3
+    profiler_confirms: bool = False
+
+    @property
+    def script_rounds(self) -> int:
+        """Most paired script-metric rounds per verdict."""
+        return max(1, self.max_rounds - 1) if self.profiler_confirms else self.max_rounds
 
 
 def _series_noise(history: list[list[dict[str, float]]], rounds: list[Round], key: str) -> NoiseEstimate:
@@ -120,7 +131,12 @@ def decide(rounds: list[Round], target: str, higher_is_better: bool, policy: Pol
     3. 0 < m < noise (sub-noise win): the last `confirmations` deltas all > 0 and lo > 0 and no
        worse class -> improved (the noise rule's "measured twice in a row", made statistical).
     4. a decision not reached yet (bounds too wide, or a sub-noise win not yet confirmed) while
-       fewer than policy.max_rounds rounds were taken -> needs_round; otherwise tie.
+       fewer than policy.script_rounds rounds were taken -> needs_round; otherwise tie.
+
+    With policy.profiler_confirms, rules 2 and 3 become one screen: m > 0 and the last delta > 0
+    and no worse class -> improved, to be confirmed by the keep metric (`apply_keep_metric`), the
+    second measurement in a row; a last delta <= 0 within the noise -> needs_round while the
+    budget lasts, else tie. Divergence and rule 1 are unchanged.
     Raises VerdictError for an unknown target or classes that differ between runs.
     """
     keys = _check(rounds, target)
@@ -140,7 +156,7 @@ def decide(rounds: list[Round], target: str, higher_is_better: bool, policy: Pol
     worse = [c.key for c in others  # worse in every round, and significantly so
              if all(classify_change(d, noise) == "worse" for d in c.deltas_pct)
              and c.interval is not None and c.interval.hi_pct < 0]
-    can_measure = n < policy.max_rounds
+    can_measure = n < policy.script_rounds
 
     def out(outcome: ScriptOutcome, reason: str, needs: bool = False) -> ScriptDecision:
         return ScriptDecision(outcome=outcome, needs_round=needs, target=target, target_deltas_pct=tds,
@@ -152,6 +168,17 @@ def decide(rounds: list[Round], target: str, higher_is_better: bool, policy: Pol
             return out("tie", why, needs=True)
         return out("tie", f"{verdict_if_not} after {n} paired round(s) (the [gates] max_rounds budget): tie")
 
+    def diverged() -> ScriptDecision | None:
+        if not worse:
+            return None
+        if n < 2:
+            return measure_more("a win on the target but other classes worse: confirming",
+                                f"target {target} changed {shown}, {stat}, but class(es) {', '.join(worse)} got "
+                                "worse: not kept")
+        return out("divergent", (
+            f"target {target} improved {shown} ({stat}), but class(es) {', '.join(worse)} got significantly "
+            f"worse by >= {noise:g}%: keep the winner as a specialised kernel behind dispatch"))
+
     shown = ", ".join(f"{d:+.2f}%" for d in tds)
     stat = tiv.shown()
     change = classify_change(m, noise)
@@ -161,17 +188,24 @@ def decide(rounds: list[Round], target: str, higher_is_better: bool, policy: Pol
                        "threshold")
         return measure_more("slower beyond the noise threshold but not yet significant: measuring again",
                             f"target {target} changed {shown}, {stat}: slower, but not significantly")
+    if policy.profiler_confirms:
+        if m > 0 and tds[-1] > 0:
+            if worse and change == "better":
+                return diverged()
+            if worse:
+                return out("tie", f"target {target} changed {shown}, {stat}, but class(es) {', '.join(worse)} got "
+                           f"significantly worse: not kept")
+            return out("improved", (
+                f"target {target} changed {shown}, {stat}: faster; the profiled run that follows is the confirming "
+                "measurement"))
+        return measure_more("the last run was not faster: measuring again",
+                            f"target {target} changed {shown}, {stat}: not faster in the last run")
     if change == "better":
         if tiv.lo_pct <= 0:
             return measure_more("a clear win but not yet significant: measuring again",
                                 f"target {target} changed {shown}, {stat}: not a significant win")
-        if worse:
-            if n < 2:
-                return measure_more("clear win on the target but other classes worse: confirming", "")
-            return out("divergent", (
-                f"target {target} improved {shown} ({stat}), but class(es) {', '.join(worse)} got significantly "
-                f"worse by >= {noise:g}%: keep the winner as a specialised kernel behind dispatch"))
-        return out("improved", f"target {target} improved {shown}, {stat} (>= the {noise:g}% noise threshold)")
+        return diverged() or out("improved", f"target {target} improved {shown}, {stat} (>= the {noise:g}% noise "
+                                 "threshold)")
     if m > 0:
         last = tds[-policy.confirmations:]
         if len(tds) >= policy.confirmations and all(d > 0 for d in last) and tiv.lo_pct > 0 and not worse:
@@ -200,7 +234,7 @@ class KeepDecision(BaseModel):
 def apply_keep_metric(gpu_best_us: float | None, gpu_candidate_us: float | None, kernels: list[str],
                       best_calls: int | None = None, candidate_calls: int | None = None,
                       best_launches_us: list[float] | None = None, candidate_launches_us: list[float] | None = None,
-                      confidence: float = 0.995, min_gain_pct: float = 0.2) -> KeepDecision:
+                      confidence: float = 0.995, min_gain_pct: float = 0.2, suspect: bool = True) -> KeepDecision:
     """Keep-metric rule: with a profiler, the candidate's GPU kernel time of the target kernel(s)
     must be lower than BEST's, else the script-metric win is not kept. Times are totals (us) over
     the profiled run; `*_calls` are the target kernels' launch counts in the same runs.
@@ -217,6 +251,10 @@ def apply_keep_metric(gpu_best_us: float | None, gpu_candidate_us: float | None,
     (`robust_paired_bound`) must both exceed `min_gain_pct`. Per-launch GPU times are so precise
     that an unchanged kernel can differ "significantly" by a few thousandths of a percent (clock
     state, stream placement); the floor keeps such differences from counting as wins.
+
+    `suspect`: the script metric showed a clear, significant win (>= the noise threshold); if GPU
+    time then disagrees, the reason names the likely timing cheats. A sub-noise script gain that
+    GPU time does not confirm is reported as noise.
     """
     if (gpu_best_us is None) != (gpu_candidate_us is None):
         return KeepDecision(kept=False, gpu_best_us=gpu_best_us, gpu_candidate_us=gpu_candidate_us,
@@ -245,17 +283,35 @@ def apply_keep_metric(gpu_best_us: float | None, gpu_candidate_us: float | None,
         lo, n = robust_paired_bound(best_launches_us, candidate_launches_us, confidence)
         kept = kept and lo > min_gain_pct
         how = (f"{b:.1f} -> {c:.1f} us, {delta:+.3f}%; paired over {n} launches, {confidence * 100:g}% lower "
-               f"bound {lo:+.3f}%; needs > {min_gain_pct:g}%")
+               f"bound {lo:+.3f}%; needs > {min_gain_pct:.3g}%")
     elif per_launch:
         how = (f"per launch ({candidate_calls} launches vs BEST's {best_calls}): {b:.2f} -> {c:.2f} us, "
-               f"{delta:+.3f}%; needs > {min_gain_pct:g}%")
+               f"{delta:+.3f}%; needs > {min_gain_pct:.3g}%")
     else:
-        how = f"{b:.1f} -> {c:.1f} us, {delta:+.3f}%; needs > {min_gain_pct:g}%"
+        how = f"{b:.1f} -> {c:.1f} us, {delta:+.3f}%; needs > {min_gain_pct:.3g}%"
+    why_not = _DISAGREE if suspect else "The script metric's small gain was noise"
     reason = (f"profiler GPU time of {names}: {how}" if kept else
-              f"the script metric improved but profiler GPU time of {names} did not by more than {min_gain_pct:g}% "
-              f"({how}): not kept. {_DISAGREE}")
+              f"the script metric improved but profiler GPU time of {names} did not by more than {min_gain_pct:.3g}% "
+              f"({how}): not kept. {why_not}")
     return KeepDecision(kept=kept, gpu_best_us=gpu_best_us, gpu_candidate_us=gpu_candidate_us, gpu_delta_pct=delta,
                         metric_used="profiler GPU time", reason=reason)
+
+
+GPU_SPREAD_WINDOW = 10
+
+
+def gpu_gain_floor(best_spreads_pct: list[float], min_gain_pct: float, window: int = GPU_SPREAD_WINDOW) -> float:
+    """The least GPU-time gain (%) the keep metric accepts: max(min_gain_pct, 2 x the largest of the
+    last `window` spreads between successive profiled runs of unchanged BEST_COMMIT).
+
+    Per-launch pairing cancels launch-to-launch noise but not a shift of a whole process (clock
+    state, memory placement): two profiles of the same code differ by that shift, and so does an
+    unchanged candidate. Twice the largest recent spread keeps such a shift from counting as a win
+    (an unchanged candidate exceeds it with probability < 7% after two spreads, one-sided, normal
+    shifts, and less with each attempt; the script screen must also agree). `best_spreads_pct`:
+    |a - b| / a * 100 of successive BEST profiles (SessionState.gpu_spreads_pct)."""
+    recent = best_spreads_pct[-window:]
+    return max(min_gain_pct, 2.0 * max(recent)) if recent else min_gain_pct
 
 
 _DISAGREE = ("When the script's timing and the GPU kernel time disagree, the timing missed GPU work (a side "

@@ -22,15 +22,21 @@ def register(mcp: MCPServer) -> None:
 
     @tool(mcp, "Profile the kernels (trace)", **MEASURING)
     async def kernel_trace_analysis(ctx: Context, top: int = 10) -> TraceResult:
-        """Run the fixed benchmark on the workspace under the vendor profiler (Nsight Compute on NVIDIA,
-        always --clock-control none) and report the hottest kernels. Call it before forming a hypothesis.
+        """Run the fixed benchmark on the workspace under the vendor profiler and report the hottest
+        kernels. Call it before forming a hypothesis. On NVIDIA (backend "cupti+ncu" where both are
+        installed) the benchmark runs twice: the times (calls, total/average/median us, share) come
+        from the CUPTI kernel trace (the keep metric's source, no replay), then Nsight Compute
+        (--clock-control none) adds its metrics to the kernels of the same name; with only one of the
+        two, that one alone. On AMD: the rocprofv3 kernel trace.
 
         Args: top: how many kernels to return (hottest first).
-        Returns per kernel: name and short_name, calls, total and average GPU time (us), share of GPU
-        time (%), registers per thread, shared memory per block (bytes), block/grid size, and in
-        `extra` SM/DRAM throughput (% of peak), achieved occupancy (%) and occupancy limiters where
-        measured; plus the target kernel(s) and their GPU time (the keep metric). On a device without a
-        profiler: available = false and a note (the keep metric is then the script metric).
+        Returns per kernel: name and short_name, calls, total, average and median per-launch GPU time
+        (us; median_us null where the profiler kept no per-launch times), share of GPU time (%),
+        registers per thread, shared memory per block (bytes), block/grid size, and in `extra`
+        SM/DRAM throughput (% of peak), achieved occupancy (%) and occupancy limiters where measured;
+        plus the target kernel(s) and their GPU time (the keep metric); `notes` says which kernels
+        got no metrics. On a device without a profiler: available = false and a note (the keep
+        metric is then the script metric).
         """
         return await call(ctx, referee(ctx).kernel_trace_analysis, top)
 

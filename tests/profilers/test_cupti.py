@@ -126,9 +126,35 @@ def test_factory_picks_cupti_for_the_nvidia_keep_metric_only_where_it_is_importa
     monkeypatch.setattr(mod, "cupti_importable", lambda: True)
     monkeypatch.setattr(ncu.shutil, "which", lambda _: "/usr/local/cuda/bin/ncu")
     assert make_profiler("auto", "nvidia").name == "cupti"
-    assert make_profiler("auto", "nvidia", detail=True).name == "ncu"  # the detail report has counters
+    assert make_profiler("auto", "nvidia", detail=True).name == "cupti+ncu"  # CUPTI times, ncu counters
     assert make_profiler("cupti", "nvidia").name == "cupti"
     monkeypatch.setattr(mod, "cupti_importable", lambda: False)
     assert make_profiler("auto", "nvidia").name == "ncu"
     with pytest.raises(ProfilerError, match="pip install cupti-python"):
         make_profiler("cupti", "nvidia")
+
+
+def test_injector_keeps_the_largest_launch_shape_of_a_kernel_name(monkeypatch):
+    """Triton compiles one `softmax_kernel` per block size: 18 registers for the short-row variant,
+    255 for the long-row one (H100 trace report, 2026-11-22). The name's row must show the largest,
+    the variant that limits occupancy, whichever launched first."""
+    import importlib.util
+    from types import SimpleNamespace
+
+    monkeypatch.delenv("KOPT_CUPTI_OUT", raising=False)
+    spec = importlib.util.spec_from_file_location("kopt_injector_under_test", Path(INJECT_DIR) / "sitecustomize.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+
+    def rec(start, regs, smem, block, grid):
+        return SimpleNamespace(start=start, end=start + 100, name="softmax_kernel", registers_per_thread=regs,
+                               static_shared_memory=smem, dynamic_shared_memory=0, block_x=block, block_y=1,
+                               block_z=1, grid_x=grid, grid_y=1, grid_z=1)
+
+    t = mod._Trace()
+    t.add(rec(0, 18, 16, 128, 302592))
+    t.add(rec(1000, 255, 16, 1024, 2048))
+    t.add(rec(2000, 40, 0, 256, 4096))
+    k = t.kernels["softmax_kernel"]
+    assert (k["calls"], k["registers_per_thread"], k["shared_mem_per_block_bytes"]) == (3, 255, 16)
+    assert (k["block_size"], k["grid_size"]) == (1024, 302592)

@@ -10,7 +10,8 @@ import math
 
 import pytest
 
-from kopt_mcp.rules.verdict import GLOBAL, Policy, Round, VerdictError, apply_keep_metric, decide
+from kopt_mcp.rules.verdict import (GLOBAL, Policy, Round, VerdictError, apply_keep_metric, decide,
+                                   gpu_gain_floor)
 
 
 def R(best: dict[str, float], cand: dict[str, float]) -> Round:
@@ -27,10 +28,12 @@ def history(keys, jitter: float = 0.001, leases: int = 6) -> list[list[dict[str,
     return [[{k: 100.0 * f for k in keys} for f in factors] for _ in range(leases)]
 
 
-def run(rounds, target="n=1", hib=False, noise=1.0, conf=2, hist=None, max_rounds=3, confidence=0.995):
+def run(rounds, target="n=1", hib=False, noise=1.0, conf=2, hist=None, max_rounds=3, confidence=0.995,
+        profiler_confirms=False):
     if hist is None:
         hist = history(list(rounds[0].best)) if rounds else []
-    policy = Policy(noise_pct=noise, confirmations=conf, confidence=confidence, max_rounds=max_rounds)
+    policy = Policy(noise_pct=noise, confirmations=conf, confidence=confidence, max_rounds=max_rounds,
+                    profiler_confirms=profiler_confirms)
     return decide(rounds, target, higher_is_better=hib, policy=policy, history=hist)
 
 
@@ -168,6 +171,73 @@ def test_subnoise_noise_threshold_comes_from_the_argument():
     d = run([one(100.0, 97.0), one(100.0, 97.0)], noise=5.0)  # 3% < 5%: a sub-noise win, confirmed
     assert d.outcome == "improved"
     assert run([one(100.0, 97.0)], noise=5.0).needs_round is True
+
+
+# --- the profiled run confirms (a per-launch profiler follows the script metric) -------------------
+
+
+def screen(rounds, **kw):
+    return run(rounds, confidence=0.95, profiler_confirms=True, **kw)
+
+
+def test_with_a_profiler_one_faster_run_passes_the_screen_even_within_the_noise():
+    # the deltas' scatter hides a 0.5% win from the script test; the profiled run is the second measurement
+    d = screen([one(100.0, 99.5)], hist=history(["n=1"], jitter=0.01))
+    assert (d.outcome, d.needs_round) == ("improved", False)
+    assert "confirming measurement" in d.reason
+
+
+def test_with_a_profiler_a_slower_last_run_is_measured_again_then_tie():
+    d = screen([one(100.0, 100.3)])
+    assert (d.outcome, d.needs_round) == ("tie", True)
+    d = screen([one(100.0, 100.3), one(100.0, 99.6)])  # faster in the last run, and on the mean
+    assert d.outcome == "improved"
+    d = screen([one(100.0, 99.4), one(100.0, 100.3)])  # faster, then not: the budget is spent
+    assert (d.outcome, d.needs_round) == ("tie", False)
+    assert "not faster in the last run" in d.reason and "max_rounds" in d.reason
+
+
+def test_with_a_profiler_the_script_rounds_leave_one_candidate_run_for_the_profile():
+    assert Policy(noise_pct=1.0, max_rounds=3, profiler_confirms=True).script_rounds == 2
+    assert Policy(noise_pct=1.0, max_rounds=3).script_rounds == 3
+    assert Policy(noise_pct=1.0, max_rounds=1, profiler_confirms=True).script_rounds == 1
+    d = screen([one(100.0, 100.2)], max_rounds=1)
+    assert (d.outcome, d.needs_round) == ("tie", False)
+
+
+def test_with_a_profiler_a_faster_last_run_but_slower_mean_is_not_passed():
+    d = screen([one(100.0, 100.6), one(100.0, 99.8)])  # mean -0.2%
+    assert (d.outcome, d.needs_round) == ("tie", False)
+
+
+def test_with_a_profiler_regressions_are_still_regressed():
+    assert screen([one(100.0, 102.0)]).outcome == "regressed"
+
+
+def test_with_a_profiler_divergence_is_still_named():
+    r = R({"a": 100.0, "b": 100.0}, {"a": 95.0, "b": 110.0})
+    assert screen([r], target="a").needs_round is True
+    d = screen([r, r], target="a")
+    assert d.outcome == "divergent" and d.worse_classes == ["b"]
+    sub = R({"a": 100.0, "b": 100.0}, {"a": 99.5, "b": 110.0})  # a sub-noise win that costs class b
+    d = screen([sub, sub], target="a")
+    assert (d.outcome, "got significantly worse" in d.reason) == ("tie", True)
+
+
+def test_gpu_gain_floor_is_the_configured_minimum_until_best_spreads_exceed_half_of_it():
+    assert gpu_gain_floor([], 0.2) == 0.2
+    assert gpu_gain_floor([0.01, 0.05], 0.2) == 0.2
+    assert gpu_gain_floor([0.01, 0.3], 0.2) == pytest.approx(0.6)
+    old = [5.0] + [0.01] * 10  # a spread older than the window no longer counts
+    assert gpu_gain_floor(old, 0.2) == 0.2
+    assert gpu_gain_floor(old, 0.2, window=11) == pytest.approx(10.0)
+
+
+def test_a_gpu_gain_under_the_spread_floor_is_not_kept():
+    # +0.5% is above min_gpu_gain_pct 0.2%, but BEST's own profiles lately differed by 0.3%
+    floor = gpu_gain_floor([0.3], 0.2)
+    k = apply_keep_metric(1000.0, 995.0, ["k"], 10, 10, min_gain_pct=floor)
+    assert not k.kept and "needs > 0.6%" in k.reason
 
 
 # --- paired statistics and the number of rounds ------------------------------------------------------
@@ -387,3 +457,8 @@ def test_a_win_confined_to_one_class_of_launches_is_kept():
     cand = [54.0] * 5 + [200.0] * 10
     k = apply_keep_metric(sum(best), sum(cand), ["softmax"], 15, 15, best, cand)
     assert k.kept and k.gpu_delta_pct == pytest.approx(9.2)
+
+
+def test_an_unconfirmed_sub_noise_gain_is_called_noise_not_a_timing_cheat():
+    k = apply_keep_metric(1000.0, 999.9, ["k"], 10, 10, suspect=False)
+    assert not k.kept and "was noise" in k.reason and "side stream" not in k.reason

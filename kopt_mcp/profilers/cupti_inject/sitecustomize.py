@@ -14,8 +14,9 @@ one JSON file per process into KOPT_CUPTI_OUT:
                         (each launch's GPU time and start, by start; the first MAX_DURATIONS)}},
      "first_start_ns": int | null, "last_end_ns": int | null}
 
-Only the standard library and cupti are imported here; any failure is written to that file, never
-raised into the benchmark. A `sitecustomize` further along sys.path still runs (it is chained).
+Registers, shared memory, block and grid size are the largest over a name's launches (one name
+can be several compiled variants). Only the standard library and cupti are imported here; any
+failure is written to that file, never raised into the benchmark. A `sitecustomize` further along sys.path still runs (it is chained).
 """
 
 import atexit
@@ -58,18 +59,21 @@ class _Trace:
         start, end = int(rec.start), int(rec.end)
         dur = end - start
         name = str(rec.name)
+        shape = {"registers_per_thread": _int(rec, "registers_per_thread"),
+                 "shared_mem_per_block_bytes": (_int(rec, "static_shared_memory") or 0)
+                 + (_int(rec, "dynamic_shared_memory") or 0),
+                 "block_size": _prod(rec, ("block_x", "block_y", "block_z")),
+                 "grid_size": _prod(rec, ("grid_x", "grid_y", "grid_z"))}
         with self.lock:
             k = self.kernels.get(name)
             if k is None:
-                k = self.kernels[name] = {
-                    "calls": 0, "total_ns": 0, "min_ns": dur, "max_ns": dur,
-                    "registers_per_thread": _int(rec, "registers_per_thread"),
-                    "shared_mem_per_block_bytes": (_int(rec, "static_shared_memory") or 0)
-                    + (_int(rec, "dynamic_shared_memory") or 0),
-                    "block_size": _prod(rec, ("block_x", "block_y", "block_z")),
-                    "grid_size": _prod(rec, ("grid_x", "grid_y", "grid_z")),
-                    "launches": [],
-                }
+                k = self.kernels[name] = {"calls": 0, "total_ns": 0, "min_ns": dur, "max_ns": dur, **shape,
+                                          "launches": []}
+            # one name can be several compiled variants (Triton specializes per constexpr block size):
+            # keep the largest, as ncu's parser does (the variant that limits occupancy)
+            for field, value in shape.items():
+                if value is not None and (k[field] is None or value > k[field]):
+                    k[field] = value
             k["calls"] += 1
             if len(k["launches"]) < MAX_DURATIONS:
                 k["launches"].append((start, dur))
