@@ -60,8 +60,8 @@ class GatesSection(_Section):
                                      description="one-sided confidence of the script metric's regression and divergence "
                                      "tests when a per-launch profiler test follows it (which then confirms wins)")
     min_gpu_gain_pct: float = Field(0.2, ge=0, description="least per-launch GPU-time gain (%) the keep metric "
-                                    "accepts (its paired lower bound must exceed it, and twice the largest recent "
-                                    "spread between BEST's own profiled runs)")
+                                    "accepts (its paired lower bound must exceed it; the floor rises with BEST's own "
+                                    "spread in the attempt and its recent spreads: rules.verdict.gpu_gain_floor)")
     max_rounds: int = Field(3, ge=1, description="most candidate runs per verdict (the repeat budget): paired script "
                             "rounds, less one for the profiled run where a per-launch profiler confirms")
     baseline_runs: int = Field(3, ge=1, description="runs of unmodified BEST_COMMIT at the baseline (noise estimate)")

@@ -42,9 +42,6 @@ class Best(BaseModel):
     metrics: dict[str, float] = Field(default_factory=dict)
     gpu_us: float | None = None
     kernels: list[str] = Field(default_factory=list)
-    #: the latest profiled GPU time (us) of this commit's target kernels (baseline, commit or an
-    #: attempt's BEST profile), for the spread between successive profiles
-    gpu_last_us: float | None = None
 
 
 class PendingImprovement(BaseModel):
@@ -93,16 +90,20 @@ class SessionState(BaseModel):
     stopped_at: str | None = None
     in_progress: dict | None = None
     noise_history: list[list[dict[str, float]]] = Field(default_factory=list)
-    #: spreads (%) between successive profiled runs of unchanged BEST_COMMIT (rules.verdict.gpu_gain_floor)
+    #: spreads (%) between two profiled runs of unchanged BEST_COMMIT taken seconds apart in one
+    #: lease (the baseline's pair, each attempt's BEST before and after the candidate), latest last
+    #: (rules.verdict.gpu_gain_floor)
     gpu_spreads_pct: list[float] = Field(default_factory=list)
 
-    def record_best_gpu(self, gpu_us: float, keep: int = NOISE_GROUPS_KEPT) -> None:
-        """Remember one profiled run of BEST_COMMIT (target GPU time, us): its spread (%) from the
-        previous profile of the same commit joins `gpu_spreads_pct` (the latest `keep`)."""
-        last = self.best.gpu_last_us
-        if last and last > 0:
-            self.gpu_spreads_pct = [*self.gpu_spreads_pct, abs(gpu_us - last) / last * 100.0][-keep:]
-        self.best.gpu_last_us = gpu_us
+    def record_gpu_spread(self, first_us: float, second_us: float, keep: int = NOISE_GROUPS_KEPT) -> float:
+        """Remember the spread between two adjacent profiled runs of BEST_COMMIT (target GPU time,
+        us, both > 0): |first - second| / mean * 100 joins `gpu_spreads_pct` (the latest `keep`).
+        Returns that spread (%). Raises ValueError if a time is not positive."""
+        if first_us <= 0 or second_us <= 0:
+            raise ValueError(f"GPU times must be positive, got {first_us} and {second_us} us")
+        spread = abs(first_us - second_us) / ((first_us + second_us) / 2.0) * 100.0
+        self.gpu_spreads_pct = [*self.gpu_spreads_pct, spread][-keep:]
+        return spread
 
     def record_best_runs(self, runs: list[dict[str, float]], keep: int = NOISE_GROUPS_KEPT) -> None:
         """Remember one lease's repeated BEST runs (class -> metric) for the noise estimate;

@@ -5,10 +5,11 @@
 #   scripts/gpu_suite.sh run       on the GPU machine (no network): install .whl/ into /tmp/site, run
 #                                  `kopt-mcp demo` on the Triton example and the gpu-marked tests;
 #   scripts/gpu_suite.sh accuracy  ... profiler GPU time vs CUDA events and profiling overhead
-#                                  (benchmarks/profiler_accuracy.py; ACCURACY_QUICK=1: no ncu), then the trace report
+#                                  (benchmarks/profiler_accuracy.py; ACCURACY_QUICK=1: no ncu)
 #   scripts/gpu_suite.sh trace     ... the trace report alone: kernel_trace_analysis on the Triton example's
 #                                  baseline (benchmarks/trace_report.py -> trace_report.md / .json)
-#   scripts/gpu_suite.sh decisions [TRIALS]  ... the decision-quality benchmark (planted effects)
+#   scripts/gpu_suite.sh decisions [TRIALS]  ... the decision-quality benchmark (planted effects;
+#                                  DQ_MAX_SECONDS=S: start no round of trials that would end past S s)
 #                                  logs and results go to $OUT (default: benchmarks/results/latest).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -63,7 +64,6 @@ run() {
 accuracy() {
   setup
   python3 benchmarks/profiler_accuracy.py "$OUT" ${ACCURACY_QUICK:+--quick} 2>&1 | tee "$OUT/profiler_accuracy.log"
-  trace_report
 }
 
 trace_report() {
@@ -73,7 +73,8 @@ trace_report() {
 
 decisions() {
   setup
-  python3 benchmarks/decision_quality/run.py --device gpu --trials "${1:-20}" --out "$OUT" 2>&1 | tee "$OUT/decision_quality.log"
+  python3 benchmarks/decision_quality/run.py --device gpu --trials "${1:-20}" --out "$OUT" \
+    ${DQ_MAX_SECONDS:+--max-seconds "$DQ_MAX_SECONDS"} 2>&1 | tee "$OUT/decision_quality.log"
 }
 
 case "${1:-}" in

@@ -152,3 +152,35 @@ def test_swapping_best_and_candidate_never_improves_again(setting, data):
         assert s.outcome in ("regressed", "tie"), (d.reason, s.reason)
     assert not (d.outcome == "improved" and s.outcome == "improved")
     assert all(math.isfinite(x) for x in s.target_deltas_pct)
+
+
+# -- a conflicting merge left in the workspace -----------------------------------------------------
+
+
+def test_revert_after_a_conflicting_merge_archives_the_conflict_and_cleans_the_workspace(ref):
+    """The agent merged a side branch into the workspace and left it conflicted (unmerged index,
+    MERGE_HEAD, conflict markers in kernel.py): revert_to_best archives what was there and leaves
+    a clean tree at BEST_COMMIT, no merge in progress."""
+    ws = ref.workspace_path
+    git = ["git", "-c", "user.name=agent", "-c", "user.email=agent@localhost"]
+    best = ref.state.best.commit
+    subprocess.run([*git, "checkout", "-q", "-b", "side"], cwd=ws, check=True)
+    set_kernel(ws, {"1": 90.0, "2": 180.0})
+    subprocess.run([*git, "commit", "-qam", "side"], cwd=ws, check=True)
+    subprocess.run([*git, "checkout", "-q", "kernel-opt/t"], cwd=ws, check=True)
+    set_kernel(ws, {"1": 70.0, "2": 140.0})
+    subprocess.run([*git, "commit", "-qam", "mine"], cwd=ws, check=True)
+    merge = subprocess.run([*git, "merge", "side"], cwd=ws, capture_output=True, text=True)
+    assert merge.returncode != 0 and "CONFLICT" in merge.stdout
+    conflicted = (ws / "kernel.py").read_text()
+    assert "<<<<<<<" in conflicted
+
+    r = ref.revert_to_best("drop the conflicted merge")
+    assert r.archived_patch is not None and "kernel.py" in r.changed_files
+    archived = Path(r.archived_patch).read_text()
+    assert "<<<<<<<" in archived and "70.0" in archived  # what the workspace held is kept
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=ws, capture_output=True, text=True).stdout
+    assert status == ""
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ws, capture_output=True, text=True).stdout.strip()
+    assert head == best and not (Path(ref.ws.git_dir) / "MERGE_HEAD").exists()
+    assert ref.state.phase.value == "ready"

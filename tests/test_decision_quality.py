@@ -17,8 +17,35 @@ def test_cpu_planted_effects_meet_their_targets(tmp_path):
                         "--lease-dir", str(tmp_path / "leases")], capture_output=True, text=True, timeout=600,
                        check=False)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    rows = json.loads((out / "decision_quality.json").read_text())
+    rows = json.loads((out / "decision_quality.json").read_text())["rows"]
     assert all(v["verdict"] != "improved" for v in rows["identical"] + rows["+20%"])
     assert sum(v["verdict"] == "improved" for v in rows["-30%"]) >= 2
     assert all(v["candidate_runs"] <= 3 for vs in rows.values() for v in vs)
     assert "| identical | 0/3" in (out / "decision_quality.md").read_text()
+
+
+def test_merge_pools_the_trials_of_several_runs_and_refuses_different_gates(tmp_path):
+    meta = {"device": "cpu", "baseline_s": 1.0, "baseline_runs": 5, "noise_pct": 7.0, "confirmations": 2,
+            "confidence": 0.995, "screen_confidence": 0.95, "max_rounds": 3, "min_gpu_gain_pct": 0.2,
+            "profiler": "none"}
+
+    def trial(verdict: str) -> dict:
+        return {"verdict": verdict, "rounds": 1, "candidate_runs": 1, "seconds": 1.0, "target_deltas_pct": [1.0],
+                "gpu_delta_pct": None, "reason": ""}
+
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps({"meta": meta, "rows": {"identical": [trial("tie")], "-30%": [trial("improved")],
+                                                      "+20%": [trial("regressed")]}}))
+    b.write_text(json.dumps({"meta": {**meta, "baseline_s": 2.0},
+                             "rows": {"identical": [trial("tie")], "-30%": [trial("tie")],
+                                      "+20%": [trial("improved")]}}))
+    r = subprocess.run([sys.executable, str(RUN), "--merge", str(a), str(b), "--out", str(tmp_path / "m")],
+                       capture_output=True, text=True, timeout=120, check=False)
+    assert r.returncode == 1  # +20% was kept once: a target missed
+    md = (tmp_path / "m" / "decision_quality.md").read_text()
+    assert "2 trials per effect, 2 runs merged" in md
+    assert "| -30% | 1/2 (50%)" in md and "| +20% | 1/2 (50%) | never" in md
+    b.write_text(json.dumps({"meta": {**meta, "noise_pct": 1.0}, "rows": {}}))
+    r = subprocess.run([sys.executable, str(RUN), "--merge", str(a), str(b), "--out", str(tmp_path / "m")],
+                       capture_output=True, text=True, timeout=120, check=False)
+    assert r.returncode != 0 and "noise_pct" in r.stderr

@@ -114,14 +114,14 @@ def test_state_roundtrips_through_json():
     assert SessionState.model_validate_json(s.model_dump_json()) == s
 
 
-def test_best_gpu_spreads_are_successive_differences_of_the_same_commit():
+def test_gpu_spreads_are_relative_to_the_pair_mean_and_keep_the_latest():
     s = SessionState(tag="t", branch="b", repo="r", workspace="w", best_worktree="bw", config_path="c",
                      config_sha256="x", best=Best(commit="abc"))
-    s.record_best_gpu(1000.0)
-    assert s.gpu_spreads_pct == [] and s.best.gpu_last_us == 1000.0
-    s.record_best_gpu(1003.0)
-    s.record_best_gpu(1001.0)
-    assert s.gpu_spreads_pct == pytest.approx([0.3, 2.0 / 1003.0 * 100.0])
+    assert s.record_gpu_spread(1000.0, 1010.0) == pytest.approx(10.0 / 1005.0 * 100.0)
+    assert s.record_gpu_spread(1001.0, 1001.0) == 0.0
+    assert s.gpu_spreads_pct == pytest.approx([10.0 / 1005.0 * 100.0, 0.0])
     for _ in range(30):
-        s.record_best_gpu(1001.0)
-    assert len(s.gpu_spreads_pct) == 20 and s.gpu_spreads_pct[-1] == 0.0
+        s.record_gpu_spread(1000.0, 1001.0)
+    assert len(s.gpu_spreads_pct) == 20 and s.gpu_spreads_pct[0] == pytest.approx(1.0 / 1000.5 * 100.0)
+    with pytest.raises(ValueError, match="positive"):
+        s.record_gpu_spread(0.0, 1.0)

@@ -8,8 +8,12 @@ candidate runs per verdict, and the wall seconds of the GPU lease per verdict.
 
     python benchmarks/decision_quality/run.py --device gpu --trials 20 --out OUT_DIR   (NVIDIA GPU, cupy)
     python benchmarks/decision_quality/run.py --device cpu --trials 3 --out OUT_DIR    (CI: NumPy)
+    python benchmarks/decision_quality/run.py --merge A.json B.json --out OUT_DIR       (one table of several runs)
 
-Writes OUT_DIR/decision_quality.md and OUT_DIR/decision_quality.json; exit 1 if a target is missed.
+Writes OUT_DIR/decision_quality.md and OUT_DIR/decision_quality.json ({"meta": ..., "rows": effect ->
+trials}) after every round of trials, so a run cut off by a time limit keeps what it measured;
+`--max-seconds S` starts no new round once the next one would likely end past S seconds. Exit 1 if
+a target is missed.
 Targets (issue 4): identical and slower never kept; -1% and -2% kept >= 95%; -0.5% >= 80%;
 at most 3 candidate runs per verdict. The CPU version plants larger effects (a shared 2-core VM
 is noisier) and checks the same "never keep a non-improvement" rule.
@@ -57,11 +61,19 @@ def set_work(workspace: Path, base: int, pct: float) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--device", choices=("gpu", "cpu"), required=True)
+    ap.add_argument("--device", choices=("gpu", "cpu"))
     ap.add_argument("--trials", type=int, default=20)
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--lease-dir", type=Path, default=None)
+    ap.add_argument("--max-seconds", type=float, default=None,
+                    help="start no new round of trials that would likely end past this many seconds")
+    ap.add_argument("--merge", type=Path, nargs="+", default=None,
+                    help="decision_quality.json files of earlier runs: write one table of all their trials")
     a = ap.parse_args()
+    if a.merge:
+        return merge(a.merge, a.out)
+    if a.device is None:
+        ap.error("--device is required (or --merge)")
 
     from kopt_mcp.referee import Referee
 
@@ -76,8 +88,19 @@ def main() -> int:
     baseline = ref.run_benchmark()
     baseline_s = time.perf_counter() - t0
     assert baseline.baseline_recorded, baseline.reason
+    g = ref.cfg.gates
+    meta = {"device": a.device, "baseline_s": round(baseline_s, 2), "baseline_runs": g.baseline_runs,
+            "noise_pct": g.noise_pct, "confirmations": g.confirmations, "confidence": g.confidence,
+            "screen_confidence": g.screen_confidence, "max_rounds": g.max_rounds,
+            "min_gpu_gain_pct": g.min_gpu_gain_pct, "profiler": ref.profiler().name}
     rows: dict[str, list[dict]] = {name: [] for name in effects}
+    code = 0
     for trial in range(a.trials):
+        spent = time.perf_counter() - t0
+        if a.max_seconds is not None and trial and spent + (spent - baseline_s) / trial > a.max_seconds:
+            print(f"stopping after {trial} trial(s): another round would likely end past --max-seconds "
+                  f"{a.max_seconds:g}", flush=True)
+            break
         for name, (pct, _) in effects.items():
             set_work(ref.workspace_path, base, pct)
             if pct == 0.0:  # identical work, but a changed file (save_and_test refuses an empty diff)
@@ -94,21 +117,43 @@ def main() -> int:
             if v.verdict == "improved":
                 ref.revert_to_best(f"decision-quality trial {trial}: {name} discarded")
             print(f"trial {trial} {name}: {v.verdict} rounds={v.rounds} {secs:.1f}s", flush=True)
+        code = report(a.out, effects, rows, meta)
     ref.close()
-    return report(a, effects, rows, baseline_s, ref)
+    return code
 
 
-def report(a, effects, rows, baseline_s: float, ref) -> int:
-    lines = [f"# Decision quality ({a.device}, {a.trials} trials per effect)", "",
-             f"Baseline ({ref.cfg.gates.baseline_runs} runs + profile): {baseline_s:.1f} s. Gates: noise "
-             f"{ref.cfg.gates.noise_pct:g}%, confirmations {ref.cfg.gates.confirmations}, confidence "
-             f"{ref.cfg.gates.confidence:g}, max_rounds {ref.cfg.gates.max_rounds}.", "",
+def merge(files: list[Path], out: Path) -> int:
+    """One report of the trials of several runs' decision_quality.json (same device and gates)."""
+    runs = [json.loads(f.read_text()) for f in files]
+    metas = [r["meta"] for r in runs]
+    differ = {k for m in metas for k in m if k != "baseline_s" and m.get(k) != metas[0].get(k)}
+    if differ:
+        raise SystemExit(f"cannot merge runs whose {', '.join(sorted(differ))} differ")
+    effects = GPU_EFFECTS if metas[0]["device"] == "gpu" else CPU_EFFECTS
+    rows = {name: [t for r in runs for t in r["rows"].get(name, [])] for name in effects}
+    meta = {**metas[0], "baseline_s": max(m["baseline_s"] for m in metas), "merged_runs": len(runs)}
+    out.mkdir(parents=True, exist_ok=True)
+    return report(out, effects, rows, meta)
+
+
+def report(out: Path, effects, rows: dict[str, list[dict]], meta: dict) -> int:
+    """Write decision_quality.md (the table) and .json ({"meta", "rows"}) into `out`; 0 when every
+    target is met, else 1. Effects with no trial yet are left out."""
+    n = min((len(v) for v in rows.values()), default=0)
+    runs = f", {meta['merged_runs']} runs merged" if meta.get("merged_runs") else ""
+    lines = [f"# Decision quality ({meta['device']}, {n} trials per effect{runs})", "",
+             f"Baseline ({meta['baseline_runs']} runs + profiles): {meta['baseline_s']:.1f} s. Profiler: "
+             f"{meta['profiler']}. Gates: noise {meta['noise_pct']:g}%, confirmations {meta['confirmations']}, "
+             f"confidence {meta['confidence']:g} (screen {meta['screen_confidence']:g}), max_rounds "
+             f"{meta['max_rounds']}, min_gpu_gain_pct {meta['min_gpu_gain_pct']:g}.", "",
              "| planted effect (work) | kept | target | verdicts | mean paired rounds | max candidate runs (script + profiled) | "
              "wall s per verdict (mean) | mean measured delta | met |",
              "|---|---|---|---|---|---|---|---|---|"]
     ok_all = True
     for name, (_pct, target) in effects.items():
         rs = rows[name]
+        if not rs:
+            continue
         kept = sum(r["verdict"] == "improved" for r in rs)
         share = kept / len(rs)
         met = (kept == 0) if target is None else share >= target
@@ -122,8 +167,8 @@ def report(a, effects, rows, baseline_s: float, ref) -> int:
             f"{sum(r['seconds'] for r in rs) / len(rs):.1f} | "
             f"{(sum(deltas) / len(deltas)) if deltas else float('nan'):+.3f}% | {'yes' if met and runs_ok else 'NO'} |")
     text = "\n".join(lines) + "\n"
-    (a.out / "decision_quality.md").write_text(text)
-    (a.out / "decision_quality.json").write_text(json.dumps(rows, indent=1))
+    (out / "decision_quality.md").write_text(text)
+    (out / "decision_quality.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     print(text)
     return 0 if ok_all else 1
 

@@ -103,6 +103,12 @@ def target_gpu_time(trace: KernelTrace, kernel_regex: str | None) -> tuple[float
     return sum(k.total_us for k in hits), [k.name for k in hits]
 
 
+def exact_names_regex(names: list[str]) -> str | None:
+    """A regex for `target_gpu_time` that matches exactly the kernels named `names` (each escaped,
+    anchored), or None for no names (then the hottest kernel is the target)."""
+    return "|".join(f"^{re.escape(n)}$" for n in names) or None
+
+
 def target_launches(trace: KernelTrace, names: list[str]) -> int:
     """How many times the kernels named `names` (from `target_gpu_time`) were launched in `trace`."""
     return sum(k.calls for k in trace.kernels if k.name in names)

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from kopt_mcp import faults, vcs
 from kopt_mcp.ledger import now_iso
-from kopt_mcp.profilers.base import ProfilerError, target_durations, target_gpu_time, target_launches
+from kopt_mcp.profilers.base import (ProfilerError, exact_names_regex, target_durations, target_gpu_time,
+                                     target_launches)
 from kopt_mcp.referee.core import Cancelled, Progress, RefereeError, operation
 from kopt_mcp.referee.measure import Measurement, measure, profile
 from kopt_mcp.referee.ops import OpsMixin, protected_paths
@@ -14,8 +15,8 @@ from kopt_mcp.results import VerdictResult
 from kopt_mcp.rules.protect import touched_protected
 from kopt_mcp.rules.repair import after_incorrect
 from kopt_mcp.rules.stop import RegressionNote, should_stop
-from kopt_mcp.rules.verdict import (GLOBAL, KeepDecision, Round, VerdictError, apply_keep_metric, decide,
-                                   gpu_gain_floor)
+from kopt_mcp.rules.verdict import (GLOBAL, SPREAD_MEDIAN_FACTOR, KeepDecision, Round, VerdictError,
+                                   apply_keep_metric, decide, gpu_gain_floor)
 from kopt_mcp.session import LastVerdict, PendingImprovement, Phase, next_actions, require
 
 
@@ -118,10 +119,11 @@ class AttemptMixin(OpsMixin):
         if d.outcome != "improved":
             return self._finish(d.outcome, d.reason, revert=True, reset=d.outcome != "regressed")
         if progress:
-            progress(3, total, f"attempt {c['n']}: profiling BEST and candidate (keep metric)")
+            progress(3, total, f"attempt {c['n']}: profiling BEST, the candidate, BEST again (keep metric)")
         tiv = d.target_interval  # a clear, significant script win that GPU time then denies is suspect
         suspect = bool(tiv and tiv.mean_pct >= self.cfg.gates.noise_pct and tiv.lo_pct > 0)
-        keep = self._keep_metric(suspect)
+        # every candidate run counts against [gates] max_rounds: the script rounds, then the profiled runs
+        keep = self._keep_metric(suspect, candidate_runs=max(1, self.cfg.gates.max_rounds - len(rounds)))
         c["keep"] = keep
         if not keep.kept:
             return self._finish("tie", keep.reason, revert=True, reset=True)
@@ -132,38 +134,67 @@ class AttemptMixin(OpsMixin):
         self._ctx["runs"].append(m.run_dir)
         return m
 
-    def _keep_metric(self, suspect: bool = True) -> KeepDecision:
+    def _keep_metric(self, suspect: bool = True, candidate_runs: int = 1) -> KeepDecision:
+        """The keep metric from adjacent profiled runs in this lease: BEST, candidate, BEST again
+        (A/B/A). The candidate is compared with the mean of the two BEST runs (launch by launch
+        where both have per-launch times), which cancels a drift that is linear over the three runs;
+        the two BEST runs' spread joins the session's spreads and sets the floor a gain must clear
+        (rules.verdict.gpu_gain_floor). When only this attempt's own spread stops a gain that clears
+        the rest of the floor (BEST's level jumped during the attempt) and `candidate_runs` allows a
+        second profiled candidate run, it measures candidate, BEST once more and judges the later
+        triple. A failed profile, or a trace without the target kernels, is never kept (no fallback
+        to a weaker metric). `candidate_runs`: profiled candidate runs allowed (>= 1)."""
         prof = self.profiler()
         if prof.name == "none":
             return apply_keep_metric(None, None, [])
-        regex = self.cfg.profiler.kernel or None
-        times, calls, launches = [], [], []
-        for label, tree in (("best-profile", self.best_path), ("candidate-profile", self.workspace_path)):
-            p = profile(self.cfg, prof, tree, self.store.run_dir(self._ctx["n"], label), self.env(), self.cancel)
-            self._ctx["runs"].append(str(p.log_path.rsplit("/", 1)[0]))
-            if p.trace is None:
-                return KeepDecision(kept=False, gpu_best_us=None, gpu_candidate_us=None, gpu_delta_pct=None,
-                                    metric_used="profiler GPU time",
-                                    reason=f"profiling the {label.split('-')[0]} failed ({p.error}): not kept, "
-                                    "the keep decision never falls back to a weaker metric")
-            try:
-                us, names = target_gpu_time(p.trace, regex or _escape_names(self.state.best.kernels))
-                if label == "best-profile":
-                    self.state.record_best_gpu(us)
-                times.append((us, names))
-                calls.append(target_launches(p.trace, names))
-                launches.append(target_durations(p.trace, names))
-            except ProfilerError as e:
-                return KeepDecision(kept=False, gpu_best_us=None, gpu_candidate_us=None, gpu_delta_pct=None,
-                                    metric_used="profiler GPU time", reason=f"{e}: not kept")
         g = self.cfg.gates
-        floor = gpu_gain_floor(self.state.gpu_spreads_pct, g.min_gpu_gain_pct)
-        keep = apply_keep_metric(times[0][0], times[1][0], times[1][1], calls[0], calls[1], launches[0], launches[1],
-                                 confidence=g.confidence, min_gain_pct=floor, suspect=suspect)
-        if floor > g.min_gpu_gain_pct:
-            keep.reason += (f" (GPU-time floor {floor:.3g}% = 2x the largest spread between BEST's own profiled runs "
-                            f"lately, above min_gpu_gain_pct {g.min_gpu_gain_pct:g}%)")
+        before = self._profile_target(prof, "best-profile", self.best_path)
+        if isinstance(before, KeepDecision):
+            return before
+        for i in range(max(1, candidate_runs)):
+            cand = self._profile_target(prof, "candidate-profile", self.workspace_path)
+            if isinstance(cand, KeepDecision):
+                return cand
+            after = self._profile_target(prof, "best-profile-after", self.best_path)
+            if isinstance(after, KeepDecision):
+                return after
+            (b1, _, calls_b, dur_b1), (c, names_c, calls_c, dur_c), (b2, _, _, dur_b2) = before, cand, after
+            spread = self.state.record_gpu_spread(b1, b2)
+            floor = gpu_gain_floor(self.state.gpu_spreads_pct, spread, g.min_gpu_gain_pct)
+            best_launches = (None if dur_b1 is None or dur_b2 is None else
+                             [(x + y) / 2.0 for x, y in zip(dur_b1, dur_b2)] if len(dur_b1) == len(dur_b2) else dur_b1)
+            keep = apply_keep_metric((b1 + b2) / 2.0, c, names_c, calls_b, calls_c, best_launches, dur_c,
+                                     confidence=g.confidence, min_gain_pct=floor.pct, suspect=suspect)
+            keep.reason += (f" (BEST profiled before and after the candidate: {b1:.1f} and {b2:.1f} us, spread "
+                            f"{spread:.3f}%; {floor.shown()})")
+            rest = max(g.min_gpu_gain_pct, SPREAD_MEDIAN_FACTOR * floor.median_spread_pct)
+            jumped = (not keep.kept and floor.binding == "own_spread" and keep.gpu_delta_pct is not None
+                      and keep.gpu_delta_pct > rest)
+            if not jumped or i + 1 >= candidate_runs:
+                return keep
+            before = after
+            self._ctx["warnings"].append(
+                f"BEST's GPU time moved {spread:.3f}% between its profiles around the candidate: profiled the "
+                "candidate and BEST once more")
         return keep
+
+    def _profile_target(self, prof, label: str, tree):
+        """One profiled run of `tree`: (target GPU time us, target names, launches, per-launch us or
+        None), or a not-kept KeepDecision saying why it could not be read."""
+        p = profile(self.cfg, prof, tree, self.store.run_dir(self._ctx["n"], label), self.env(), self.cancel)
+        self._ctx["runs"].append(str(p.log_path.rsplit("/", 1)[0]))
+        who = "the candidate" if label.startswith("candidate") else "BEST_COMMIT"
+        if p.trace is None:
+            return KeepDecision(kept=False, gpu_best_us=None, gpu_candidate_us=None, gpu_delta_pct=None,
+                                metric_used="profiler GPU time",
+                                reason=f"profiling {who} failed ({p.error}): not kept, the keep decision never "
+                                "falls back to a weaker metric")
+        try:
+            us, names = target_gpu_time(p.trace, self.cfg.profiler.kernel or exact_names_regex(self.state.best.kernels))
+        except ProfilerError as e:
+            return KeepDecision(kept=False, gpu_best_us=None, gpu_candidate_us=None, gpu_delta_pct=None,
+                                metric_used="profiler GPU time", reason=f"profiling {who}: {e}: not kept")
+        return us, names, target_launches(p.trace, names), target_durations(p.trace, names)
 
     def _incorrect(self, reason: str) -> VerdictResult:
         s, c, g = self.state, self._ctx, self.cfg.gates
@@ -230,13 +261,6 @@ class AttemptMixin(OpsMixin):
             repairs_left=repairs_left, patch_path=str(patch_path), run_dirs=c["runs"], device=self.device,
             consecutive_regressions=s.regressions.consecutive, stopped=s.phase == Phase.stopped,
             stop_reason=s.stop_reason, warnings=c["warnings"], next_actions=next_actions(s))
-
-
-def _escape_names(names: list[str]) -> str | None:
-    """A regex matching exactly the BEST's hottest kernel name(s), or None."""
-    import re
-
-    return "|".join(f"^{re.escape(n)}$" for n in names) or None
 
 
 def _left_out_warning(paths: list[str]) -> str:

@@ -233,7 +233,7 @@ class RefereeBase:
         follows, counters reset, the ledger records the commit. The caller saves the state."""
         s = self.state
         old = s.best.commit
-        s.best.commit, s.best.metrics, s.best.gpu_us, s.best.gpu_last_us = sha, metrics, gpu_us, gpu_us
+        s.best.commit, s.best.metrics, s.best.gpu_us = sha, metrics, gpu_us
         vcs.ensure_best_worktree(self.repo, self.best_path, sha)
         s.phase, s.pending, s.repair = Phase.ready, None, None
         s.regressions = s.regressions.reset()

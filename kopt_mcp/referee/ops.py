@@ -9,7 +9,7 @@ from pathlib import Path
 from kopt_mcp import faults, vcs
 from kopt_mcp.ledger import append_perf_rows, now_iso
 from kopt_mcp.metrics import improvement_pct
-from kopt_mcp.profilers.base import ProfilerError, target_gpu_time
+from kopt_mcp.profilers.base import ProfilerError, exact_names_regex, target_gpu_time
 from kopt_mcp.referee.core import BASELINE_MESSAGE, Progress, RefereeBase, RefereeError, operation
 from kopt_mcp.referee.measure import Measurement, measure, profile, raise_if_cancelled
 from kopt_mcp.referee.report import perf_rows
@@ -26,6 +26,10 @@ from kopt_mcp.results import (
 )
 from kopt_mcp.runner import run_command
 from kopt_mcp.session import Phase, next_actions, require
+
+#: profiled runs of unmodified BEST_COMMIT at the baseline, back to back: their spreads are the
+#: first estimate of the process-to-process shift of GPU time (rules.verdict.gpu_gain_floor)
+BASELINE_PROFILES = 4
 
 PATCH_CHARS = 60_000
 
@@ -108,18 +112,18 @@ class OpsMixin(RefereeBase):
             group.append(mi.values())
         baseline_values = {k: statistics.median(g[k] for g in group) for k in group[0]}
         gpu_us, kernels, note = None, [], "no profiler: the script metric is the keep metric"
-        profiles: list[float] = []  # two profiled runs: the first spread for the keep metric's floor
+        profiles: list[float] = []  # adjacent profiled runs: the first spreads for the keep metric's floor
         prof = self.profiler()
-        for i in range(2 if prof.name != "none" else 0):
+        for i in range(BASELINE_PROFILES if prof.name != "none" else 0):
             if progress:
-                progress(runs, runs + 1, f"baseline: profiling with {prof.name} ({i + 1} of 2)")
-            p = profile(self.cfg, prof, self.best_path, self.store.run_dir(0, "baseline-profile" + "-r2" * i),
-                        self.env(), self.cancel)
+                progress(runs, runs + 1, f"baseline: profiling with {prof.name} ({i + 1} of {BASELINE_PROFILES})")
+            p = profile(self.cfg, prof, self.best_path, self.store.run_dir(0, "baseline-profile"), self.env(),
+                        self.cancel)
             if p.trace is None:
                 raise RefereeError(f"profiling the baseline failed: {p.error}. Fix it, or set [profiler] "
                                    "backend = \"none\" to decide on the script metric alone")
             try:
-                us, names = target_gpu_time(p.trace, self.cfg.profiler.kernel or None)
+                us, names = target_gpu_time(p.trace, self.cfg.profiler.kernel or exact_names_regex(kernels))
             except ProfilerError as e:
                 raise RefereeError(str(e)) from e
             profiles.append(us)
@@ -130,10 +134,10 @@ class OpsMixin(RefereeBase):
         s = self.state
         s.in_progress = {"tool": "baseline", "since": now_iso(), "base": s.best.commit}
         self.save()  # the marker first: a kill below leaves something `_recover_baseline` can undo
-        s.best.metrics, s.best.gpu_us, s.best.kernels, s.best.gpu_last_us = baseline_values, gpu_us, kernels, None
+        s.best.metrics, s.best.gpu_us, s.best.kernels = baseline_values, gpu_us, kernels
         s.record_best_runs(group)
-        for us in profiles:
-            s.record_best_gpu(us)
+        for first, second in zip(profiles, profiles[1:]):
+            s.record_gpu_spread(first, second)
         perf = self.workspace_path / "performance.md"
         append_perf_rows(perf, self.cfg.benchmark.metric, perf_rows(
             "baseline", s.best.commit, self.cfg.benchmark.command, "global", kernels, s.best.metrics,

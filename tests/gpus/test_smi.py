@@ -135,3 +135,20 @@ def test_default_run_missing_binary_and_failure(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(_fake_smi(tmp_path, "exit 9\n")))
     with pytest.raises(ProbeError, match="exited 9"):
         NvidiaSmiProbe().read()
+
+
+def test_nvidia_smi_that_prints_nothing_is_an_error_naming_the_command(tmp_path, monkeypatch):
+    # nvidia-smi exits 0 with empty output (as amd-smi has been reported to do while a GPU is held):
+    # never read as "no GPU busy"
+    monkeypatch.setenv("PATH", str(_fake_smi(tmp_path, "exit 0\n")))
+    with pytest.raises(ProbeError, match=r"`nvidia-smi --query-gpu=.*` printed nothing"):
+        NvidiaSmiProbe().read()
+
+
+def test_nvidia_smi_that_hangs_is_stopped_and_named(tmp_path, monkeypatch):
+    import kopt_mcp.gpus.smi as smi
+
+    monkeypatch.setattr(smi, "RUN_TIMEOUT_S", 0.5)
+    monkeypatch.setenv("PATH", f"{_fake_smi(tmp_path, 'exec sleep 30' + chr(10))}{os.pathsep}{os.environ['PATH']}")
+    with pytest.raises(ProbeError, match=r"did not answer within 0.5 s"):
+        NvidiaSmiProbe().read()
