@@ -4,6 +4,7 @@
 #                                  into .whl/ (git-ignored), pinned to the versions installed here.
 #   scripts/gpu_suite.sh run       on the GPU machine (no network): install .whl/ into /tmp/site, run
 #                                  `kopt-mcp demo` on the Triton example and the gpu-marked tests;
+#   scripts/gpu_suite.sh tests     ... the gpu-marked tests alone
 #   scripts/gpu_suite.sh accuracy  ... profiler GPU time vs CUDA events and profiling overhead
 #                                  (benchmarks/profiler_accuracy.py; ACCURACY_QUICK=1: no ncu)
 #   scripts/gpu_suite.sh trace     ... the trace report alone: kernel_trace_analysis on the Triton example's
@@ -58,6 +59,11 @@ run() {
     python3 -c "from importlib.metadata import version as v; print('cupti-python', v('cupti-python'), 'cupy', v('cupy-cuda13x'), 'nvidia-cuda-cupti', v('nvidia-cuda-cupti'))"
   } > "$OUT/device.txt" 2>&1
   python3 -m kopt_mcp.cli demo --example triton 2>&1 | tee "$OUT/demo_triton.log"
+  gpu_tests
+}
+
+gpu_tests() {
+  setup
   python3 -m pytest -m gpu -q -p no:cacheprovider -rA tests 2>&1 | tee "$OUT/gpu_tests.log"
 }
 
@@ -80,8 +86,9 @@ decisions() {
 case "${1:-}" in
   prepare) prepare ;;
   run) run ;;
+  tests) gpu_tests ;;
   accuracy) accuracy ;;
   trace) trace_report ;;
   decisions) decisions "${2:-20}" ;;
-  *) echo "usage: scripts/gpu_suite.sh prepare|run|accuracy|trace|decisions [TRIALS]" >&2; exit 2 ;;
+  *) echo "usage: scripts/gpu_suite.sh prepare|run|tests|accuracy|trace|decisions [TRIALS]" >&2; exit 2 ;;
 esac

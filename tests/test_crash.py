@@ -207,7 +207,7 @@ time.sleep(600)
 """
 
 
-def test_gpu_lease_of_a_sigkilled_server_is_reclaimed(tmp_path):
+def test_gpu_lease_of_a_sigkilled_holder_process_is_reclaimed(tmp_path):
     from kopt_mcp.gpus.base import GpuReading
     from kopt_mcp.gpus.lease import LeaseManager
 
@@ -253,3 +253,37 @@ def test_stale_in_progress_marker_is_cleared(ref, toy_repo, make_referee):
     again = make_referee(toy_repo)
     assert again.state.in_progress is None and again.status().phase == "ready"
     assert any(e["event"] == "recovered" for e in again.store.ledger())
+
+
+def test_gpu_lease_held_by_a_real_server_killed_mid_attempt_is_reclaimed(tmp_path, lease_dir, monkeypatch):
+    """The real server (stdio) leases the GPU that a replayed nvidia-smi shows idle (recorded H200
+    output), is SIGKILLed after the candidate's run while it holds that lease, and the next
+    LeaseManager on the host gets the GPU at once."""
+    import json
+
+    from kopt_mcp.gpus.base import GpuReading
+    from kopt_mcp.gpus.lease import LeaseManager
+    from tests.gpus.conftest import FIXTURES, IDLE
+
+    repo = make_toy_repo(tmp_path / "repo", {"1": 100.0, "2": 200.0})
+    cfg = repo / "kopt.toml"
+    cfg.write_text(cfg.read_text().replace('gpu_probe = "none"', 'gpu_probe = "nvidia-smi"'))
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@localhost", "commit", "-qam", "probe nvidia-smi")
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    smi = bindir / "nvidia-smi"
+    smi.write_text(f'#!/bin/sh\ncase "$1" in --query-gpu=*) cat "{FIXTURES / IDLE[0]}";;\n'
+                   f'--query-compute-apps=*) cat "{FIXTURES / IDLE[1]}";; esac\n')
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+
+    done = anyio.run(_drive_until_killed, repo, "save_and_test.after_candidate_run")
+    assert done == ["run_benchmark"]
+    uuid = "GPU-12d4823c-c93c-be36-630b-84be7a395e90"  # the recorded idle H200
+    left = json.loads(next(lease_dir.glob("*.json")).read_text())
+    assert left["uuid"] == uuid and left["pid"] != os.getpid()  # the dead server held it when killed
+    mine = LeaseManager(lease_dir, "next")
+    assert mine.holder(uuid) is None  # its .json means nothing: the lock died with it
+    lease = mine.try_acquire(GpuReading(index=0, uuid=uuid, name="NVIDIA H200", vendor="nvidia"))
+    assert lease is not None and lease.uuid == uuid
+    mine.release()
