@@ -24,7 +24,9 @@ def register(mcp: MCPServer) -> None:
         The server archives the diff (.kopt/attempts/NNNN-<verdict>.patch), rejects edits to protected
         files, leases an idle GPU, runs the candidate and BEST_COMMIT in the same lease, applies the
         correctness gate, the noise rule (taking a confirming measurement itself when needed), the
-        divergence check and the keep metric (profiler GPU time where a profiler exists).
+        divergence check and the keep metric (profiler GPU time of the target kernels where a profiler
+        exists: BEST profiled just before and just after the candidate, the gain paired launch by launch
+        against their mean and required to clear a floor that rises with BEST's own measured spread).
         Verdicts: improved (tree kept: call commit_improvement), incorrect (tree kept: repair it and call
         again), tie / regressed / divergent / failed / rejected / abandoned (archived and reverted).
         Returns the per-class deltas (% , + = better) per round, GPU times (us), reason, repairs_left,
