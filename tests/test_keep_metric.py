@@ -107,3 +107,36 @@ def test_fewer_launches_in_the_profiled_run_is_skipped_work(cupti_ref):
     set_kernel(r.workspace_path, FASTER, GPU_US=500.0, CALLS=10)
     v = r.save_and_test("global", "cached half the calls")
     assert v.verdict == "tie" and "skipped work" in v.reason
+
+
+def test_a_profiler_lost_after_the_baseline_never_lets_the_script_metric_keep(cupti_ref, monkeypatch):
+    from kopt_mcp.profilers.none import NoProfiler
+
+    r = cupti_ref(1000.0)
+    monkeypatch.setattr(r, "profiler", lambda detail=False: NoProfiler())  # e.g. cupti-python uninstalled
+    set_kernel(r.workspace_path, FASTER, GPU_US=900.0)
+    v = r.save_and_test("global", "faster, but nothing can confirm it on the GPU")
+    assert v.verdict == "tie"
+    assert "keep metric is profiler GPU time" in v.reason and "never falls back to a weaker metric" in v.reason
+
+
+def test_a_profiler_that_cannot_be_built_any_more_is_not_kept_either(cupti_ref, monkeypatch):
+    from kopt_mcp.profilers import ProfilerError
+
+    r = cupti_ref(1000.0)
+
+    def gone(detail=False):
+        raise ProfilerError("cupti-python is not importable: pip install cupti-python")
+
+    monkeypatch.setattr(r, "profiler", gone)
+    set_kernel(r.workspace_path, FASTER, GPU_US=900.0)
+    v = r.save_and_test("global", "faster")
+    assert v.verdict == "tie" and "pip install cupti-python" in v.reason
+
+
+def test_without_a_profiler_from_the_start_the_script_metric_decides(ref):
+    # the toy session's baseline had no profiler (best.gpu_us is None): the script metric is the keep metric
+    assert ref.state.best.gpu_us is None
+    set_kernel(ref.workspace_path, FASTER)
+    v = ref.save_and_test("global", "faster")
+    assert v.verdict == "improved" and v.gpu_delta_pct is None

@@ -144,7 +144,20 @@ class AttemptMixin(OpsMixin):
         second profiled candidate run, it measures candidate, BEST once more and judges the later
         triple. A failed profile, or a trace without the target kernels, is never kept (no fallback
         to a weaker metric). `candidate_runs`: profiled candidate runs allowed (>= 1)."""
-        prof = self.profiler()
+        try:
+            prof = self.profiler()
+        except ProfilerError as e:
+            prof, lost = None, str(e)
+        else:
+            lost = "the profiler backend is now \"none\""
+        if prof is None or (prof.name == "none" and self.state.best.gpu_us is not None):
+            # the baseline was judged on GPU time: the script metric alone would be a weaker keep metric
+            return KeepDecision(kept=False, gpu_best_us=self.state.best.gpu_us, gpu_candidate_us=None,
+                                gpu_delta_pct=None, metric_used="profiler GPU time", reason=(
+                                    f"the session's keep metric is profiler GPU time, but {lost}: not kept (the keep "
+                                    "decision never falls back to a weaker metric). Restore the profiler (e.g. "
+                                    "cupti-python, ncu or rocprofv3 where the server runs), or start a new session "
+                                    "with [profiler] backend = \"none\""))
         if prof.name == "none":
             return apply_keep_metric(None, None, [])
         g = self.cfg.gates
