@@ -27,7 +27,7 @@ def test_cpu_planted_effects_meet_their_targets(tmp_path):
 def test_merge_pools_the_trials_of_several_runs_and_refuses_different_gates(tmp_path):
     meta = {"device": "cpu", "baseline_s": 1.0, "baseline_runs": 5, "noise_pct": 7.0, "confirmations": 2,
             "confidence": 0.995, "screen_confidence": 0.95, "max_rounds": 3, "min_gpu_gain_pct": 0.2,
-            "profiler": "none"}
+            "profiler": "none", "rules": "r1"}
 
     def trial(verdict: str) -> dict:
         return {"verdict": verdict, "rounds": 1, "candidate_runs": 1, "seconds": 1.0, "target_deltas_pct": [1.0],
@@ -45,7 +45,7 @@ def test_merge_pools_the_trials_of_several_runs_and_refuses_different_gates(tmp_
     md = (tmp_path / "m" / "decision_quality.md").read_text()
     assert "2 trials per effect, 2 runs merged" in md
     assert "| -30% | 1/2 (50%)" in md and "| +20% | 1/2 (50%) | never" in md
-    b.write_text(json.dumps({"meta": {**meta, "noise_pct": 1.0}, "rows": {}}))
+    b.write_text(json.dumps({"meta": {**meta, "noise_pct": 1.0, "rules": "r2"}, "rows": {}}))
     r = subprocess.run([sys.executable, str(RUN), "--merge", str(a), str(b), "--out", str(tmp_path / "m")],
                        capture_output=True, text=True, timeout=120, check=False)
-    assert r.returncode != 0 and "noise_pct" in r.stderr
+    assert r.returncode != 0 and "noise_pct, rules differ" in r.stderr

@@ -76,6 +76,7 @@ def main() -> int:
         ap.error("--device is required (or --merge)")
 
     from kopt_mcp.referee import Referee
+    from kopt_mcp.rules.verdict import KEEP_RULES
 
     effects = GPU_EFFECTS if a.device == "gpu" else CPU_EFFECTS
     a.out.mkdir(parents=True, exist_ok=True)
@@ -92,7 +93,7 @@ def main() -> int:
     meta = {"device": a.device, "baseline_s": round(baseline_s, 2), "baseline_runs": g.baseline_runs,
             "noise_pct": g.noise_pct, "confirmations": g.confirmations, "confidence": g.confidence,
             "screen_confidence": g.screen_confidence, "max_rounds": g.max_rounds,
-            "min_gpu_gain_pct": g.min_gpu_gain_pct, "profiler": ref.profiler().name}
+            "min_gpu_gain_pct": g.min_gpu_gain_pct, "profiler": ref.profiler().name, "rules": KEEP_RULES}
     rows: dict[str, list[dict]] = {name: [] for name in effects}
     code = 0
     for trial in range(a.trials):
@@ -125,6 +126,9 @@ def main() -> int:
 def merge(files: list[Path], out: Path) -> int:
     """One report of the trials of several runs' decision_quality.json (same device and gates)."""
     runs = [json.loads(f.read_text()) for f in files]
+    for f, r in zip(files, runs):
+        if "meta" not in r:
+            raise SystemExit(f"{f}: no \"meta\" (written before 2026-11-23, gates not recorded): cannot merge")
     metas = [r["meta"] for r in runs]
     differ = {k for m in metas for k in m if k != "baseline_s" and m.get(k) != metas[0].get(k)}
     if differ:
@@ -145,7 +149,8 @@ def report(out: Path, effects, rows: dict[str, list[dict]], meta: dict) -> int:
              f"Baseline ({meta['baseline_runs']} runs + profiles): {meta['baseline_s']:.1f} s. Profiler: "
              f"{meta['profiler']}. Gates: noise {meta['noise_pct']:g}%, confirmations {meta['confirmations']}, "
              f"confidence {meta['confidence']:g} (screen {meta['screen_confidence']:g}), max_rounds "
-             f"{meta['max_rounds']}, min_gpu_gain_pct {meta['min_gpu_gain_pct']:g}.", "",
+             f"{meta['max_rounds']}, min_gpu_gain_pct {meta['min_gpu_gain_pct']:g}. Keep rules: "
+             f"{meta.get('rules', 'not recorded')}.", "",
              "| planted effect (work) | kept | target | verdicts | mean paired rounds | max candidate runs (script + profiled) | "
              "wall s per verdict (mean) | mean measured delta | met |",
              "|---|---|---|---|---|---|---|---|---|"]
