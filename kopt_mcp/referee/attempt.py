@@ -15,8 +15,8 @@ from kopt_mcp.results import VerdictResult
 from kopt_mcp.rules.protect import touched_protected
 from kopt_mcp.rules.repair import after_incorrect
 from kopt_mcp.rules.stop import RegressionNote, should_stop
-from kopt_mcp.rules.verdict import (GLOBAL, SPREAD_MEDIAN_FACTOR, KeepDecision, Round, VerdictError,
-                                   apply_keep_metric, decide, gpu_gain_floor)
+from kopt_mcp.rules.verdict import (GLOBAL, KeepDecision, Round, VerdictError, apply_keep_metric, decide,
+                                   gpu_gain_floor)
 from kopt_mcp.session import LastVerdict, PendingImprovement, Phase, next_actions, require
 
 
@@ -164,7 +164,8 @@ class AttemptMixin(OpsMixin):
         before = self._profile_target(prof, "best-profile", self.best_path)
         if isinstance(before, KeepDecision):
             return before
-        for i in range(max(1, candidate_runs)):
+        runs_left = max(1, candidate_runs)
+        while True:
             cand = self._profile_target(prof, "candidate-profile", self.workspace_path)
             if isinstance(cand, KeepDecision):
                 return cand
@@ -180,16 +181,15 @@ class AttemptMixin(OpsMixin):
                                      confidence=g.confidence, min_gain_pct=floor.pct, suspect=suspect)
             keep.reason += (f" (BEST profiled before and after the candidate: {b1:.1f} and {b2:.1f} us, spread "
                             f"{spread:.3f}%; {floor.shown()})")
-            rest = max(g.min_gpu_gain_pct, SPREAD_MEDIAN_FACTOR * floor.median_spread_pct)
             jumped = (not keep.kept and floor.binding == "own_spread" and keep.gpu_delta_pct is not None
-                      and keep.gpu_delta_pct > rest)
-            if not jumped or i + 1 >= candidate_runs:
+                      and keep.gpu_delta_pct > floor.rest_pct)
+            runs_left -= 1
+            if not jumped or runs_left == 0:
                 return keep
             before = after
             self._ctx["warnings"].append(
                 f"BEST's GPU time moved {spread:.3f}% between its profiles around the candidate: profiled the "
                 "candidate and BEST once more")
-        return keep
 
     def _profile_target(self, prof, label: str, tree):
         """One profiled run of `tree`: (target GPU time us, target names, launches, per-launch us or

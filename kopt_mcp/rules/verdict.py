@@ -315,6 +315,9 @@ class GainFloor(BaseModel):
     binding: Literal["min_gain", "own_spread", "recent_spreads"]
     own_spread_pct: float
     median_spread_pct: float
+    #: the floor without this attempt's own spread: a gain above it that `pct` still stops was
+    #: stopped by a jump of BEST inside the attempt alone
+    rest_pct: float
 
     def shown(self) -> str:
         """One line for a verdict's reason."""
@@ -353,7 +356,8 @@ def gpu_gain_floor(best_spreads_pct: list[float], own_spread_pct: float, min_gai
     parts = {"min_gain": min_gain_pct, "own_spread": 2.0 * own_spread_pct,
              "recent_spreads": SPREAD_MEDIAN_FACTOR * median}
     binding = max(parts, key=lambda k: parts[k])
-    return GainFloor(pct=parts[binding], binding=binding, own_spread_pct=own_spread_pct, median_spread_pct=median)
+    return GainFloor(pct=parts[binding], binding=binding, own_spread_pct=own_spread_pct, median_spread_pct=median,
+                     rest_pct=max(parts["min_gain"], parts["recent_spreads"]))
 
 
 _DISAGREE = ("When the script's timing and the GPU kernel time disagree, the timing missed GPU work (a side "

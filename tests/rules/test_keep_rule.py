@@ -16,6 +16,7 @@ def test_gpu_gain_floor_takes_the_largest_of_its_three_parts():
     assert (f.pct, f.binding) == (0.2, "min_gain")
     f = gpu_gain_floor([0.01, 0.02, 0.3], 0.3, 0.2)  # a shift inside this attempt
     assert (f.pct, f.binding) == (pytest.approx(0.6), "own_spread")
+    assert f.rest_pct == 0.2  # without the attempt's own spread, min_gpu_gain_pct would set it
     f = gpu_gain_floor([0.1, 0.12, 0.08, 0.1], 0.08, 0.2)  # steady process-to-process shifts
     assert (f.pct, f.binding) == (pytest.approx(0.5), "recent_spreads") and f.median_spread_pct == pytest.approx(0.1)
     assert "median spread" in f.shown() and "0.5%" in f.shown()

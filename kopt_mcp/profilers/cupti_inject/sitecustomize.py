@@ -16,7 +16,8 @@ one JSON file per process into KOPT_CUPTI_OUT:
 
 Registers, shared memory, block and grid size are the largest over a name's launches (one name
 can be several compiled variants). Only the standard library and cupti are imported here; any
-failure is written to that file, never raised into the benchmark. A `sitecustomize` further along sys.path still runs (it is chained).
+failure is written to that file, never raised into the benchmark. A `sitecustomize` further
+along sys.path still runs (it is chained).
 """
 
 import atexit
