@@ -293,7 +293,6 @@ def perturbation(out: Path, repeats: int) -> int:
     class, `repeats` pairs of `events` children, untraced then traced, alternating (each a fresh
     process). Writes `out`/cupti_perturbation.md: the single-launch event medians (us) of every
     process and the traced/untraced ratio of the medians; 0 when done."""
-    import statistics
 
     out.mkdir(parents=True, exist_ok=True)
     report, scratch = out / "cupti_perturbation.md", Path(tempfile.mkdtemp(prefix="kopt-pert-"))
