@@ -97,10 +97,13 @@ class OpsMixin(RefereeBase):
 
     def _baseline(self, progress: Progress | None) -> BenchmarkResult:
         runs = self.cfg.gates.baseline_runs
+        prof = self.profiler()
+        profiles_due = BASELINE_PROFILES if prof.name != "none" else 0
+        steps = runs + profiles_due  # the progress total
         group, m = [], None
         for i in range(runs):
             if progress:
-                progress(i, runs + 1, f"baseline: run {i + 1} of {runs} of unmodified BEST_COMMIT")
+                progress(i, steps, f"baseline: run {i + 1} of {runs} of unmodified BEST_COMMIT")
             label = "baseline" if i == 0 else f"baseline-r{i + 1}"
             mi = measure(self.cfg, self.best_path, self.store.run_dir(0, label), self.env(), self.cancel)
             if mi.gate.kind != "ok":
@@ -113,10 +116,9 @@ class OpsMixin(RefereeBase):
         baseline_values = {k: statistics.median(g[k] for g in group) for k in group[0]}
         gpu_us, kernels, note = None, [], "no profiler: the script metric is the keep metric"
         profiles: list[float] = []  # adjacent profiled runs: the first spreads for the keep metric's floor
-        prof = self.profiler()
-        for i in range(BASELINE_PROFILES if prof.name != "none" else 0):
+        for i in range(profiles_due):
             if progress:
-                progress(runs, runs + 1, f"baseline: profiling with {prof.name} ({i + 1} of {BASELINE_PROFILES})")
+                progress(runs + i, steps, f"baseline: profiling with {prof.name} ({i + 1} of {profiles_due})")
             p = profile(self.cfg, prof, self.best_path, self.store.run_dir(0, "baseline-profile"), self.env(),
                         self.cancel)
             if p.trace is None:
