@@ -31,7 +31,7 @@ REPORT_NAME = "report.html"
 MAX_PATCH_CHARS = 200_000  # per attempt; longer diffs are cut with a note naming the archived file
 VERDICT_COLORS = {"improved": "#2ca02c", "tie": "#1f77b4", "regressed": "#d62728", "divergent": "#ff7f0e",
                   "incorrect": "#8c564b", "failed": "#7f7f7f", "rejected": "#9467bd", "abandoned": "#555555",
-                  "interrupted": "#bcbd22", "cancelled": "#bbbbbb"}
+                  "interrupted": "#bcbd22", "cancelled": "#bbbbbb", "reverted": "#6c757d"}
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#1d1d1f;background:#f6f7f9}
@@ -42,7 +42,7 @@ h1{font-size:22px;margin:6px 0 2px}h2{font-size:17px;margin:26px 0 8px;border-bo
 .card b{display:block;font-size:20px}.card span{color:#666;font-size:12px}
 table{border-collapse:collapse;background:#fff;width:100%;font-size:13px}
 th,td{border:1px solid #e1e3e8;padding:4px 7px;text-align:left;vertical-align:top}
-th{background:#eef0f4;font-weight:600}td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+th{background:#eef0f4;font-weight:600}td.t{white-space:nowrap;font-size:12px}td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 .badge{display:inline-block;color:#fff;border-radius:10px;padding:0 8px;font-size:12px;font-weight:600}
 .better{color:#1a7f37}.worse{color:#c62828}.muted{color:#777}
 figure{background:#fff;border:1px solid #e1e3e8;border-radius:8px;margin:10px 0;padding:8px;text-align:center}
@@ -175,6 +175,30 @@ def _diff_html(patch: str) -> str:
     return "\n".join(out)
 
 
+def archived_number(event: dict) -> int | None:
+    """The attempt number of a ledger event: its `attempt` field, or for a revert the number of its
+    archived patch (`attempts/NNNN-reverted.patch`); None when it has neither."""
+    if (n := _num(event.get("attempt"))) is not None:
+        return int(n)
+    name = Path(str(event.get("archived") or "")).name
+    return int(name[:4]) if len(name) > 5 and name[:4].isdigit() and name[4] == "-" else None
+
+
+def _rows(events: list[dict]) -> list[dict]:
+    """The attempts table's rows, oldest first: every `attempt` event, and every revert_to_best that
+    archived a diff (verdict `reverted`, its reason the caller's)."""
+    rows = []
+    for e in events:
+        n = archived_number(e)
+        if e.get("event") == "attempt" and n is not None:
+            rows.append(e)
+        elif e.get("event") == "revert" and n is not None:
+            rows.append({**e, "attempt": n, "verdict": "reverted", "target": "-",
+                         "hypothesis": "(revert_to_best: the working diff was archived, the tree reset)",
+                         "reason": e.get("reason") or "no reason given", "patch": e.get("archived")})
+    return rows
+
+
 def _attempt_row(e: dict, patch: str | None) -> str:
     n = e.get("attempt")
     verdict = str(e.get("verdict") or "unknown")
@@ -195,7 +219,7 @@ def _attempt_row(e: dict, patch: str | None) -> str:
         diff = (f"<details><summary>diff of attempt {_e(n)} ({lines} lines, {_e(changed) or 'no files'})</summary>"
                 f"<pre>{body}</pre></details>")
     return (f'<tr class="attempt" data-attempt="{_e(n)}" data-verdict="{_e(verdict)}">'
-            f'<td class="num">{_e(n)}</td><td>{_e(_time(e.get("at")))}</td><td>{_badge(verdict)}</td>'
+            f'<td class="num">{_e(n)}</td><td class="t">{_e(_time(e.get("at")))}</td><td>{_badge(verdict)}</td>'
             f'<td>{_e(e.get("target") or "global")}</td><td>{_e(e.get("hypothesis"))}</td>'
             f'<td>{_e(e.get("reason"))}</td><td class="num">{deltas}</td><td class="num">{gpu_cell}</td>'
             f'<td>{_e(changed)}</td></tr><tr class="diff-row"><td></td><td colspan="8">{diff}</td></tr>')
@@ -236,8 +260,10 @@ class _Session:
     def __init__(self, events, metric: str, higher_is_better: bool, noise_pct, performance_md: str | None):
         self.events = [e for e in (events or []) if isinstance(e, dict)]
         kinds = lambda k: [e for e in self.events if e.get("event") == k]  # noqa: E731
-        self.attempts = [e for e in kinds("attempt") if _num(e.get("attempt")) is not None]
+        self.rows = _rows(self.events)
+        self.attempts = [e for e in self.rows if e.get("event") == "attempt"]
         self.commits = kinds("commit")
+        self.refused = kinds("commit_refused")
         self.started = (kinds("session_started") or [{}])[0]
         self.baseline = (kinds("baseline") or [None])[0]
         self.stopped = (kinds("stopped") or [None])[-1]
@@ -253,7 +279,7 @@ class _Session:
                 f"({way} is better){noise} · generated {_e(_time(generated_at))} UTC</div>")
 
     def summary(self) -> str:
-        counts = Counter(str(e.get("verdict") or "unknown") for e in self.attempts)
+        counts = Counter(str(e.get("verdict") or "unknown") for e in self.rows)
         state = (f"stopped: {self.stopped.get('reason') or 'see the Stop Summary'}" if self.stopped
                  else "running" if self.baseline else "no baseline yet")
         cards = [(len(self.attempts), "attempts"), (len(self.commits), "kept commits")]
@@ -303,12 +329,13 @@ class _Session:
         return "".join(p)
 
     def attempts_section(self, patches: Mapping[int, str]) -> str:
-        p = [f'<h2 id="attempts">Attempts ({len(self.attempts)}, newest first)</h2><table id="attempts-table">'
+        p = [f'<h2 id="attempts">Attempts ({len(self.attempts)}, newest first; reverts included)</h2>'
+             '<table id="attempts-table">'
              "<thead><tr><th>#</th><th>time (UTC)</th><th>verdict</th><th>target</th><th>hypothesis</th><th>reason</th>"
              "<th>change per class (+ = better)</th><th>GPU time</th><th>changed</th></tr></thead><tbody>"]
-        for e in reversed(self.attempts):
+        for e in reversed(self.rows):
             p.append(_attempt_row(e, patches.get(int(e["attempt"]))))
-        if not self.attempts:
+        if not self.rows:
             p.append('<tr><td colspan="9" class="muted">no attempt yet</td></tr>')
         return "".join(p) + "</tbody></table>"
 
@@ -318,12 +345,15 @@ class _Session:
              "<th>GPU time (us)</th></tr></thead><tbody>"]
         for c in self.commits:
             ms = c.get("metrics") if isinstance(c.get("metrics"), dict) else {}
-            p.append(f'<tr><td class="num">{_e(c.get("attempt"))}</td><td>{_e(_time(c.get("at")))}</td>'
+            p.append(f'<tr><td class="num">{_e(c.get("attempt"))}</td><td class="t">{_e(_time(c.get("at")))}</td>'
                      f"<td><code>{_e(str(c.get('commit', ''))[:12])}</code></td>"
                      f"<td><code>{_e(str(c.get('previous', ''))[:12])}</code></td>"
                      f"<td>{'<br>'.join(f'{_e(k)} = {_fmt(v)}' for k, v in ms.items())}</td>"
                      f'<td class="num">{_fmt(c.get("gpu_us"))}</td></tr>')
-        if not self.commits:
+        for c in self.refused:
+            p.append(f'<tr><td class="num">{_e(c.get("attempt"))}</td><td class="t">{_e(_time(c.get("at")))}</td>'
+                     f'<td colspan="4" class="worse">commit refused: {_e(c.get("reason"))}</td></tr>')
+        if not self.commits and not self.refused:
             p.append('<tr><td colspan="6" class="muted">none yet</td></tr>')
         return "".join(p) + "</tbody></table>"
 
@@ -348,12 +378,13 @@ class _Session:
 def read_patches(store, events: list[dict]) -> dict[int, str]:
     """attempt number -> archived patch text, for every attempt in `events` that has one in `store`."""
     out: dict[int, str] = {}
-    for e in events:
-        if isinstance(e, dict) and e.get("event") == "attempt" and (n := _num(e.get("attempt"))) is not None:
-            path = store.find_patch(int(n))
+    for e in _rows([e for e in events if isinstance(e, dict)]):
+        n = int(e["attempt"])
+        if n not in out:
+            path = store.find_patch(n)
             if path is not None:
                 try:
-                    out[int(n)] = Path(path).read_text(encoding="utf-8", errors="replace")
+                    out[n] = Path(path).read_text(encoding="utf-8", errors="replace")
                 except OSError:
                     continue
     return out

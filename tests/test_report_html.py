@@ -58,6 +58,13 @@ def session(tmp_path_factory):
         ref.close()
 
 
+def _expected_rows(events) -> list[tuple[int, str]]:
+    """(number, verdict) of the attempts table, newest first: attempts, and reverts that archived a diff."""
+    rows = [(e["attempt"], e["verdict"]) if e["event"] == "attempt" else (int(Path(e["archived"]).name[:4]), "reverted")
+            for e in events if e["event"] == "attempt" or (e["event"] == "revert" and e.get("archived"))]
+    return rows[::-1]
+
+
 def _page(ref, events) -> str:
     from kopt_mcp.report_html import read_patches
 
@@ -105,14 +112,15 @@ def test_every_attempt_is_a_row_with_verdict_reason_deltas_and_diff(session):
     page = _page(ref, events)
     dom = Dom(page)
     attempts = [e for e in events if e["event"] == "attempt"]
-    assert [(int(n), v) for n, v, _ in dom.rows] == [(e["attempt"], e["verdict"]) for e in reversed(attempts)]
+    assert [(int(n), v) for n, v, _ in dom.rows] == _expected_rows(events)
+    assert ("reverted" in {v for _, v, _ in dom.rows}) and "give up" in page
     by_n = {int(n): text for n, _, text in dom.rows}
     first = next(e for e in attempts if e["verdict"] == "improved")
     assert first["reason"] in by_n[first["attempt"]]  # ledger reason, verbatim (escaped, then parsed back)
     for c in first["classes"]:
         assert f"{c['key']}: {c['mean_pct']:+.2f}%" in by_n[first["attempt"]]
     # each attempt's archived diff, in a collapsible block
-    assert page.count("<details><summary>diff of attempt") == len(attempts)
+    assert page.count("<details><summary>diff of attempt") == len(dom.rows)
     assert "n=1" in page and "Stop Summary" in page and "planted stop: the test ends the session" in page
     # kept commit and BEST table
     commit = next(e for e in events if e["event"] == "commit")
@@ -182,7 +190,7 @@ def test_cli_report_finds_the_session_and_writes_the_page(session, tmp_path, cap
     out = tmp_path / "r.html"
     assert cli.main(["report", "--repo", str(ref.repo_path), "--tag", "r", "--out", str(out)]) == 0
     assert capsys.readouterr().out.strip() == str(out)
-    assert len(Dom(out.read_text()).rows) == len([e for e in events if e["event"] == "attempt"])
+    assert [(int(n), v) for n, v, _ in Dom(out.read_text()).rows] == _expected_rows(events)
     assert cli.main(["report", "--repo", str(ref.repo_path), "--tag", "nope"]) == 2
     err = capsys.readouterr().err
     assert "no kopt-mcp session with tag 'nope'" in err and "sessions found: r" in err
@@ -253,9 +261,9 @@ def test_headless_chromium_renders_the_attempts_table_and_the_chart(session, tmp
         assert found and found.group(1) != "pending", r.stderr[-2000:]
         seen = json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&").replace("&lt;", "<")
                           .replace("&gt;", ">"))
-        attempts = [e for e in reversed(events) if e["event"] == "attempt"]
-        assert [(int(n), v) for n, v, _ in seen["rows"]] == [(e["attempt"], e["verdict"]) for e in attempts]
-        assert seen["rows"][1][2] == next(e for e in attempts if e["verdict"] == "incorrect")["reason"].strip()
+        assert [(int(n), v) for n, v, _ in seen["rows"]] == _expected_rows(events)
+        incorrect = next(e for e in events if e.get("verdict") == "incorrect")
+        assert [r[2] for r in seen["rows"] if int(r[0]) == incorrect["attempt"]] == [incorrect["reason"].strip()]
         assert seen["complete"] and seen["width"] >= 800 and seen["height"] >= 300  # the chart decoded
         assert seen["scripts"] == 0  # the hostile hypothesis stayed text
         # and a screenshot of the page as a person sees it
