@@ -17,6 +17,8 @@ import html
 import io
 import logging
 import math
+import threading
+import time
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -26,6 +28,7 @@ from kopt_mcp import charts
 from kopt_mcp.ledger import atomic_write, now_iso
 
 log = logging.getLogger(__name__)
+_WRITE = threading.Lock()  # one writer of a report file at a time (the referee's hook, a resource read)
 
 REPORT_NAME = "report.html"
 MAX_PATCH_CHARS = 200_000  # per attempt; longer diffs are cut with a note naming the archived file
@@ -390,6 +393,18 @@ def read_patches(store, events: list[dict]) -> dict[int, str]:
     return out
 
 
+def _ledger(store, tries: int = 3) -> list[dict]:
+    """store.ledger(), read again (after 50 ms) if it caught a line being appended (ValueError)."""
+    for i in range(tries):
+        try:
+            return store.ledger()
+        except ValueError:
+            if i == tries - 1:
+                raise
+            time.sleep(0.05)
+    return []
+
+
 def write_report(store, *, metric: str = "metric", higher_is_better: bool = False,
                  noise_pct: float | None = None, performance_md: Path | None = None,
                  out: Path | None = None, strict: bool = False) -> Path | None:
@@ -402,12 +417,13 @@ def write_report(store, *, metric: str = "metric", higher_is_better: bool = Fals
     returned, so a report never breaks a verdict; strict=True raises it (the CLI).
     """
     try:
-        events = store.ledger()
+        events = _ledger(store)
         perf = performance_md.read_text(encoding="utf-8") if performance_md and performance_md.exists() else None
         page = render_report(events, read_patches(store, events), metric=metric, higher_is_better=higher_is_better,
                              noise_pct=noise_pct, performance_md=perf)
         path = Path(out) if out is not None else Path(store.root) / REPORT_NAME
-        atomic_write(path, page)
+        with _WRITE:
+            atomic_write(path, page)
         return path
     except Exception:
         if strict:
