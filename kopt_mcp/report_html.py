@@ -125,6 +125,7 @@ def gpu_time_chart(events) -> bytes | None:
     candidate GPU time as a dot colored by verdict; None where the ledger records no GPU time."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
 
     s = gpu_series(events)
     title = "profiler GPU time of the target kernels (us, lower is better)"
@@ -136,12 +137,17 @@ def gpu_time_chart(events) -> bytes | None:
     if s.best:
         xs = [x for x, _ in s.best] + [last + 0.5]
         ys = [y for _, y in s.best] + [s.best[-1][1]]
-        ax.step(xs, ys, where="post", color="black", lw=1.6, label="BEST_COMMIT")
+        ax.step(xs, ys, where="post", color="black", lw=1.6, label="BEST_COMMIT (■ baseline, ★ commit)")
+        for pts, style in (([b for b in s.best if b[0] == 0], dict(marker="s", color="k", ms=5)),
+                           ([b for b in s.best if b[0] > 0], dict(marker="*", ms=13, mfc="none", mec="k"))):
+            if pts:
+                ax.plot(*zip(*pts), ls="", **style)
     for verdict in dict.fromkeys(v for _, _, v in s.candidates):
         pts = [(x, y) for x, y, v in s.candidates if v == verdict]
         ax.scatter(*zip(*pts), s=40, zorder=5, color=VERDICT_COLORS.get(verdict, "#444"), label=verdict,
                    edgecolors="white", linewidths=0.6)
     ax.set_xlim(-0.5, last + 0.5)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("attempt number (0 = baseline)")
     ax.set_ylabel("GPU time (us)")
     ax.grid(True, alpha=0.3)
