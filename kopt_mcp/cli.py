@@ -36,6 +36,11 @@ def _parser() -> argparse.ArgumentParser:
     c = sub.add_parser("check-config", help="validate a config against the repository and print what it found")
     c.add_argument("--repo", type=Path, default=Path.cwd())
     c.add_argument("--config", type=Path, default=None)
+    r = sub.add_parser("report", help="write a session's report as one self-contained HTML page")
+    r.add_argument("--repo", type=Path, default=Path.cwd(), help="the kernel repository (default: cwd)")
+    r.add_argument("--tag", default=None, help="session tag (default: the most recently active session)")
+    r.add_argument("--out", type=Path, default=None, help="HTML file to write (default: report.html in the "
+                   "session's state folder); its path is printed")
     return p
 
 
@@ -75,6 +80,10 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.cmd == "serve":
         return _serve(args)
+    if args.cmd == "report":
+        from kopt_mcp.report_cli import report_command
+
+        return report_command(args.repo, args.tag, args.out)
     if args.cmd == "demo":
         from kopt_mcp.demo import run_demo
 

@@ -12,6 +12,7 @@ from kopt_mcp.program import render_program
 from kopt_mcp.referee import Referee
 from kopt_mcp.tools import register_all
 from kopt_mcp.tools import knowledge as knowledge_tools
+from kopt_mcp.tools import notify, report
 from kopt_mcp.tools.charts import register_resources
 
 INSTRUCTIONS = (
@@ -35,6 +36,8 @@ def build_server(ref: Referee) -> MCPServer:
     register_all(mcp)
     register_resources(mcp, ref)
     knowledge_tools.register_resources(mcp)
+    report.register(mcp, ref)
+    notify.register(mcp)
 
     @mcp.resource("kopt://program.md", name="program.md", mime_type="text/markdown",
                   description="The optimization loop with this session's command, paths and thresholds.")

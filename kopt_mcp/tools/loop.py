@@ -4,6 +4,7 @@ from mcp.server.mcpserver import Context, MCPServer
 
 from kopt_mcp.results import CommitResult, RevertResult, VerdictResult
 from kopt_mcp.tools._adapter import call, referee, tool
+from kopt_mcp.tools.notify import announce_session_files
 
 
 def register(mcp: MCPServer) -> None:
@@ -32,7 +33,9 @@ def register(mcp: MCPServer) -> None:
         Returns the per-class deltas (% , + = better) per round, GPU times (us), reason, repairs_left,
         consecutive regressions, whether the session stopped, and next_actions.
         """
-        return await call(ctx, referee(ctx).save_and_test, target, hypothesis)
+        result = await call(ctx, referee(ctx).save_and_test, target, hypothesis)
+        await announce_session_files(ctx)
+        return result
 
     @tool(
         mcp,
@@ -47,7 +50,9 @@ def register(mcp: MCPServer) -> None:
         workspace to BEST_COMMIT. Use it to give up a repair or an improved candidate you do not want.
         Returns the archived patch path, the changed files and BEST_COMMIT.
         """
-        return await call(ctx, referee(ctx).revert_to_best, reason, progress=False)
+        result = await call(ctx, referee(ctx).revert_to_best, reason, progress=False)
+        await announce_session_files(ctx)
+        return result
 
     @tool(
         mcp,
@@ -64,4 +69,6 @@ def register(mcp: MCPServer) -> None:
         moves and the counters reset. Args: message: the commit title (default: the hypothesis).
         Returns committed, reason, the new commit, formatted, per-class deltas of the re-measure.
         """
-        return await call(ctx, referee(ctx).commit_improvement, message)
+        result = await call(ctx, referee(ctx).commit_improvement, message)
+        await announce_session_files(ctx)
+        return result
