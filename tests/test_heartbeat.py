@@ -178,6 +178,60 @@ def test_heartbeat_passes_errors_through_unwrapped_and_sends_no_final_progress()
     assert sent and sent[-1] < 1
 
 
+def test_two_quick_steps_are_both_announced():
+    phases = []
+
+    async def send(p, total, message):
+        pass
+
+    async def phase(message):
+        phases.append(message)
+
+    async def main():
+        from kopt_mcp.tools.heartbeat import run_beside
+
+        beat = Heartbeat(send, "x", interval_s=5, phase=phase)
+
+        def work():
+            beat.update(0, 3, "a")
+            beat.update(1, 3, "b")
+            beat.update(2, 3, "c")
+
+        await run_beside(beat, lambda: anyio.to_thread.run_sync(work))
+
+    anyio.run(main)
+    assert phases == ["a", "b", "c"]
+
+
+def test_setup_logging_levels_and_file(tmp_path):
+    import argparse
+    import logging
+
+    from kopt_mcp.logs import LOGGER, add_logging_args, setup_logging
+
+    p = argparse.ArgumentParser()
+    add_logging_args(p)
+    logger = logging.getLogger(LOGGER)
+    try:
+        setup_logging(p.parse_args([]))
+        assert [h.level for h in logger.handlers] == [logging.WARNING]
+        setup_logging(p.parse_args(["-v"]))
+        assert [h.level for h in logger.handlers] == [logging.INFO] and not logger.propagate
+        log_file = tmp_path / "sub" / "k.log"
+        setup_logging(p.parse_args(["-vv", "--log-file", str(log_file)]))
+        assert [h.level for h in logger.handlers] == [logging.DEBUG, logging.DEBUG]
+        logging.getLogger("kopt_mcp.progress").debug("heartbeat line")
+        for h in logger.handlers:
+            h.flush()
+        assert "DEBUG heartbeat line" in log_file.read_text()
+    finally:
+        for h in list(logger.handlers):
+            logger.removeHandler(h)
+            h.close()
+        logger.propagate = True
+        logger.setLevel(logging.NOTSET)
+
+
 # --- in-memory protocol -------------------------------------------------------------------------
 
 

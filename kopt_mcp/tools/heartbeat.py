@@ -133,6 +133,7 @@ class Heartbeat:
         self.scale = ProgressScale()
         self.started = clock()
         self._latest = _Latest(at=self.started)
+        self._phases: list[str] = []  # step messages not yet announced (two quick steps are both logged)
         self._lock = threading.Lock()
         self._wake = anyio.Event()
         self._sent_seq = 0
@@ -142,9 +143,10 @@ class Heartbeat:
         """The referee's progress callback: record step `done` of `total` and wake the pump."""
         with self._lock:
             self._latest = _Latest(done, total, message, self.clock(), self._latest.seq + 1)
+            self._phases.append(message)
         try:
             anyio.from_thread.run_sync(lambda: self._wake.set())
-        except RuntimeError:  # not in a worker thread of this event loop (direct calls): the tick finds it
+        except Exception:  # noqa: BLE001 - no event loop to wake (direct call, server gone): the next tick finds it
             pass
 
     async def run(self) -> None:
@@ -163,16 +165,17 @@ class Heartbeat:
 
     async def _beat(self) -> None:
         with self._lock:
-            latest = self._latest
+            latest, phases, self._phases = self._latest, self._phases, []
         now = self.clock()
         fresh = latest.seq != self._sent_seq
         if fresh:
             self._sent_seq = latest.seq
             self.scale.step(latest.done, latest.total, latest.at)
-            log.info("%s: %s", self.what, latest.message)
+        for message in phases:
+            log.info("%s: %s", self.what, message)
             if self.phase is not None:
                 try:
-                    await self.phase(latest.message)
+                    await self.phase(message)
                 except Exception:  # noqa: BLE001 - logging to a client that went away
                     pass
         p, total = self.scale.value(now)
@@ -199,7 +202,12 @@ def for_call(ctx: Any, fn: Callable[..., Any]) -> Heartbeat:
         await send_log(ctx, "info", message)
 
     what = getattr(fn, "__name__", None) or "the tool call"
-    return Heartbeat(ctx.report_progress, what, phase=phase)
+    try:
+        interval = interval_from_env()
+    except ValueError as e:  # a bad setting must not fail the tool call: say so, use the default
+        log.warning("%s; using %g s", e, DEFAULT_INTERVAL_S)
+        interval = DEFAULT_INTERVAL_S
+    return Heartbeat(ctx.report_progress, what, interval_s=interval, phase=phase)
 
 
 async def run_beside(beat: Heartbeat | None, work: Callable[[], Awaitable[T]]) -> T:
