@@ -1,7 +1,9 @@
 // One long tool call through the official MCP TypeScript SDK over stdio, with the SDK's DEFAULT
 // request timeout (60 s) plus resetTimeoutOnProgress, as a kernel engineer's client would make it.
 //
-//   node tests/clients/long_call.mjs TOOL -- SERVER_COMMAND [ARGS...]
+//   node tests/clients/long_call.mjs TOOL -- SERVER_COMMAND [ARGS...]   (stdio)
+//   node tests/clients/long_call.mjs TOOL -- http://HOST:PORT/mcp         (streamable HTTP; bearer token
+//                                                                          from KOPT_MCP_TOKEN if set)
 //
 // Prints one JSON object on stdout: ok, error, duration_s, sdk version, the progress notifications
 // (t_s since the call, progress, total, message), the log messages, and the result's structured
@@ -12,6 +14,7 @@ import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport, getDefaultEnvironment } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { LoggingMessageNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
 
 const argv = process.argv.slice(2);
@@ -38,7 +41,12 @@ const env = getDefaultEnvironment();
 for (const [k, v] of Object.entries(process.env)) {
   if (k === "PYTHONPATH" || k.startsWith("KOPT_")) env[k] = v;
 }
-const transport = new StdioClientTransport({ command, args, env, stderr: "inherit" });
+const http = /^https?:\/\//.test(command) && args.length === 0;
+const token = process.env.KOPT_MCP_TOKEN;
+const transport = http
+  ? new StreamableHTTPClientTransport(new URL(command),
+    token ? { requestInit: { headers: { Authorization: `Bearer ${token}` } } } : undefined)
+  : new StdioClientTransport({ command, args, env, stderr: "inherit" });
 const client = new Client({ name: "kopt-long-call", version: "1.0.0" });
 const progress = [];
 const logs = [];
@@ -47,7 +55,8 @@ client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => {
 });
 
 let t0 = Date.now();
-const out = { client: "@modelcontextprotocol/sdk", sdk_version: sdkVersion, node: process.version, tool };
+const out = { client: "@modelcontextprotocol/sdk", sdk_version: sdkVersion, node: process.version, tool,
+  transport: http ? "streamable-http" : "stdio" };
 try {
   await client.connect(transport);
   out.server = client.getServerVersion();
