@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from kopt_mcp import __version__
+from kopt_mcp.logs import add_logging_args, setup_logging
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -29,6 +30,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="environment variable holding the bearer token (default: KOPT_MCP_TOKEN)")
     h.add_argument("--token-file", type=Path, default=None, metavar="PATH",
                    help="file whose first line is the bearer token (mode 600; overrides --token-env)")
+    add_logging_args(s)
     d = sub.add_parser("demo", help="the whole loop on a bundled example, driven over stdio")
     d.add_argument("--example", choices=["auto", "cpu", "triton"], default="auto",
                    help="auto: triton when torch+triton+an NVIDIA GPU are present, else cpu")
@@ -50,6 +52,7 @@ def _serve(args: argparse.Namespace) -> int:
     from kopt_mcp.server import build_server
     from kopt_mcp.vcs import VcsError
 
+    setup_logging(args)
     token = None
     if args.http:
         from kopt_mcp.http import TokenError, check_policy, resolve_token

@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 from mcp.server.mcpserver import MCPServer
 
 from kopt_mcp import __version__, prompts
+from kopt_mcp.logs import serve_mcp_logging
 from kopt_mcp.program import render_program
 from kopt_mcp.referee import Referee
 from kopt_mcp.tools import register_all
@@ -34,6 +35,7 @@ def build_server(ref: Referee) -> MCPServer:
 
     mcp = MCPServer("kopt-mcp", version=__version__, instructions=INSTRUCTIONS, lifespan=lifespan)
     register_all(mcp)
+    serve_mcp_logging(mcp)  # logging/setLevel; tool calls log their phases (tools/heartbeat.py)
     register_resources(mcp, ref)
     knowledge_tools.register_resources(mcp)
     report.register(mcp, ref)

@@ -9,7 +9,6 @@ import threading
 from typing import Any, Callable, TypeVar
 
 import anyio
-import anyio.from_thread
 import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -21,6 +20,7 @@ from kopt_mcp.profilers.base import ProfilerError
 from kopt_mcp.referee import Referee, RefereeError
 from kopt_mcp.referee.core import Cancelled
 from kopt_mcp.session import SessionError
+from kopt_mcp.tools import heartbeat
 from kopt_mcp.vcs import VcsError
 
 T = TypeVar("T")
@@ -34,21 +34,15 @@ def referee(ctx: Context) -> Referee:
 
 async def call(ctx: Context, fn: Callable[..., T], *args: Any, progress: bool = True, **kwargs: Any) -> T:
     """Run `fn(*args, **kwargs[, progress=cb])` in a worker thread; ACTIONABLE errors -> ToolError."""
-    if progress:
-
-        def report(done: float, total: float, message: str) -> None:
-            try:
-                anyio.from_thread.run(ctx.report_progress, done, total, message)
-            except Exception:  # a client that went away must not break the measurement
-                pass
-
-        kwargs["progress"] = report
+    beat = heartbeat.for_call(ctx, fn) if progress else None  # progress at least every few s (heartbeat.py)
+    if beat is not None:
+        kwargs["progress"] = beat.update
     cancel = threading.Event()
     try:
         # abandon_on_cancel: a cancelled call returns at once; the event makes the worker kill the
         # running process tree, release the lease and restore the session (see referee.operation)
-        return await anyio.to_thread.run_sync(functools.partial(fn, *args, cancel=cancel, **kwargs),
-                                              abandon_on_cancel=True)
+        return await heartbeat.run_beside(beat, functools.partial(
+            anyio.to_thread.run_sync, functools.partial(fn, *args, cancel=cancel, **kwargs), abandon_on_cancel=True))
     except anyio.get_cancelled_exc_class():
         cancel.set()
         raise
