@@ -7,6 +7,8 @@ edits during the session change nothing (the server reports them; see `ConfigFil
 
 from __future__ import annotations
 
+from kopt_mcp.errors import SetupError
+
 import hashlib
 import tomllib
 from pathlib import Path
@@ -109,7 +111,7 @@ class TargetConfig(_Section):
         return self
 
 
-class ConfigError(ValueError):
+class ConfigError(SetupError, ValueError):
     """The config could not be used; the message says what is wrong and what to write instead."""
 
 

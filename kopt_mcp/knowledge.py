@@ -13,6 +13,8 @@ cut to a character budget so an agent's context stays bounded.
 
 from __future__ import annotations
 
+from kopt_mcp.errors import InputError
+
 import functools
 import re
 import tomllib
@@ -27,7 +29,7 @@ MIN_PART_CHARS = 600  # the least of a technique worth returning cut
 _FRONT = re.compile(r"\A\+\+\+\n(.*?)\n\+\+\+\n", re.S)
 
 
-class KnowledgeError(ValueError):
+class KnowledgeError(InputError, ValueError):
     """A knowledge or skill file that does not parse, or a request that cannot be answered."""
 
 

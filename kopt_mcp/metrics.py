@@ -8,6 +8,8 @@ starting with one of MEASUREMENT_PREFIXES).
 
 from __future__ import annotations
 
+from kopt_mcp.errors import MeasurementError
+
 import glob
 import math
 import os
@@ -26,7 +28,7 @@ from kopt_mcp.config import BenchmarkSection
 MEASUREMENT_PREFIXES = ("us_", "ms_", "ns_", "s_", "time", "tflops", "gflops", "gbps", "gb_s", "bw", "speedup")
 
 
-class MetricsError(ValueError):
+class MetricsError(MeasurementError, ValueError):
     """The metrics file is missing, stale or unusable; the message names the cause and the fix."""
 
 

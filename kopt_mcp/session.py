@@ -13,6 +13,8 @@ Phases and the tools each allows (anything else is refused with what to call ins
 
 from __future__ import annotations
 
+from kopt_mcp.errors import StateError
+
 from enum import Enum
 from typing import Literal
 
@@ -112,7 +114,7 @@ class SessionState(BaseModel):
             self.noise_history = [*self.noise_history, [dict(r) for r in runs]][-keep:]
 
 
-class SessionError(RuntimeError):
+class SessionError(StateError, RuntimeError):
     """A tool was called in a phase that does not allow it; the message says what to call instead."""
 
 

@@ -8,6 +8,8 @@ the repository's `info/exclude`, so session files never enter a diff or a commit
 
 from __future__ import annotations
 
+from kopt_mcp.errors import SetupError
+
 import os
 import tempfile
 from pathlib import Path
@@ -18,7 +20,7 @@ import git
 EXCLUDE_LINE = ".kopt/"
 
 
-class VcsError(RuntimeError):
+class VcsError(SetupError, RuntimeError):
     """A git operation was refused or failed; the message says what to do next."""
 
 

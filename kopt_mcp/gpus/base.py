@@ -6,6 +6,8 @@ A probe reads the machine's GPUs once per call and never changes them. The avail
 
 from __future__ import annotations
 
+from kopt_mcp.errors import SetupError
+
 from typing import Literal, Protocol
 
 from pydantic import BaseModel, Field
@@ -38,7 +40,7 @@ class GpuReading(BaseModel):
     processes: list[GpuProcess] = Field(default_factory=list)
 
 
-class ProbeError(RuntimeError):
+class ProbeError(SetupError, RuntimeError):
     """A probe could not read the GPUs; the message names the source and what was missing."""
 
 

@@ -7,6 +7,8 @@ kills stay in one place.
 
 from __future__ import annotations
 
+from kopt_mcp.errors import MeasurementError
+
 import re
 import statistics
 from pathlib import Path
@@ -58,7 +60,7 @@ class KernelTrace(BaseModel):
     warnings: list[str] = Field(default_factory=list)
 
 
-class ProfilerError(RuntimeError):
+class ProfilerError(MeasurementError, RuntimeError):
     """The profiler's output could not be read; the message names the file and what was missing."""
 
 

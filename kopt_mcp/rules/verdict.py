@@ -10,6 +10,8 @@ applied after, by `apply_keep_metric`.
 
 from __future__ import annotations
 
+from kopt_mcp.errors import InputError
+
 import math
 from typing import Literal
 
@@ -54,7 +56,7 @@ class ScriptDecision(BaseModel):
     reason: str
 
 
-class VerdictError(ValueError):
+class VerdictError(InputError, ValueError):
     """The target or the rounds do not fit the measured classes."""
 
 
