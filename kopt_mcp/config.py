@@ -7,14 +7,14 @@ edits during the session change nothing (the server reports them; see `ConfigFil
 
 from __future__ import annotations
 
-from kopt_mcp.errors import SetupError
-
 import hashlib
 import tomllib
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from kopt_mcp.errors import SetupError
 
 
 class _Section(BaseModel):

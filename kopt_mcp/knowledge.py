@@ -13,8 +13,6 @@ cut to a character budget so an agent's context stays bounded.
 
 from __future__ import annotations
 
-from kopt_mcp.errors import InputError
-
 import functools
 import re
 import tomllib
@@ -22,6 +20,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from kopt_mcp.errors import InputError
 from kopt_mcp.paths import resources_dir
 
 CLASSES = ("memory-bound", "compute-bound", "latency/occupancy-bound")

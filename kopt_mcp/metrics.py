@@ -8,17 +8,16 @@ starting with one of MEASUREMENT_PREFIXES).
 
 from __future__ import annotations
 
-from kopt_mcp.errors import MeasurementError
-
 import glob
 import math
 import os
 import re
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
+
+from kopt_mcp.errors import MeasurementError
 
 if TYPE_CHECKING:  # pandas is imported where a CSV is read, keeping server start fast
     import pandas as pd

@@ -48,7 +48,7 @@ class Interval(BaseModel):
     note: str = ""
 
     @model_validator(mode="after")
-    def _say_why(self) -> "Interval":
+    def _say_why(self) -> Interval:
         if (self.lo_pct is None or self.hi_pct is None) and not self.note:
             self.note = (f"bounds unknown: noise not yet measurable (n={self.n}, df={self.df}); more runs "
                          "(baseline_runs >= 2, or confirming rounds) give them")

@@ -13,13 +13,12 @@ Phases and the tools each allows (anything else is refused with what to call ins
 
 from __future__ import annotations
 
-from kopt_mcp.errors import StateError
-
 from enum import Enum
 from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from kopt_mcp.errors import StateError
 from kopt_mcp.rules.repair import RepairState
 from kopt_mcp.rules.stop import RegressionCounter
 

@@ -8,14 +8,14 @@ the repository's `info/exclude`, so session files never enter a diff or a commit
 
 from __future__ import annotations
 
-from kopt_mcp.errors import SetupError
-
 import os
 import tempfile
 from pathlib import Path
 from typing import NamedTuple
 
 import git
+
+from kopt_mcp.errors import SetupError
 
 EXCLUDE_LINE = ".kopt/"
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -10,6 +11,7 @@ import sys
 import anyio
 import pytest
 from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
 
 INSPECTOR = "@modelcontextprotocol/inspector@2.12.0"
 
@@ -24,7 +26,7 @@ def test_stdio_server_lists_tools_and_answers_status(toy_repo, lease_dir):
     cmd = _serve_cmd(toy_repo)
 
     async def main():
-        async with Client(StdioServerParameters(command=cmd[0], args=cmd[1:])) as c:
+        async with Client(StdioServerParameters(command=cmd[0], args=cmd[1:], env=dict(os.environ))) as c:
             tools = {t.name for t in (await c.list_tools()).tools}
             status = await c.call_tool("status", {})
             return tools, status
@@ -34,9 +36,25 @@ def test_stdio_server_lists_tools_and_answers_status(toy_repo, lease_dir):
     assert status.structured_content["phase"] == "needs_baseline"
 
 
-def test_serve_with_bad_config_exits_2_with_a_clear_message(toy_repo):
+def test_serve_with_bad_config_still_answers_and_every_tool_returns_the_error(toy_repo, lease_dir, tmp_path):
+    """Clients hide stderr: the error must arrive as a tool result. stderr still carries it, and the
+    exit status is 2 once the client disconnects."""
     (toy_repo / "kopt.toml").write_text("[benchmark]\ncommand = 'x'\nbogus = 1\n")
-    r = subprocess.run(_serve_cmd(toy_repo), capture_output=True, text=True, timeout=60)
+    cmd = _serve_cmd(toy_repo)
+    errlog = tmp_path / "stderr.txt"
+
+    async def main():
+        with errlog.open("w") as err:
+            async with Client(stdio_client(StdioServerParameters(command=cmd[0], args=cmd[1:], env=dict(os.environ)), errlog=err)) as c:
+                tools = {t.name for t in (await c.list_tools()).tools}
+                return tools, await c.call_tool("status", {}), await c.call_tool("run_benchmark", {})
+
+    tools, status, bench = anyio.run(main)
+    assert "status" in tools and "save_and_test" in tools
+    for r in (status, bench):
+        assert r.is_error and "unknown key [benchmark] bogus" in r.content[0].text
+    assert "unknown key [benchmark] bogus" in errlog.read_text()
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
     assert r.returncode == 2 and "unknown key [benchmark] bogus" in r.stderr and r.stdout == ""
 
 

@@ -6,11 +6,11 @@ A probe reads the machine's GPUs once per call and never changes them. The avail
 
 from __future__ import annotations
 
-from kopt_mcp.errors import SetupError
-
 from typing import Literal, Protocol
 
 from pydantic import BaseModel, Field
+
+from kopt_mcp.errors import SetupError
 
 Vendor = Literal["nvidia", "amd", "cpu"]
 

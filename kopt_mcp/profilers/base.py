@@ -7,14 +7,14 @@ kills stay in one place.
 
 from __future__ import annotations
 
-from kopt_mcp.errors import MeasurementError
-
 import re
 import statistics
 from pathlib import Path
 from typing import Protocol
 
 from pydantic import BaseModel, Field
+
+from kopt_mcp.errors import MeasurementError
 
 
 class KernelStat(BaseModel):

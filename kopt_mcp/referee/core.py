@@ -19,8 +19,8 @@ import git
 from filelock import FileLock, Timeout
 
 from kopt_mcp import faults, vcs
-from kopt_mcp.errors import StateError
 from kopt_mcp.config import load_config
+from kopt_mcp.errors import StateError
 from kopt_mcp.gpus import make_probe
 from kopt_mcp.gpus.base import GpuProbe
 from kopt_mcp.gpus.gate import GateOutcome, GpuGate, IdleThresholds

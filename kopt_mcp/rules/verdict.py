@@ -10,13 +10,12 @@ applied after, by `apply_keep_metric`.
 
 from __future__ import annotations
 
-from kopt_mcp.errors import InputError
-
 import math
 from typing import Literal
 
 from pydantic import BaseModel
 
+from kopt_mcp.errors import InputError
 from kopt_mcp.metrics import improvement_pct
 from kopt_mcp.rules.noise import classify_change
 from kopt_mcp.rules.stats import NoiseEstimate, PairedInterval, noise_from_groups, paired_interval
