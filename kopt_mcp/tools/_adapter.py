@@ -47,10 +47,13 @@ def _repo_of(ctx: Context | None) -> Path | None:
 
 
 async def call(ctx: Context, fn: Callable[..., T], *args: Any, progress: bool = True, **kwargs: Any) -> T:
-    """Run `fn(*args, **kwargs[, progress=cb])` in a worker thread; any error -> ToolError (tools.errors)."""
+    """Run `fn(*args, **kwargs[, progress=cb])` in a worker thread; any error -> ToolError (tools.errors).
+    On success the last progress total is reported as reached, so a client's bar ends full."""
+    last = [0.0, 0.0]  # done, total of the last progress report
     if progress:
 
         def report(done: float, total: float, message: str) -> None:
+            last[:] = [done, total]
             try:
                 anyio.from_thread.run(ctx.report_progress, done, total, message)
             except Exception:  # a client that went away must not break the measurement
@@ -61,13 +64,16 @@ async def call(ctx: Context, fn: Callable[..., T], *args: Any, progress: bool = 
     try:
         # abandon_on_cancel: a cancelled call returns at once; the event makes the worker kill the
         # running process tree, release the lease and restore the session (see referee.operation)
-        return await anyio.to_thread.run_sync(functools.partial(fn, *args, cancel=cancel, **kwargs),
-                                              abandon_on_cancel=True)
+        result = await anyio.to_thread.run_sync(functools.partial(fn, *args, cancel=cancel, **kwargs),
+                                                abandon_on_cancel=True)
     except anyio.get_cancelled_exc_class():
         cancel.set()
         raise
     except Exception as e:
         raise to_tool_error(e, _repo_of(ctx), getattr(fn, "__name__", "")) from e
+    if progress and 0 < last[1] and last[0] < last[1]:
+        await ctx.report_progress(last[1], last[1], "done")
+    return result
 
 
 READ_ONLY = dict(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)

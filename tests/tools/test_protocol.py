@@ -178,3 +178,24 @@ async def test_skill_and_knowledge_pages_are_resources(server):
         assert "kopt://knowledge/README.md" in uris and "kopt://knowledge/pid-swizzle" in uris
         page = await c.read_resource("kopt://knowledge/pid-swizzle")
     assert "## Example" in page.contents[0].text
+
+
+async def test_progress_ends_at_its_total_and_announces_no_profiling_without_a_profiler(server):
+    """The toy session has no profiler: the baseline never says "profiling", and every call's
+    progress ends with done == total."""
+    calls: dict[str, list] = {"run_benchmark": [], "save_and_test": []}
+
+    def recorder(seen):
+        async def progress(done, total, message):
+            seen.append((done, total, message or ""))
+        return progress
+
+    async with Client(server) as c:
+        await c.call_tool("run_benchmark", {}, progress_callback=recorder(calls["run_benchmark"]))
+        ws = (await c.call_tool("status", {})).structured_content["workspace"]
+        set_kernel(Path(ws), {"1": 120.0, "2": 240.0})
+        await c.call_tool("save_and_test", {"hypothesis": "slower"}, progress_callback=recorder(calls["save_and_test"]))
+    for name, seen in calls.items():
+        assert seen and seen[-1][0] == seen[-1][1], (name, seen)
+        assert all(a[0] <= b[0] for a, b in zip(seen, seen[1:])), (name, seen)  # never goes back
+    assert not any("profil" in m for _, _, m in calls["run_benchmark"])
