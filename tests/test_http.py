@@ -329,3 +329,22 @@ def test_oauth_discovery_and_registration_answer_404(token):
     assert set(got.values()) == {404}, got
     if token is not None:
         assert mcp == 401
+
+
+@pytest.mark.timeout(180)
+def test_http_server_with_a_missing_repository_still_serves_the_error(tmp_path, lease_dir):
+    """Over HTTP too: the session did not open, the server answers and every tool returns why."""
+    port = free_port()
+    s = start_server(_serve_argv(tmp_path / "missing", port), port, tmp_path / "logs", _env())
+
+    async def main():
+        async with Client(s.url) as c:
+            return {t.name for t in (await c.list_tools()).tools}, await c.call_tool("status", {})
+
+    try:
+        tools, status = anyio.run(main)
+        assert tools == registered_tools()
+        assert status.is_error and "does not exist" in status.content[0].text
+        assert "does not exist" in s.stderr() and s.stdout() == ""
+    finally:
+        s.stop()

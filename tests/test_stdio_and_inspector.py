@@ -16,6 +16,12 @@ from mcp.client.stdio import stdio_client
 INSPECTOR = "@modelcontextprotocol/inspector@2.12.0"
 
 
+def _inspector_env() -> list[str]:
+    """The Inspector starts the server with a minimal environment: pass PYTHONPATH on (so a checkout's
+    code is what runs) and the lease folder."""
+    return [arg for k in ("PYTHONPATH", "KOPT_LEASE_DIR") if os.environ.get(k) for arg in ("-e", f"{k}={os.environ[k]}")]
+
+
 def _serve_cmd(repo) -> list[str]:
     exe = shutil.which("kopt-mcp")
     base = [exe] if exe else [sys.executable, "-m", "kopt_mcp.cli"]
@@ -66,8 +72,8 @@ def test_mcp_inspector_cli_on_the_cpu_example(tmp_path, lease_dir):
     repo = prepare_repo(examples_dir() / "cpu_softmax", tmp_path / "cpu_softmax")
 
     def inspector(*method: str) -> dict:
-        r = subprocess.run(["npx", "-y", INSPECTOR, "--cli", *_serve_cmd(repo), *method],
-                           capture_output=True, text=True, timeout=600)
+        r = subprocess.run(["npx", "-y", INSPECTOR, "--cli", *_inspector_env(), *_serve_cmd(repo), *method],
+                           capture_output=True, text=True, timeout=600, check=False)
         assert r.returncode == 0, r.stderr[-2000:]
         return json.loads(r.stdout)
 
@@ -81,3 +87,14 @@ def test_mcp_inspector_cli_on_the_cpu_example(tmp_path, lease_dir):
     status = inspector("--method", "tools/call", "--tool-name", "status")
     assert status["structuredContent"]["phase"] == "needs_baseline"
     assert status["structuredContent"]["benchmark_command"] == "python bench.py"
+
+
+@pytest.mark.skipif(shutil.which("npx") is None, reason="npm/npx not installed")
+def test_mcp_inspector_cli_shows_a_startup_error_as_a_tool_result(tmp_path, lease_dir):
+    """Clients hide the server's stderr: the Inspector must show why the session did not open."""
+    r = subprocess.run(["npx", "-y", INSPECTOR, "--cli", *_inspector_env(), *_serve_cmd(tmp_path / "missing"),
+                        "--method", "tools/call", "--tool-name", "status"],
+                       capture_output=True, text=True, timeout=600, check=False)
+    result, _ = json.JSONDecoder().raw_decode(r.stdout.lstrip())  # the result, then an error line
+    assert result["isError"] is True
+    assert "does not exist" in result["content"][0]["text"] and str(tmp_path / "missing") in result["content"][0]["text"]
