@@ -19,7 +19,8 @@ INSPECTOR = "@modelcontextprotocol/inspector@2.12.0"
 def _inspector_env() -> list[str]:
     """The Inspector starts the server with a minimal environment: pass PYTHONPATH on (so a checkout's
     code is what runs) and the lease folder."""
-    return [arg for k in ("PYTHONPATH", "KOPT_LEASE_DIR") if os.environ.get(k) for arg in ("-e", f"{k}={os.environ[k]}")]
+    return [arg for k in ("PYTHONPATH", "KOPT_LEASE_DIR") if os.environ.get(k)
+            for arg in ("-e", f"{k}={os.environ[k]}")]
 
 
 def _serve_cmd(repo) -> list[str]:
@@ -51,7 +52,8 @@ def test_serve_with_bad_config_still_answers_and_every_tool_returns_the_error(to
 
     async def main():
         with errlog.open("w") as err:
-            async with Client(stdio_client(StdioServerParameters(command=cmd[0], args=cmd[1:], env=dict(os.environ)), errlog=err)) as c:
+            params = StdioServerParameters(command=cmd[0], args=cmd[1:], env=dict(os.environ))
+            async with Client(stdio_client(params, errlog=err)) as c:
                 tools = {t.name for t in (await c.list_tools()).tools}
                 return tools, await c.call_tool("status", {}), await c.call_tool("run_benchmark", {})
 
@@ -97,4 +99,5 @@ def test_mcp_inspector_cli_shows_a_startup_error_as_a_tool_result(tmp_path, leas
                        capture_output=True, text=True, timeout=600, check=False)
     result, _ = json.JSONDecoder().raw_decode(r.stdout.lstrip())  # the result, then an error line
     assert result["isError"] is True
-    assert "does not exist" in result["content"][0]["text"] and str(tmp_path / "missing") in result["content"][0]["text"]
+    text = result["content"][0]["text"]
+    assert "does not exist" in text and str(tmp_path / "missing") in text
