@@ -187,3 +187,15 @@ def test_interval_none_when_df_is_zero_is_what_the_domain_returns():
     iv = paired_interval([3.0], NoiseEstimate(run_sd_pct=0.0, df=0), 0.99)
     assert math.isinf(iv.lo_pct) and ClassChange(key="k", best=1, candidate=1, deltas_pct=[3.0], mean_pct=3.0,
                                                   interval=iv).interval.lo_pct is None
+
+
+async def test_a_committed_sub_noise_win_does_not_read_like_a_tie(ref):
+    """The commit gate re-measures one round; for a sub-noise win that round alone reads "within the
+    noise threshold and not confirmed" (a tie's wording). A committed result must not say that."""
+    set_kernel(ref.workspace_path, {"1": 99.5, "2": 199.0})  # 0.5% faster everywhere, under noise_pct 1%
+    async with Client(build_server(ref)) as c:
+        v = (await c.call_tool("save_and_test", {"hypothesis": "a little faster"})).structured_content
+        assert v["verdict"] == "improved", v["reason"]
+        r = (await c.call_tool("commit_improvement", {})).structured_content
+    assert r["committed"] and r["reason"].startswith("committed")
+    assert "tie" not in r["reason"] and "not confirmed" not in r["reason"]
