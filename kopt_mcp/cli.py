@@ -135,6 +135,11 @@ def main(argv: list[str] | None = None) -> int:
         return run_demo(args.example, args.keep)
     from kopt_mcp.check import check_config
 
+    if not args.repo.is_dir():
+        what = "does not exist" if not args.repo.exists() else "is not a folder"
+        print(f"kopt-mcp check-config: the repository {args.repo} {what}: pass --repo with the kernel's git "
+              "checkout", file=sys.stderr)
+        return 2
     return check_config(args.repo, args.config)
 
 

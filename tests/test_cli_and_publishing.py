@@ -1,5 +1,6 @@
-"""Ready to publish: the MCP Registry entry (server.json) agrees with the package metadata, the README
-carries the registry's PyPI ownership marker, and the entry's arguments exist on `kopt-mcp serve`."""
+"""The CLI (help text for every option, a missing --repo) and what publishing needs: the MCP Registry
+entry (server.json) agrees with the package metadata, the README carries the registry's PyPI ownership
+marker, and the entry's arguments exist on `kopt-mcp serve`."""
 
 from __future__ import annotations
 
@@ -55,3 +56,12 @@ def test_every_cli_option_has_help_text():
     for name, sub in subs.items():
         for action in sub._actions:  # noqa: SLF001
             assert action.help, (name, action.option_strings or action.dest)
+
+
+def test_a_missing_repo_is_reported_as_missing(tmp_path, capsys):
+    from kopt_mcp.cli import main, open_session
+
+    assert main(["check-config", "--repo", str(tmp_path / "nope")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    err = open_session(tmp_path / "nope", None, "t")
+    assert "does not exist" in str(err) and "not a git repository" not in str(err)
