@@ -19,7 +19,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_valida
 from kopt_mcp.gpus.gate import GpuCheck
 from kopt_mcp.knowledge import Hit
 from kopt_mcp.profilers.base import KernelStat
-from kopt_mcp.profilers.bottleneck import Bottleneck
+from kopt_mcp.profilers.bottleneck import BottleneckKind
 from kopt_mcp.session import Verdict
 
 
@@ -120,9 +120,22 @@ class BenchmarkResult(BaseModel):
 
 
 class KernelRow(KernelStat):
-    """A kernel of the trace report, with a short display name."""
+    """A kernel of the trace report, with a short display name (profiler metrics null where not finite)."""
 
     short_name: str
+    extra: dict[str, MaybeFloat] = Field(default_factory=dict)
+    median_us: MaybeFloat = None
+
+
+class BottleneckOut(BaseModel):
+    """profilers.bottleneck.Bottleneck as output: the class, the numbers behind it (null where not
+    finite) and the reasoning in one sentence."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    kind: BottleneckKind
+    evidence: dict[str, MaybeFloat] = Field(default_factory=dict)
+    reason: str
 
 
 class TraceResult(BaseModel):
@@ -137,7 +150,7 @@ class TraceResult(BaseModel):
     target_gpu_us: MaybeFloat
     notes: list[str]
     log_path: str
-    bottleneck: Bottleneck | None = Field(
+    bottleneck: BottleneckOut | None = Field(
         None, description="bottleneck class of the target kernel (the hottest one without a regex)")
 
 

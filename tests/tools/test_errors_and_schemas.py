@@ -199,3 +199,17 @@ async def test_a_committed_sub_noise_win_does_not_read_like_a_tie(ref):
         r = (await c.call_tool("commit_improvement", {})).structured_content
     assert r["committed"] and r["reason"].startswith("committed")
     assert "tie" not in r["reason"] and "not confirmed" not in r["reason"]
+
+
+def test_a_trace_with_non_finite_profiler_numbers_validates():
+    from kopt_mcp.profilers.bottleneck import Bottleneck
+    from kopt_mcp.results import DeviceInfo, KernelRow, TraceResult
+
+    row = KernelRow(name="k", short_name="k", calls=1, total_us=1.0, avg_us=1.0, share_pct=100.0,
+                    extra={"sm_throughput_pct": math.nan, "dram_throughput_pct": 50.0}, median_us=math.inf)
+    t = TraceResult(backend="ncu", device=DeviceInfo(vendor="nvidia", index=0, name="g", env={}), available=True,
+                    total_gpu_us=1.0, kernels=[row], target_kernels=["k"], target_gpu_us=1.0, notes=[], log_path="",
+                    bottleneck=Bottleneck(kind="unknown", evidence={"sm": math.nan}, reason="r"))
+    data = t.model_dump(mode="json")
+    assert data["kernels"][0]["extra"]["sm_throughput_pct"] is None and data["bottleneck"]["evidence"]["sm"] is None
+    jsonschema.validate(data, TraceResult.model_json_schema(mode="serialization"))
