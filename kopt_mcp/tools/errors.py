@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import re
 from pathlib import Path
 
 import git
@@ -43,8 +44,9 @@ def git_message(e: git.GitCommandError, repo: Path | None) -> str:
     """Text for a failed git command: its first stderr line and what to check."""
     cmd = e.command if isinstance(e.command, str) else " ".join(str(c) for c in (e.command or [])[:3])
     first = _first_line(str(e.stderr)) or f"exit status {e.status}"
-    where = f"{repo}/.git" if repo else "the repository's .git"
-    hint = (f"check that no other git process holds {where}/index.lock (or another *.lock there); if none runs, "
+    named = re.search(r"'([^']+\.lock)'", str(e.stderr))
+    lock = named.group(1) if named else f"{repo}/.git/index.lock" if repo else "the repository's .git/index.lock"
+    hint = (f"check that no other git process holds {lock} (or another *.lock under .git); if none runs, "
             "delete the lock file and call again")
     if "index.lock" not in first and "lock" not in first.lower():
         hint = (f"fix the repository state git complains about (try `git -C {repo or '<repo>'} status`), or "

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import math
+from pathlib import Path
 
 import git
 import jsonschema
@@ -213,3 +214,16 @@ def test_a_trace_with_non_finite_profiler_numbers_validates():
     data = t.model_dump(mode="json")
     assert data["kernels"][0]["extra"]["sm_throughput_pct"] is None and data["bottleneck"]["evidence"]["sm"] is None
     jsonschema.validate(data, TraceResult.model_json_schema(mode="serialization"))
+
+
+async def test_a_stale_lock_in_the_workspace_reaches_the_client_as_git_advice(toy_repo, make_referee):
+    """A git process killed while holding the workspace's index.lock: the baseline's commit fails; the
+    client reads which lock file to check, not a bare error."""
+    ref = make_referee(toy_repo)
+    lock = Path(ref.ws.git_dir) / "index.lock"
+    lock.write_text("")
+    async with Client(build_server(ref)) as c:
+        r = await c.call_tool("run_benchmark", {})
+    assert r.is_error, r.content[0].text
+    text = r.content[0].text
+    assert "git failed" in text and str(lock) in text and "delete the lock file" in text
