@@ -6,6 +6,7 @@ refuses unknown arguments (`additionalProperties: false` in the input schema).""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import threading
@@ -72,7 +73,8 @@ async def call(ctx: Context, fn: Callable[..., T], *args: Any, progress: bool = 
     except Exception as e:
         raise to_tool_error(e, _repo_of(ctx), getattr(fn, "__name__", "")) from e
     if progress and 0 < last[1] and last[0] < last[1]:
-        await ctx.report_progress(last[1], last[1], "done")
+        with contextlib.suppress(Exception):  # the result matters more than the last progress message
+            await ctx.report_progress(last[1], last[1], "done")
     return result
 
 
