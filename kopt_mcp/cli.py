@@ -1,6 +1,11 @@
 """The `kopt-mcp` command: `serve` (stdio, or streamable HTTP with --http), `demo`, `check-config`, `--version`.
 
 Nothing is printed to stdout before the server runs (stdout is the MCP channel); errors go to stderr.
+A session that cannot open (bad repository or config, another server on the repository) does not end
+`serve`: the server still answers, every tool returns the error (clients hide stderr), and the exit
+status is 2 when the client disconnects.
+
+Subcommands are added in `_parser` (one `sub.add_parser` block each) and dispatched in `main`.
 """
 
 from __future__ import annotations
@@ -13,14 +18,34 @@ from kopt_mcp import __version__
 from kopt_mcp.logs import add_logging_args, setup_logging
 
 
+def _repo_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--repo", type=Path, default=Path.cwd(), metavar="PATH",
+                   help="the kernel repository, a git checkout with at least one commit (default: cwd)")
+    p.add_argument("--config", type=Path, default=None, metavar="PATH",
+                   help="the target config, TOML (default: <repo>/kopt.toml)")
+
+
+def _tool_list(text: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError("give at least one tool name, e.g. --tools status,run_benchmark")
+    return names
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kopt-mcp", description="MCP server that referees GPU-kernel optimization loops.")
     p.add_argument("--version", action="version", version=f"kopt-mcp {__version__}")
-    sub = p.add_subparsers(dest="cmd", required=True)
-    s = sub.add_parser("serve", help="run the MCP server for one kernel repository (stdio; --http for remote use)")
-    s.add_argument("--repo", type=Path, default=Path.cwd(), help="the kernel repository (default: cwd)")
-    s.add_argument("--config", type=Path, default=None, help="config file (default: <repo>/kopt.toml)")
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
+    s = sub.add_parser("serve", help="run the MCP server for one kernel repository (stdio; --http for remote use)",
+                       description="Run the MCP server for one kernel repository (stdio by default).")
+    _repo_options(s)
     s.add_argument("--tag", default=None, help="session tag: branch kernel-opt/<tag> (default: today's date)")
+    t = s.add_argument_group("which tools to expose (default: all)")
+    t.add_argument("--tools", type=_tool_list, default=None, metavar="A,B,C",
+                   help="expose only these tools, comma-separated (e.g. status,run_benchmark,plot_progress)")
+    t.add_argument("--read-only", action="store_true",
+                   help="expose only the read-only tools (status, get_attempt, plot_progress, optimization_knowledge): "
+                   "for watching a session, e.g. through the MCP Inspector")
     h = s.add_argument_group("streamable HTTP (remote use)")
     h.add_argument("--http", action="store_true", help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio")
     h.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1; a non-loopback host "
@@ -31,13 +56,16 @@ def _parser() -> argparse.ArgumentParser:
     h.add_argument("--token-file", type=Path, default=None, metavar="PATH",
                    help="file whose first line is the bearer token (mode 600; overrides --token-env)")
     add_logging_args(s)
-    d = sub.add_parser("demo", help="the whole loop on a bundled example, driven over stdio")
+    d = sub.add_parser("demo", help="the whole loop on a bundled example, driven over stdio",
+                       description="Run the whole loop on a bundled example kernel, driven by a scripted MCP client.")
     d.add_argument("--example", choices=["auto", "cpu", "triton"], default="auto",
                    help="auto: triton when torch+triton+an NVIDIA GPU are present, else cpu")
-    d.add_argument("--keep", type=Path, default=None, help="work in this folder and keep it (default: a temp dir)")
-    c = sub.add_parser("check-config", help="validate a config against the repository and print what it found")
-    c.add_argument("--repo", type=Path, default=Path.cwd())
-    c.add_argument("--config", type=Path, default=None)
+    d.add_argument("--keep", type=Path, default=None, metavar="DIR",
+                   help="work in this folder and keep it (default: a temp dir)")
+    c = sub.add_parser("check-config", help="validate a config against the repository and print what it found",
+                       description="Validate a config against the repository and print what it found; "
+                       "exit 0 when usable, 2 otherwise.")
+    _repo_options(c)
     r = sub.add_parser("report", help="write a session's report as one self-contained HTML page")
     r.add_argument("--repo", type=Path, default=Path.cwd(), help="the kernel repository (default: cwd)")
     r.add_argument("--tag", default=None, help="session tag (default: the most recently active session)")
@@ -46,13 +74,39 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def open_session(repo: Path, config: Path | None, tag: str | None):
+    """The session's Referee, or the StartupError that says why it could not open (never raises
+    for a bad repository, config, git state or a second server on the same repository)."""
+    from kopt_mcp.errors import StartupError
+    from kopt_mcp.tools.errors import error_text
+
+    if not repo.exists():
+        return StartupError(f"the repository {repo} does not exist: pass --repo with the path of the kernel's "
+                            "git checkout")
+    if not repo.is_dir():
+        return StartupError(f"--repo {repo} is a file, not a folder: pass the kernel's git checkout")
+    if config is not None and not config.exists():
+        return StartupError(f"the config {config} does not exist: pass --config with a kopt.toml "
+                            "(see `kopt-mcp check-config --help`)")
+    try:
+        from kopt_mcp.referee import Referee
+
+        return Referee(repo, config, tag)
+    except Exception as e:  # every start-up failure becomes the text every tool returns
+        return StartupError(f"kopt-mcp could not open a session on {repo}: {error_text(e, repo, 'serve')}")
+
+
 def _serve(args: argparse.Namespace) -> int:
-    from kopt_mcp.config import ConfigError
-    from kopt_mcp.referee import Referee, RefereeError
+    from kopt_mcp.errors import StartupError
     from kopt_mcp.server import build_server
-    from kopt_mcp.vcs import VcsError
+    from kopt_mcp.tools import select_tools
 
     setup_logging(args)
+    try:
+        select_tools(args.tools, args.read_only)
+    except ValueError as e:
+        print(f"kopt-mcp serve: --tools: {e}", file=sys.stderr)
+        return 2
     token = None
     if args.http:
         from kopt_mcp.http import TokenError, check_policy, resolve_token
@@ -64,18 +118,18 @@ def _serve(args: argparse.Namespace) -> int:
         except TokenError as e:
             print(f"kopt-mcp serve: {e}", file=sys.stderr)
             return 2
-    try:
-        ref = Referee(args.repo, args.config, args.tag)
-    except (ConfigError, RefereeError, VcsError) as e:
-        print(f"kopt-mcp serve: {e}", file=sys.stderr)
-        return 2
+    ref = open_session(args.repo, args.config, args.tag)
+    if isinstance(ref, StartupError):
+        print(f"kopt-mcp serve: {ref}\nkopt-mcp serve: still serving, so the client can show this error: every "
+              "tool returns it", file=sys.stderr, flush=True)
+    mcp = build_server(ref, args.tools, args.read_only)
     if args.http:
         from kopt_mcp.http import serve_http
 
-        serve_http(build_server(ref), args.host, args.port, token)
+        serve_http(mcp, args.host, args.port, token)
     else:
-        build_server(ref).run("stdio")
-    return 0
+        mcp.run("stdio")
+    return 2 if isinstance(ref, StartupError) else 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -93,6 +147,11 @@ def main(argv: list[str] | None = None) -> int:
         return run_demo(args.example, args.keep)
     from kopt_mcp.check import check_config
 
+    if not args.repo.is_dir():
+        what = "does not exist" if not args.repo.exists() else "is not a folder"
+        print(f"kopt-mcp check-config: the repository {args.repo} {what}: pass --repo with the kernel's git "
+              "checkout", file=sys.stderr)
+        return 2
     return check_config(args.repo, args.config)
 
 

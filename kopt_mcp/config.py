@@ -14,6 +14,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from kopt_mcp.errors import SetupError
+
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
@@ -109,7 +111,7 @@ class TargetConfig(_Section):
         return self
 
 
-class ConfigError(ValueError):
+class ConfigError(SetupError, ValueError):
     """The config could not be used; the message says what is wrong and what to write instead."""
 
 

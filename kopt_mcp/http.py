@@ -8,6 +8,11 @@ reaches the session manager: no MCP session is created, no tool runs. The SDK's 
 the URL of an OAuth authorization server, and there is none here (a static shared token), and
 `build_server` owns the constructor.
 
+OAuth discovery (`/.well-known/*`) and dynamic client registration (`/register`) answer 404 before
+any auth check, token or not: there is no authorization server here, and a 401 on those paths makes
+clients such as Claude Code report a misleading "Dynamic Client Registration rejected" instead of
+falling back to the configured bearer header.
+
 Token policy: from `--token-file` (first line) or the environment variable named by `--token-env`.
 Without a token the server starts only on a loopback host (with a warning); elsewhere it refuses.
 """
@@ -28,6 +33,7 @@ from mcp.server.auth.provider import AccessToken, TokenVerifier
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.middleware.authentication import AuthenticationMiddleware
+from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 DEFAULT_TOKEN_ENV = "KOPT_MCP_TOKEN"
@@ -137,11 +143,27 @@ def _loopback_security(host: str) -> TransportSecuritySettings:
                                      allowed_origins=[f"http://{h}:*" for h in hosts])
 
 
+def no_oauth(app: ASGIApp) -> ASGIApp:
+    """`app` with `/.well-known/*` and `/register` answered 404 (no OAuth server here; see module doc)."""
+    missing = JSONResponse({"error": "not_found", "error_description": "kopt-mcp has no OAuth server: send the "
+                            "bearer token as `Authorization: Bearer <token>`"}, status_code=404)
+
+    async def asgi(scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path", "") if scope["type"] == "http" else ""
+        if path.startswith("/.well-known/") or path.rstrip("/") == "/register":
+            await missing(scope, receive, send)
+            return
+        await app(scope, receive, send)
+
+    return asgi
+
+
 def build_http_app(mcp: MCPServer, host: str, token: str | None) -> ASGIApp:
-    """The ASGI app: the SDK's streamable HTTP app at /mcp, behind the bearer token when one is set."""
+    """The ASGI app: the SDK's streamable HTTP app at /mcp, behind the bearer token when one is set;
+    OAuth discovery and registration paths answer 404 either way."""
     security = _loopback_security(host) if is_loopback(host) else None
     app = mcp.streamable_http_app(streamable_http_path=MCP_PATH, host=host, transport_security=security)
-    return require_bearer(app, token) if token is not None else app
+    return no_oauth(require_bearer(app, token) if token is not None else app)
 
 
 def _log_config() -> dict:

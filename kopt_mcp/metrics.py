@@ -13,10 +13,11 @@ import math
 import os
 import re
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
+
+from kopt_mcp.errors import MeasurementError
 
 if TYPE_CHECKING:  # pandas is imported where a CSV is read, keeping server start fast
     import pandas as pd
@@ -26,7 +27,7 @@ from kopt_mcp.config import BenchmarkSection
 MEASUREMENT_PREFIXES = ("us_", "ms_", "ns_", "s_", "time", "tflops", "gflops", "gbps", "gb_s", "bw", "speedup")
 
 
-class MetricsError(ValueError):
+class MetricsError(MeasurementError, ValueError):
     """The metrics file is missing, stale or unusable; the message names the cause and the fix."""
 
 

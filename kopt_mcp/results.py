@@ -2,18 +2,71 @@
 
 Units: metric values in the benchmark's own unit (named by `metric`), GPU time in us, changes in %
 (+ = better), durations in s.
+
+No number field carries inf or NaN: JSON has no such values (they would arrive as null where the
+schema says number, and clients reject the result). Where the domain computes a non-finite value
+(a bound while the noise is not yet measurable, a change against 0, a non-numeric error column)
+the field is `MaybeFloat`: null in the schema, with a text saying why where it matters.
 """
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+import math
+from typing import Annotated
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from kopt_mcp.gpus.gate import GpuCheck
 from kopt_mcp.knowledge import Hit
 from kopt_mcp.profilers.base import KernelStat
-from kopt_mcp.profilers.bottleneck import Bottleneck
-from kopt_mcp.rules.verdict import ClassDelta
+from kopt_mcp.profilers.bottleneck import BottleneckKind
 from kopt_mcp.session import Verdict
+
+
+def _finite_or_none(v: object) -> object:
+    return None if isinstance(v, float) and not math.isfinite(v) else v
+
+
+MaybeFloat = Annotated[float | None, BeforeValidator(_finite_or_none)]
+"""A float that is null where the value is not a finite number (inf, NaN)."""
+
+
+class Interval(BaseModel):
+    """The paired interval behind a verdict (rules.stats.PairedInterval as output): n paired deltas
+    (%, + = better), their mean, the SD of one delta (%), degrees of freedom, one-sided `confidence`
+    bounds lo/hi (%). Bounds are null while the noise is not measurable yet (df 0); `note` says so."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    n: int
+    mean_pct: MaybeFloat
+    sd_delta_pct: MaybeFloat = None
+    df: int
+    confidence: float
+    lo_pct: MaybeFloat
+    hi_pct: MaybeFloat
+    note: str = ""
+
+    @model_validator(mode="after")
+    def _say_why(self) -> Interval:
+        if (self.lo_pct is None or self.hi_pct is None) and not self.note:
+            self.note = (f"bounds unknown: noise not yet measurable (n={self.n}, df={self.df}); more runs "
+                         "(baseline_runs >= 2, or confirming rounds) give them")
+        return self
+
+
+class ClassChange(BaseModel):
+    """One config class's change (rules.verdict.ClassDelta as output): metric of BEST and candidate,
+    improvement in % per round (+ = better; null against a zero metric), its mean and the interval."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    key: str
+    best: float
+    candidate: float
+    deltas_pct: list[MaybeFloat]
+    mean_pct: MaybeFloat
+    interval: Interval | None = None
 
 
 class DeviceInfo(BaseModel):
@@ -43,7 +96,7 @@ class ClassMetric(BaseModel):
     key: str
     metric: float
     correct: bool
-    errors: dict[str, float] = Field(default_factory=dict)
+    errors: dict[str, MaybeFloat] = Field(default_factory=dict)
 
 
 class BenchmarkResult(BaseModel):
@@ -56,7 +109,7 @@ class BenchmarkResult(BaseModel):
     reason: str
     metric: str
     classes: list[ClassMetric]
-    vs_best_pct: dict[str, float] = Field(default_factory=dict)
+    vs_best_pct: dict[str, MaybeFloat] = Field(default_factory=dict)
     exit_code: int | None
     duration_s: float
     log_path: str
@@ -67,9 +120,22 @@ class BenchmarkResult(BaseModel):
 
 
 class KernelRow(KernelStat):
-    """A kernel of the trace report, with a short display name."""
+    """A kernel of the trace report, with a short display name (profiler metrics null where not finite)."""
 
     short_name: str
+    extra: dict[str, MaybeFloat] = Field(default_factory=dict)
+    median_us: MaybeFloat = None
+
+
+class BottleneckOut(BaseModel):
+    """profilers.bottleneck.Bottleneck as output: the class, the numbers behind it (null where not
+    finite) and the reasoning in one sentence."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    kind: BottleneckKind
+    evidence: dict[str, MaybeFloat] = Field(default_factory=dict)
+    reason: str
 
 
 class TraceResult(BaseModel):
@@ -81,10 +147,10 @@ class TraceResult(BaseModel):
     total_gpu_us: float
     kernels: list[KernelRow]
     target_kernels: list[str]
-    target_gpu_us: float | None
+    target_gpu_us: MaybeFloat
     notes: list[str]
     log_path: str
-    bottleneck: Bottleneck | None = Field(
+    bottleneck: BottleneckOut | None = Field(
         None, description="bottleneck class of the target kernel (the hottest one without a regex)")
 
 
@@ -108,12 +174,12 @@ class VerdictResult(BaseModel):
     target: str
     metric: str
     metric_used: str
-    classes: list[ClassDelta]
-    target_deltas_pct: list[float]
+    classes: list[ClassChange]
+    target_deltas_pct: list[MaybeFloat]
     divergent_classes: list[str]
-    gpu_best_us: float | None
-    gpu_candidate_us: float | None
-    gpu_delta_pct: float | None
+    gpu_best_us: MaybeFloat
+    gpu_candidate_us: MaybeFloat
+    gpu_delta_pct: MaybeFloat
     rounds: int
     reverted: bool
     repairs_left: int | None
@@ -144,7 +210,7 @@ class CommitResult(BaseModel):
     commit: str | None
     best_commit: str
     formatted: bool
-    classes: list[ClassDelta]
+    classes: list[ClassChange]
     next_actions: list[str]
 
 
@@ -167,7 +233,7 @@ class StatusResult(BaseModel):
     workspace: str
     best_commit: str
     best_metrics: dict[str, float]
-    best_gpu_us: float | None
+    best_gpu_us: MaybeFloat
     metric: str
     benchmark_command: str
     attempts: int

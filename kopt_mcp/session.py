@@ -18,6 +18,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from kopt_mcp.errors import StateError
 from kopt_mcp.rules.repair import RepairState
 from kopt_mcp.rules.stop import RegressionCounter
 
@@ -112,7 +113,7 @@ class SessionState(BaseModel):
             self.noise_history = [*self.noise_history, [dict(r) for r in runs]][-keep:]
 
 
-class SessionError(RuntimeError):
+class SessionError(StateError, RuntimeError):
     """A tool was called in a phase that does not allow it; the message says what to call instead."""
 
 

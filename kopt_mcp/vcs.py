@@ -15,10 +15,12 @@ from typing import NamedTuple
 
 import git
 
+from kopt_mcp.errors import SetupError
+
 EXCLUDE_LINE = ".kopt/"
 
 
-class VcsError(RuntimeError):
+class VcsError(SetupError, RuntimeError):
     """A git operation was refused or failed; the message says what to do next."""
 
 

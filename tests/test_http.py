@@ -21,10 +21,9 @@ import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.server.mcpserver import MCPServer
 
 from kopt_mcp.http import StaticTokenVerifier, TokenError, check_policy, is_loopback, read_token_file, resolve_token
-from kopt_mcp.tools import register_all
+from kopt_mcp.tools import all_tools
 
 TOKEN = "test-token-0123456789abcdefghijklmnop"
 START_S = 60
@@ -122,9 +121,7 @@ def list_tools_over_http(url: str, headers: dict[str, str], call_status: bool = 
 
 def registered_tools() -> set[str]:
     """Every tool kopt-mcp registers (the in-process list the HTTP server must expose in full)."""
-    mcp = MCPServer("tools")
-    register_all(mcp)
-    return {t.name for t in anyio.run(mcp.list_tools)}
+    return {t.name for t in all_tools()}
 
 
 def snapshot(root: Path) -> dict[str, str]:
@@ -230,6 +227,8 @@ def test_loopback_without_a_token_starts_with_a_warning(toy_repo, lease_dir, tmp
     try:
         tools, _ = list_tools_over_http(s.url, {})
         assert "status" in tools
+        assert httpx2.get(f"http://127.0.0.1:{port}/.well-known/oauth-authorization-server").status_code == 404
+        assert httpx2.post(f"http://127.0.0.1:{port}/register", json={}).status_code == 404
         assert "warning: no bearer token set" in s.stderr() and "NO AUTHENTICATION" in s.stderr()
         assert s.stdout() == ""
     finally:
@@ -299,3 +298,53 @@ def test_verifier_accepts_exactly_the_token():
     assert ok is not None and ok.client_id == "kopt-mcp-bearer"
     for wrong in ["", TOKEN[:-1], TOKEN + "x", TOKEN.upper(), "é" * 5]:
         assert anyio.run(v.verify_token, wrong) is None
+
+
+# ---- OAuth discovery and registration paths: 404, token or not ------------------------------------------------
+
+OAUTH_PATHS = ["/.well-known/oauth-authorization-server", "/.well-known/oauth-protected-resource",
+               "/.well-known/oauth-protected-resource/mcp", "/.well-known/openid-configuration", "/register"]
+
+
+@pytest.mark.parametrize("token", [None, TOKEN])
+def test_oauth_discovery_and_registration_answer_404(token):
+    """A 401 here makes Claude Code report "Dynamic Client Registration rejected"; 404 lets it use the
+    configured bearer header. /mcp keeps its auth: 401 without the token when one is set."""
+    from mcp.server.mcpserver import MCPServer
+
+    from kopt_mcp.http import build_http_app
+
+    app = build_http_app(MCPServer("t"), "127.0.0.1", token)
+
+    async def main():
+        async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://127.0.0.1:8765") as c:
+            got = {p: (await c.get(p)).status_code for p in OAUTH_PATHS}
+            got["POST /register"] = (await c.post("/register", json={"client_name": "x"})).status_code
+            # with a token, /mcp still refuses a request without it (without a token /mcp needs the running
+            # session manager; the subprocess tests above cover it)
+            mcp = (await c.post("/mcp", json=_rpc(1, "initialize", {}), headers=ACCEPT)).status_code if token else None
+            return got, mcp
+
+    got, mcp = anyio.run(main)
+    assert set(got.values()) == {404}, got
+    if token is not None:
+        assert mcp == 401
+
+
+@pytest.mark.timeout(180)
+def test_http_server_with_a_missing_repository_still_serves_the_error(tmp_path, lease_dir):
+    """Over HTTP too: the session did not open, the server answers and every tool returns why."""
+    port = free_port()
+    s = start_server(_serve_argv(tmp_path / "missing", port), port, tmp_path / "logs", _env())
+
+    async def main():
+        async with Client(s.url) as c:
+            return {t.name for t in (await c.list_tools()).tools}, await c.call_tool("status", {})
+
+    try:
+        tools, status = anyio.run(main)
+        assert tools == registered_tools()
+        assert status.is_error and "does not exist" in status.content[0].text
+        assert "does not exist" in s.stderr() and s.stdout() == ""
+    finally:
+        s.stop()

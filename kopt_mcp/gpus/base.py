@@ -10,6 +10,8 @@ from typing import Literal, Protocol
 
 from pydantic import BaseModel, Field
 
+from kopt_mcp.errors import SetupError
+
 Vendor = Literal["nvidia", "amd", "cpu"]
 
 
@@ -38,7 +40,7 @@ class GpuReading(BaseModel):
     processes: list[GpuProcess] = Field(default_factory=list)
 
 
-class ProbeError(RuntimeError):
+class ProbeError(SetupError, RuntimeError):
     """A probe could not read the GPUs; the message names the source and what was missing."""
 
 

@@ -14,6 +14,8 @@ from typing import Protocol
 
 from pydantic import BaseModel, Field
 
+from kopt_mcp.errors import MeasurementError
+
 
 class KernelStat(BaseModel):
     """One GPU kernel aggregated over all its launches in one profiled run.
@@ -58,7 +60,7 @@ class KernelTrace(BaseModel):
     warnings: list[str] = Field(default_factory=list)
 
 
-class ProfilerError(RuntimeError):
+class ProfilerError(MeasurementError, RuntimeError):
     """The profiler's output could not be read; the message names the file and what was missing."""
 
 

@@ -99,7 +99,9 @@ class CommitMixin(AttemptMixin):
             s.in_progress = None
             self.save()
             faults.point("commit_improvement.after_state_save")
-            return CommitResult(committed=True, reason=d.reason, commit=sha, best_commit=sha, formatted=formatted,
+            return CommitResult(committed=True, reason=f"committed: the re-measure still favours the candidate ({p.target} "
+                                f"{d.target_deltas_pct[-1]:+.2f}%, no other class worse beyond {g.noise_pct:g}%); "
+                                "the save_and_test verdict stands", commit=sha, best_commit=sha, formatted=formatted,
                                 classes=d.classes, next_actions=next_actions(s))
 
     def _not_kept(self, reason: str, formatted: bool, classes) -> CommitResult:

@@ -20,6 +20,7 @@ from filelock import FileLock, Timeout
 
 from kopt_mcp import faults, vcs
 from kopt_mcp.config import load_config
+from kopt_mcp.errors import StateError
 from kopt_mcp.gpus import make_probe
 from kopt_mcp.gpus.base import GpuProbe
 from kopt_mcp.gpus.gate import GateOutcome, GpuGate, IdleThresholds
@@ -37,11 +38,11 @@ BASELINE_MESSAGE = "kopt: baseline"
 STOP_MESSAGE = "kopt: stop summary"
 
 
-class RefereeError(RuntimeError):
+class RefereeError(StateError, RuntimeError):
     """An operation cannot proceed; the message says what the caller should do next."""
 
 
-class Cancelled(RuntimeError):
+class Cancelled(StateError, RuntimeError):
     """The client cancelled the call: the running process tree was killed, the lease released and
     the session left as it was before the call (an archived patch is kept, labelled `cancelled`)."""
 

@@ -15,6 +15,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
+from kopt_mcp.errors import InputError
 from kopt_mcp.metrics import improvement_pct
 from kopt_mcp.rules.noise import classify_change
 from kopt_mcp.rules.stats import NoiseEstimate, PairedInterval, noise_from_groups, paired_interval
@@ -54,7 +55,7 @@ class ScriptDecision(BaseModel):
     reason: str
 
 
-class VerdictError(ValueError):
+class VerdictError(InputError, ValueError):
     """The target or the rounds do not fit the measured classes."""
 
 

@@ -16,6 +16,7 @@ from typing import Annotated
 
 import anyio.to_thread
 from mcp.server.mcpserver import Context, Image, MCPServer
+from mcp.server.mcpserver.tools import Tool
 from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel
 
@@ -106,17 +107,12 @@ def _plot(ref: Referee) -> CallToolResult:
                           structured_content=plot.model_dump(mode="json"))
 
 
-def register(mcp: MCPServer) -> None:
-    @tool(mcp, "Plot the optimization progress", **READ_ONLY)
+def register(tools: list[Tool]) -> None:
+    @tool(tools, "Plot the optimization progress", **READ_ONLY)
     async def plot_progress(ctx: Context) -> Annotated[CallToolResult, ProgressPlot]:
-        """Draw the session's progress as a PNG image: per config class, BEST_COMMIT's metric over the
-        attempts (baseline, then each commit; benchmark unit on the left axis, % of baseline on the
-        right), every measured attempt as a dot colored by verdict (improved / tie / regressed /
-        divergent), and attempts without a valid measurement (incorrect / failed / rejected /
-        abandoned) as grey markers on the x axis. Read-only. Returns the image plus a short summary;
-        structured: attempts, commits, counts per verdict, per-class baseline and BEST (% of baseline).
-        The same chart is the resource kopt://charts/progress.png; the last verdict's per-class bars
-        are kopt://charts/last_verdict.png.
+        """A PNG chart of the session: BEST_COMMIT's metric per config class over the attempts, every
+        attempt colored by verdict. Returns the image, a short summary and per-class baseline -> BEST.
+        Also the resources kopt://charts/progress.png and last_verdict.png.
         """
         return await anyio.to_thread.run_sync(_plot, referee(ctx))
 

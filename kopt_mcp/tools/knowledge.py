@@ -2,31 +2,34 @@
 
 from __future__ import annotations
 
-from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
+from typing import Annotated, Literal
 
-from kopt_mcp.knowledge import CLASSES, KnowledgeError, load_skills, retrieve
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.tools import Tool
+from pydantic import Field
+
+from kopt_mcp.knowledge import CLASSES, load_skills, retrieve
 from kopt_mcp.paths import resources_dir
 from kopt_mcp.results import KnowledgeResult
 from kopt_mcp.tools._adapter import READ_ONLY, referee, tool
 
+Bottleneck = Literal[CLASSES]  # type: ignore[valid-type]  # the knowledge base's classes, one source
+Backend = Literal["triton", "cuda", "cutlass", "hip", "ck", "flydsl", "tilelang", "asm"]
 
-def register(mcp: MCPServer) -> None:
-    @tool(mcp, "Optimization techniques for a bottleneck", **READ_ONLY)
-    async def optimization_knowledge(ctx: Context, bottleneck: str | None = None, query: str = "",
-                                     vendor: str | None = None, backend: str | None = None,
-                                     max_chars: int = 6000) -> KnowledgeResult:
-        """Techniques (with a short example kernel each) that fit a bottleneck, within a character
-        budget. Call after kernel_trace_analysis, before choosing the next hypothesis.
 
-        Args: bottleneck: "memory-bound", "compute-bound" or "latency/occupancy-bound"; omitted ->
-        the class of the latest kernel_trace_analysis report of this session. query: free text
-        ("l2 reuse gemm", "register spills", "bank conflicts"). vendor: "nvidia" | "amd"; omitted ->
-        the leased GPU's vendor. backend: triton, cuda, cutlass, hip, ck, flydsl, tilelang, asm.
-        max_chars: total text budget (>= 500; default 6000).
-        Returns: hits best first (id, title, classes, score, why it ranked, resource URI, text - the
-        last one cut to fit), the skills (kopt://skills/<name>/SKILL.md) for that vendor/backend.
-        Advice only: save_and_test still judges every candidate.
+def register(tools: list[Tool]) -> None:
+    @tool(tools, "Optimization techniques for a bottleneck", **READ_ONLY)
+    async def optimization_knowledge(
+        ctx: Context,
+        bottleneck: Annotated[Bottleneck | None, Field(description="default: the latest trace's class")] = None,
+        query: Annotated[str, Field(max_length=500, description='free text, e.g. "register spills"')] = "",
+        vendor: Annotated[Literal["nvidia", "amd"] | None, Field(description="default: the leased GPU's")] = None,
+        backend: Annotated[Backend | None, Field(description="kernel language to prefer")] = None,
+        max_chars: Annotated[int, Field(ge=500, le=60000, description="total text budget")] = 6000,
+    ) -> KnowledgeResult:
+        """Techniques with a short example kernel each that fit a bottleneck, within a character budget;
+        call after kernel_trace_analysis. Returns hits best first (text, resource URI) and the skill
+        docs for the vendor. Advice only: save_and_test judges every candidate.
         """
         ref = referee(ctx)
         source = "argument"
@@ -36,10 +39,7 @@ def register(mcp: MCPServer) -> None:
             bottleneck, source = (kind, "latest kernel_trace_analysis") if kind in CLASSES else (None, "none")
         if vendor is None and ref.device is not None and ref.device.vendor in ("nvidia", "amd"):
             vendor = ref.device.vendor
-        try:
-            hits = retrieve(bottleneck, query, vendor, backend, max_chars)
-        except KnowledgeError as e:
-            raise ToolError(str(e)) from e
+        hits = retrieve(bottleneck, query, vendor, backend, max_chars)  # KnowledgeError -> tool error
         skills = [s.name for s in load_skills() if vendor is None or vendor in s.vendors]
         if backend and backend in skills:
             skills = [backend] + [s for s in skills if s != backend]
