@@ -396,9 +396,9 @@ def read_results(files: list[ResultFile], bench: BenchmarkSection) -> MetricTabl
     df[bench.metric] = metric.astype(float)
     cols = found_config_columns(df, bench, fmt)
     warnings = []
-    if bench.rows and not bench.config_columns:  # columns the rows query pins to one value name no class
-        pinned = [c for c in cols if re.search(rf"\b{re.escape(c)}\b", bench.rows) and df[c].nunique(dropna=False) == 1]
-        cols = [c for c in cols if c not in pinned]
+    if bench.rows and not bench.config_columns:  # within the selected rows, a constant column names no class
+        varying = [c for c in cols if df[c].nunique(dropna=False) > 1]
+        cols = varying or [c for c in cols if not re.search(rf"\b{re.escape(c)}\b", bench.rows)]
     if len(stale):
         warnings.append(f"{len(stale)} counted row(s) were left unchanged by this run and do not count: "
                         f"{_describe_rows(stale, cols, 3)}")
