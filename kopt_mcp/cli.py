@@ -1,4 +1,4 @@
-"""The `kopt-mcp` command: `serve` (stdio, or streamable HTTP with --http), `demo`, `check-config`, `--version`.
+"""The `kopt-mcp` command: `serve` (stdio, or streamable HTTP with --http), `demo`, `check-config`, `init`, `--version`.
 
 Nothing is printed to stdout before the server runs (stdout is the MCP channel); errors go to stderr.
 """
@@ -36,6 +36,15 @@ def _parser() -> argparse.ArgumentParser:
     c = sub.add_parser("check-config", help="validate a config against the repository and print what it found")
     c.add_argument("--repo", type=Path, default=Path.cwd())
     c.add_argument("--config", type=Path, default=None)
+    i = sub.add_parser("init", help="run the repository's own benchmark twice and propose a commented kopt.toml")
+    i.add_argument("--repo", type=Path, default=Path.cwd())
+    i.add_argument("--command", default=None, help="the benchmark command (run twice in --repo); else --results")
+    i.add_argument("--results", default=None, metavar="GLOB", help="the result file (choose one, or read one "
+                   "already there when no --command is given)")
+    for flag in ("kernel", "provider", "mode", "metric-name"):
+        i.add_argument(f"--{flag}", default=None, help=f"the {flag.replace('-', ' ')} whose rows count")
+    i.add_argument("--write", action="store_true", help="write <repo>/kopt.toml instead of printing it")
+    i.add_argument("--force", action="store_true", help="with --write: replace an existing kopt.toml")
     return p
 
 
@@ -79,6 +88,11 @@ def main(argv: list[str] | None = None) -> int:
         from kopt_mcp.demo import run_demo
 
         return run_demo(args.example, args.keep)
+    if args.cmd == "init":
+        from kopt_mcp.init import run_init
+
+        return run_init(args.repo, args.command, args.results, args.kernel, args.provider, args.mode,
+                        args.metric_name, args.write, args.force)
     from kopt_mcp.check import check_config
 
     return check_config(args.repo, args.config)
