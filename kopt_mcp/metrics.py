@@ -152,8 +152,13 @@ def never_config(name: str, values: pd.Series) -> str | None:
     return None
 
 
+_ERROR_NAME = re.compile(r"(^err|(^|[_.])(err|errs|error|errors|mismatch|mismatches|max_abs_err|rel_err)($|[_.]))", re.I)
+
+
 def _is_error_column(c: str, bench: BenchmarkSection) -> bool:
-    return c in bench.correctness_columns or c.lower().startswith("err") or c.rsplit(".", 1)[-1].lower().startswith("err")
+    """Error columns: the correctness columns, names starting with `err`, or with an err/error/mismatch
+    token (`max_abs_err`, `extra_info.err`, `num_mismatches`)."""
+    return c in bench.correctness_columns or bool(_ERROR_NAME.search(c))
 
 
 def found_config_columns(df: pd.DataFrame, bench: BenchmarkSection, fmt: str = "csv") -> list[str]:
