@@ -83,6 +83,17 @@ class MetricTable(BaseModel):
         reports. Empty when every class passed."""
         return {c.key: dict(c.errors) for c in self.classes if not c.correct}
 
+    def failing_summary(self, limit: int = 5) -> str:
+        """One line for an `incorrect` reason: the first `limit` failing classes with their error
+        numbers, e.g. `M=4096 (err_count=12, max_abs_err=0.031); 3 more`. Empty when all passed."""
+        failing = self.failing_errors()
+        parts = []
+        for key, errs in list(failing.items())[:limit]:
+            nums = ", ".join(f"{c}={v:.4g}" for c, v in errs.items())
+            parts.append(f"{key} ({nums})" if nums else key)
+        more = f"; {len(failing) - limit} more" if len(failing) > limit else ""
+        return "; ".join(parts) + more
+
 
 def fresh_csvs(workdir: Path, pattern: str, started_at: float) -> list[Path]:
     """The files matching `pattern` under `workdir` written at or after `started_at` (epoch s).
@@ -120,8 +131,9 @@ def class_key(columns: list[str], values: list[object]) -> str:
 _NEVER_CONFIG_NAME = re.compile(
     r"(^|[_.\s-])(time|timestamp|date|datetime|created|updated|ts|version|commit|sha|git|revision|host|hostname|"
     r"node|machine|gpu|gpus|device|uuid|unit|units|p\d{1,3}|q\d|quantile|quantiles|percentile|percentiles|pct\d+|"
-    r"median|mean|avg|average|min|max|std|stddev|stdev|var|iqr|ci|rounds|iterations|iters|reps|repeats|samples|"
-    r"ops|outliers|y_value)($|[_.\s-])", re.IGNORECASE)
+    r"median|mean|avg|average|std|stddev|stdev|iqr|rounds|iterations|iters|reps|repeats|samples|outliers|"
+    r"y_value)($|[_.\s-])", re.IGNORECASE)
+_MIN_MAX_NAME = re.compile(r"(^|[_.\s-])(min|max)($|[_.\s-])", re.IGNORECASE)  # a statistic only if fractional
 _TIMESTAMP_VALUE = re.compile(r"^\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}|$)")
 _VERSION_VALUE = re.compile(r"^v?\d+\.\d+\.\d+([.+-][0-9A-Za-z.+-]*)?$")
 _GPU_VALUE = re.compile(r"\b(NVIDIA|GeForce|Tesla|Quadro|RTX|Radeon|Instinct|AMD|MI\d{3}[A-Z]?|H100|H200|A100)\b")
@@ -132,8 +144,8 @@ UNIT_COLUMNS = ("metric_unit", "unit", "units")
 def never_config(name: str, values: pd.Series) -> str | None:
     """Why column `name` (with `values`) is never a found config column, or None if it may be one.
 
-    Timestamps, versions, percentile/quantile and summary-statistic columns, GPU/host/device names,
-    units; by name (`timestamp`, `liger_version`, `y_value_20`, `gpu_name`, `metric_unit`) or by value
+    Timestamps, versions, percentile/quantile and summary-statistic columns (min/max only when
+    fractional: `max_seq_len` stays config), repetition counts, GPU/host/device names, units; by name (`timestamp`, `liger_version`, `y_value_20`, `gpu_name`, `metric_unit`) or by value
     (`2024-09-03 15:31:39`, `0.2.1`, `NVIDIA H100 80GB HBM3`); a non-integral float column named
     `..._<number>` (a percentile such as `latency_99`).
     """
@@ -144,6 +156,8 @@ def never_config(name: str, values: pd.Series) -> str | None:
         return "it is empty"
     if vals.dtype.kind == "f" and re.search(r"_\d{1,2}$", name) and not (vals % 1 == 0).all():
         return "a percentile column"
+    if vals.dtype.kind == "f" and _MIN_MAX_NAME.search(name) and not (vals % 1 == 0).all():
+        return "a min/max statistic"
     if vals.dtype.kind in "OSU" or str(vals.dtype) in ("string", "str"):
         text = vals.astype(str)
         for rx, why in ((_TIMESTAMP_VALUE, "timestamps"), (_VERSION_VALUE, "versions"), (_GPU_VALUE, "GPU names")):

@@ -288,3 +288,4 @@ def test_failing_errors_give_the_error_numbers_of_each_failing_class(tmp_path):
     t = read_metrics([p], bench(config_columns=["M"]))
     assert t.failing() == ["M=2"]
     assert t.failing_errors() == {"M=2": {"err": 3.0, "max_abs_err": 0.5}}
+    assert t.failing_summary() == "M=2 (err=3, max_abs_err=0.5)"

@@ -193,7 +193,8 @@ def test_stdout_without_a_table_asks_for_a_pattern():
 @pytest.mark.parametrize("name,values", [
     ("timestamp", ["2024-09-03 15:31:39"]), ("when", ["2024-09-03T15:31:39"]), ("liger_version", ["0.2.1"]),
     ("pkg", ["0.2.1"]), ("y_value_20", [0.52]), ("latency_99", [1.25]), ("p50", [3]), ("gpu_name", ["x"]),
-    ("dev", ["NVIDIA H100 80GB HBM3"]), ("metric_unit", ["ms"]), ("stats.median", [1.0]),
+    ("dev", ["NVIDIA H100 80GB HBM3"]), ("metric_unit", ["ms"]), ("stats.median", [1.0]), ("reps", [812]),
+    ("time_max", [1.25]),
 ])
 def test_never_config_columns(name, values):
     import pandas as pd
@@ -202,7 +203,7 @@ def test_never_config_columns(name, values):
 
 
 @pytest.mark.parametrize("name,values", [("x_value", [4096]), ("M", [1024]), ("dtype", ["float16"]),
-                                         ("kernel_provider", ["liger"]), ("alpha", [0.5])])
+                                         ("kernel_provider", ["liger"]), ("alpha", [0.5]), ("max_seq_len", [2048])])
 def test_config_columns_still_found(name, values):
     import pandas as pd
 
