@@ -199,14 +199,19 @@ def found_config_columns(df: pd.DataFrame, bench: BenchmarkSection, fmt: str = "
     return cols
 
 
-def capture_before(cwd: Path, bench: BenchmarkSection) -> dict[str, tuple[bytes, bool]]:
+def capture_before(cwd: Path, bench: BenchmarkSection, all_tracked: bool = False) -> dict[str, tuple[bytes, bool]]:
     """Before a run: path -> (bytes, tracked by git) of every file matching `[benchmark] csv` under
-    `cwd` (empty for format stdout). Pass the result to `collect_results` after the run."""
+    `cwd` (empty for format stdout). Pass the result to `collect_results` after the run.
+
+    `all_tracked=True` counts every file already there as tracked without asking git: for a fresh
+    checkout of a snapshot (with or without a .git), where nothing was left by an earlier run."""
     if not bench.csv or bench.format == "stdout":
         return {}
     hits = [Path(p) for p in glob.glob(str(cwd / bench.csv), recursive=True) if os.path.isfile(p)]
     if not hits:
         return {}
+    if all_tracked:
+        return {str(h): (h.read_bytes(), True) for h in hits}
     tracked: set[str] = set()
     try:
         import git

@@ -221,3 +221,10 @@ def test_csv_long_needs_its_columns():
 def test_stdout_pattern_must_name_the_metric():
     with pytest.raises(ValueError, match=r"\(\?P<us>"):
         bench(csv="", format="stdout", stdout_pattern=r"(?P<time>\d+)")
+
+
+def test_capture_before_in_a_snapshot_checkout_without_git_counts_files_as_tracked(tmp_path):
+    (tmp_path / "out.csv").write_bytes(b"M,us\n1,2.5\n")
+    b = bench(csv="*.csv")
+    assert [t for _, t in capture_before(tmp_path, b).values()] == [False]  # no repository: not known
+    assert [t for _, t in capture_before(tmp_path, b, all_tracked=True).values()] == [True]
