@@ -292,18 +292,21 @@ def benchmark_files(repo: Path, command: str) -> list[str]:
     return out
 
 
-def kernel_regex(repo: Path, command: str, timeout_s: float = 1200.0) -> tuple[str | None, str]:
-    """The hottest kernel's anchored regex from one profiled run, or None and why not."""
+def kernel_regex(repo: Path, command: str, timeout_s: float = 1200.0, profiler=None) -> tuple[str | None, str]:
+    """The hottest kernel's anchored regex from one run under `profiler` (default: the machine's
+    `auto` profiler for its first GPU), or None and why not (no GPU, no profiler, a failed run)."""
     try:
         from kopt_mcp.gpus import make_probe
         from kopt_mcp.profilers import make_profiler
         from kopt_mcp.profilers.base import exact_names_regex
         from kopt_mcp.runner import run_command
 
-        gpus = make_probe("auto").read()
-        if not gpus:
-            return None, "no GPU here"
-        prof = make_profiler("auto", gpus[0].vendor)
+        prof = profiler
+        if prof is None:
+            gpus = make_probe("auto").read()
+            if not gpus:
+                return None, "no GPU here"
+            prof = make_profiler("auto", gpus[0].vendor)
         if prof.name == "none" or not prof.available():
             return None, "no profiler available"
         with tempfile.TemporaryDirectory(prefix="kopt-init-trace-") as tmp:

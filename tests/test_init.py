@@ -100,3 +100,25 @@ def test_analyse_drops_columns_that_differ_between_two_identical_runs():
     keys, findings = analyse(runs)
     assert keys["config_columns"] == ["M"] and keys["metric"] == "us" and keys["correctness_columns"] == ["err"]
     assert any("['seed'] differ between two runs" in f for f in findings)
+
+
+def test_target_kernel_regex_from_one_trace(tmp_path):
+    """A real ncu log (recorded on an H200) stands in for the profiled run: the hottest kernel."""
+    from kopt_mcp.init import kernel_regex
+    from kopt_mcp.profilers.ncu import NcuProfiler
+
+    recorded = Path(__file__).parent / "fixtures" / "ncu" / "h200_raw_page_torch_matmul_softmax.csv"
+
+    class Replay(NcuProfiler):
+        def available(self) -> bool:
+            return True
+
+        def wrap(self, command: str, out_dir: Path) -> str:
+            return f"cp {recorded} {out_dir}/ncu.csv && {command}"
+
+    regex, why = kernel_regex(tmp_path, "true", profiler=Replay())
+    assert regex and regex.startswith("^") and "ncu" in why
+    from kopt_mcp.profilers.ncu import parse_ncu_csv
+
+    assert regex == "^" + __import__("re").escape(parse_ncu_csv(recorded).kernels[0].name) + "$"
+    assert kernel_regex(tmp_path, "exit 3", profiler=Replay()) == (None, "the profiled run exited 3")
