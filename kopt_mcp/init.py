@@ -328,12 +328,14 @@ def _q(v: object) -> str:
     return json.dumps(v, ensure_ascii=False)
 
 
-def render(command: str, keys: dict, unit: str | None, correctness_cmd: str, protect: list[str],
+def render(command: str | None, keys: dict, unit: str | None, correctness_cmd: str, protect: list[str],
            kernel: tuple[str | None, str], findings: list[str]) -> str:
     """The commented kopt.toml text. Raises InitError if it would not load (a bug: report it)."""
     lines = ["# kopt.toml proposed by `kopt-mcp init`: read every line, then `kopt-mcp check-config`.", "#"]
     lines += [f"# found: {f}" for f in findings]
-    lines += ["", "[benchmark]", f"command = {_q(command)}"]
+    lines += ["", "[benchmark]"]
+    lines.append(f"command = {_q(command)}" if command else
+                 '# command = "python my_benchmark.py"  # REQUIRED: the command that writes the results below')
     if keys["format"] != "stdout":
         lines.append(f"csv = {_q(keys['csv'])}  # the result file the benchmark writes")
     lines.append(f"format = {_q(keys['format'])}")
@@ -361,8 +363,8 @@ def render(command: str, keys: dict, unit: str | None, correctness_cmd: str, pro
     text = "\n".join(lines) + "\n"
     try:
         TargetConfig.model_validate(tomllib.loads(text))
-    except Exception as e:  # the proposal must load as written
-        if correctness_cmd or keys["correctness_columns"]:
+    except Exception as e:  # the proposal must load as written (once the user has filled in what it asks for)
+        if command and (correctness_cmd or keys["correctness_columns"]):
             raise InitError(f"the proposed config does not load ({e}): please report this") from e
     return text
 
@@ -381,7 +383,6 @@ def propose(repo: Path, command: str | None, results: str | None = None, kernel:
         if not hits:
             raise InitError(f"no file matches --results {results!r} under {repo}")
         runs = [Run(files={str(hits[0].relative_to(repo)): (None, hits[0].read_bytes())})]
-        command = "# the benchmark command"
     keys, findings = analyse(runs, results=results, kernel=kernel, provider=provider, mode=mode,
                              metric_name=metric_name)
     unit = _unit(keys, runs, "benchmark.log")
@@ -390,8 +391,8 @@ def propose(repo: Path, command: str | None, results: str | None = None, kernel:
         tests = [t for t in tests if kernel.lower() in t.lower()] or tests
     correctness = f"python -m pytest -q {' '.join(tests[:8])}" if tests else ""
     oracles = [t for t in find_test_files(repo, ORACLE_FILE)]
-    protect = sorted(set(benchmark_files(repo, command) + tests[:20] + oracles[:10]))
-    kern = kernel_regex(repo, command) if (profile and not command.startswith("#")) else (None, "not profiled")
+    protect = sorted(set((benchmark_files(repo, command) if command else []) + tests[:20] + oracles[:10]))
+    kern = kernel_regex(repo, command) if (profile and command) else (None, "not profiled")
     return Proposal(toml=render(command, keys, unit, correctness, protect, kern, findings), findings=findings)
 
 

@@ -75,6 +75,16 @@ def test_init_reads_pytest_benchmark_json_already_there(tmp_path):
     p = propose(tmp_path, None, results="*.json", profile=False)
     assert 'format = "pytest-benchmark"' in p.toml and 'metric = "stats.median"  # unit: s' in p.toml
     assert 'config_columns = ["name"]' in p.toml
+    assert '# command = "python my_benchmark.py"  # REQUIRED' in p.toml  # no command given: asked for
+
+
+def test_init_on_liger_output_already_there_filters_provider_and_mode(tmp_path):
+    (tmp_path / "data").mkdir()
+    shutil.copy(FIX / "liger_all_benchmark_data_head.csv", tmp_path / "data" / "all_benchmark_data.csv")
+    p = propose(tmp_path, None, results="data/*.csv", provider="liger", profile=False)
+    assert 'rows = "kernel_provider == \'liger\' and kernel_operation_mode == \'forward\'"' in p.toml
+    assert 'metric = "speed"  # unit: ms' in p.toml and 'config_columns = ["x_value"]' in p.toml
+    assert "chose 'speed' (--metric-name to change)" in p.toml
 
 
 def test_init_without_command_or_results_says_what_to_pass(tmp_path):
