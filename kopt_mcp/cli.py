@@ -1,4 +1,4 @@
-"""The `kopt-mcp` command: `serve` (stdio, or streamable HTTP with --http), `demo`, `check-config`, `--version`.
+"""The `kopt-mcp` command: `serve` (stdio, or streamable HTTP with --http), `demo`, `check-config`, `init`, `--version`.
 
 Nothing is printed to stdout before the server runs (stdout is the MCP channel); errors go to stderr.
 A session that cannot open (bad repository or config, another server on the repository) does not end
@@ -71,6 +71,16 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--tag", default=None, help="session tag (default: the most recently active session)")
     r.add_argument("--out", type=Path, default=None, help="HTML file to write (default: report.html in the "
                    "session's state folder); its path is printed")
+    i = sub.add_parser("init", help="run the repository's own benchmark twice and propose a commented kopt.toml")
+    i.add_argument("--repo", type=Path, default=Path.cwd(), metavar="PATH",
+                   help="the kernel repository, a git checkout (default: cwd)")
+    i.add_argument("--command", default=None, help="the benchmark command (run twice in --repo); else --results")
+    i.add_argument("--results", default=None, metavar="GLOB", help="the result file (choose one, or read one "
+                   "already there when no --command is given)")
+    for flag in ("kernel", "provider", "mode", "metric-name"):
+        i.add_argument(f"--{flag}", default=None, help=f"the {flag.replace('-', ' ')} whose rows count")
+    i.add_argument("--write", action="store_true", help="write <repo>/kopt.toml instead of printing it")
+    i.add_argument("--force", action="store_true", help="with --write: replace an existing kopt.toml")
     return p
 
 
@@ -145,6 +155,11 @@ def main(argv: list[str] | None = None) -> int:
         from kopt_mcp.demo import run_demo
 
         return run_demo(args.example, args.keep)
+    if args.cmd == "init":
+        from kopt_mcp.init import run_init
+
+        return run_init(args.repo, args.command, args.results, args.kernel, args.provider, args.mode,
+                        args.metric_name, args.write, args.force)
     from kopt_mcp.check import check_config
 
     if not args.repo.is_dir():

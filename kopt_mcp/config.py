@@ -8,6 +8,7 @@ edits during the session change nothing (the server reports them; see `ConfigFil
 from __future__ import annotations
 
 import hashlib
+import re
 import tomllib
 from pathlib import Path
 from typing import Literal
@@ -26,13 +27,38 @@ class BenchmarkSection(_Section):
 
     command: str = Field(min_length=1, description="shell command run in `workdir`")
     workdir: str = "."
-    csv: str = Field(min_length=1, description="glob (relative to workdir) of the metrics CSV(s)")
-    metric: str = Field(min_length=1, description="metric column; lower is better by default")
+    csv: str = Field("", description="glob (relative to workdir) of the result file(s): CSV or JSON; "
+                     "not used with format = \"stdout\"")
+    metric: str = Field(min_length=1, description="metric column (csv-long: the metric name); lower is better by default")
+    format: Literal["auto", "csv", "csv-long", "json", "pytest-benchmark", "stdout"] = Field(
+        "auto", description="how results are read (kopt_mcp/readers); auto: by file suffix and columns")
+    rows: str = Field("", description="pandas query selecting the rows that count (e.g. kernel_provider == 'ours')")
+    metric_name_column: str = Field("", description="csv-long: the column naming each row's metric")
+    value_column: str = Field("", description="csv-long: the column holding each row's value")
+    unit_column: str = Field("", description="column naming each row's unit (default: found, e.g. metric_unit)")
+    stdout_pattern: str = Field("", description="stdout: regex with named groups, one match per row "
+                                "(default: the last whitespace or markdown table in the log)")
     higher_is_better: bool = False
     correctness_columns: list[str] = Field(default_factory=list, description="each must be 0 on every row")
     correctness: str = Field("", description="row-wise condition (pandas eval), true on every row")
     config_columns: list[str] = Field(default_factory=list, description="found from the CSV when empty")
     timeout_s: float = Field(600.0, gt=0)
+
+    @model_validator(mode="after")
+    def _reader_keys(self) -> BenchmarkSection:
+        if self.format != "stdout" and not self.csv:
+            raise ValueError("missing [benchmark] csv (a glob of the result files; required unless format = \"stdout\")")
+        if self.format == "csv-long" and not (self.metric_name_column and self.value_column):
+            raise ValueError("[benchmark] format = \"csv-long\" needs metric_name_column (the column naming the "
+                             "metric, e.g. \"metric_name\") and value_column (e.g. \"y_value_50\")")
+        if self.stdout_pattern:
+            try:
+                rx = re.compile(self.stdout_pattern)
+            except re.error as e:
+                raise ValueError(f"[benchmark] stdout_pattern is not a valid regex: {e}") from e
+            if self.metric not in rx.groupindex:
+                raise ValueError(f"[benchmark] stdout_pattern needs a named group for the metric: (?P<{self.metric}>...)")
+        return self
 
 
 class CorrectnessSection(_Section):
@@ -126,7 +152,7 @@ def _explain(err: ValidationError) -> str:
         section = loc[0] if loc else ""
         sub = TargetConfig.model_fields.get(section)
         where = f"[{section}] {'.'.join(loc[1:])}".strip() if len(loc) > 1 else f"[{section}]"
-        if not loc:  # a rule over the whole config (model validator)
+        if not loc or (len(loc) == 1 and e["type"] == "value_error"):  # a rule over the config or a section
             lines.append(str(e.get("ctx", {}).get("error", e["msg"])))
         elif e["type"] == "extra_forbidden":
             if sub is None:

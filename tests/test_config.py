@@ -242,3 +242,39 @@ def test_target_sections_are_frozen(tmp_path):
 def test_config_file_roundtrips_through_json(tmp_path):
     cf = load_config(write(tmp_path, FULL))
     assert ConfigFile.model_validate_json(cf.model_dump_json()) == cf
+
+
+# --- [benchmark] reader keys (kopt_mcp/readers) ------------------------------------------------------
+
+
+def test_reader_keys_load(tmp_path):
+    text = MINIMAL.replace('metric = "us"', 'metric = "speed"\nformat = "csv-long"\nmetric_name_column = "metric_name"\n'
+                           'value_column = "y_value_50"\nrows = "kernel_provider == \'ours\'"\nunit_column = "metric_unit"')
+    b = load_config(write(tmp_path, text)).target.benchmark
+    assert (b.format, b.metric_name_column, b.value_column, b.rows, b.unit_column) == (
+        "csv-long", "metric_name", "y_value_50", "kernel_provider == 'ours'", "metric_unit")
+
+
+def test_unknown_format_lists_the_formats(tmp_path):
+    msg = config_error(tmp_path, MINIMAL + 'format = "xlsx"\n')
+    assert "[benchmark] format" in msg and "csv-long" in msg and "pytest-benchmark" in msg
+
+
+def test_csv_long_without_its_columns_says_what_to_add(tmp_path):
+    msg = config_error(tmp_path, MINIMAL + 'format = "csv-long"\n')
+    assert "needs metric_name_column" in msg and "value_column" in msg and "Value error" not in msg
+
+
+def test_stdout_format_needs_no_csv_glob(tmp_path):
+    text = MINIMAL.replace('csv = "out.csv"\n', 'format = "stdout"\nstdout_pattern = "t=(?P<us>[0-9.]+)"\n')
+    assert load_config(write(tmp_path, text)).target.benchmark.csv == ""
+
+
+def test_bad_stdout_pattern_is_named(tmp_path):
+    msg = config_error(tmp_path, MINIMAL.replace('csv = "out.csv"\n', 'format = "stdout"\nstdout_pattern = "(?P<us"\n'))
+    assert "stdout_pattern is not a valid regex" in msg
+
+
+def test_unknown_benchmark_key_still_lists_the_new_keys(tmp_path):
+    msg = config_error(tmp_path, MINIMAL + 'row = "x == 1"\n')
+    assert "unknown key [benchmark] row" in msg and "rows" in msg and "stdout_pattern" in msg

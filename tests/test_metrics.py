@@ -281,3 +281,11 @@ def test_equal_values_are_zero():
 def test_zero_best_gives_signed_infinity():
     assert improvement_pct(0.0, 1.0, higher_is_better=True) == math.inf
     assert improvement_pct(0.0, 1.0, higher_is_better=False) == -math.inf
+
+
+def test_failing_errors_give_the_error_numbers_of_each_failing_class(tmp_path):
+    p = csv(tmp_path, "M,us,err,max_abs_err\n1,10,0,0.0\n2,20,3,0.25\n2,21,1,-0.5\n")
+    t = read_metrics([p], bench(config_columns=["M"]))
+    assert t.failing() == ["M=2"]
+    assert t.failing_errors() == {"M=2": {"err": 3.0, "max_abs_err": 0.5}}
+    assert t.failing_summary() == "M=2 (err=3, max_abs_err=0.5)"

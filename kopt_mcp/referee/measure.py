@@ -11,7 +11,7 @@ from pydantic import BaseModel
 
 from kopt_mcp.config import TargetConfig
 from kopt_mcp.referee.core import Cancelled
-from kopt_mcp.metrics import MetricsError, MetricTable, fresh_csvs, read_metrics
+from kopt_mcp.metrics import MetricsError, MetricTable, capture_before, collect_results, read_results
 from kopt_mcp.profilers.base import KernelTrace, Profiler, ProfilerError
 from kopt_mcp.rules.correctness import GateResult, RunFacts, correctness_gate
 from kopt_mcp.runner import RunResult, run_command
@@ -42,16 +42,18 @@ def measure(cfg: TargetConfig, tree: Path, run_dir: Path, env: dict[str, str],
     """Run the benchmark in `tree` (a worktree root); logs and a copy of the CSVs go to `run_dir`."""
     b = cfg.benchmark
     cwd = tree / b.workdir
+    before = capture_before(cwd, b)  # result files as they were: rows the run leaves unchanged are stale
     run = run_command(b.command, cwd, env, b.timeout_s, run_dir / "benchmark.log", cancel=cancel)
     raise_if_cancelled(run)
     table, err, failing = None, None, []
     check_exit, check_timeout = None, False
     if run.exit_code == 0:
         try:
-            files = fresh_csvs(cwd, b.csv, run.started_at)
+            files = collect_results(cwd, b, run.started_at, before, run_dir / "benchmark.log")
             for f in files:
-                shutil.copy2(f, run_dir / f.name)
-            table = read_metrics(files, b)
+                if Path(f.path).parent != run_dir:  # format stdout reads the log already there
+                    shutil.copy2(f.path, run_dir / f.name)
+            table = read_results(files, b)
             failing = table.failing()
         except MetricsError as e:
             err = str(e)

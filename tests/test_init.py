@@ -1,0 +1,134 @@
+"""`kopt-mcp init`: the proposed kopt.toml for real harness shapes (the appended-harness example,
+the toy wide CSV, pytest-benchmark JSON, a printed table), and what it drops or flags."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from kopt_mcp.cli import main
+from kopt_mcp.config import TargetConfig, load_config
+from kopt_mcp.demo import prepare_repo
+from kopt_mcp.init import InitError, Run, analyse, propose
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "appended_harness"
+FIX = Path(__file__).parent / "fixtures" / "readers"
+
+
+@pytest.fixture
+def harness(tmp_path) -> Path:
+    repo = prepare_repo(EXAMPLE, tmp_path / "repo")
+    (repo / "kopt.toml").unlink()
+    subprocess.run(["git", "commit", "-qam", "no config"], cwd=repo, check=True,
+                   env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+                        "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin"})
+    return repo
+
+
+def _status(repo: Path) -> str:
+    return subprocess.run(["git", "status", "--porcelain"], cwd=repo, capture_output=True, text=True).stdout
+
+
+def test_init_on_an_appended_long_csv_harness(harness):
+    p = propose(harness, "python benchmark/benchmark_rms_norm.py --overwrite", profile=False)
+    cfg = TargetConfig.model_validate(tomllib.loads(p.toml))
+    b = cfg.benchmark
+    assert (b.csv, b.format, b.metric, b.value_column) == ("data/all_benchmark_data.csv", "csv-long", "speed", "y_value_50")
+    assert b.rows == "kernel_provider == 'ours'" and b.config_columns == ["x_value"]
+    assert "metric = \"speed\"  # unit: ms" in p.toml
+    assert cfg.correctness.command == "python -m pytest -q tests/test_kernel.py"
+    assert cfg.protect.paths == ["benchmark/benchmark_rms_norm.py", "reference.py", "tests/test_kernel.py"]
+    assert "timestamp" in p.toml and "kernel = " in p.toml  # never-config finding; the target kernel line
+    assert _status(harness) == ""  # the tracked results file is put back as it was
+
+
+def test_init_flags_a_harness_that_keeps_its_old_rows(harness):
+    p = propose(harness, "python benchmark/benchmark_rms_norm.py", profile=False)
+    assert "left every row unchanged (it keeps old rows): pass the benchmark's overwrite flag" in p.toml
+
+
+def test_init_provider_flag_picks_the_rows_and_a_wrong_value_lists_the_values(harness):
+    p = propose(harness, "python benchmark/benchmark_rms_norm.py --overwrite", provider="reference", profile=False)
+    assert 'rows = "kernel_provider == \'reference\'"' in p.toml
+    with pytest.raises(InitError, match=r"--provider 'triton'.*\['ours', 'reference'\]"):
+        propose(harness, "python benchmark/benchmark_rms_norm.py --overwrite", provider="triton", profile=False)
+
+
+def test_init_on_the_toy_wide_csv_writes_a_config_that_loads(toy_repo, capsys):
+    (toy_repo / "kopt.toml").unlink()
+    assert main(["init", "--repo", str(toy_repo), "--command", "python bench.py", "--write"]) == 0
+    b = load_config(toy_repo / "kopt.toml").target.benchmark
+    assert (b.csv, b.format, b.metric, b.config_columns, b.correctness_columns) == (
+        "results/bench.csv", "auto", "us_per_call", ["n"], ["err_count"])
+    assert not (toy_repo / "results" / "bench.csv").exists()  # created by init's runs, removed again
+    assert main(["init", "--repo", str(toy_repo), "--command", "python bench.py", "--write"]) == 2
+    assert "--force" in capsys.readouterr().err
+
+
+def test_init_reads_pytest_benchmark_json_already_there(tmp_path):
+    shutil.copy(FIX / "pytest_benchmark_2.5.json", tmp_path / "bench.json")
+    p = propose(tmp_path, None, results="*.json", profile=False)
+    assert 'format = "pytest-benchmark"' in p.toml and 'metric = "stats.median"  # unit: s' in p.toml
+    assert 'config_columns = ["name"]' in p.toml
+    assert '# command = "python my_benchmark.py"  # REQUIRED' in p.toml  # no command given: asked for
+
+
+def test_init_on_liger_output_already_there_filters_provider_and_mode(tmp_path):
+    (tmp_path / "data").mkdir()
+    shutil.copy(FIX / "liger_all_benchmark_data_head.csv", tmp_path / "data" / "all_benchmark_data.csv")
+    p = propose(tmp_path, None, results="data/*.csv", provider="liger", profile=False)
+    assert 'rows = "kernel_provider == \'liger\' and kernel_operation_mode == \'forward\'"' in p.toml
+    assert 'metric = "speed"  # unit: ms' in p.toml and 'config_columns = ["x_value"]' in p.toml
+    assert "chose 'speed' (--metric-name to change)" in p.toml
+
+
+def test_init_without_command_or_results_says_what_to_pass(tmp_path):
+    with pytest.raises(InitError, match="--command CMD"):
+        propose(tmp_path, None)
+
+
+def test_init_reads_a_printed_table_when_no_file_is_written(tmp_path):
+    (tmp_path / "bench.py").write_text(
+        "import random\nprint('softmax-performance:')\nprint('      N    Triton    Torch')\n"
+        "for i, n in enumerate((256, 512)):\n"
+        "    print(f'{i}  {n}.0  {100 + random.random():.6f}  {90 + random.random():.6f}')\n")
+    p = propose(tmp_path, "python bench.py", profile=False)
+    assert 'format = "stdout"' in p.toml and 'metric = "Triton"' in p.toml and 'config_columns = ["N"]' in p.toml
+    assert "[protect]\npaths = [\"bench.py\"]" in p.toml
+
+
+def test_analyse_drops_columns_that_differ_between_two_identical_runs():
+    def csv(seed: int, t: float) -> bytes:
+        return f"M,seed,us,err\n1024,{seed},{t},0\n2048,{seed + 1},{t * 2},0\n".encode()
+
+    runs = [Run(files={"out.csv": (None, csv(7, 10.5))}), Run(files={"out.csv": (csv(7, 10.5), csv(9, 10.7))})]
+    keys, findings = analyse(runs)
+    assert keys["config_columns"] == ["M"] and keys["metric"] == "us" and keys["correctness_columns"] == ["err"]
+    assert any("['seed'] differ between two runs" in f for f in findings)
+
+
+def test_target_kernel_regex_from_one_trace(tmp_path):
+    """A real ncu log (recorded on an H200) stands in for the profiled run: the hottest kernel."""
+    from kopt_mcp.init import kernel_regex
+    from kopt_mcp.profilers.ncu import NcuProfiler
+
+    recorded = Path(__file__).parent / "fixtures" / "ncu" / "h200_raw_page_torch_matmul_softmax.csv"
+
+    class Replay(NcuProfiler):
+        def available(self) -> bool:
+            return True
+
+        def wrap(self, command: str, out_dir: Path) -> str:
+            return f"cp {recorded} {out_dir}/ncu.csv && {command}"
+
+    regex, why = kernel_regex(tmp_path, "true", profiler=Replay())
+    assert regex and regex.startswith("^") and "ncu" in why
+    from kopt_mcp.profilers.ncu import parse_ncu_csv
+
+    assert regex == "^" + __import__("re").escape(parse_ncu_csv(recorded).kernels[0].name) + "$"
+    assert kernel_regex(tmp_path, "exit 3", profiler=Replay()) == (None, "the profiled run exited 3")
