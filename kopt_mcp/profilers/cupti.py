@@ -17,7 +17,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from kopt_mcp.profilers.base import KernelStat, KernelTrace, ProfilerError, launch_median_us
+from kopt_mcp.profilers.base import KernelStat, KernelTrace, LaunchGroup, ProfilerError, launch_median_us
 
 __all__ = ["INJECT_DIR", "CuptiProfiler", "cupti_importable", "parse_cupti_dir"]
 
@@ -66,11 +66,16 @@ def parse_cupti_dir(out_dir: Path) -> KernelTrace:
     Raises ProfilerError when no process wrote a file, when a process reports a CUPTI error
     (cupti-python missing for its interpreter, tracing refused), or when a file is not the
     injector's JSON. Kernels of several processes with the same name are summed.
+
+    Launch groups (KernelTrace.groups, per kernel and grid/block shape): from format-2 files'
+    "groups"; a format-1 file (per-name durations, no shapes) gives one group per name with the
+    shape unknown; a kernel of several processes is one group per shape.
     """
     files = list(out_dir.glob("cupti-*.json"))
     if not files:
         raise ProfilerError(f"no CUPTI trace file (cupti-<pid>.json) in {out_dir}: {_NOT_PYTHON_HINT}")
     merged: dict[str, dict] = {}
+    groups: dict[tuple, dict] = {}  # (mangled name, grid, block) -> merged launches
     warnings: list[str] = []
     errors: list[str] = []
     docs = []
@@ -90,20 +95,37 @@ def parse_cupti_dir(out_dir: Path) -> KernelTrace:
         if status != "ok":
             errors.append(f"pid {doc.get('pid')}: {error}")
             continue
-        for name, k in kernels.items():
-            m = merged.setdefault(name, {"calls": 0, "total_ns": 0, "registers_per_thread": None,
-                                         "shared_mem_per_block_bytes": None, "block_size": None,
-                                         "grid_size": None, "durations": [], "starts": []})
-            m["calls"] += int(k["calls"])
-            m["total_ns"] += int(k["total_ns"])
-            if m["durations"] is not None and "durations_ns" in k and "starts_ns" in k:
-                m["durations"].extend(int(d) for d in k["durations_ns"])
-                m["starts"].extend(int(t) for t in k["starts_ns"])
-            else:
-                m["durations"] = m["starts"] = None
-            for field in ("registers_per_thread", "shared_mem_per_block_bytes", "block_size", "grid_size"):
-                if k.get(field) is not None:
-                    m[field] = max(m[field] or 0, int(k[field]))
+        try:
+            for name, k in kernels.items():
+                m = merged.setdefault(name, {"calls": 0, "total_ns": 0, "registers_per_thread": None,
+                                             "shared_mem_per_block_bytes": None, "block_size": None,
+                                             "grid_size": None, "durations": [], "starts": []})
+                m["calls"] += int(k["calls"])
+                m["total_ns"] += int(k["total_ns"])
+                recorded = [_group_of(k, g) for g in k["groups"]] if "groups" in k else [_group_of(k, None)]
+                for g in recorded:
+                    mg = groups.setdefault((name, g["grid"], g["block"]), {
+                        "calls": 0, "total_ns": 0, "regs": None, "smem": None, "durations": [], "starts": []})
+                    mg["calls"] += g["calls"]
+                    mg["total_ns"] += g["total_ns"]
+                    for field, value in (("regs", g["regs"]), ("smem", g["smem"])):
+                        if value is not None:
+                            mg[field] = max(mg[field] or 0, value)
+                    if mg["durations"] is not None and g["durations"] is not None:
+                        mg["durations"].extend(g["durations"])
+                        mg["starts"].extend(g["starts"])
+                    else:
+                        mg["durations"] = mg["starts"] = None
+                    if m["durations"] is not None and g["durations"] is not None:
+                        m["durations"].extend(g["durations"])
+                        m["starts"].extend(g["starts"])
+                    else:
+                        m["durations"] = m["starts"] = None
+                for field in ("registers_per_thread", "shared_mem_per_block_bytes", "block_size", "grid_size"):
+                    if k.get(field) is not None:
+                        m[field] = max(m[field] or 0, int(k[field]))
+        except (KeyError, TypeError, ValueError) as e:
+            raise ProfilerError(f"{path}: not a kopt-mcp CUPTI trace file ({e!r})") from e
     if errors and not merged:
         raise ProfilerError("the CUPTI trace failed in every process: " + "; ".join(errors[:3]))
     if errors:
@@ -124,7 +146,35 @@ def parse_cupti_dir(out_dir: Path) -> KernelTrace:
             launch_order=[float(t) for t in m["starts"]] if durations else None,
             median_us=launch_median_us(durations)))
     stats.sort(key=lambda k: (-k.total_us, k.name))
-    return KernelTrace(backend="cupti", kernels=stats, total_gpu_us=total_us, warnings=warnings)
+    launch_groups = []
+    for (n, grid, block), g in groups.items():
+        launches = sorted(zip(g["starts"], g["durations"], strict=True)) if g["durations"] else []
+        durs = [d / 1e3 for _, d in launches] or None
+        launch_groups.append(LaunchGroup(
+            kernel=names[n], grid=grid, block=block, registers_per_thread=g["regs"], shared_mem_bytes=g["smem"],
+            calls=g["calls"], total_us=g["total_ns"] / 1e3, median_us=launch_median_us(durs),
+            first_order=float(launches[0][0]) if launches else None, durations_us=durs))
+    launch_groups.sort(key=lambda g: (g.first_order is None, g.first_order or 0.0))
+    return KernelTrace(backend="cupti", kernels=stats, total_gpu_us=total_us, warnings=warnings, groups=launch_groups)
+
+
+def _group_of(kernel: dict, group: dict | None) -> dict:
+    """One recorded launch group as plain numbers (ns); `group` None: a format-1 kernel entry
+    (per-name durations, shape unknown) as one group. Raises KeyError/TypeError/ValueError for a
+    malformed entry (reported by the caller as not the injector's JSON)."""
+    src = kernel if group is None else group
+
+    def dims(v):
+        return None if v is None else tuple(int(x) for x in v)
+
+    has = "durations_ns" in src and "starts_ns" in src
+    return {"grid": None if group is None else dims(group.get("grid")),
+            "block": None if group is None else dims(group.get("block")),
+            "calls": int(src["calls"]), "total_ns": int(src["total_ns"]),
+            "regs": src.get("registers_per_thread"),
+            "smem": src.get("shared_mem_bytes" if group is not None else "shared_mem_per_block_bytes"),
+            "durations": [int(d) for d in src["durations_ns"]] if has else None,
+            "starts": [int(t) for t in src["starts_ns"]] if has else None}
 
 
 def _demangle(names: list[str]) -> dict[str, str]:

@@ -7,13 +7,18 @@ and end, ns) through cupti-python (`from cupti import cupti`; activity_register_
 activity_enable, activity_flush_all: https://docs.nvidia.com/cupti-python/) and, at exit, writes
 one JSON file per process into KOPT_CUPTI_OUT:
 
-    {"pid": int, "argv": [...], "status": "ok" | "error", "error": str | null,
+    {"format": 2, "pid": int, "argv": [...], "status": "ok" | "error", "error": str | null,
+     "records": int (kernel activity records received),
      "kernels": {name: {"calls", "total_ns", "min_ns", "max_ns", "registers_per_thread",
                         "shared_mem_per_block_bytes", "block_size", "grid_size",
-                        "durations_ns": [int, ...], "starts_ns": [int, ...]
-                        (each launch's GPU time and start, by start; the first MAX_DURATIONS)}},
+                        "groups": [{"grid": [x, y, z], "block": [x, y, z], "registers_per_thread",
+                                    "shared_mem_bytes", "calls", "total_ns",
+                                    "durations_ns": [int, ...], "starts_ns": [int, ...]}]}},
      "first_start_ns": int | null, "last_end_ns": int | null}
 
+A group is one launch shape (grid and block dimensions) of one kernel name; its durations_ns and
+starts_ns are each launch's GPU time and start, by start, the first MAX_DURATIONS launches of the
+group. Format 1 (before "format") had "durations_ns"/"starts_ns" per name and no groups.
 Registers, shared memory, block and grid size are the largest over a name's launches (one name
 can be several compiled variants). Only the standard library and cupti are imported here; any
 failure is written to that file, never raised into the benchmark. A `sitecustomize` further
@@ -55,29 +60,45 @@ class _Trace:
         self.first = None
         self.last = None
         self.error = None
+        self.records = 0
 
     def add(self, rec):
         start, end = int(rec.start), int(rec.end)
         dur = end - start
         name = str(rec.name)
+        grid = _dims(rec, ("grid_x", "grid_y", "grid_z"))
+        block = _dims(rec, ("block_x", "block_y", "block_z"))
         shape = {"registers_per_thread": _int(rec, "registers_per_thread"),
                  "shared_mem_per_block_bytes": (_int(rec, "static_shared_memory") or 0)
                  + (_int(rec, "dynamic_shared_memory") or 0),
-                 "block_size": _prod(rec, ("block_x", "block_y", "block_z")),
-                 "grid_size": _prod(rec, ("grid_x", "grid_y", "grid_z"))}
+                 "block_size": None if block is None else block[0] * block[1] * block[2],
+                 "grid_size": None if grid is None else grid[0] * grid[1] * grid[2]}
         with self.lock:
+            self.records += 1
             k = self.kernels.get(name)
             if k is None:
                 k = self.kernels[name] = {"calls": 0, "total_ns": 0, "min_ns": dur, "max_ns": dur, **shape,
-                                          "launches": []}
+                                          "groups": {}}
+            g = k["groups"].get((grid, block))
+            if g is None:
+                g = k["groups"][(grid, block)] = {
+                    "grid": grid, "block": block, "registers_per_thread": shape["registers_per_thread"],
+                    "shared_mem_bytes": shape["shared_mem_per_block_bytes"], "calls": 0, "total_ns": 0,
+                    "launches": []}
+            g["calls"] += 1
+            g["total_ns"] += dur
+            if len(g["launches"]) < MAX_DURATIONS:
+                g["launches"].append((start, dur))
+            for field, gfield in (("registers_per_thread", "registers_per_thread"),
+                                  ("shared_mem_per_block_bytes", "shared_mem_bytes")):
+                if shape[field] is not None and (g[gfield] is None or shape[field] > g[gfield]):
+                    g[gfield] = shape[field]
             # one name can be several compiled variants (Triton specializes per constexpr block size):
             # keep the largest, as ncu's parser does (the variant that limits occupancy)
             for field, value in shape.items():
                 if value is not None and (k[field] is None or value > k[field]):
                     k[field] = value
             k["calls"] += 1
-            if len(k["launches"]) < MAX_DURATIONS:
-                k["launches"].append((start, dur))
             k["total_ns"] += dur
             k["min_ns"] = min(k["min_ns"], dur)
             k["max_ns"] = max(k["max_ns"], dur)
@@ -85,12 +106,17 @@ class _Trace:
             self.last = end if self.last is None else max(self.last, end)
 
     def write(self):
-        for k in self.kernels.values():  # records arrive per buffer, not necessarily in launch order
-            launches = sorted(k.pop("launches", []))
-            k["durations_ns"] = [d for _, d in launches]
-            k["starts_ns"] = [t for t, _ in launches]
-        doc = {"pid": os.getpid(), "argv": list(sys.argv), "status": "error" if self.error else "ok",
-               "error": self.error, "kernels": self.kernels, "first_start_ns": self.first,
+        kernels = {}
+        for name, k in self.kernels.items():
+            groups = []
+            for g in k["groups"].values():  # records arrive per buffer, not necessarily in launch order
+                launches = sorted(g["launches"])
+                groups.append({**{f: v for f, v in g.items() if f != "launches"},
+                               "durations_ns": [d for _, d in launches], "starts_ns": [t for t, _ in launches]})
+            groups.sort(key=lambda g: g["starts_ns"][0] if g["starts_ns"] else 0)
+            kernels[name] = {**{f: v for f, v in k.items() if f != "groups"}, "groups": groups}
+        doc = {"format": 2, "pid": os.getpid(), "argv": list(sys.argv), "status": "error" if self.error else "ok",
+               "error": self.error, "records": self.records, "kernels": kernels, "first_start_ns": self.first,
                "last_end_ns": self.last}
         path = os.path.join(_OUT, f"cupti-{os.getpid()}.json")
         tmp = path + ".tmp"
@@ -106,11 +132,9 @@ def _int(rec, attr):
         return None
 
 
-def _prod(rec, attrs):
-    vals = [_int(rec, a) for a in attrs]
-    if any(v is None for v in vals):
-        return None
-    return vals[0] * vals[1] * vals[2]
+def _dims(rec, attrs):
+    vals = tuple(_int(rec, a) for a in attrs)
+    return None if any(v is None for v in vals) else vals
 
 
 def _start():
