@@ -65,3 +65,82 @@ def _write(out_dir: Path) -> int:
 
 if __name__ == "__main__":
     sys.exit(_write(Path(sys.argv[1])))
+
+
+# --- replayed time-driven harness (triton.testing.do_bench style), injector format 2 -------------------------
+
+UTILITY_PREFIX = "_ZN2at6native54_GLOBAL__N__d8ceb000_21_DistributionNormal_cu"
+
+
+def dobench_doc(seed: int, configs: list[dict], utility_calls: int = 8000, shift_pct: float = 0.0,
+                pid: int = 438) -> dict:
+    """A format-2 CUPTI trace file (sitecustomize.py's layout) replaying the recorded H100 run as a
+    time-driven harness: the recorded sgemm kernel (name, registers, shared memory, block of 256
+    threads) launched once per repetition of each config, every config a launch group; the
+    recorded torch randn kernel (an input-generation kernel) launched `utility_calls` times at its
+    recorded GPU time, made the hottest kernel so that target selection must skip it.
+
+    `configs`: dicts with `grid` (3-tuple), `scale` (per-launch GPU time / the recorded sgemm's
+    mean launch), `calls` (an int, or a (lo, hi) range drawn per process, as do_bench's repetition
+    count varies), optional `warmup` (first launches at 1.5x time, default 5) and `name` (a
+    renamed kernel). Per-launch times are drawn uniformly between the recording's min_ns and
+    max_ns, scaled; `shift_pct` moves the whole process (clock state). Deterministic in `seed`.
+    Only numbers, shapes and names change; the recorded trace's fields and names are kept.
+    """
+    import json
+    import random
+
+    rec = json.loads(FIXTURE.read_text())
+    sgemm = next(n for n in rec["kernels"] if n.startswith(SGEMM_PREFIX))
+    util = next(n for n in rec["kernels"] if n.startswith(UTILITY_PREFIX))
+    s, u = rec["kernels"][sgemm], rec["kernels"][util]
+    rng = random.Random(seed)
+    shift = 1.0 + shift_pct / 100.0
+    t = rec["first_start_ns"]
+    kernels: dict[str, dict] = {}
+
+    def launch(name: str, src: dict, grid, block, dur: int) -> None:
+        nonlocal t
+        k = kernels.setdefault(name, {"calls": 0, "total_ns": 0, "min_ns": dur, "max_ns": dur,
+                                      "registers_per_thread": src["registers_per_thread"],
+                                      "shared_mem_per_block_bytes": src["shared_mem_per_block_bytes"],
+                                      "block_size": src["block_size"], "grid_size": None, "groups": []})
+        g = next((g for g in k["groups"] if g["grid"] == list(grid)), None)
+        if g is None:
+            g = {"grid": list(grid), "block": list(block), "registers_per_thread": src["registers_per_thread"],
+                 "shared_mem_bytes": src["shared_mem_per_block_bytes"], "calls": 0, "total_ns": 0,
+                 "durations_ns": [], "starts_ns": []}
+            k["groups"].append(g)
+        for obj in (k, g):
+            obj["calls"] += 1
+            obj["total_ns"] += dur
+        k["min_ns"], k["max_ns"] = min(k["min_ns"], dur), max(k["max_ns"], dur)
+        k["grid_size"] = max(k["grid_size"] or 0, grid[0] * grid[1] * grid[2])
+        g["durations_ns"].append(dur)
+        g["starts_ns"].append(t)
+        t += dur + 2000
+
+    for _ in range(utility_calls):
+        launch(util, u, (u["grid_size"], 1, 1), (u["block_size"], 1, 1), u["total_ns"] // u["calls"])
+    for cfg in configs:
+        calls = cfg["calls"] if isinstance(cfg["calls"], int) else rng.randint(*cfg["calls"])
+        for i in range(calls):
+            dur = rng.uniform(s["min_ns"], s["max_ns"]) * cfg["scale"] * shift
+            if i < cfg.get("warmup", 5):
+                dur *= 1.5
+            launch(cfg.get("name", sgemm), s, cfg["grid"], (s["block_size"], 1, 1), int(dur))
+    return {"format": 2, "pid": pid, "argv": rec["argv"], "status": "ok", "error": None,
+            "records": sum(k["calls"] for k in kernels.values()), "kernels": kernels,
+            "first_start_ns": rec["first_start_ns"], "last_end_ns": t}
+
+
+def dobench_trace(out_dir: Path, seed: int, configs: list[dict], **kw):
+    """`dobench_doc` written where the injector writes it and parsed by the real parser (KernelTrace)."""
+    import json
+
+    from kopt_mcp.profilers.cupti import parse_cupti_dir
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    doc = dobench_doc(seed, configs, **kw)
+    (out_dir / f"cupti-{doc['pid']}.json").write_text(json.dumps(doc))
+    return parse_cupti_dir(out_dir)

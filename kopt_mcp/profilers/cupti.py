@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import shlex
 import shutil
 import subprocess
@@ -19,13 +20,14 @@ from pathlib import Path
 
 from kopt_mcp.profilers.base import KernelStat, KernelTrace, LaunchGroup, ProfilerError, launch_median_us
 
-__all__ = ["INJECT_DIR", "CuptiProfiler", "cupti_importable", "parse_cupti_dir"]
+__all__ = ["INJECT_DIR", "CuptiProfiler", "cupti_importable", "keep_injector", "parse_cupti_dir", "pythonpath_problems"]
 
 INJECT_DIR = Path(__file__).parent / "cupti_inject"
 _NOT_PYTHON_HINT = (
     "the CUPTI trace is injected through Python's sitecustomize, so it records Python benchmark "
-    "processes only (not `python -S`/`-I`, not a process ending in os._exit). For a compiled "
-    'benchmark set [profiler] backend = "ncu"'
+    "processes only (not `python -S`/`-I`, not a process ending in os._exit). If a script the command "
+    "runs sets PYTHONPATH, keep the caller's value there: PYTHONPATH=../src\"${PYTHONPATH:+:$PYTHONPATH}\" "
+    '(kopt-mcp check-config names such lines). For a compiled benchmark set [profiler] backend = "ncu"'
 )
 
 
@@ -50,14 +52,73 @@ class CuptiProfiler:
     def wrap(self, command: str, out_dir: Path) -> str:
         """`command` with the injector first on PYTHONPATH (the caller's PYTHONPATH after it) and
         KOPT_CUPTI_OUT=out_dir, as one bash line. cupti-python must be importable by the
-        benchmark's own interpreter; where it is not, the run's trace file says so."""
+        benchmark's own interpreter; where it is not, the run's trace file says so.
+
+        A PYTHONPATH the command sets itself (`PYTHONPATH=../src python b.py`, `export
+        PYTHONPATH=...; ...`, `env PYTHONPATH=... python ...`) would drop the injector: each such
+        assignment in the command text gets the injector put in front (`keep_injector`). One made
+        inside a script the command runs cannot be seen here: `pythonpath_problems` (check-config)
+        and the missing-trace error say what to write there."""
         inject = shlex.quote(str(INJECT_DIR))
-        return (f"export KOPT_CUPTI_OUT={shlex.quote(str(out_dir))} "
-                f'PYTHONPATH={inject}"${{PYTHONPATH:+:$PYTHONPATH}}"; {command}')
+        return (f"export KOPT_CUPTI_OUT={shlex.quote(str(out_dir))} KOPT_CUPTI_PYTHONPATH={inject} "
+                f'PYTHONPATH={inject}"${{PYTHONPATH:+:$PYTHONPATH}}"; {keep_injector(command)}')
 
     def parse(self, out_dir: Path) -> KernelTrace:
         """Merge every `cupti-*.json` in `out_dir` into one KernelTrace. Raises ProfilerError."""
         return parse_cupti_dir(Path(out_dir))
+
+
+#: a PYTHONPATH assignment word: at the start, or after a blank or a shell operator
+_ASSIGN = re.compile(r"(?<![^\s;&|(`])PYTHONPATH=")
+_KEEP_IDIOM = '${PYTHONPATH:+:$PYTHONPATH}'
+
+
+def keep_injector(command: str) -> str:
+    """`command` with the CUPTI injector's folder put in front of every PYTHONPATH value it assigns
+    (`PYTHONPATH=../src python b.py` -> `PYTHONPATH=<injector>:../src python b.py`; an empty
+    value becomes the injector alone), so a command that sets its own PYTHONPATH keeps the trace.
+    Text that only looks like an assignment (an `echo PYTHONPATH=x` argument) is changed too,
+    harmlessly. Never raises."""
+    inject = shlex.quote(str(INJECT_DIR))
+
+    def put(m: re.Match) -> str:
+        rest = command[m.end():m.end() + 1]
+        return f"PYTHONPATH={inject}" + ("" if rest == "" or rest.isspace() or rest in ";&|)" else ":")
+    return _ASSIGN.sub(put, command)
+
+
+def pythonpath_problems(command: str, workdir: Path) -> list[str]:
+    """Where the CUPTI injector will be lost: PYTHONPATH assignments that replace the caller's value
+    inside shell scripts the command runs (files named in `command` that exist under `workdir` and
+    end in .sh or start with a sh/bash shebang). `keep_injector` handles assignments in the command
+    itself. Returns one line per problem: file:line, the assignment, and exactly what to write
+    instead. Never raises (unreadable files are skipped)."""
+    try:
+        words = shlex.split(command, comments=True)
+    except ValueError:
+        words = command.split()
+    out = []
+    for word in dict.fromkeys(words):
+        path = (Path(workdir) / word) if not Path(word).is_absolute() else Path(word)
+        try:
+            if not path.is_file() or path.stat().st_size > 1_000_000:
+                continue
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        first = text.split("\n", 1)[0]
+        if not (path.suffix == ".sh" or (first.startswith("#!") and ("sh" in first.rsplit("/", 1)[-1]))):
+            continue
+        for n, line in enumerate(text.splitlines(), 1):
+            code = line.split("#", 1)[0]
+            for m in _ASSIGN.finditer(code):
+                value = re.split(r"[\s;&|]", code[m.end():], maxsplit=1)[0]
+                if "PYTHONPATH" in value:
+                    continue
+                out.append(f"{word}:{n}: `{code.strip()}` replaces PYTHONPATH, which drops kopt-mcp's CUPTI "
+                           f"trace injector (no GPU time then): write PYTHONPATH={value}\"{_KEEP_IDIOM}\" "
+                           "there (keeps the caller's entries), or set [profiler] backend = \"ncu\"")
+    return out
 
 
 def parse_cupti_dir(out_dir: Path) -> KernelTrace:
