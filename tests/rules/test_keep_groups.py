@@ -201,3 +201,16 @@ def test_old_keep_metric_signature_still_works():
     assert apply_keep_metric(100.0, 90.0, ["k"], 10, 10).kept
     assert not apply_keep_metric(100.0, 90.0, ["k"], 10, 9).kept
 
+
+
+def test_performance_rows_show_gpu_time_per_class(runs):
+    from kopt_mcp.referee.report import perf_rows
+
+    t = runs(configs())
+    per_class = class_gpu_times(t, ["M=128", "M=512"])
+    rows = perf_rows("baseline", "abc1234", "python bench.py", "global", ["sgemm"], {"M=128": 1.0, "M=512": 4.0},
+                     999.0, None, "baseline", class_gpu_us=per_class)
+    cells = [float(r.gpu_time) for r in rows]
+    assert cells[0] == pytest.approx(per_class["M=128"], rel=1e-3) and cells[1] > 3 * cells[0]
+    plain = perf_rows("baseline", "abc1234", "python bench.py", "global", ["sgemm"], {"M=128": 1.0}, 999.0, None, "b")
+    assert float(plain[0].gpu_time) == 999.0
