@@ -25,7 +25,10 @@ SGEMM_PREFIX = "_ZN7cutlass7Kernel2I43cutlass_80_simt_sgemm"
 
 
 class ReplayCupti(CuptiProfiler):
-    """CuptiProfiler whose wrap replays the recorded trace (see the module docstring)."""
+    """CuptiProfiler whose wrap replays the recorded trace (see the module docstring); file mode
+    (it writes the trace file itself, no collector)."""
+
+    stream = False
 
     def available(self) -> bool:
         return True
@@ -144,3 +147,58 @@ def dobench_trace(out_dir: Path, seed: int, configs: list[dict], **kw):
     doc = dobench_doc(seed, configs, **kw)
     (out_dir / f"cupti-{doc['pid']}.json").write_text(json.dumps(doc))
     return parse_cupti_dir(out_dir)
+
+
+# --- a `cupti` package that replays the recorded trace through the real injector (no GPU) ---------------------
+
+_FAKE_CUPTI = '''"""Replays {fixture} as CUPTI kernel activity records (written by tests/replay_cupti.py)."""
+import json
+from types import SimpleNamespace
+
+
+class ActivityKind:
+    CONCURRENT_KERNEL = 10
+
+
+_callbacks = []
+
+
+def activity_register_callbacks(requested, completed):
+    _callbacks[:] = [requested, completed]
+
+
+def activity_enable(kind):
+    pass
+
+
+def activity_disable(kind):
+    pass
+
+
+def activity_flush_all(flag):
+    trace = json.load(open({fixture!r}))
+    records, t = [], trace["first_start_ns"]
+    for name, k in trace["kernels"].items():
+        dur = k["total_ns"] // k["calls"]
+        for _ in range(k["calls"]):
+            records.append(SimpleNamespace(
+                kind=ActivityKind.CONCURRENT_KERNEL, name=name, start=t, end=t + dur,
+                registers_per_thread=k["registers_per_thread"], static_shared_memory=k["shared_mem_per_block_bytes"],
+                dynamic_shared_memory=0, grid_x=k["grid_size"], grid_y=1, grid_z=1, block_x=k["block_size"],
+                block_y=1, block_z=1))
+            t += dur + 1000
+    if _callbacks:
+        _callbacks[1](records)
+'''
+
+
+def write_fake_cupti(folder: Path) -> Path:
+    """Write a `cupti` package into `folder` (put it on the benchmark's PYTHONPATH) whose
+    `cupti.activity_flush_all` hands the injector the recorded trace's launches as activity records
+    (each kernel's recorded calls at its mean recorded time, grid = recorded grid size along x).
+    Only the API the injector uses is there. Returns `folder`."""
+    pkg = folder / "cupti"
+    pkg.mkdir(parents=True, exist_ok=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "cupti.py").write_text(_FAKE_CUPTI.format(fixture=str(FIXTURE)))
+    return folder

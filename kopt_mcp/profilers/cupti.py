@@ -10,12 +10,14 @@ those files into one KernelTrace. The benchmark is not edited. A benchmark that 
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import re
 import shlex
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 from kopt_mcp.profilers.base import KernelStat, KernelTrace, LaunchGroup, ProfilerError, launch_median_us
@@ -23,6 +25,8 @@ from kopt_mcp.profilers.base import KernelStat, KernelTrace, LaunchGroup, Profil
 __all__ = ["INJECT_DIR", "CuptiProfiler", "cupti_importable", "keep_injector", "parse_cupti_dir", "pythonpath_problems"]
 
 INJECT_DIR = Path(__file__).parent / "cupti_inject"
+COLLECTOR = Path(__file__).parent / "cupti_collect.py"
+MANIFEST = "collected-cupti.json"
 _NOT_PYTHON_HINT = (
     "the CUPTI trace is injected through Python's sitecustomize, so it records Python benchmark "
     "processes only (not `python -S`/`-I`, not a process ending in os._exit). If a script the command "
@@ -44,6 +48,8 @@ class CuptiProfiler:
 
     name = "cupti"
     per_launch = True  # records each launch's GPU time (the keep metric's paired test)
+    #: stream the launches to the collector (True) or let each process write its file (False)
+    stream = True
 
     def available(self) -> bool:
         """True where cupti-python is importable here (the benchmark's interpreter is checked at run time)."""
@@ -58,14 +64,24 @@ class CuptiProfiler:
         PYTHONPATH=...; ...`, `env PYTHONPATH=... python ...`) would drop the injector: each such
         assignment in the command text gets the injector put in front (`keep_injector`). One made
         inside a script the command runs cannot be seen here: `pythonpath_problems` (check-config)
-        and the missing-trace error say what to write there."""
+        and the missing-trace error say what to write there.
+
+        Stream mode (the default): the command runs as the child of the collector
+        (`cupti_collect.py`, this interpreter), which receives the launches over a socket and writes
+        the trace files after the command ended, so the benchmark cannot rewrite them. `stream =
+        False` (file mode): each process writes its own file at exit into `out_dir`."""
         inject = shlex.quote(str(INJECT_DIR))
-        return (f"export KOPT_CUPTI_OUT={shlex.quote(str(out_dir))} KOPT_CUPTI_PYTHONPATH={inject} "
-                f'PYTHONPATH={inject}"${{PYTHONPATH:+:$PYTHONPATH}}"; {keep_injector(command)}')
+        inner = (f"export KOPT_CUPTI_PYTHONPATH={inject} "
+                 f'PYTHONPATH={inject}"${{PYTHONPATH:+:$PYTHONPATH}}"; {keep_injector(command)}')
+        if not self.stream:
+            return f"export KOPT_CUPTI_OUT={shlex.quote(str(out_dir))}; {inner}"
+        return (f"{shlex.quote(sys.executable)} {shlex.quote(str(COLLECTOR))} {shlex.quote(str(out_dir))} -- "
+                f"bash -c {shlex.quote(inner)}")
 
     def parse(self, out_dir: Path) -> KernelTrace:
-        """Merge every `cupti-*.json` in `out_dir` into one KernelTrace. Raises ProfilerError."""
-        return parse_cupti_dir(Path(out_dir))
+        """Merge the run's trace files in `out_dir` into one KernelTrace; in stream mode only those
+        of the collector's manifest, hash-checked. Raises ProfilerError."""
+        return parse_cupti_dir(Path(out_dir), require_collector=self.stream)
 
 
 #: a PYTHONPATH assignment word: at the start, or after a blank or a shell operator
@@ -121,8 +137,44 @@ def pythonpath_problems(command: str, workdir: Path) -> list[str]:
     return out
 
 
-def parse_cupti_dir(out_dir: Path) -> KernelTrace:
+def _collected_files(out_dir: Path, require: bool) -> tuple[list[Path] | None, list[str]]:
+    """The trace files the collector wrote (None: no manifest and none required), and warnings.
+    Raises ProfilerError for a missing manifest when required, or a file changed after writing."""
+    manifest = out_dir / MANIFEST
+    if not manifest.exists():
+        if require:
+            raise ProfilerError(
+                f"no CUPTI collector manifest ({MANIFEST}) in {out_dir}: the profiled command did not run under "
+                "kopt-mcp's collector, it was killed before the collector wrote the trace, or the folder was "
+                f"changed. Run it again; {_NOT_PYTHON_HINT}")
+        return None, []
+    try:
+        listed = json.loads(manifest.read_text(encoding="utf-8"))["files"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise ProfilerError(f"{manifest}: not a kopt-mcp CUPTI collector manifest ({e!r})") from e
+    files = []
+    for name, digest in listed.items():
+        path = out_dir / name
+        try:
+            data = path.read_bytes()
+        except OSError as e:
+            raise ProfilerError(f"{path}: the collector's trace file is gone ({e!r}): not used") from e
+        if hashlib.sha256(data).hexdigest() != digest:
+            raise ProfilerError(f"{path} changed after the CUPTI collector wrote it (a process that outlived the "
+                                "benchmark command, or code that rewrites result files): the trace is not used")
+        files.append(path)
+    stray = sorted(p.name for p in out_dir.glob("cupti-*.json") if p.name not in listed)
+    warnings = [f"ignored {len(stray)} CUPTI trace file(s) the collector did not write ({', '.join(stray[:3])}): "
+                "written by code in the benchmark"] if stray else []
+    return files, warnings
+
+
+def parse_cupti_dir(out_dir: Path, require_collector: bool = False) -> KernelTrace:
     """Merge the per-process CUPTI trace files of one run (times in us, hottest first).
+
+    Files: those listed in the collector's manifest (`collected-cupti.json`, hash-checked; other
+    `cupti-*.json` files are ignored with a warning) where it exists, required with
+    `require_collector`; else every `cupti-*.json` (file mode, recorded fixtures).
 
     Raises ProfilerError when no process wrote a file, when a process reports a CUPTI error
     (cupti-python missing for its interpreter, tracing refused), or when a file is not the
@@ -132,12 +184,12 @@ def parse_cupti_dir(out_dir: Path) -> KernelTrace:
     "groups"; a format-1 file (per-name durations, no shapes) gives one group per name with the
     shape unknown; a kernel of several processes is one group per shape.
     """
-    files = list(out_dir.glob("cupti-*.json"))
+    collected, warnings = _collected_files(out_dir, require_collector)
+    files = collected if collected is not None else list(out_dir.glob("cupti-*.json"))
     if not files:
         raise ProfilerError(f"no CUPTI trace file (cupti-<pid>.json) in {out_dir}: {_NOT_PYTHON_HINT}")
     merged: dict[str, dict] = {}
     groups: dict[tuple, dict] = {}  # (mangled name, grid, block) -> merged launches
-    warnings: list[str] = []
     errors: list[str] = []
     docs = []
     for path in files:
