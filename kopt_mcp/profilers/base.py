@@ -172,8 +172,10 @@ class Profiler(Protocol):
 def target_gpu_time(trace: KernelTrace, kernel_regex: str | None) -> tuple[float, list[str]]:
     """GPU kernel time (us, summed over launches) of the target kernels, and their names.
 
-    With a regex: every kernel whose name matches (re.search). Without: the hottest kernel.
-    Raises ProfilerError if the trace is empty or nothing matches, naming the kernels seen.
+    With a regex: every kernel whose name matches (re.search). Without: the hottest kernel that is
+    not an input-generation or copy kernel (kernel_names.is_utility_kernel; the hottest of all if
+    every kernel is one). Raises ProfilerError if the trace is empty or nothing matches, naming
+    the kernels seen.
     """
     if not trace.kernels:
         raise ProfilerError("the profiled run launched no GPU kernel: is the benchmark running on the GPU?")
@@ -186,7 +188,9 @@ def target_gpu_time(trace: KernelTrace, kernel_regex: str | None) -> tuple[float
                 f"no kernel matches [profiler] kernel = {kernel_regex!r}; hottest kernels seen: {seen}"
             )
     else:
-        hits = trace.kernels[:1]
+        from kopt_mcp.profilers.kernel_names import is_utility_kernel
+
+        hits = [next((k for k in trace.kernels if not is_utility_kernel(k.name)), trace.kernels[0])]
     return sum(k.total_us for k in hits), [k.name for k in hits]
 
 

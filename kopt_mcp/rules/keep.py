@@ -45,28 +45,17 @@ from collections.abc import Sequence
 from pydantic import BaseModel
 
 from kopt_mcp.profilers.base import KernelTrace, LaunchGroup, ProfilerError, trace_groups
+from kopt_mcp.profilers.kernel_names import is_utility_kernel
 from kopt_mcp.rules.verdict import GainFloor, KeepDecision, gpu_gain_floor
 
 __all__ = ["GroupDelta", "GroupKeepDecision", "class_gpu_times", "group_spread_pct", "is_utility_kernel", "judge_groups",
            "match_groups", "target_groups"]
 
-#: kernels that make or move inputs, never optimization targets: torch's random-number, fill and
-#: copy kernels (triton.testing.do_bench zeroes a 256 MB buffer before every repetition), memset/memcpy
-UTILITY_KERNEL = re.compile(
-    r"(FillFunctor|fill_kernel|distribution_elementwise|distribution_nullary|normal_kernel|uniform_kernel|"
-    r"random_kernel|curand|philox|direct_copy_kernel|copy_kernel|CatArrayBatchedCopy|"
-    r"\bmemset|\bmemcpy|Memset|Memcpy|"
-    r"11FillFunctor|12distribution|17direct_copy_kernel)")
 #: a BEST group whose candidate launches fell under this fraction while it got faster per launch
 #: is skipped work in a time-driven harness (which launches a faster kernel more often)
 TIME_DRIVEN_MIN_LAUNCH_RATIO = 0.5
 #: standard error of a sample median relative to the scale, for normal data: sqrt(pi / 2)
 _MEDIAN_SE = math.sqrt(math.pi / 2.0)
-
-
-def is_utility_kernel(name: str) -> bool:
-    """True for an input-generation or copy kernel (UTILITY_KERNEL, demangled or mangled name)."""
-    return UTILITY_KERNEL.search(name) is not None
 
 
 def target_groups(groups: Sequence[LaunchGroup], kernel_regex: str | None) -> list[LaunchGroup]:
@@ -158,6 +147,9 @@ class GroupKeepDecision(KeepDecision):
     groups: list[GroupDelta] = []
     unmatched_best: list[str] = []
     unmatched_candidate: list[str] = []
+    #: the candidate's GPU time per config class (us, `class_gpu_times`) where `classes` were given
+    #: and the groups map to them; for performance.md (referee.report.perf_rows class_gpu_us)
+    class_gpu_us: dict[str, float] | None = None
 
 
 def _not_kept(reason: str, **kw) -> GroupKeepDecision:
@@ -172,7 +164,8 @@ def _groups(x: KernelTrace | Sequence[LaunchGroup]) -> list[LaunchGroup]:
 def judge_groups(best_before: KernelTrace | Sequence[LaunchGroup], candidate: KernelTrace | Sequence[LaunchGroup],
                  best_after: KernelTrace | Sequence[LaunchGroup], kernel_regex: str | None = None,
                  recent_spreads_pct: Sequence[float] = (), min_gain_pct: float = 0.2,
-                 confidence: float = 0.995, suspect: bool = True) -> GroupKeepDecision:
+                 confidence: float = 0.995, suspect: bool = True,
+                 classes: Sequence[str] | None = None) -> GroupKeepDecision:
     """The keep metric from three adjacent profiled runs (BEST, candidate, BEST again) by launch group.
 
     Inputs: each run's KernelTrace (or its launch groups, `trace_groups`); `kernel_regex`: the
@@ -180,7 +173,8 @@ def judge_groups(best_before: KernelTrace | Sequence[LaunchGroup], candidate: Ke
     non-utility kernel of BEST's first profile); `recent_spreads_pct`: the session's earlier spreads
     between BEST profiles (%; SessionState.gpu_spreads_pct, this attempt's NOT included: it is
     added here); `min_gain_pct`: [gates] min_gpu_gain_pct; `confidence`: one-sided, for the bound;
-    `suspect`: as in `rules.verdict.apply_keep_metric` (only changes the reason's wording).
+    `suspect`: as in `rules.verdict.apply_keep_metric` (only changes the reason's wording);
+    `classes`: config class keys in row order, to fill `class_gpu_us` from the candidate's groups.
 
     Returns a GroupKeepDecision: kept, gain (%) in `gpu_delta_pct`, the target's median launch sum
     (us) of BEST (mean of both profiles) and of the candidate in `gpu_best_us`/`gpu_candidate_us`,
@@ -269,6 +263,8 @@ def judge_groups(best_before: KernelTrace | Sequence[LaunchGroup], candidate: Ke
                    "something other than the kernel" if suspect else "The script metric's small gain was noise")
         reason = f"profiler GPU time did not improve by more than the floor ({how}): not kept. {why_not}"
     base.pop("gpu_best_us")
+    if classes:
+        base["class_gpu_us"] = class_gpu_times(c, classes, names_regex)
     return GroupKeepDecision(kept=kept, gpu_best_us=best_us, gpu_candidate_us=cand_us, gpu_delta_pct=gain,
                              metric_used="profiler GPU time", reason=reason, **base)
 

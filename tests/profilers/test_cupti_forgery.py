@@ -102,3 +102,13 @@ def test_collector_passes_on_the_benchmarks_exit_status(tmp_path):
     out = tmp_path / "trace"
     done = subprocess.run(["bash", "-c", CuptiProfiler().wrap("exit 7", out)], capture_output=True, timeout=60)
     assert done.returncode == 7 and (out / MANIFEST).exists()
+
+
+def test_python_subprocesses_of_the_benchmark_are_collected_too(tmp_path):
+    """The socket is named in the environment, so a Python child started with subprocess (which
+    closes inherited descriptors) still reaches the collector; each process is its own file."""
+    out = _run(tmp_path, "import subprocess, sys\nsubprocess.run([sys.executable, '-c', 'pass'], check=True)\n")
+    trace = CuptiProfiler().parse(out)
+    manifest = json.loads((out / MANIFEST).read_text())
+    assert manifest["connections"] == 2 and len(manifest["files"]) == 2
+    assert next(k for k in trace.kernels if "cutlass" in k.name).calls == 40

@@ -57,9 +57,12 @@ def test_per_group_median_is_stable_where_totals_of_a_time_driven_harness_spread
 
 
 def test_input_generation_kernel_is_never_the_target_even_when_hottest(runs):
+    from kopt_mcp.profilers.base import target_gpu_time
+
     t = runs(configs(), utility_calls=24000)
     assert is_utility_kernel(t.kernels[0].name)  # the recorded torch randn kernel, replayed hottest
     assert [g.kernel.startswith("void cutlass") for g in target_groups(trace_groups(t), None)] == [True, True]
+    assert target_gpu_time(t, None)[1] == [t.kernels[1].name]  # the totals' target too
 
 
 def test_identical_candidate_is_not_kept_across_seeds(runs):
@@ -69,10 +72,11 @@ def test_identical_candidate_is_not_kept_across_seeds(runs):
 
 
 def test_real_two_percent_win_is_kept_in_three_runs(runs):
-    v = judge_groups(runs(configs()), runs(configs(0.98, 0.98)), runs(configs()))
+    v = judge_groups(runs(configs()), runs(configs(0.98, 0.98)), runs(configs()), classes=["M=128", "M=512"])
     assert v.kept, v.reason
     assert 1.6 < v.gpu_delta_pct < 2.4 and v.lower_bound_pct > v.floor.pct
-    assert len(v.groups) == 2 and v.time_driven and "(time-driven repetition" not in v.reason[:20]
+    assert len(v.groups) == 2 and v.time_driven
+    assert v.class_gpu_us["M=512"] == pytest.approx(v.groups[1].candidate_median_us)
 
 
 def test_one_percent_slower_is_not_kept(runs):
