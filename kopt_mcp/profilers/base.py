@@ -85,9 +85,9 @@ class LaunchGroup(BaseModel):
 
         parts = [short_kernel_name(self.kernel, 60)]
         if self.grid:
-            parts.append("grid=(%d,%d,%d)" % self.grid)
+            parts.append("grid=({},{},{})".format(*self.grid))
         if self.block:
-            parts.append("block=(%d,%d,%d)" % self.block)
+            parts.append("block=({},{},{})".format(*self.block))
         if self.args:
             parts.append(f"args={self.args}")
         return " ".join(parts)

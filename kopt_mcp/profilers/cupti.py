@@ -164,8 +164,8 @@ def _collected_files(out_dir: Path, require: bool) -> tuple[list[Path] | None, l
                                 "benchmark command, or code that rewrites result files): the trace is not used")
         files.append(path)
     stray = sorted(p.name for p in out_dir.glob("cupti-*.json") if p.name not in listed)
-    warnings = [f"ignored {len(stray)} CUPTI trace file(s) the collector did not write ({', '.join(stray[:3])}): "
-                "written by code in the benchmark"] if stray else []
+    warnings = [(f"ignored {len(stray)} CUPTI trace file(s) the collector did not write ({', '.join(stray[:3])}): "
+                 "written by code in the benchmark")] if stray else []
     return files, warnings
 
 

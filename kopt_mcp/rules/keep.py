@@ -42,14 +42,14 @@ import re
 import statistics
 from collections.abc import Sequence
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from kopt_mcp.profilers.base import KernelTrace, LaunchGroup, ProfilerError, trace_groups
 from kopt_mcp.profilers.kernel_names import is_utility_kernel
 from kopt_mcp.rules.verdict import GainFloor, KeepDecision, gpu_gain_floor
 
 __all__ = ["GroupDelta", "GroupKeepDecision", "class_gpu_times", "group_spread_pct", "is_utility_kernel", "judge_groups",
-           "match_groups", "target_groups"]
+           "match_groups", "target_groups", "target_median_us"]
 
 #: a BEST group whose candidate launches fell under this fraction while it got faster per launch
 #: is skipped work in a time-driven harness (which launches a faster kernel more often)
@@ -77,6 +77,17 @@ def target_groups(groups: Sequence[LaunchGroup], kernel_regex: str | None) -> li
     ranked = sorted(totals, key=lambda k: -totals[k])
     hottest = next((k for k in ranked if not is_utility_kernel(k)), ranked[0])
     return [g for g in groups if g.kernel == hottest]
+
+
+def target_median_us(trace: KernelTrace | Sequence[LaunchGroup], kernel_regex: str | None) -> tuple[float, list[str]]:
+    """The target's GPU time per benchmark step (us): the sum over its launch groups of the median
+    launch, and the target kernel names (for SessionState.best.gpu_us / kernels, so that the
+    baseline and keeps report the same quantity as `judge_groups`' gpu_best_us/gpu_candidate_us).
+    Raises ProfilerError when no kernel matches or a target group lacks per-launch times."""
+    tg = target_groups(_groups(trace), kernel_regex)
+    if any(g.median_us is None for g in tg):
+        raise ProfilerError("the profiler did not record each launch's GPU time for the target kernels")
+    return sum(g.median_us for g in tg), list(dict.fromkeys(g.kernel for g in tg))
 
 
 def _order(g: LaunchGroup) -> float:
@@ -144,9 +155,9 @@ class GroupKeepDecision(KeepDecision):
     #: this attempt's spread between BEST's two profiles (%), to join SessionState.gpu_spreads_pct
     spread_pct: float | None = None
     time_driven: bool = False
-    groups: list[GroupDelta] = []
-    unmatched_best: list[str] = []
-    unmatched_candidate: list[str] = []
+    groups: list[GroupDelta] = Field(default_factory=list)
+    unmatched_best: list[str] = Field(default_factory=list)
+    unmatched_candidate: list[str] = Field(default_factory=list)
     #: the candidate's GPU time per config class (us, `class_gpu_times`) where `classes` were given
     #: and the groups map to them; for performance.md (referee.report.perf_rows class_gpu_us)
     class_gpu_us: dict[str, float] | None = None
@@ -211,8 +222,8 @@ def judge_groups(best_before: KernelTrace | Sequence[LaunchGroup], candidate: Ke
     floor = gpu_gain_floor([*recent_spreads_pct, spread], spread, min_gain_pct)
     time_driven = any(x.calls != y.calls for x, y in bb_pairs)
     pairs, miss_b, extra_c, notes = match_groups(b1, c)
-    base = dict(floor=floor, spread_pct=spread, time_driven=time_driven,
-                unmatched_best=[g.label() for g in miss_b], unmatched_candidate=[g.label() for g in extra_c])
+    base = {"floor": floor, "spread_pct": spread, "time_driven": time_driven,
+            "unmatched_best": [g.label() for g in miss_b], "unmatched_candidate": [g.label() for g in extra_c]}
     if miss_b:
         return _not_kept(
             f"skipped work: BEST's target launch group(s) {', '.join(g.label() for g in miss_b)} have no launch in "

@@ -11,6 +11,7 @@ Planted effects are large against the replay's noise; no verdict here can be fli
 
 from __future__ import annotations
 
+import itertools
 import statistics
 from pathlib import Path
 
@@ -19,8 +20,15 @@ import pytest
 from kopt_mcp.profilers.base import trace_groups
 from kopt_mcp.profilers.cupti import parse_cupti_dir
 from kopt_mcp.profilers.rocprof import parse_rocprof_csv
-from kopt_mcp.rules.keep import (class_gpu_times, group_spread_pct, is_utility_kernel, judge_groups, match_groups,
-                                 target_groups)
+from kopt_mcp.rules.keep import (
+    class_gpu_times,
+    group_spread_pct,
+    is_utility_kernel,
+    judge_groups,
+    match_groups,
+    target_groups,
+    target_median_us,
+)
 from tests.replay_cupti import FIXTURE, dobench_trace
 
 ROCPROF = Path(__file__).resolve().parents[1] / "fixtures" / "rocprofv3"
@@ -48,7 +56,7 @@ def test_per_group_median_is_stable_where_totals_of_a_time_driven_harness_spread
     best = [runs(configs()) for _ in range(6)]
     sgemm_totals = [next(k.total_us for k in t.kernels if k.name.startswith("void cutlass")) for t in best]
     total_spread = (max(sgemm_totals) - min(sgemm_totals)) / statistics.mean(sgemm_totals) * 100
-    spreads = [group_spread_pct(a, b) for a, b in zip(best, best[1:])]
+    spreads = [group_spread_pct(a, b) for a, b in itertools.pairwise(best)]
     assert total_spread > 15.0  # the issue's 15-29%: a floor from totals could keep nothing
     assert max(spreads) < 0.5, spreads  # the per-group median launch hardly moves
     for t in best:
@@ -131,7 +139,7 @@ def test_renamed_kernel_is_paired_in_launch_order(runs):
 def test_extra_work_in_a_new_group_is_charged(runs):
     """A split kernel: 5% faster main launches, plus a new launch shape of the same kernel that
     costs more than the win. Not matched to any BEST group: its time is added."""
-    cand = configs(0.95, 0.95) + [dict(grid=(1, 1, 1), scale=1.0, calls=(250, 250), warmup=0)]
+    cand = configs(0.95, 0.95) + [{"grid": (1, 1, 1), "scale": 1.0, "calls": (250, 250), "warmup": 0}]
     v = judge_groups(runs(configs()), runs(cand), runs(configs()))
     assert v.unmatched_candidate and "(1,1,1)" in v.unmatched_candidate[0]
     assert not v.kept and v.gpu_delta_pct < 0
@@ -144,8 +152,8 @@ def test_process_shift_of_best_raises_the_floor(runs):
 
 def test_match_groups_reports_unmatched_both_ways(runs):
     a = target_groups(trace_groups(runs(configs())), None)
-    b = target_groups(trace_groups(runs(configs()[:1] + [dict(grid=(7, 7, 1), scale=1.0, calls=5)])), None)
-    b += target_groups(trace_groups(runs([dict(grid=(9, 1, 1), scale=1.0, calls=5)])), None)
+    b = target_groups(trace_groups(runs(configs()[:1] + [{"grid": (7, 7, 1), "scale": 1.0, "calls": 5}])), None)
+    b += target_groups(trace_groups(runs([{"grid": (9, 1, 1), "scale": 1.0, "calls": 5}])), None)
     pairs, miss_b, extra_c, _ = match_groups(a, b)
     assert [p[0].grid for p in pairs] == [SMALL] and [g.grid for g in miss_b] == [LARGE]
     assert sorted(g.grid for g in extra_c) == [(7, 7, 1), (9, 1, 1)]
@@ -172,6 +180,8 @@ def test_class_gpu_times_by_grid_dimension_and_by_order(runs):
     assert by_order["size=large"] > 3 * by_order["size=small"] > 900
     assert class_gpu_times(t, ["a=1", "a=2", "a=3"]) is None  # 2 groups, 3 classes: no honest mapping
     assert class_gpu_times(t, ["all"]) == {"all": pytest.approx(sum(by_order.values()))}
+    us, names = target_median_us(t, None)
+    assert us == pytest.approx(sum(by_order.values())) and len(names) == 1 and "cutlass" in names[0]
 
 
 def _rocprof_rows(keep_row):

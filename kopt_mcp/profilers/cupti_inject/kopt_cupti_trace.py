@@ -97,7 +97,7 @@ class Trace:
 def _int(rec, attr):
     try:
         return int(getattr(rec, attr))
-    except Exception:
+    except Exception:  # noqa: BLE001 - never raise into the benchmark
         return None
 
 

@@ -55,7 +55,7 @@ def _chain_next_sitecustomize():
         importlib.import_module("sitecustomize")
     except ImportError:
         pass
-    except Exception as exc:  # the shadowed file's own error: report it like Python would
+    except Exception as exc:  # noqa: BLE001 - the shadowed file's own error: report it like Python would
         print(f"Error in sitecustomize (chained by kopt-mcp's CUPTI trace): {exc!r}", file=sys.stderr)
     finally:
         sys.path[:] = saved_path
@@ -137,7 +137,7 @@ def _start():
     state = {"error": None}
     try:
         from cupti import cupti
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - never raise into the benchmark
         state["error"] = (f"cupti-python is not importable by {sys.executable} ({exc!r}): "
                           "pip install cupti-python in the benchmark's environment")
         atexit.register(lambda: sink.close(state["error"]))
@@ -154,14 +154,14 @@ def _start():
         try:
             cupti.activity_flush_all(1)
             cupti.activity_disable(kernel_kind)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - never raise into the benchmark
             state["error"] = f"CUPTI flush at exit failed: {exc!r}"
         sink.close(state["error"])
 
     try:
         cupti.activity_register_callbacks(requested, completed)
         cupti.activity_enable(kernel_kind)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - never raise into the benchmark
         state["error"] = f"CUPTI activity tracing could not start: {exc!r}"
     # registered first, so it runs after the benchmark's own atexit handlers (LIFO order)
     atexit.register(finish)
