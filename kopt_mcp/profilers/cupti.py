@@ -71,8 +71,7 @@ class CuptiProfiler:
         the trace files after the command ended, so the benchmark cannot rewrite them. `stream =
         False` (file mode): each process writes its own file at exit into `out_dir`."""
         inject = shlex.quote(str(INJECT_DIR))
-        inner = (f"export KOPT_CUPTI_PYTHONPATH={inject} "
-                 f'PYTHONPATH={inject}"${{PYTHONPATH:+:$PYTHONPATH}}"; {keep_injector(command)}')
+        inner = f'export PYTHONPATH={inject}"${{PYTHONPATH:+:$PYTHONPATH}}"; {keep_injector(command)}'
         if not self.stream:
             return f"export KOPT_CUPTI_OUT={shlex.quote(str(out_dir))}; {inner}"
         return (f"{shlex.quote(sys.executable)} {shlex.quote(str(COLLECTOR))} {shlex.quote(str(out_dir))} -- "
