@@ -112,3 +112,30 @@ def test_python_subprocesses_of_the_benchmark_are_collected_too(tmp_path):
     manifest = json.loads((out / MANIFEST).read_text())
     assert manifest["connections"] == 2 and len(manifest["files"]) == 2
     assert next(k for k in trace.kernels if "cutlass" in k.name).calls == 40
+
+
+def test_a_process_that_outlives_the_command_is_not_waited_for_and_not_counted(tmp_path, monkeypatch):
+    """A detached Python child still connected when the command ends: the collector waits
+    KOPT_CUPTI_GRACE_S, then writes; the child's unclosed trace is an error beside the good one."""
+    import signal
+
+    monkeypatch.setenv("KOPT_CUPTI_GRACE_S", "1")
+    child = "import time; open('started', 'w').close(); time.sleep(60)"  # connected before its code runs
+    script = ("import os, subprocess, sys, time\n"
+              f"subprocess.Popen([sys.executable, '-c', {child!r}], start_new_session=True,\n"
+              "                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+              "for _ in range(400):\n"
+              "    if os.path.exists('started'):\n"
+              "        break\n"
+              "    time.sleep(0.05)\n")
+    out = _run(tmp_path, script)
+    docs = [json.loads(p.read_text()) for p in out.glob("cupti-*.json")]
+    try:
+        trace = CuptiProfiler().parse(out)
+        assert len(docs) == 2 and sum(d["closed"] for d in docs) == 1
+        assert any("without closing" in w for w in trace.warnings)
+        assert next(k for k in trace.kernels if "cutlass" in k.name).calls == 20  # the closed one only
+    finally:
+        for d in docs:
+            if not d["closed"]:
+                os.kill(d["pid"], signal.SIGKILL)
