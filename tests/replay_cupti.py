@@ -9,7 +9,8 @@ would, with the target kernel's GPU time set by the profiled tree's kernel.py:
 - KERNEL_NAME: a new name for it (a compiler rename);
 - PROFILE_FAIL_AT: the profiled run k that exits 3 instead (a profiler crash).
 
-Only numbers and the name are changed; the format is the recorded one.
+Only numbers and the name are changed; the recorded format-1 file gets the injector's format-2
+launch groups (one shape per kernel, every launch at its mean time: `_add_groups`).
 """
 
 from __future__ import annotations
@@ -61,9 +62,25 @@ def _write(out_dir: Path) -> int:
         rec["min_ns"] = rec["max_ns"] = rec["total_ns"] // rec["calls"]
     if getattr(kernel, "KERNEL_NAME", None):
         trace["kernels"][kernel.KERNEL_NAME] = trace["kernels"].pop(name)
+    _add_groups(trace)
     Path(out_dir).mkdir(parents=True, exist_ok=True)
     (Path(out_dir) / f"cupti-{os.getpid()}.json").write_text(json.dumps(trace))
     return 0
+
+
+def _add_groups(trace: dict) -> None:
+    """Give each kernel of a format-1 trace the injector's format-2 launch group: one shape (the
+    recorded grid size along x, the recorded block size), each launch at the kernel's mean time."""
+    trace["format"] = 2
+    t = trace["first_start_ns"]
+    for k in trace["kernels"].values():
+        dur = k["total_ns"] // k["calls"]
+        starts = [t + i * (dur + 1000) for i in range(k["calls"])]
+        t = starts[-1] + dur + 1000
+        k["groups"] = [{"grid": [k["grid_size"], 1, 1], "block": [k["block_size"], 1, 1],
+                        "registers_per_thread": k["registers_per_thread"],
+                        "shared_mem_bytes": k["shared_mem_per_block_bytes"], "calls": k["calls"],
+                        "total_ns": k["total_ns"], "durations_ns": [dur] * k["calls"], "starts_ns": starts}]
 
 
 if __name__ == "__main__":

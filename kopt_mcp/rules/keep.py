@@ -13,8 +13,9 @@ The rule (`judge_groups`, A/B/A: BEST profiled before and after the candidate in
    copy utility (`is_utility_kernel`: torch's randn/fill/copy kernels, memset/memcpy).
 2. Pairing (`match_groups`): same kernel and shape; then, within one kernel name, the remaining
    groups in the order of their first launch (a candidate that changed the grid/block of a config);
-   then, across names, the remaining groups in order when both sides have as many (a renamed
-   kernel). What stays unmatched is reported: a BEST group without a candidate group is skipped
+   then, across names, the remaining groups in order when both sides have as many (a kernel
+   renamed within what the `[profiler] kernel` regex matches; without a regex the target is BEST's
+   kernel names, and a candidate without them is not kept). What stays unmatched is reported: a BEST group without a candidate group is skipped
    work (not kept); a candidate group without a BEST group is extra work whose time is charged.
 3. Gain: per pair the ratio r = candidate median / BEST median (BEST: mean of its two profiles'
    medians); combined weighted by BEST's time share w (sum w = 1): gain = (1 - sum w r) * 100,
@@ -202,9 +203,8 @@ def judge_groups(best_before: KernelTrace | Sequence[LaunchGroup], candidate: Ke
         b2 = target_groups(b2_all, names_regex)
     except ProfilerError as e:
         return _not_kept(f"profiling BEST_COMMIT: {e}: not kept")
-    try:
-        c = target_groups(c_all, kernel_regex) if kernel_regex else \
-            [g for g in c_all if re.search(names_regex, g.kernel)] or target_groups(c_all, None)
+    try:  # without a regex the candidate's target is BEST's kernels by name: a renamed kernel is not matched
+        c = target_groups(c_all, names_regex)
     except ProfilerError as e:
         return _not_kept(f"profiling the candidate: {e}: not kept")
     if any(g.median_us is None or g.median_us <= 0 for g in (*b1, *b2, *c)):

@@ -131,9 +131,16 @@ def test_changed_grid_is_paired_in_launch_order_and_said(runs):
     assert v.kept and "paired in launch order" in v.reason and not v.unmatched_candidate
 
 
-def test_renamed_kernel_is_paired_in_launch_order(runs):
-    v = judge_groups(runs(configs()), runs(configs(0.97, 0.97, name="my_sgemm_v2")), runs(configs()))
+def test_renamed_kernel_within_the_regex_is_paired_in_launch_order(runs):
+    v = judge_groups(runs(configs()), runs(configs(0.97, 0.97, name="my_sgemm_v2")), runs(configs()),
+                     kernel_regex="sgemm")
     assert v.kept and "renamed" in v.reason
+
+
+def test_renamed_kernel_without_a_regex_is_not_kept(runs):
+    """The target is then BEST's kernel by name, as in the totals rule (tests/test_keep_metric.py)."""
+    v = judge_groups(runs(configs()), runs(configs(0.5, 0.5, name="my_sgemm_v2")), runs(configs()))
+    assert not v.kept and "profiling the candidate: no kernel matches" in v.reason and "my_sgemm_v2" in v.reason
 
 
 def test_extra_work_in_a_new_group_is_charged(runs):
