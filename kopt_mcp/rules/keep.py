@@ -46,7 +46,7 @@ from collections.abc import Sequence
 from pydantic import BaseModel, Field
 
 from kopt_mcp.profilers.base import KernelTrace, LaunchGroup, ProfilerError, trace_groups
-from kopt_mcp.profilers.kernel_names import is_utility_kernel
+from kopt_mcp.profilers.kernel_names import is_utility_kernel, short_kernel_name
 from kopt_mcp.rules.verdict import GainFloor, KeepDecision, gpu_gain_floor
 
 __all__ = ["GroupDelta", "GroupKeepDecision", "class_gpu_times", "group_spread_pct", "is_utility_kernel", "judge_groups",
@@ -252,16 +252,18 @@ def judge_groups(best_before: KernelTrace | Sequence[LaunchGroup], candidate: Ke
     best_us = sum(d.best_median_us for d in deltas)
     cand_us = sum(d.candidate_median_us for d in deltas) + sum(g.median_us for g in extra_c)
     base.update(gpu_best_us=best_us, lower_bound_pct=lo, groups=deltas)
-    names = ", ".join(dict.fromkeys(x.kernel[:60] for x, _ in pairs))
+    names = ", ".join(dict.fromkeys(short_kernel_name(x.kernel) for x, _ in pairs))
     harness = ("time-driven repetition (BEST's launch counts differ between its profiles)" if time_driven
                else "fixed repetition")
     if skipped:
         why = ("a faster kernel is launched more often by a time-driven harness, not less" if time_driven
                else "the fixed benchmark launches each group as often as BEST does")
         return _not_kept(f"skipped work ({harness}): {'; '.join(skipped[:5])}; {why}: not kept", **base)
+    b1_us, b2_us = (sum(x.median_us for x, _ in pairs), sum(after_of[id(x)].median_us for x, _ in pairs))
     how = (f"median launch per group, {len(pairs)} group(s) of {names}, weighted by BEST's time share: "
-           f"{gain:+.3f}%, {confidence * 100:g}% lower bound {lo:+.3f}%; {floor.shown()}; BEST's per-group spread "
-           f"{spread:.3f}%; {harness}")
+           f"{best_us:.1f} -> {cand_us:.1f} us per step, {gain:+.3f}%, {confidence * 100:g}% lower bound {lo:+.3f}%; "
+           f"{floor.shown()}; BEST profiled before and after the candidate: {b1_us:.1f} and {b2_us:.1f} us, "
+           f"spread {spread:.3f}%; {harness}")
     if extra_c:
         how += f"; the candidate's extra group(s) {', '.join(g.label() for g in extra_c)} add {extra * 100:.2f}%"
     if notes:
