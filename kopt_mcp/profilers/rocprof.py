@@ -71,7 +71,8 @@ class RocprofV3Profiler:
     """Profile the benchmark with rocprofv3 (kernel trace + stats, CSV output)."""
 
     name = "rocprofv3"
-    per_launch = False  # records each launch's GPU time (the keep metric's paired test)
+    #: the kernel trace (`--kernel-trace`) times each dispatch: the keep metric's per-launch test
+    per_launch = True
 
     def __init__(self, binary: str = "rocprofv3") -> None:
         self.binary = binary

@@ -273,3 +273,7 @@ def test_counter_collection_times_each_dispatch_once_in_its_group():
 def test_kernel_stats_have_no_per_dispatch_times():
     t = parse_rocprof_csv(STATS)
     assert t.groups is None and all(k.durations_us is None for k in t.kernels)
+
+
+def test_rocprofv3_is_a_per_launch_profiler():
+    assert RocprofV3Profiler().per_launch and "--kernel-trace" in RocprofV3Profiler().wrap("b", Path("/tmp/x"))
