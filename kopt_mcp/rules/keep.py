@@ -192,7 +192,7 @@ def judge_groups(best_before: KernelTrace | Sequence[LaunchGroup], candidate: Ke
     (us) of BEST (mean of both profiles) and of the candidate in `gpu_best_us`/`gpu_candidate_us`,
     `spread_pct` (append it to SessionState.gpu_spreads_pct), the floor, per-group deltas. A
     profile without the target kernel, or without per-launch times, is not kept (the reason says
-    which). Never raises for data; ProfilerError only for a bad `kernel_regex` pattern (re.error).
+    which). Never raises for data; re.error for a `kernel_regex` that is not a regular expression.
     """
     from scipy.stats import norm
 
