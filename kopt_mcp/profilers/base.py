@@ -51,6 +51,75 @@ def launch_median_us(durations_us: list[float] | None) -> float | None:
     return statistics.median(durations_us) if durations_us else None
 
 
+class LaunchGroup(BaseModel):
+    """The launches of one kernel with one launch shape in one profiled run (the keep metric's unit:
+    `kopt_mcp/rules/keep.py`).
+
+    `grid`: blocks per dimension (CUDA; AMD: workgroups, Grid_Size / Workgroup_Size); `block`:
+    threads per block (AMD: work-items per workgroup); None where the backend does not record the
+    shape (then a kernel is one group). `args`: argument shapes where the trace has them (CUPTI and
+    rocprofv3 kernel traces do not: None). Times in us; `first_order`: the launch-order key (GPU
+    start, ns) of the group's first launch, so groups can be put in the benchmark's order.
+    """
+
+    kernel: str
+    grid: tuple[int, int, int] | None = None
+    block: tuple[int, int, int] | None = None
+    args: str | None = None
+    registers_per_thread: int | None = None
+    shared_mem_bytes: int | None = None
+    calls: int
+    total_us: float
+    #: median per-launch GPU time (us) over the launches the trace kept (None: not recorded)
+    median_us: float | None = None
+    first_order: float | None = None
+    #: per-launch GPU times (us) in launch order (at most 20000 per group and process for CUPTI)
+    durations_us: list[float] | None = Field(default=None, exclude=True)
+
+    @property
+    def shape(self) -> tuple:
+        """(grid, block, args): the launch shape part of the group's key."""
+        return (self.grid, self.block, self.args)
+
+    def label(self) -> str:
+        """A short display form, e.g. `rms_norm_fwd grid=(4096,1,1) block=(128,1,1)`."""
+        from kopt_mcp.profilers.kernel_names import short_kernel_name
+
+        parts = [short_kernel_name(self.kernel, 60)]
+        if self.grid:
+            parts.append("grid=({},{},{})".format(*self.grid))
+        if self.block:
+            parts.append("block=({},{},{})".format(*self.block))
+        if self.args:
+            parts.append(f"args={self.args}")
+        return " ".join(parts)
+
+
+def build_groups(launches: list[tuple]) -> list[LaunchGroup]:
+    """Launch groups from per-launch records `(kernel, grid, block, order, duration_us, registers,
+    shared_mem_bytes)` (grid/block: 3-tuples of int or None; order: any sortable launch-order key,
+    e.g. GPU start in ns; registers/shared memory: int or None, the largest is kept). Groups come
+    back in the order of their first launch. Never raises for an empty list (returns [])."""
+    acc: dict[tuple, dict] = {}
+    for kernel, grid, block, order, dur, regs, smem in launches:
+        g = acc.setdefault((kernel, grid, block), {"launches": [], "regs": None, "smem": None})
+        g["launches"].append((order, dur))
+        if regs is not None:
+            g["regs"] = max(g["regs"] or 0, int(regs))
+        if smem is not None:
+            g["smem"] = max(g["smem"] or 0, int(smem))
+    groups = []
+    for (kernel, grid, block), g in acc.items():
+        ordered = sorted(g["launches"])
+        durs = [d for _, d in ordered]
+        groups.append(LaunchGroup(kernel=kernel, grid=grid, block=block, registers_per_thread=g["regs"],
+                                  shared_mem_bytes=g["smem"], calls=len(durs), total_us=sum(durs),
+                                  median_us=launch_median_us(durs), first_order=float(ordered[0][0]),
+                                  durations_us=durs))
+    groups.sort(key=lambda x: x.first_order if x.first_order is not None else 0.0)
+    return groups
+
+
 class KernelTrace(BaseModel):
     """Every kernel of one profiled run, hottest first (by `total_us`)."""
 
@@ -58,6 +127,24 @@ class KernelTrace(BaseModel):
     kernels: list[KernelStat]
     total_gpu_us: float
     warnings: list[str] = Field(default_factory=list)
+    #: launches grouped by kernel and launch shape, in order of first launch, where the backend
+    #: records each launch (CUPTI, rocprofv3 kernel trace); None otherwise (see `trace_groups`)
+    groups: list[LaunchGroup] | None = Field(default=None, exclude=True)
+
+
+def trace_groups(trace: KernelTrace) -> list[LaunchGroup]:
+    """The trace's launch groups: `trace.groups` where the backend filled them, else one group per
+    kernel (shape unknown) from its per-launch times (`durations_us`, median) or, where those were
+    not recorded either, from its average (median_us None, calls and total only)."""
+    if trace.groups is not None:
+        return list(trace.groups)
+    out = []
+    for k in trace.kernels:
+        order = min(k.launch_order) if k.launch_order else None
+        out.append(LaunchGroup(kernel=k.name, calls=k.calls, total_us=k.total_us,
+                               median_us=launch_median_us(k.durations_us), first_order=order,
+                               durations_us=list(k.durations_us) if k.durations_us else None))
+    return out
 
 
 class ProfilerError(MeasurementError, RuntimeError):
@@ -87,8 +174,10 @@ class Profiler(Protocol):
 def target_gpu_time(trace: KernelTrace, kernel_regex: str | None) -> tuple[float, list[str]]:
     """GPU kernel time (us, summed over launches) of the target kernels, and their names.
 
-    With a regex: every kernel whose name matches (re.search). Without: the hottest kernel.
-    Raises ProfilerError if the trace is empty or nothing matches, naming the kernels seen.
+    With a regex: every kernel whose name matches (re.search). Without: the hottest kernel that is
+    not an input-generation or copy kernel (kernel_names.is_utility_kernel; the hottest of all if
+    every kernel is one). Raises ProfilerError if the trace is empty or nothing matches, naming
+    the kernels seen.
     """
     if not trace.kernels:
         raise ProfilerError("the profiled run launched no GPU kernel: is the benchmark running on the GPU?")
@@ -101,7 +190,9 @@ def target_gpu_time(trace: KernelTrace, kernel_regex: str | None) -> tuple[float
                 f"no kernel matches [profiler] kernel = {kernel_regex!r}; hottest kernels seen: {seen}"
             )
     else:
-        hits = trace.kernels[:1]
+        from kopt_mcp.profilers.kernel_names import is_utility_kernel
+
+        hits = [next((k for k in trace.kernels if not is_utility_kernel(k.name)), trace.kernels[0])]
     return sum(k.total_us for k in hits), [k.name for k in hits]
 
 

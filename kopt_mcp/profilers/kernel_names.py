@@ -11,6 +11,19 @@ import re
 
 MAX_DISPLAY_CHARS = 80
 
+#: kernels that make or move inputs, never optimization targets: torch's random-number, fill and
+#: copy kernels (triton.testing.do_bench zeroes a 256 MB buffer before every repetition: a fill
+#: kernel that is often the hottest), memset/memcpy; demangled or mangled names
+UTILITY_KERNEL = re.compile(
+    r"(FillFunctor|fill_kernel|distribution_elementwise|distribution_nullary|normal_kernel|uniform_kernel|"
+    r"random_kernel|curand|philox|direct_copy_kernel|copy_kernel|CatArrayBatchedCopy|"
+    r"\bmemset|\bmemcpy|Memset|Memcpy|12distribution|17direct_copy_kernel)")
+
+
+def is_utility_kernel(name: str) -> bool:
+    """True for an input-generation or copy kernel (UTILITY_KERNEL): never the default target."""
+    return UTILITY_KERNEL.search(name) is not None
+
 _ANON_NAMESPACE = re.compile(r"(?:\(anonymous namespace\)|<unnamed>|\{anonymous\})::")
 _RETURN_TYPES = ("void ", "__global__ void ")
 

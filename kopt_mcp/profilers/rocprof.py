@@ -35,7 +35,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kopt_mcp.profilers.base import KernelStat, KernelTrace, ProfilerError
+from kopt_mcp.profilers.base import KernelStat, KernelTrace, ProfilerError, build_groups, launch_median_us
 
 __all__ = ["OUTPUT_NAME", "RocprofV3Profiler", "parse_rocprof_csv", "parse_rocprof_dir"]
 
@@ -71,7 +71,8 @@ class RocprofV3Profiler:
     """Profile the benchmark with rocprofv3 (kernel trace + stats, CSV output)."""
 
     name = "rocprofv3"
-    per_launch = False  # records each launch's GPU time (the keep metric's paired test)
+    #: the kernel trace (`--kernel-trace`) times each dispatch: the keep metric's per-launch test
+    per_launch = True
 
     def __init__(self, binary: str = "rocprofv3") -> None:
         self.binary = binary
@@ -117,6 +118,8 @@ class _Acc:
     block: int | None = None
     grid: int | None = None
     counters: dict[str, list[float]] = field(default_factory=dict)
+    #: per dispatch (start ns, GPU time us), kernel-trace layouts only
+    launches: list[tuple[float, float]] | None = field(default_factory=list)
 
 
 def parse_rocprof_csv(*paths: Path) -> KernelTrace:
@@ -127,8 +130,9 @@ def parse_rocprof_csv(*paths: Path) -> KernelTrace:
     "no kernel" when the files hold no kernel row."""
     accs: dict[str, _Acc] = {}
     warnings: list[str] = []
+    shaped: list[tuple] = []  # per dispatch: build_groups' records
     for path in paths:
-        _read_one(Path(path), accs, warnings)
+        _read_one(Path(path), accs, warnings, shaped)
     if not accs:
         names = ", ".join(str(p) for p in paths)
         raise ProfilerError(f"{names}: rocprofv3 recorded no kernel dispatch (header only). {_NO_KERNEL_HINT}")
@@ -138,16 +142,22 @@ def parse_rocprof_csv(*paths: Path) -> KernelTrace:
         extra = dict(a.extra)
         extra.update({f"pmc_{k}": sum(v) / len(v) for k, v in a.counters.items()})
         vgpr = [extra[k] for k in ("arch_vgpr", "accum_vgpr") if k in extra]
+        launches = sorted(a.launches) if a.launches else None
+        durations = [d for _, d in launches] if launches else None
         kernels.append(KernelStat(
             name=name, calls=a.calls, total_us=a.total_us,
             avg_us=a.total_us / a.calls if a.calls else 0.0,
             share_pct=100.0 * a.total_us / total if total > 0 else 0.0,
             registers_per_thread=int(sum(vgpr)) if vgpr else None,
             shared_mem_per_block_bytes=int(extra["lds_bytes"]) if "lds_bytes" in extra else None,
-            block_size=a.block, grid_size=a.grid, extra=extra,
+            block_size=a.block, grid_size=a.grid, extra=extra, durations_us=durations,
+            launch_order=[float(t) for t, _ in launches] if launches else None,
+            median_us=launch_median_us(durations),
         ))
     kernels.sort(key=lambda k: (-k.total_us, k.name))
-    return KernelTrace(backend="rocprofv3", kernels=kernels, total_gpu_us=total, warnings=warnings)
+    per_dispatch = bool(shaped) and all(a.launches for a in accs.values())
+    return KernelTrace(backend="rocprofv3", kernels=kernels, total_gpu_us=total, warnings=warnings,
+                       groups=build_groups(shaped) if per_dispatch else None)
 
 
 def _col(index: dict[str, int], names: tuple[str, ...]) -> int | None:
@@ -162,7 +172,10 @@ def _num(text: str) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def _read_one(path: Path, accs: dict[str, _Acc], warnings: list[str]) -> None:
+def _read_one(path: Path, accs: dict[str, _Acc], warnings: list[str], shaped: list[tuple]) -> None:
+    """Add one CSV's rows to `accs` (per kernel name) and, for kernel-trace layouts, each dispatch
+    to `shaped` as (name, grid in workgroups (x, y, z), workgroup size (x, y, z), start ns, GPU time
+    us, VGPRs, LDS bytes); shapes are None where the columns are missing."""
     try:
         with path.open(newline="", errors="replace") as f:
             rows = list(csv.reader(f))
@@ -224,6 +237,21 @@ def _read_one(path: Path, accs: dict[str, _Acc], warnings: list[str]) -> None:
         acc = accs.setdefault(name, _Acc())
         acc.calls += calls
         acc.total_us += time_us
+        if not per_dispatch:
+            acc.launches = None
+        elif calls:
+            acc.launches.append((start, time_us))
+            wg3, grid3 = _dims(row, wg_xyz), _dims(row, grid_xyz)
+            if wg3 is None and wg_at is not None and grid_at is not None:  # totals only (counter collection)
+                wg1, grid1 = _num(row[wg_at]), _num(row[grid_at])
+                wg3, grid3 = ((int(wg1), 1, 1), (int(grid1), 1, 1)) if wg1 and grid1 else (None, None)
+            blocks = (None if wg3 is None or grid3 is None or 0 in wg3
+                      else tuple(math.ceil(g / w) for g, w in zip(grid3, wg3, strict=True)))
+            vgpr = [_num(row[j]) for j in (extra_at.get("arch_vgpr"), extra_at.get("accum_vgpr")) if j is not None]
+            lds = _num(row[extra_at["lds_bytes"]]) if extra_at.get("lds_bytes") is not None else None
+            shaped.append((name, blocks, wg3 if blocks else None, start, time_us,
+                           int(sum(v for v in vgpr if v is not None)) if vgpr else None,
+                           int(lds) if lds is not None else None))
         if counter_at is not None and value_at is not None:
             value = _num(row[value_at])
             if value is not None:
@@ -242,6 +270,12 @@ def _read_one(path: Path, accs: dict[str, _Acc], warnings: list[str]) -> None:
                 acc.grid = max(acc.grid or 0, math.ceil(grid / block))
     if bad:
         warnings.append(f"{path.name}: {bad} row(s) without usable times were skipped")
+
+
+def _dims(row: list[str], cols: list[int | None]) -> tuple[int, int, int] | None:
+    """The three integer values of `cols` in `row`, or None where a column is missing or not a number."""
+    vals = [_num(row[j]) if j is not None else None for j in cols]
+    return None if any(v is None for v in vals) else tuple(int(v) for v in vals)
 
 
 def _isint(*texts: str) -> bool:

@@ -13,15 +13,19 @@ def fmt(v: float | None, unit: str = "") -> str:
 
 def perf_rows(status: str, commit: str, command: str, target: str, kernels: list[str],
               metrics: dict[str, float], gpu_us: float | None, changes: dict[str, float] | None,
-              explanation: str) -> list[PerfRow]:
-    """One performance.md row per config class (the GPU time cell is the target kernels' total)."""
+              explanation: str, class_gpu_us: dict[str, float] | None = None) -> list[PerfRow]:
+    """One performance.md row per config class. The GPU time cell is the class's own GPU time
+    where `class_gpu_us` maps it (class key -> median launch of its target launch groups, us:
+    `kopt_mcp.rules.keep.class_gpu_times`), else the target kernels' total `gpu_us`."""
     kernel = ", ".join(k[:50] for k in kernels) or "-"
     rows = []
     for key, value in metrics.items():
         change = "-" if changes is None else f"{changes.get(key, 0.0):+.2f}%"
         rows.append(PerfRow(date=now_iso(), commit=commit, status=status, command=command,
                             target=f"{key}" + (" (target)" if key == target else ""), kernel=kernel,
-                            metric=fmt(metrics[key]), gpu_time=fmt(gpu_us), change=change,
+                            metric=fmt(metrics[key]),
+                            gpu_time=fmt(class_gpu_us[key] if class_gpu_us and key in class_gpu_us else gpu_us),
+                            change=change,
                             explanation=explanation))
     return rows
 

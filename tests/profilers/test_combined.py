@@ -41,8 +41,12 @@ def layout(run: Path, timing: str | None = "cupti", metrics: bool = True) -> Pat
     return run
 
 
-def merged_profiler() -> TraceWithMetrics:
-    return TraceWithMetrics(CuptiProfiler(), NcuProfiler(detail=True))
+def merged_profiler(stream: bool = False) -> TraceWithMetrics:
+    """CUPTI + ncu; `stream` False: the CUPTI side reads the trace files left in its folder (the
+    recorded fixture copied there by `layout`), True: the real collector-based wrap."""
+    cupti = CuptiProfiler()
+    cupti.stream = stream
+    return TraceWithMetrics(cupti, NcuProfiler(detail=True))
 
 
 def _one(trace, fragment):
@@ -153,13 +157,13 @@ def test_a_failing_metrics_step_fails_the_whole_and_is_named(tmp_path, monkeypat
 
 
 def test_the_cupti_injection_does_not_reach_the_metrics_run(tmp_path, monkeypatch):
-    prof = merged_profiler()  # the real CUPTI wrap: exports KOPT_CUPTI_OUT and PYTHONPATH
-    monkeypatch.setattr(prof.metrics, "wrap",
-                        lambda command, out_dir: f"echo \"${{KOPT_CUPTI_OUT:-unset}}\" > {out_dir}/seen; {command}")
+    prof = merged_profiler(stream=True)  # the real CUPTI wrap: the collector, KOPT_CUPTI_SOCK and PYTHONPATH
+    monkeypatch.setattr(prof.metrics, "wrap", lambda command, out_dir: (
+        f"echo \"${{KOPT_CUPTI_OUT:-unset}}${{KOPT_CUPTI_SOCK:-unset}}\" > {out_dir}/seen; {command}"))
     done = _run_wrapped(prof, f"{sys.executable} -c pass", tmp_path / "run")
     assert done.returncode == 0, done.stderr
     assert list((tmp_path / "run/timing").glob("cupti-*.json"))  # the injector ran in the timing step
-    assert (tmp_path / "run/metrics/seen").read_text().strip() == "unset"
+    assert (tmp_path / "run/metrics/seen").read_text().strip() == "unsetunset"
 
 
 def test_factory_merges_cupti_and_ncu_for_the_nvidia_detail_report(monkeypatch):

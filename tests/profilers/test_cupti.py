@@ -83,7 +83,10 @@ def test_injector_still_runs_the_sitecustomize_it_shadows(tmp_path):
 
 def test_wrap_keeps_the_callers_pythonpath_after_the_injector(tmp_path):
     cmd = CuptiProfiler().wrap("python -c 'import sys; print(sys.path)'", tmp_path)
-    assert str(INJECT_DIR) in cmd and "${PYTHONPATH:+:$PYTHONPATH}" in cmd and "KOPT_CUPTI_OUT=" in cmd
+    assert str(INJECT_DIR) in cmd and "${PYTHONPATH:+:$PYTHONPATH}" in cmd and "cupti_collect.py" in cmd
+    file_mode = CuptiProfiler()
+    file_mode.stream = False
+    assert "KOPT_CUPTI_OUT=" in file_mode.wrap("python b.py", tmp_path)
 
 
 def test_no_trace_file_means_not_a_python_benchmark_and_names_the_fallback(tmp_path):
@@ -141,8 +144,7 @@ def test_injector_keeps_the_largest_launch_shape_of_a_kernel_name(monkeypatch):
     import importlib.util
     from types import SimpleNamespace
 
-    monkeypatch.delenv("KOPT_CUPTI_OUT", raising=False)
-    spec = importlib.util.spec_from_file_location("kopt_injector_under_test", Path(INJECT_DIR) / "sitecustomize.py")
+    spec = importlib.util.spec_from_file_location("kopt_trace_under_test", Path(INJECT_DIR) / "kopt_cupti_trace.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
 
@@ -151,7 +153,7 @@ def test_injector_keeps_the_largest_launch_shape_of_a_kernel_name(monkeypatch):
                                static_shared_memory=smem, dynamic_shared_memory=0, block_x=block, block_y=1,
                                block_z=1, grid_x=grid, grid_y=1, grid_z=1)
 
-    t = mod._Trace()
+    t = mod.Trace()
     t.add(rec(0, 18, 16, 128, 302592))
     t.add(rec(1000, 255, 16, 1024, 2048))
     t.add(rec(2000, 40, 0, 256, 4096))

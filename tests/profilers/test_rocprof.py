@@ -249,3 +249,31 @@ def test_truncated_row_is_skipped_with_a_warning(tmp_path):
     trace = RocprofV3Profiler().parse(out)
     assert sum(k.calls for k in trace.kernels) == 8
     assert trace.warnings == ["run_kernel_trace.csv: 1 row(s) without usable times were skipped"]
+
+
+def test_kernel_trace_keeps_each_dispatch_time_and_its_workgroup_shape():
+    """Per-dispatch Start/End times (ns) feed the keep metric's launch groups (issue 15 item 4)."""
+    t = parse_rocprof_csv(LEGACY_TRACE)
+    add = next(k for k in t.kernels if k.name.startswith("void addition_kernel"))
+    assert add.durations_us is not None and len(add.durations_us) == add.calls
+    assert add.durations_us[0] == pytest.approx((8819330200116308 - 8819330200067564) / 1e3)
+    assert add.launch_order == sorted(add.launch_order)
+    g = next(g for g in t.groups if g.kernel == add.name)
+    # Grid_Size_X/Y/Z count work-items: 1024 x 1024 work-items in 64 x 1 workgroups = 16 x 1024 workgroups
+    assert g.grid == (16, 1024, 1) and g.block == (64, 1, 1) and g.calls == add.calls
+    assert sum(x.calls for x in t.groups) == sum(k.calls for k in t.kernels)
+
+
+def test_counter_collection_times_each_dispatch_once_in_its_group():
+    t = parse_rocprof_csv(COUNTERS)
+    assert t.groups and all(g.calls == 1 and g.block == (64, 1, 1) and g.grid == (16384, 1, 1) for g in t.groups)
+    assert sum(g.total_us for g in t.groups) == pytest.approx(t.total_gpu_us)
+
+
+def test_kernel_stats_have_no_per_dispatch_times():
+    t = parse_rocprof_csv(STATS)
+    assert t.groups is None and all(k.durations_us is None for k in t.kernels)
+
+
+def test_rocprofv3_is_a_per_launch_profiler():
+    assert RocprofV3Profiler().per_launch and "--kernel-trace" in RocprofV3Profiler().wrap("b", Path("/tmp/x"))

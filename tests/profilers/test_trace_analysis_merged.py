@@ -22,6 +22,13 @@ def _copy(src: Path, dest: Path) -> str:
     return f"mkdir -p {shlex.quote(str(dest.parent))} && cp {shlex.quote(str(src))} {shlex.quote(str(dest))}"
 
 
+def _file_mode_cupti() -> CuptiProfiler:
+    """The CUPTI backend reading trace files left in its folder (no collector): the replay copies one there."""
+    prof = CuptiProfiler()
+    prof.stream = False
+    return prof
+
+
 class ReplayMerged(TraceWithMetrics):
     """Runs the benchmark as is, then leaves the recorded CUPTI and ncu files where the two runs would."""
 
@@ -37,7 +44,7 @@ class ReplayNcu(NcuProfiler):
 
 @pytest.mark.skipif(shutil.which("c++filt") is None, reason="CUPTI names need c++filt to demangle")
 def test_merged_report_has_cupti_times_ncu_metrics_and_a_note_for_unmatched_kernels(ref, monkeypatch):
-    monkeypatch.setattr(ref, "profiler", lambda detail=False: ReplayMerged(CuptiProfiler(), NcuProfiler(detail=True)))
+    monkeypatch.setattr(ref, "profiler", lambda detail=False: ReplayMerged(_file_mode_cupti(), NcuProfiler(detail=True)))
     with_regex(ref, monkeypatch, "distribution_elementwise")
     result = ref.kernel_trace_analysis()
     assert result.backend == "cupti+ncu" and result.available

@@ -1,0 +1,106 @@
+"""Launch aggregation shared by the CUPTI injector (sitecustomize.py, inside the benchmark) and the
+collector (kopt_mcp/profilers/cupti_collect.py, the benchmark's parent): standard library only.
+
+`Trace.add(rec)` takes a CUPTI kernel activity record; `Trace.add_row(row)` a streamed row
+(`row_of(rec)`: name, start ns, end ns, grid (x, y, z), block (x, y, z), registers per thread,
+static + dynamic shared memory bytes); `Trace.doc(...)` is the per-process file (format 2, see
+sitecustomize.py).
+"""
+
+import os
+import sys
+import threading
+
+MAX_DURATIONS = 20000  # per launch group: enough for the per-group median, bounded file size
+
+
+def row_of(rec):
+    """A CUPTI kernel activity record as a plain list (JSON-ready)."""
+    return [str(rec.name), int(rec.start), int(rec.end), _dims(rec, ("grid_x", "grid_y", "grid_z")),
+            _dims(rec, ("block_x", "block_y", "block_z")), _int(rec, "registers_per_thread"),
+            (_int(rec, "static_shared_memory") or 0) + (_int(rec, "dynamic_shared_memory") or 0)]
+
+
+class Trace:
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.kernels = {}
+        self.first = None
+        self.last = None
+        self.error = None
+        self.records = 0
+
+    def add(self, rec):
+        """Add one CUPTI kernel activity record."""
+        self.add_row(row_of(rec))
+
+    def add_row(self, row):
+        """Add one launch as `row_of` gives it (grid/block may be lists or None)."""
+        name, start, end, grid, block, regs, smem = row
+        name, start, end = str(name), int(start), int(end)
+        grid = None if grid is None else tuple(int(v) for v in grid)
+        block = None if block is None else tuple(int(v) for v in block)
+        dur = end - start
+        shape = {"registers_per_thread": None if regs is None else int(regs),
+                 "shared_mem_per_block_bytes": None if smem is None else int(smem),
+                 "block_size": None if block is None else block[0] * block[1] * block[2],
+                 "grid_size": None if grid is None else grid[0] * grid[1] * grid[2]}
+        with self.lock:
+            self.records += 1
+            k = self.kernels.get(name)
+            if k is None:
+                k = self.kernels[name] = {"calls": 0, "total_ns": 0, "min_ns": dur, "max_ns": dur, **shape,
+                                          "groups": {}}
+            g = k["groups"].get((grid, block))
+            if g is None:
+                g = k["groups"][(grid, block)] = {
+                    "grid": grid, "block": block, "registers_per_thread": shape["registers_per_thread"],
+                    "shared_mem_bytes": shape["shared_mem_per_block_bytes"], "calls": 0, "total_ns": 0,
+                    "launches": []}
+            g["calls"] += 1
+            g["total_ns"] += dur
+            if len(g["launches"]) < MAX_DURATIONS:
+                g["launches"].append((start, dur))
+            for field, gfield in (("registers_per_thread", "registers_per_thread"),
+                                  ("shared_mem_per_block_bytes", "shared_mem_bytes")):
+                if shape[field] is not None and (g[gfield] is None or shape[field] > g[gfield]):
+                    g[gfield] = shape[field]
+            # one name can be several compiled variants (Triton specializes per constexpr block size):
+            # keep the largest, as ncu's parser does (the variant that limits occupancy)
+            for field, value in shape.items():
+                if value is not None and (k[field] is None or value > k[field]):
+                    k[field] = value
+            k["calls"] += 1
+            k["total_ns"] += dur
+            k["min_ns"] = min(k["min_ns"], dur)
+            k["max_ns"] = max(k["max_ns"], dur)
+            self.first = start if self.first is None else min(self.first, start)
+            self.last = end if self.last is None else max(self.last, end)
+
+    def doc(self, pid=None, argv=None, **extra):
+        """The per-process trace document (format 2), `extra` fields added."""
+        kernels = {}
+        for name, k in self.kernels.items():
+            groups = []
+            for g in k["groups"].values():  # records arrive per buffer, not necessarily in launch order
+                launches = sorted(g["launches"])
+                groups.append({**{f: v for f, v in g.items() if f != "launches"},
+                               "durations_ns": [d for _, d in launches], "starts_ns": [t for t, _ in launches]})
+            groups.sort(key=lambda g: g["starts_ns"][0] if g["starts_ns"] else 0)
+            kernels[name] = {**{f: v for f, v in k.items() if f != "groups"}, "groups": groups}
+        return {"format": 2, "pid": os.getpid() if pid is None else pid,
+                "argv": list(sys.argv) if argv is None else argv, "status": "error" if self.error else "ok",
+                "error": self.error, "records": self.records, "kernels": kernels, "first_start_ns": self.first,
+                "last_end_ns": self.last, **extra}
+
+
+def _int(rec, attr):
+    try:
+        return int(getattr(rec, attr))
+    except Exception:  # noqa: BLE001 - never raise into the benchmark
+        return None
+
+
+def _dims(rec, attrs):
+    vals = tuple(_int(rec, a) for a in attrs)
+    return None if any(v is None for v in vals) else vals
