@@ -141,10 +141,24 @@ def test_crash_is_failed_and_resets_counter(ref):
     assert v.verdict == "failed" and "code 3" in v.reason and v.consecutive_regressions == 0
 
 
-def test_stale_csv_is_failed(ref):
-    assert ref.run_benchmark().ok  # writes results/bench.csv in the workspace
-    set_kernel(ref.workspace_path, {"1": 50.0, "2": 100.0}, NO_CSV=True)
-    v = ref.save_and_test("global", "leaves the old csv")
+def test_a_csv_left_in_the_workspace_never_reaches_a_run(ref):
+    ws = ref.workspace_path
+    (ws / "results").mkdir(exist_ok=True)
+    (ws / "results" / "bench.csv").write_text("n,us_per_call,err_count\n1,1.0,0\n2,1.0,0\n")
+    set_kernel(ws, {"1": 50.0, "2": 100.0}, NO_CSV=True)
+    v = ref.save_and_test("global", "leaves an old csv lying around")
+    assert v.verdict == "failed" and "wrote no file matching" in v.reason
+
+
+def test_stale_csv_committed_into_the_candidate_is_failed(ref):
+    ws = ref.workspace_path
+    (ws / "results").mkdir(exist_ok=True)
+    (ws / "results" / "bench.csv").write_text("n,us_per_call,err_count\n1,1.0,0\n2,1.0,0\n")
+    set_kernel(ws, {"1": 50.0, "2": 100.0}, NO_CSV=True)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@l"]
+    subprocess.run([*git, "add", "-f", "results/bench.csv", "kernel.py"], cwd=ws, check=True)
+    subprocess.run([*git, "commit", "-qm", "ship a csv"], cwd=ws, check=True)
+    v = ref.save_and_test("global", "ships the old csv in the tree")
     assert v.verdict == "failed" and "stale" in v.reason
 
 
