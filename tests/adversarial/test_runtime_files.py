@@ -15,6 +15,9 @@ Verdicts BEFORE the snapshot/run/verify change (same cheats, commit 7c24270):
   7 wipes the workspace ..... improved; commit_improvement then refused ("the workspace changed since
                               save_and_test"); nothing named the cheat
   7b wipes its run tree ..... improved (the wipe hit the workspace); commit refused as in 7; unnamed
+  8 tampers at the commit gate's re-measure only: improved, committed with the rewritten bench.py
+  9 ships a CSV in its tree . failed (stale), by timing luck: a checkout exported just before the run
+                              would make the file look fresh, so the export dates its files back
 """
 
 from __future__ import annotations
@@ -173,3 +176,30 @@ def test_7b_run_that_wipes_its_own_checkout_is_rejected(ref):
 def test_honest_run_changes_nothing_and_commits_the_snapshot(ref, target):
     v, best, perf = judge(ref, f'open({target!r}).read()\n', "reads only")
     assert v.verdict == "improved" and not any("the run" in w for w in v.warnings)
+
+
+def test_8_run_that_tampers_only_when_the_commit_gate_re_measures(ref, tmp_path):
+    flag = tmp_path / "commit-now"
+    v, best, perf = judge(ref, f"""\
+        import os
+        if os.path.exists({str(flag)!r}):
+            open("bench.py", "a").write("# tampered\\n")
+        """)
+    assert v.verdict == "improved"
+    flag.write_text("the agent calls commit_improvement\n")
+    c = ref.commit_improvement("x")
+    assert not c.committed and "the run rewrote bench.py" in c.reason
+    assert_untampered(ref, best, perf)
+
+
+def test_9_fake_metrics_file_shipped_in_the_candidate_tree_is_stale(ref):
+    ws = ref.workspace_path
+    (ws / "results").mkdir(exist_ok=True)
+    (ws / "results" / "bench.csv").write_text("n,us_per_call,err_count\n1,1.0,0\n2,1.0,0\n")
+    (ws / "kernel.py").write_text(kernel_source(FASTER, NO_CSV=True))
+    git(ws, "add", "-f", "results/bench.csv", "kernel.py")
+    git(ws, "-c", "user.name=t", "-c", "user.email=t@l", "commit", "-qm", "ship a csv")
+    best, perf = ref.state.best.commit, branch_file(ref, "performance.md")
+    v = ref.save_and_test("global", "a csv from the future")
+    assert v.verdict == "failed" and "stale metrics" in v.reason
+    assert_untampered(ref, best, perf)
