@@ -253,7 +253,7 @@ def test_commit_runs_format_command(tmp_path, make_referee):
     assert c.committed and c.formatted
     assert "# formatted" in (r.workspace_path / "kernel.py").read_text()
     # the formatted workspace became a frozen snapshot: that is what was re-measured and committed
-    git = lambda *a: subprocess.run(["git", *a], cwd=r.workspace_path, check=True, capture_output=True,  # noqa: E731
+    git = lambda *a: subprocess.run(["git", *a], cwd=r.workspace_path, check=True, capture_output=True,
                                     text=True).stdout.strip()
     formatted = git("rev-parse", "refs/kopt/t/attempts/0001-formatted^{tree}")
     assert git("rev-parse", "HEAD:kernel.py") == git("rev-parse", f"{formatted}:kernel.py")
@@ -283,7 +283,7 @@ def test_the_candidate_is_frozen_on_a_hidden_ref_before_it_runs(ref):
     set_kernel(ref.workspace_path, {"1": 120.0, "2": 240.0})
     v = ref.save_and_test("global", "worse")
     assert v.verdict == "regressed" and v.reverted
-    git = lambda *a: subprocess.run(["git", *a], cwd=ref.workspace_path, check=True, capture_output=True,  # noqa: E731
+    git = lambda *a: subprocess.run(["git", *a], cwd=ref.workspace_path, check=True, capture_output=True,
                                     text=True).stdout.strip()
     frozen = "refs/kopt/t/attempts/0001"
     assert git("rev-parse", f"{frozen}^") == best  # parent: the BEST_COMMIT it was judged against
@@ -336,7 +336,7 @@ def test_tracked_files_the_unchanged_benchmark_rewrites_are_outputs_never_commit
     assert v.verdict == "improved" and not any("stats.txt" in w for w in v.warnings)
     assert "stats.txt" not in Path(v.patch_path).read_text()
     assert r.commit_improvement("faster").committed
-    shown = subprocess.run(["git", "show", "HEAD:stats.txt"], cwd=ws, capture_output=True, text=True).stdout
+    shown = subprocess.run(["git", "show", "HEAD:stats.txt"], cwd=ws, check=True, capture_output=True, text=True).stdout
     assert shown == "tracked summary\n"  # BEST's version
 
 

@@ -392,8 +392,8 @@ def test_best_worktree_refuses_an_existing_plain_folder(repo, tmp_path):
 
 # --- snapshot, export, verify, commit the snapshot -------------------------------------------------
 
-from kopt_mcp.rules.protect import FileChange  # noqa: E402
-from kopt_mcp.vcs import (  # noqa: E402
+from kopt_mcp.rules.protect import FileChange
+from kopt_mcp.vcs import (
     commit_snapshot,
     export,
     file_at,

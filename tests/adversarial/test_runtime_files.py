@@ -174,7 +174,7 @@ def test_7b_run_that_wipes_its_own_checkout_is_rejected(ref):
 
 @pytest.mark.parametrize("target", ["bench.py", "kopt.toml", "performance.md"])
 def test_honest_run_changes_nothing_and_commits_the_snapshot(ref, target):
-    v, best, perf = judge(ref, f'open({target!r}).read()\n', "reads only")
+    v, _, _ = judge(ref, f"open({target!r}).read()\n", "reads only")
     assert v.verdict == "improved" and not any("the run" in w for w in v.warnings)
 
 

@@ -56,7 +56,7 @@ def test_hits_are_sorted_and_unique():
 
 # -- symlinks (rejected before the run) -----------------------------------------------------
 
-from kopt_mcp.rules.protect import FileChange, resolve_link, run_changes_verdict, unsafe_symlinks  # noqa: E402
+from kopt_mcp.rules.protect import FileChange, resolve_link, run_changes_verdict, unsafe_symlinks
 
 
 def test_symlink_to_a_protected_file_is_unsafe():
