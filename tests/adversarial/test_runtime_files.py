@@ -18,6 +18,7 @@ Verdicts BEFORE the snapshot/run/verify change (same cheats, commit 7c24270):
   8 tampers at the commit gate's re-measure only: improved, committed with the rewritten bench.py
   9 ships a CSV in its tree . failed (stale), by timing luck: a checkout exported just before the run
                               would make the file look fresh, so the export dates its files back
+  10 run_benchmark check .... the workspace's bench.py was rewritten and nothing said so
 """
 
 from __future__ import annotations
@@ -203,3 +204,12 @@ def test_9_fake_metrics_file_shipped_in_the_candidate_tree_is_stale(ref):
     v = ref.save_and_test("global", "a csv from the future")
     assert v.verdict == "failed" and "stale metrics" in v.reason
     assert_untampered(ref, best, perf)
+
+
+def test_10_a_check_run_of_a_cheating_workspace_names_the_rewrite_and_leaves_the_workspace(ref):
+    ws = ref.workspace_path
+    cheat(ws, 'open("bench.py", "a").write("# tampered\\n")\n')
+    b = ref.run_benchmark()  # a quick check: no verdict, but the rewrite is named
+    assert "the run rewrote bench.py" in b.reason
+    assert (ws / "bench.py").read_text() == original(ref, "bench.py")
+    assert ref.save_and_test("global", "x").verdict == "rejected"
