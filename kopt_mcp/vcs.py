@@ -227,7 +227,10 @@ def run_changes(ws: git.Repo, tree: str, checkout: Path) -> list[FileChange]:
     """What differs in `checkout` (an `export` of `tree`) from `tree`: tracked files rewritten
     (content, mode or type) or deleted, and new files that the checkout's ignore rules do not ignore
     (build artifacts, see `is_artifact`, are not reported). Every file is re-hashed through a fresh
-    temporary index (nothing trusts the run's timestamps); nothing is written to the object store."""
+    temporary index (nothing trusts the run's timestamps); nothing is written to the object store.
+    Files and folders the run made unreadable are made readable again first (the checkout is
+    ours), so a chmod cannot hide a change or fail the check."""
+    _make_readable(checkout)
     g = git.Git(str(checkout))
     with _temp_index() as env:
         env = {**env, "GIT_DIR": ws.git_dir, "GIT_WORK_TREE": str(checkout)}
@@ -247,6 +250,21 @@ def run_changes(ws: git.Repo, tree: str, checkout: Path) -> list[FileChange]:
         elif xy[1] in "MT":
             changes.append(FileChange("rewrote", path))
     return changes
+
+
+def _make_readable(root: Path) -> None:
+    """Give the owner read (and, on folders, write and search) permission on everything under
+    `root`, symlinks left alone; executable bits are kept."""
+    os.chmod(root, os.stat(root).st_mode | 0o700)
+    for d, dirs, files in os.walk(root):
+        for name in dirs:
+            p = os.path.join(d, name)
+            if not os.path.islink(p):
+                os.chmod(p, os.lstat(p).st_mode | 0o700)
+        for name in files:
+            p = os.path.join(d, name)
+            if not os.path.islink(p):
+                os.chmod(p, os.lstat(p).st_mode | 0o600)
 
 
 def tree_changes(ws: git.Repo, old: str, new: str) -> list[FileChange]:

@@ -505,3 +505,18 @@ def test_commit_snapshot_commits_the_tree_plus_files_never_the_working_tree(ws):
     assert file_at(ws, sha, "stray.py") is None
     assert (wdir(ws) / "kernel.py").read_text() == "tested\n"  # the workspace is reset to the commit
     assert sh(wdir(ws), "status", "--porcelain") == "?? stray.py\n"  # untracked files stay
+
+
+def test_run_changes_makes_what_the_run_locked_readable_again_and_still_sees_it(ws, tmp_path):
+    tree = snapshot_tree(ws)
+    dest = tmp_path / "co"
+    export(ws, tree, dest)
+    (dest / "sub").mkdir()
+    (dest / "sub" / "hidden.txt").write_text("x\n")
+    (dest / "bench.py").write_text("print('tampered')\n")
+    (dest / "bench.py").chmod(0)
+    (dest / "sub").chmod(0)
+    changes = run_changes(ws, tree, dest)
+    assert (dest / "bench.py").stat().st_mode & 0o600 == 0o600 and (dest / "sub").stat().st_mode & 0o700 == 0o700
+    assert sorted(changes) == [FileChange("added", "sub/hidden.txt"), FileChange("rewrote", "bench.py")]
+

@@ -5,13 +5,15 @@ Every run of the session happens in a disposable checkout of a frozen snapshot (
 `measure_snapshot`, `profile_snapshot`): the snapshot's files are exported (vcs.export: a plain
 copy, no `.git`) into a fresh folder `kopt-run-XXXX/<repo name>` under `$KOPT_RUN_ROOT` (default:
 the system temp dir), outside the workspace the agent edits and outside the repository; after the
-run the checkout is compared with its snapshot (vcs.run_changes) and removed. Logs, CSV copies and
+run the checkout is compared with its snapshot (vcs.run_changes) and removed; one that a killed
+server left behind is removed by the next checkout (an owner file names the server's pid). Logs, CSV copies and
 traces go to the run folder of the session's store, as before. Cost on the toy repository (4 files):
 about 15 ms to export and 15 ms to verify per run.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import stat
@@ -23,6 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import git
+import psutil
 from pydantic import BaseModel
 
 from kopt_mcp import vcs
@@ -75,6 +78,26 @@ def _predate(root: Path) -> None:
             os.utime(os.path.join(d, name), (t, t), follow_symlinks=False)
 
 
+OWNER_FILE = "owner.json"
+
+
+def sweep_stale_checkouts(root: Path | None = None) -> list[Path]:
+    """Remove the disposable checkouts (`kopt-run-*` under `root`, default the run root) whose
+    server process is gone (a server killed mid-run leaves its checkout behind); checkouts of live
+    servers and folders without an owner file are left alone. Returns the removed folders."""
+    base = root or run_root() or Path(tempfile.gettempdir())
+    gone = []
+    for d in base.glob("kopt-run-*"):
+        try:
+            pid = int(json.loads((d / OWNER_FILE).read_text(encoding="utf-8"))["pid"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if not psutil.pid_exists(pid):
+            _remove(d)
+            gone.append(d)
+    return gone
+
+
 def _repo_name(ws: git.Repo) -> str:
     """The user's repository folder name (the checkout is named like it), else "tree"."""
     common = Path(ws.common_dir).resolve()
@@ -85,9 +108,12 @@ def _repo_name(ws: git.Repo) -> str:
 def checkout(ws: git.Repo, tree: str, name: str = "tree") -> Iterator[Path]:
     """A disposable checkout of tree object `tree` (see the module docstring): yields its folder
     (`<run root>/kopt-run-XXXX/<name>`), removed afterwards whatever happens. Raises OSError or
-    git.GitCommandError when the export fails (disk full, a tree gc'd)."""
+    git.GitCommandError when the export fails (disk full, a tree gc'd). Checkouts a killed server
+    left behind are swept first (`sweep_stale_checkouts`)."""
+    sweep_stale_checkouts()
     root = Path(tempfile.mkdtemp(prefix="kopt-run-", dir=run_root()))
     try:
+        (root / OWNER_FILE).write_text(json.dumps({"pid": os.getpid()}) + "\n", encoding="utf-8")
         path = root / name
         vcs.export(ws, tree, path)
         _predate(path)
