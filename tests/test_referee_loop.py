@@ -479,3 +479,17 @@ def test_script_metric_is_a_screen_only_when_a_per_launch_profiler_test_follows(
     assert ref.policy().confidence == g.confidence == 0.995
     assert ref.policy(screening=True).confidence == g.screen_confidence == 0.95
     assert ref.profiler().per_launch is False  # the toy has no profiler: its script test stays strict
+
+
+def test_a_run_of_best_that_rewrites_a_protected_file_is_tampering_and_other_writes_are_outputs(ref):
+    from kopt_mcp.referee.ops import Tampered
+    from kopt_mcp.rules.protect import FileChange
+
+    with pytest.raises(Tampered, match="the run of BEST_COMMIT rewrote bench.py"):
+        ref.judge_run_changes([FileChange("rewrote", "bench.py")], "the run of BEST_COMMIT")
+    assert ref.judge_run_changes([FileChange("rewrote", "stats.txt")], "the run of BEST_COMMIT") == []
+    assert ref.state.benchmark_outputs == ["stats.txt"]
+    assert ref.store.latest("benchmark_outputs")["added"] == ["stats.txt"]
+    # a candidate's writes are reported, never turned into outputs; outputs are not reported
+    rest = ref.judge_run_changes([FileChange("rewrote", "notes.txt"), FileChange("rewrote", "stats.txt")], "the run")
+    assert rest == [FileChange("rewrote", "notes.txt")] and ref.state.benchmark_outputs == ["stats.txt"]
