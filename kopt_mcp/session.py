@@ -95,6 +95,10 @@ class SessionState(BaseModel):
     #: lease (the baseline's pair, each attempt's BEST before and after the candidate), latest last
     #: (rules.verdict.gpu_gain_floor)
     gpu_spreads_pct: list[float] = Field(default_factory=list)
+    #: files (repo-relative) that the unchanged benchmark writes itself (seen changed after a run of
+    #: BEST_COMMIT): ignored by the post-run check and the diff guard, never committed (a commit
+    #: keeps BEST's version). A protected file is never one.
+    benchmark_outputs: list[str] = Field(default_factory=list)
 
     def record_gpu_spread(self, first_us: float, second_us: float, keep: int = NOISE_GROUPS_KEPT) -> float:
         """Remember the spread between two adjacent profiled runs of BEST_COMMIT (target GPU time,

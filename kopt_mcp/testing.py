@@ -2,8 +2,8 @@
 
 The toy repository's `kernel.py` declares per-class metric values instead of computing them, so the
 rules can be tested on exact numbers with a real git repository, real subprocess runs and real CSV
-files. A value may be a list: run k of the benchmark in one tree reads item k (the last repeats),
-which models measurement noise across the server's repeated runs.
+files. A value may be a list: run k of the benchmark of one kernel.py (same content) reads item k
+(the last repeats), which models measurement noise across the server's repeated runs.
 """
 
 from __future__ import annotations
@@ -14,14 +14,17 @@ from pathlib import Path
 
 BENCH = '''\
 """Toy fixed benchmark: writes results/bench.csv from kernel.TIMES / kernel.ERRORS."""
-import csv, os, pathlib, sys, time
+import csv, hashlib, os, pathlib, sys, time
 sys.path.insert(0, os.getcwd())
+k_source = pathlib.Path("kernel.py").read_bytes() if pathlib.Path("kernel.py").exists() else b""
 import kernel
 
-count_file = pathlib.Path("results/.runs")
-count_file.parent.mkdir(exist_ok=True)
+# runs are counted per kernel.py content, outside the (disposable) tree the benchmark runs in
+count_file = pathlib.Path(RUNS_DIR) / (hashlib.sha256(k_source).hexdigest()[:16] + ".runs")
+count_file.parent.mkdir(parents=True, exist_ok=True)
 k = int(count_file.read_text()) if count_file.exists() else 0
 count_file.write_text(str(k + 1))
+os.makedirs("results", exist_ok=True)
 if getattr(kernel, "SLEEP_S", 0):
     time.sleep(kernel.SLEEP_S)
 if getattr(kernel, "EXIT", 0):
@@ -67,11 +70,27 @@ def kernel_source(times: dict[str, float | list[float]], errors: dict[str, int] 
     return "\n".join(lines) + "\n"
 
 
+def toy_runs_dir(repo: Path) -> Path:
+    """Where the toy benchmark of the repository at `repo` counts its runs: one counter file per
+    kernel.py content, beside the repository (every run happens in a fresh checkout, so a counter
+    inside the tree would always read 0)."""
+    repo = Path(repo).resolve()
+    return repo.parent / f".{repo.name}-toy-runs"
+
+
+def bench_source(repo: Path) -> str:
+    """The toy `bench.py` of the repository at `repo` (it counts runs in `toy_runs_dir(repo)`)."""
+    return f"RUNS_DIR = {str(toy_runs_dir(repo))!r}\n" + BENCH
+
+
 def make_toy_repo(path: Path, times: dict[str, float | list[float]], timeout_s: float = 60,
                   extra_gates: str = "") -> Path:
-    """Create a committed git repository at `path` with kernel.py, bench.py and kopt.toml."""
+    """Create a committed git repository at `path` with kernel.py, bench.py and kopt.toml.
+
+    A value list in `times` is read item k on run k of the same kernel.py content (the last
+    repeats), counted across the whole session in `toy_runs_dir(path)`."""
     path.mkdir(parents=True, exist_ok=True)
-    (path / "bench.py").write_text(BENCH)
+    (path / "bench.py").write_text(bench_source(path))
     (path / "kernel.py").write_text(kernel_source(times))
     (path / "kopt.toml").write_text(CONFIG.format(timeout_s=timeout_s, extra_gates=extra_gates))
     (path / ".gitignore").write_text("results/\n__pycache__/\n")

@@ -2,20 +2,32 @@
 
 The session owns two worktrees of the user's repository, both under `<repo>/.kopt/worktrees/`:
 `<tag>` on branch `kernel-opt/<tag>` (where the agent edits candidates) and `<tag>-best`, detached
-at BEST_COMMIT (where BEST is measured for the interleaved comparison). `.kopt/` is excluded through
+at BEST_COMMIT (kept for recovery; nothing is measured there any more). `.kopt/` is excluded through
 the repository's `info/exclude`, so session files never enter a diff or a commit.
+
+Snapshot, run, verify, commit the snapshot: a candidate is frozen as a tree (`snapshot`) and a commit
+on a hidden ref (`freeze`) before anything runs. Every run executes in a disposable checkout of its
+snapshot made by `export`: a plain copy of the tree's files (a temporary index, then
+`checkout-index --prefix`), with no `.git` inside, outside the workspace and the repository, so
+nothing the run does can reach the repository through a relative path or git discovery. After the
+run, `run_changes` compares the checkout with its snapshot through a fresh temporary index (every
+file is re-hashed, nothing trusts timestamps; nothing is written to the object store). Commits are
+built from a snapshot tree plus server-written files (`commit_snapshot`), never from a tree left
+after a run.
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 from typing import NamedTuple
 
 import git
 
 from kopt_mcp.errors import SetupError
+from kopt_mcp.rules.protect import FileChange
 
 EXCLUDE_LINE = ".kopt/"
 
@@ -136,20 +148,21 @@ class Snapshot(NamedTuple):
     left_out: list[str]
 
 
-def snapshot(ws: git.Repo, base: str = "HEAD") -> Snapshot:
+def snapshot(ws: git.Repo, base: str = "HEAD", keep_from_base: Iterable[str] = ()) -> Snapshot:
     """The exact working tree (tracked + untracked, minus ignored) as a git tree object, leaving out
     files that `base` does not track and that are build artifacts (`is_artifact`) or binary (git
-    numstat `-`). Files `base` tracks are always included, binary or not.
+    numstat `-`). Files `base` tracks are always included, binary or not. Paths in
+    `keep_from_base` (the benchmark's own outputs) are taken as they are in `base` (absent there:
+    left out), whatever the workspace holds.
 
     Uses a temporary index so the real index is untouched; identical trees give identical hashes.
     """
-    fd, index = tempfile.mkstemp(prefix="kopt-index-")
-    os.close(fd)
-    os.unlink(index)
-    try:
-        env = {"GIT_INDEX_FILE": index}
+    keep = sorted(set(keep_from_base))
+    with _temp_index() as env:
         ws.git.read_tree("HEAD", env=env)
         ws.git.add("-A", env=env)
+        if keep:
+            ws.git.reset("-q", base, "--", *keep, env=env)
         out = ws.git.diff("--cached", "--numstat", "--no-renames", "--diff-filter=A", "-z", base, env=env)
         drop = []
         for rec in out.split("\0"):
@@ -161,9 +174,139 @@ def snapshot(ws: git.Repo, base: str = "HEAD") -> Snapshot:
         for i in range(0, len(drop), 500):
             ws.git.rm("--cached", "-q", "--", *drop[i:i + 500], env=env)
         return Snapshot(ws.git.write_tree(env=env), sorted(drop))
-    finally:
-        if os.path.exists(index):
-            os.unlink(index)
+
+
+class _temp_index:
+    """Context manager: env {GIT_INDEX_FILE: a fresh path} for git commands, removed afterwards."""
+
+    def __enter__(self) -> dict[str, str]:
+        fd, self.path = tempfile.mkstemp(prefix="kopt-index-")
+        os.close(fd)
+        os.unlink(self.path)  # git creates it; an empty file is no valid index
+        return {"GIT_INDEX_FILE": self.path}
+
+    def __exit__(self, *exc) -> None:
+        for p in (self.path, self.path + ".lock"):
+            if os.path.exists(p):
+                os.unlink(p)
+
+
+def tree_of(ws: git.Repo, commit: str) -> str:
+    """The tree object id (40 hex) of `commit`."""
+    return ws.git.rev_parse(f"{commit}^{{tree}}").strip()
+
+
+def freeze(ws: git.Repo, tree: str, parent: str, ref: str, message: str) -> str:
+    """Record tree object `tree` as a commit with parent `parent` on the hidden ref `ref` (e.g.
+    `refs/kopt/<tag>/attempts/0007`), so the exact tested tree stays reachable (no gc, no later
+    edit can change it). Returns the commit's sha. Raises git.GitCommandError on a bad tree/ref."""
+    sha = ws.git.commit_tree(tree, "-p", parent, "-m", message, env=_identity(ws)).strip()
+    ws.git.update_ref("-m", "kopt-mcp: freeze", ref, sha)
+    return sha
+
+
+def symlinks(ws: git.Repo, tree: str) -> dict[str, str]:
+    """Every symlink of tree object `tree`: repo path -> its target text."""
+    out = {}
+    for rec in ws.git.ls_tree("-r", "-z", tree).split("\0"):
+        if rec.startswith("120000 "):
+            meta, path = rec.split("\t", 1)
+            out[path] = ws.git.cat_file("blob", meta.split()[2], strip_newline_in_stdout=False)
+    return out
+
+
+def export(ws: git.Repo, tree: str, dest: Path) -> None:
+    """Write the files of tree object `tree` into the new folder `dest` (symlinks and executable bits
+    as recorded; no `.git`, no index). Raises FileExistsError if `dest` exists."""
+    dest.mkdir(parents=True)
+    with _temp_index() as env:
+        ws.git.read_tree(tree, env=env)
+        ws.git.checkout_index("-a", "-f", f"--prefix={dest}/", env=env)
+
+
+def run_changes(ws: git.Repo, tree: str, checkout: Path) -> list[FileChange]:
+    """What differs in `checkout` (an `export` of `tree`) from `tree`: tracked files rewritten
+    (content, mode or type) or deleted, and new files that the checkout's ignore rules do not ignore
+    (build artifacts, see `is_artifact`, are not reported). Every file is re-hashed through a fresh
+    temporary index (nothing trusts the run's timestamps); nothing is written to the object store.
+    Files and folders the run made unreadable are made readable again first (the checkout is
+    ours), so a chmod cannot hide a change or fail the check."""
+    _make_readable(checkout)
+    g = git.Git(str(checkout))
+    with _temp_index() as env:
+        env = {**env, "GIT_DIR": ws.git_dir, "GIT_WORK_TREE": str(checkout)}
+        g.read_tree(tree, env=env)
+        out = g.status("--porcelain", "-z", "--untracked-files=all", "--no-renames", "--ignore-submodules=all",
+                       env=env, strip_newline_in_stdout=False)
+    changes = []
+    for rec in out.split("\0"):
+        if len(rec) < 4:
+            continue
+        xy, path = rec[:2], rec[3:]
+        if xy == "??":
+            if not is_artifact(path.rstrip("/")):
+                changes.append(FileChange("added", path.rstrip("/")))
+        elif xy[1] == "D":
+            changes.append(FileChange("deleted", path))
+        elif xy[1] in "MT":
+            changes.append(FileChange("rewrote", path))
+    return changes
+
+
+def _make_readable(root: Path) -> None:
+    """Give the owner read (and, on folders, write and search) permission on everything under
+    `root`, symlinks left alone; executable bits are kept."""
+    os.chmod(root, os.stat(root).st_mode | 0o700)
+    for d, dirs, files in os.walk(root):
+        for name in dirs:
+            p = os.path.join(d, name)
+            if not os.path.islink(p):
+                os.chmod(p, os.lstat(p).st_mode | 0o700)
+        for name in files:
+            p = os.path.join(d, name)
+            if not os.path.islink(p):
+                os.chmod(p, os.lstat(p).st_mode | 0o600)
+
+
+def tree_changes(ws: git.Repo, old: str, new: str) -> list[FileChange]:
+    """How tree `new` differs from tree `old`, file by file."""
+    kinds = {"A": "added", "D": "deleted"}
+    out = ws.git.diff("--name-status", "--no-renames", "-z", old, new).split("\0")
+    return [FileChange(kinds.get(k[0], "rewrote"), p) for k, p in zip(out[0::2], out[1::2]) if p]
+
+
+def file_at(ws: git.Repo, commit: str, path: str) -> bytes | None:
+    """The bytes of `path` in `commit`, or None where the commit has no such file."""
+    try:
+        return ws.git.show(f"{commit}:{path}", stdout_as_string=False, strip_newline_in_stdout=False)
+    except git.GitCommandError:
+        return None
+
+
+def commit_snapshot(ws: git.Repo, tree: str, files: dict[str, bytes], parent: str, message: str) -> str:
+    """Commit tree object `tree` with `files` (repo path -> content, mode 100644) put in or replaced,
+    on top of `parent`, and move the workspace's branch there in one atomic ref update; the workspace
+    (index and files) is then reset to the new commit (untracked files stay). Returns the new sha.
+
+    Never `git add`s the working tree: what is committed is exactly the tested snapshot plus the
+    server's files. A crash leaves the branch at its old commit or at the complete new one."""
+    with _temp_index() as env:
+        ws.git.read_tree(tree, env=env)
+        for path, data in files.items():
+            fd, tmp = tempfile.mkstemp(prefix="kopt-blob-")
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(data)
+                blob = ws.git.hash_object("-w", "--no-filters", tmp).strip()
+            finally:
+                os.unlink(tmp)
+            ws.git.update_index("--add", "--cacheinfo", f"100644,{blob},{path}", env=env)
+        full = ws.git.write_tree(env=env).strip()
+    sha = ws.git.commit_tree(full, "-p", parent, "-m", message, env=_identity(ws)).strip()
+    ref = ws.git.symbolic_ref("-q", "HEAD").strip()
+    ws.git.update_ref("-m", "kopt-mcp: commit", ref, sha)
+    ws.git.reset("-q", "--hard", sha)
+    return sha
 
 
 def snapshot_tree(ws: git.Repo, base: str = "HEAD") -> str:

@@ -3,8 +3,8 @@ recorded H100 CUPTI trace (fixtures/cupti/h100_torch_matmul/cupti-438.json) wher
 would, with the target kernel's GPU time set by the profiled tree's kernel.py:
 
 - GPU_US: the sgemm kernel's total GPU time (us) over the run; a list gives profiled run k of that
-  tree item k (the last repeats), counted in results/.profiles, so BEST's successive profiles can
-  differ exactly;
+  kernel.py (same content) item k (the last repeats), counted in `runs_dir` (every run happens in
+  a fresh checkout), so BEST's successive profiles can differ exactly;
 - CALLS: its launch count (default: the recording's 20);
 - KERNEL_NAME: a new name for it (a compiler rename);
 - PROFILE_FAIL_AT: the profiled run k that exits 3 instead (a profiler crash).
@@ -31,21 +31,29 @@ class ReplayCupti(CuptiProfiler):
 
     stream = False
 
+    def __init__(self, runs_dir: Path, **kw):
+        super().__init__(**kw)
+        self.runs_dir = Path(runs_dir)
+
     def available(self) -> bool:
         return True
 
     def wrap(self, command: str, out_dir: Path) -> str:
-        return f"{command} && {shlex.quote(sys.executable)} {shlex.quote(__file__)} {shlex.quote(str(out_dir))}"
+        args = " ".join(shlex.quote(str(a)) for a in (sys.executable, __file__, out_dir, self.runs_dir))
+        return f"{command} && {args}"
 
 
-def _write(out_dir: Path) -> int:
+def _write(out_dir: Path, runs_dir: Path) -> int:
+    import hashlib
     import json
     import os
 
     sys.path.insert(0, os.getcwd())
+    key = hashlib.sha256(Path("kernel.py").read_bytes()).hexdigest()[:16]
     import kernel  # the profiled tree's toy kernel.py
 
-    counter = Path("results/.profiles")
+    counter = runs_dir / f"{key}.profiles"
+    counter.parent.mkdir(parents=True, exist_ok=True)
     k = int(counter.read_text()) if counter.exists() else 0
     counter.write_text(str(k + 1))
     if getattr(kernel, "PROFILE_FAIL_AT", None) == k:
@@ -81,10 +89,6 @@ def _add_groups(trace: dict) -> None:
                         "registers_per_thread": k["registers_per_thread"],
                         "shared_mem_bytes": k["shared_mem_per_block_bytes"], "calls": k["calls"],
                         "total_ns": k["total_ns"], "durations_ns": [dur] * k["calls"], "starts_ns": starts}]
-
-
-if __name__ == "__main__":
-    sys.exit(_write(Path(sys.argv[1])))
 
 
 # --- replayed time-driven harness (triton.testing.do_bench style), injector format 2 -------------------------
@@ -219,3 +223,7 @@ def write_fake_cupti(folder: Path) -> Path:
     (pkg / "__init__.py").write_text("")
     (pkg / "cupti.py").write_text(_FAKE_CUPTI.format(fixture=str(FIXTURE)))
     return folder
+
+
+if __name__ == "__main__":
+    sys.exit(_write(Path(sys.argv[1]), Path(sys.argv[2])))

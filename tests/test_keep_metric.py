@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from kopt_mcp.testing import set_kernel
+from kopt_mcp.testing import set_kernel, toy_runs_dir
 from tests.conftest import BASE_TIMES
 from tests.replay_cupti import ReplayCupti
 
@@ -20,13 +20,13 @@ def cupti_ref(toy_repo, make_referee, monkeypatch):
     """A Referee on the toy repo with the replayed CUPTI profiler; BEST's kernel.py sets its GPU
     times before the baseline is taken (the baseline profiles BEST 4 times)."""
 
-    def make(best_gpu_us):
-        set_kernel(toy_repo, BASE_TIMES, GPU_US=best_gpu_us)
+    def make(best_gpu_us, **flags):
+        set_kernel(toy_repo, BASE_TIMES, GPU_US=best_gpu_us, **flags)
         import subprocess
         subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@localhost", "commit", "-qam", "gpu times"],
                        cwd=toy_repo, check=True)
         r = make_referee(toy_repo)
-        monkeypatch.setattr(r, "profiler", lambda detail=False: ReplayCupti())
+        monkeypatch.setattr(r, "profiler", lambda detail=False: ReplayCupti(toy_runs_dir(toy_repo)))
         r.run_benchmark()
         return r
 
@@ -85,8 +85,7 @@ def test_a_drift_over_minutes_does_not_raise_the_floor(cupti_ref):
 
 
 def test_best_failing_its_second_profile_is_not_kept_and_says_so(cupti_ref):
-    r = cupti_ref(1000.0)
-    set_kernel(r.best_path, BASE_TIMES, GPU_US=1000.0, PROFILE_FAIL_AT=5)  # after the 4 baseline profiles and B1
+    r = cupti_ref(1000.0, PROFILE_FAIL_AT=5)  # BEST's 6th profile: after the 4 baseline profiles and B1
     set_kernel(r.workspace_path, FASTER, GPU_US=900.0)
     v = r.save_and_test("global", "profiler crash")
     assert v.verdict == "tie"

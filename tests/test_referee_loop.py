@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+from pathlib import Path
 
 import pytest
 
 from kopt_mcp.referee import RefereeError
 from kopt_mcp.session import Phase, SessionError
-from kopt_mcp.testing import set_kernel
+from kopt_mcp.testing import kernel_source, set_kernel
 
 
 def test_baseline_first_recorded_and_committed(ref):
@@ -141,10 +143,24 @@ def test_crash_is_failed_and_resets_counter(ref):
     assert v.verdict == "failed" and "code 3" in v.reason and v.consecutive_regressions == 0
 
 
-def test_stale_csv_is_failed(ref):
-    assert ref.run_benchmark().ok  # writes results/bench.csv in the workspace
-    set_kernel(ref.workspace_path, {"1": 50.0, "2": 100.0}, NO_CSV=True)
-    v = ref.save_and_test("global", "leaves the old csv")
+def test_a_csv_left_in_the_workspace_never_reaches_a_run(ref):
+    ws = ref.workspace_path
+    (ws / "results").mkdir(exist_ok=True)
+    (ws / "results" / "bench.csv").write_text("n,us_per_call,err_count\n1,1.0,0\n2,1.0,0\n")
+    set_kernel(ws, {"1": 50.0, "2": 100.0}, NO_CSV=True)
+    v = ref.save_and_test("global", "leaves an old csv lying around")
+    assert v.verdict == "failed" and "wrote no file matching" in v.reason
+
+
+def test_stale_csv_committed_into_the_candidate_is_failed(ref):
+    ws = ref.workspace_path
+    (ws / "results").mkdir(exist_ok=True)
+    (ws / "results" / "bench.csv").write_text("n,us_per_call,err_count\n1,1.0,0\n2,1.0,0\n")
+    set_kernel(ws, {"1": 50.0, "2": 100.0}, NO_CSV=True)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@l"]
+    subprocess.run([*git, "add", "-f", "results/bench.csv", "kernel.py"], cwd=ws, check=True)
+    subprocess.run([*git, "commit", "-qm", "ship a csv"], cwd=ws, check=True)
+    v = ref.save_and_test("global", "ships the old csv in the tree")
     assert v.verdict == "failed" and "stale" in v.reason
 
 
@@ -236,6 +252,100 @@ def test_commit_runs_format_command(tmp_path, make_referee):
     c = r.commit_improvement("faster")
     assert c.committed and c.formatted
     assert "# formatted" in (r.workspace_path / "kernel.py").read_text()
+    # the formatted workspace became a frozen snapshot: that is what was re-measured and committed
+    git = lambda *a: subprocess.run(["git", *a], cwd=r.workspace_path, check=True, capture_output=True,
+                                    text=True).stdout.strip()
+    formatted = git("rev-parse", "refs/kopt/t/attempts/0001-formatted^{tree}")
+    assert git("rev-parse", "HEAD:kernel.py") == git("rev-parse", f"{formatted}:kernel.py")
+    assert git("rev-parse", "refs/kopt/t/attempts/0001^{tree}") != formatted  # the tested, unformatted one
+    assert git("status", "--porcelain") == ""
+
+
+def test_a_format_command_that_touches_a_protected_file_is_not_committed(tmp_path, make_referee):
+    from kopt_mcp.testing import make_toy_repo
+
+    repo = make_toy_repo(tmp_path / "r", {"1": 100.0})
+    cfg = repo / "kopt.toml"
+    cfg.write_text(cfg.read_text() + '\n[format]\ncommand = "echo \'# formatted\' >> bench.py"\n')
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@l", "commit", "-qam", "fmt"], cwd=repo, check=True)
+    r = make_referee(repo)
+    r.run_benchmark()
+    best = r.state.best.commit
+    set_kernel(r.workspace_path, {"1": 50.0})
+    assert r.save_and_test("global", "faster").verdict == "improved"
+    c = r.commit_improvement("faster")
+    assert not c.committed and "format command changed protected file(s) bench.py" in c.reason
+    assert r.state.best.commit == best and "# formatted" not in (r.workspace_path / "bench.py").read_text()
+
+
+def test_the_candidate_is_frozen_on_a_hidden_ref_before_it_runs(ref):
+    best = ref.state.best.commit
+    set_kernel(ref.workspace_path, {"1": 120.0, "2": 240.0})
+    v = ref.save_and_test("global", "worse")
+    assert v.verdict == "regressed" and v.reverted
+    git = lambda *a: subprocess.run(["git", *a], cwd=ref.workspace_path, check=True, capture_output=True,
+                                    text=True).stdout.strip()
+    frozen = "refs/kopt/t/attempts/0001"
+    assert git("rev-parse", f"{frozen}^") == best  # parent: the BEST_COMMIT it was judged against
+    assert '"1": 120.0' in git("show", f"{frozen}:kernel.py")  # the tested tree survives the revert
+    assert git("branch", "--list", "--all", "*attempts*") == ""  # hidden: no branch, no tag
+
+
+def test_every_run_happens_in_a_removed_checkout_outside_workspace_and_repository(ref, tmp_path, monkeypatch):
+    root = tmp_path / "runs-here"
+    monkeypatch.setenv("KOPT_RUN_ROOT", str(root))
+    where = tmp_path / "cwd.txt"
+    ws = ref.workspace_path
+    (ws / "kernel.py").write_text(kernel_source({"1": 80.0, "2": 160.0}) + (
+        f"import os\nopen({str(where)!r}, 'a').write(os.getcwd() + '\\n')\n"))
+    v = ref.save_and_test("global", "where do I run")
+    assert v.verdict == "improved"
+    cwds = where.read_text().split()
+    assert cwds and all(c.startswith(str(root / "kopt-run-")) for c in cwds)
+    assert all(not c.startswith(str(ref.repo_path)) for c in cwds)
+    assert all(not os.path.exists(c) for c in cwds)  # removed after each run
+    assert list(root.iterdir()) == []
+    assert not (ws / "results").exists()  # the workspace saw no run
+    assert ref.commit_improvement("faster").committed
+    again = where.read_text().split()[len(cwds):]  # the commit gate re-measured the candidate in a checkout too
+    assert len(again) == 1 and again[0].startswith(str(root / "kopt-run-")) and not os.path.exists(again[0])
+
+
+def _repo_with_output(tmp_path, bench_extra: str):
+    from kopt_mcp.testing import make_toy_repo
+
+    repo = make_toy_repo(tmp_path / "r", {"1": 100.0, "2": 200.0})
+    (repo / "stats.txt").write_text("tracked summary\n")
+    (repo / "bench.py").write_text((repo / "bench.py").read_text() + bench_extra)
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@l", "commit", "-qm", "stats"], cwd=repo, check=True)
+    return repo
+
+
+def test_tracked_files_the_unchanged_benchmark_rewrites_are_outputs_never_committed(tmp_path, make_referee):
+    repo = _repo_with_output(tmp_path, 'open("stats.txt", "a").write(f"run {k}\\n")\n')
+    r = make_referee(repo)
+    r.run_benchmark()
+    assert r.state.benchmark_outputs == ["stats.txt"]
+    ws = r.workspace_path
+    (ws / "stats.txt").write_text("edited by hand\n")  # the diff guard ignores outputs:
+    with pytest.raises(RefereeError, match="no change against BEST_COMMIT"):
+        r.save_and_test("global", "only an output changed")
+    set_kernel(ws, {"1": 80.0, "2": 160.0})
+    v = r.save_and_test("global", "faster")
+    assert v.verdict == "improved" and not any("stats.txt" in w for w in v.warnings)
+    assert "stats.txt" not in Path(v.patch_path).read_text()
+    assert r.commit_improvement("faster").committed
+    shown = subprocess.run(["git", "show", "HEAD:stats.txt"], cwd=ws, check=True, capture_output=True, text=True).stdout
+    assert shown == "tracked summary\n"  # BEST's version
+
+
+def test_a_benchmark_that_rewrites_its_protected_file_stops_the_baseline(tmp_path, make_referee):
+    repo = _repo_with_output(tmp_path, 'open("bench.py", "a").write("# run\\n")\n')
+    r = make_referee(repo)
+    with pytest.raises(RefereeError, match="the unmodified benchmark rewrote bench.py, a protected file"):
+        r.run_benchmark()
+    assert r.state.benchmark_outputs == [] and r.status().phase == "needs_baseline"
 
 
 def test_resume_after_restart(toy_repo, make_referee, ref):
@@ -369,3 +479,17 @@ def test_script_metric_is_a_screen_only_when_a_per_launch_profiler_test_follows(
     assert ref.policy().confidence == g.confidence == 0.995
     assert ref.policy(screening=True).confidence == g.screen_confidence == 0.95
     assert ref.profiler().per_launch is False  # the toy has no profiler: its script test stays strict
+
+
+def test_a_run_of_best_that_rewrites_a_protected_file_is_tampering_and_other_writes_are_outputs(ref):
+    from kopt_mcp.referee.ops import Tampered
+    from kopt_mcp.rules.protect import FileChange
+
+    with pytest.raises(Tampered, match="the run of BEST_COMMIT rewrote bench.py"):
+        ref.judge_run_changes([FileChange("rewrote", "bench.py")], "the run of BEST_COMMIT")
+    assert ref.judge_run_changes([FileChange("rewrote", "stats.txt")], "the run of BEST_COMMIT") == []
+    assert ref.state.benchmark_outputs == ["stats.txt"]
+    assert ref.store.latest("benchmark_outputs")["added"] == ["stats.txt"]
+    # a candidate's writes are reported, never turned into outputs; outputs are not reported
+    rest = ref.judge_run_changes([FileChange("rewrote", "notes.txt"), FileChange("rewrote", "stats.txt")], "the run")
+    assert rest == [FileChange("rewrote", "notes.txt")] and ref.state.benchmark_outputs == ["stats.txt"]

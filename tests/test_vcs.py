@@ -388,3 +388,135 @@ def test_best_worktree_refuses_an_existing_plain_folder(repo, tmp_path):
     (tmp_path / "best").mkdir()
     with pytest.raises(VcsError, match="not a worktree"):
         ensure_best_worktree(repo, tmp_path / "best", repo.head.commit.hexsha)
+
+
+# --- snapshot, export, verify, commit the snapshot -------------------------------------------------
+
+from kopt_mcp.rules.protect import FileChange
+from kopt_mcp.vcs import (
+    commit_snapshot,
+    export,
+    file_at,
+    freeze,
+    run_changes,
+    symlinks,
+    tree_changes,
+    tree_of,
+)
+
+
+def test_snapshot_keeps_outputs_as_they_are_in_base(ws):
+    base = head_sha(ws)
+    (wdir(ws) / "kernel.py").write_text("v2\n")
+    (wdir(ws) / "bench.py").write_text("rewritten by the benchmark\n")
+    (wdir(ws) / "new_out.txt").write_text("written by the benchmark\n")
+    tree = snapshot(ws, base, keep_from_base=["bench.py", "new_out.txt"]).tree
+    assert sorted(sh(wdir(ws), "diff", "--name-only", base, tree).split()) == ["kernel.py"]
+
+
+def test_freeze_records_the_tree_on_a_hidden_ref_with_parent_base(ws):
+    base = head_sha(ws)
+    (wdir(ws) / "kernel.py").write_text("v2\n")
+    tree = snapshot_tree(ws, base)
+    sha = freeze(ws, tree, base, "refs/kopt/t1/attempts/0001", "attempt 1")
+    assert sh(wdir(ws), "rev-parse", "refs/kopt/t1/attempts/0001").strip() == sha
+    assert tree_of(ws, sha) == tree and sh(wdir(ws), "rev-parse", f"{sha}^").strip() == base
+    assert head_sha(ws) == base and sh(wdir(ws), "branch", "--list").count("\n") == 2  # main + kernel-opt/t1
+
+
+def test_export_is_a_plain_copy_with_links_and_modes_and_no_git(ws, tmp_path):
+    (wdir(ws) / "run.sh").write_text("echo\n")
+    (wdir(ws) / "run.sh").chmod(0o755)
+    (wdir(ws) / "alias.py").symlink_to("kernel.py")
+    (wdir(ws) / "sub").mkdir()
+    (wdir(ws) / "sub" / "x.py").write_text("x\n")
+    tree = snapshot_tree(ws)
+    dest = tmp_path / "out" / "repo"
+    export(ws, tree, dest)
+    assert sorted(p.name for p in dest.iterdir()) == [".gitignore", "alias.py", "bench.py", "data.bin", "kernel.py",
+                                                      "run.sh", "sub"]
+    assert (dest / "alias.py").is_symlink() and (dest / "alias.py").readlink() == Path("kernel.py")
+    assert (dest / "run.sh").stat().st_mode & 0o111 and (dest / "data.bin").read_bytes() == bytes(range(256))
+    assert run_changes(ws, tree, dest) == []
+    assert symlinks(ws, tree) == {"alias.py": "kernel.py"}
+    with pytest.raises(FileExistsError):
+        export(ws, tree, dest)
+
+
+def test_run_changes_names_rewritten_deleted_and_new_files_but_not_ignored_or_artifacts(ws, tmp_path):
+    tree = snapshot_tree(ws)
+    dest = tmp_path / "co"
+    export(ws, tree, dest)
+    (dest / "bench.py").write_text("print('tampered')\n")
+    (dest / "data.bin").unlink()
+    (dest / "notes.txt").write_text("new\n")
+    (dest / "build").mkdir()
+    (dest / "build" / "x.txt").write_text("ignored\n")
+    (dest / "__pycache__").mkdir()
+    (dest / "__pycache__" / "k.pyc").write_bytes(b"\0")
+    (dest / ".git").write_text("gitdir: /nowhere\n")  # a planted .git never redirects the check
+    assert sorted(run_changes(ws, tree, dest)) == sorted([
+        FileChange("rewrote", "bench.py"), FileChange("deleted", "data.bin"), FileChange("added", "notes.txt")])
+    objects = sh(wdir(ws), "count-objects").split()[0]
+    assert run_changes(ws, tree, dest) and sh(wdir(ws), "count-objects").split()[0] == objects  # writes no objects
+
+
+def test_run_changes_sees_a_same_size_rewrite_with_its_old_timestamp_restored(ws, tmp_path):
+    import os
+
+    tree = snapshot_tree(ws)
+    dest = tmp_path / "co"
+    export(ws, tree, dest)
+    st = (dest / "bench.py").stat()
+    (dest / "bench.py").write_text("print('BENCH')\n")
+    os.utime(dest / "bench.py", ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert run_changes(ws, tree, dest) == [FileChange("rewrote", "bench.py")]
+
+
+def test_run_changes_sees_a_file_swapped_for_a_symlink(ws, tmp_path):
+    tree = snapshot_tree(ws)
+    dest = tmp_path / "co"
+    export(ws, tree, dest)
+    (dest / "bench.py").unlink()
+    (dest / "bench.py").symlink_to("kernel.py")
+    assert run_changes(ws, tree, dest) == [FileChange("rewrote", "bench.py")]
+
+
+def test_tree_changes_and_file_at(ws):
+    base = head_sha(ws)
+    (wdir(ws) / "kernel.py").write_text("v2\n")
+    (wdir(ws) / "bench.py").unlink()
+    (wdir(ws) / "n.py").write_text("n\n")
+    tree = snapshot_tree(ws, base)
+    assert tree_changes(ws, tree_of(ws, base), tree) == [
+        FileChange("deleted", "bench.py"), FileChange("rewrote", "kernel.py"), FileChange("added", "n.py")]
+    assert file_at(ws, base, "bench.py") == b"print('bench')\n" and file_at(ws, base, "nope.py") is None
+
+
+def test_commit_snapshot_commits_the_tree_plus_files_never_the_working_tree(ws):
+    base = head_sha(ws)
+    (wdir(ws) / "kernel.py").write_text("tested\n")
+    tree = snapshot_tree(ws, base)
+    (wdir(ws) / "kernel.py").write_text("edited after the test\n")  # a post-run tree
+    (wdir(ws) / "stray.py").write_text("never tested\n")
+    sha = commit_snapshot(ws, tree, {"performance.md": b"| keep |\n"}, base, "keep")
+    assert head_sha(ws) == sha and sh(wdir(ws), "rev-parse", f"{sha}^").strip() == base
+    assert file_at(ws, sha, "kernel.py") == b"tested\n" and file_at(ws, sha, "performance.md") == b"| keep |\n"
+    assert file_at(ws, sha, "stray.py") is None
+    assert (wdir(ws) / "kernel.py").read_text() == "tested\n"  # the workspace is reset to the commit
+    assert sh(wdir(ws), "status", "--porcelain") == "?? stray.py\n"  # untracked files stay
+
+
+def test_run_changes_makes_what_the_run_locked_readable_again_and_still_sees_it(ws, tmp_path):
+    tree = snapshot_tree(ws)
+    dest = tmp_path / "co"
+    export(ws, tree, dest)
+    (dest / "sub").mkdir()
+    (dest / "sub" / "hidden.txt").write_text("x\n")
+    (dest / "bench.py").write_text("print('tampered')\n")
+    (dest / "bench.py").chmod(0)
+    (dest / "sub").chmod(0)
+    changes = run_changes(ws, tree, dest)
+    assert (dest / "bench.py").stat().st_mode & 0o600 == 0o600 and (dest / "sub").stat().st_mode & 0o700 == 0o700
+    assert sorted(changes) == [FileChange("added", "sub/hidden.txt"), FileChange("rewrote", "bench.py")]
+

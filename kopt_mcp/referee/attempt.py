@@ -1,6 +1,8 @@
-"""save_and_test: archive the candidate, check protected paths, measure candidate vs BEST in the
-same lease (candidate, BEST; then BEST, candidate for a confirming round), apply every gate and
-return the verdict. Every outcome but `improved` and `incorrect` reverts (after archiving)."""
+"""save_and_test: archive the candidate and freeze it as a commit on a hidden ref
+(`refs/kopt/<tag>/attempts/NNNN`), check protected paths and symlinks, measure candidate vs BEST in
+the same lease (candidate, BEST; then BEST, candidate for a confirming round), each run in a
+disposable checkout of its own snapshot that is verified afterwards, apply every gate and return
+the verdict. Every outcome but `improved` and `incorrect` reverts (after archiving)."""
 
 from __future__ import annotations
 
@@ -9,10 +11,10 @@ from kopt_mcp.ledger import now_iso
 from kopt_mcp.profilers.base import (ProfilerError, exact_names_regex, target_durations, target_gpu_time,
                                      target_launches)
 from kopt_mcp.referee.core import Cancelled, Progress, RefereeError, operation
-from kopt_mcp.referee.measure import Measurement, measure, profile
-from kopt_mcp.referee.ops import OpsMixin, protected_paths
+from kopt_mcp.referee.measure import Measurement, measure_snapshot, profile_snapshot
+from kopt_mcp.referee.ops import OpsMixin, Tampered, protected_paths
 from kopt_mcp.results import VerdictResult
-from kopt_mcp.rules.protect import touched_protected
+from kopt_mcp.rules.protect import FileChange, describe, touched_protected, unsafe_symlinks
 from kopt_mcp.rules.repair import after_incorrect
 from kopt_mcp.rules.stop import RegressionNote, should_stop
 from kopt_mcp.rules.verdict import (GLOBAL, KeepDecision, Round, VerdictError, apply_keep_metric, decide,
@@ -35,7 +37,7 @@ class AttemptMixin(OpsMixin):
             warnings = self.moved_head_warnings()
             if self.config.changed():
                 warnings.append("kopt.toml changed on disk; the frozen config of session start still applies")
-            snap = vcs.snapshot(self.ws, s.best.commit)
+            snap = vcs.snapshot(self.ws, s.best.commit, s.benchmark_outputs)
             patch, changed = vcs.diff_tree(self.ws, s.best.commit, snap.tree)
             if snap.left_out:
                 warnings.append(_left_out_warning(snap.left_out))
@@ -50,10 +52,17 @@ class AttemptMixin(OpsMixin):
             self.save()
             self.store.archive(n, "pending", patch)
             faults.point("save_and_test.after_archive")
+            frozen = vcs.freeze(self.ws, snap.tree, s.best.commit, self.attempt_ref(n),
+                                f"kopt-mcp attempt {n}: the tested snapshot")
             self._ctx = {"n": n, "target": target, "hypothesis": hypothesis, "warnings": warnings,
-                         "changed": changed, "runs": []}
+                         "changed": changed, "runs": [], "tree": snap.tree,
+                         "best_tree": vcs.tree_of(self.ws, s.best.commit)}
+            self.store.log("snapshot", attempt=n, commit=frozen, tree=snap.tree, ref=self.attempt_ref(n))
             try:
-                return self._judge(progress)
+                try:
+                    return self._judge(progress)
+                except Tampered as e:
+                    return self._finish("rejected", str(e), revert=True)
             except Cancelled:
                 self.store.relabel(n, "pending", "cancelled")  # the tree stays as it was: nothing lost
                 self.store.log("attempt", attempt=n, verdict="cancelled", target=target, hypothesis=hypothesis,
@@ -72,6 +81,12 @@ class AttemptMixin(OpsMixin):
             return self._finish("rejected", f"the candidate changes protected file(s) {', '.join(hits)}: the "
                                 "benchmark, oracle, config and performance.md are fixed for the session; make "
                                 "the change in the kernel only", revert=True)
+        links = vcs.symlinks(self.ws, c["tree"])
+        unsafe = unsafe_symlinks([p for p in c["changed"] if p in links], links, protected_paths(self))
+        if unsafe:
+            return self._finish("rejected", "; ".join(unsafe) + ": a symlink may not lead into a protected path "
+                                "or out of the repository (writes through it would change what is fixed or escape "
+                                "the checkout); copy the file instead", revert=True)
         gate = self.lease(progress, stop_now=False)
         if gate.lease is None:
             stop = None if gate.reason == "cancelled" else f"no idle GPU: {gate.reason}"
@@ -79,7 +94,7 @@ class AttemptMixin(OpsMixin):
         total = 5.0
         if progress:
             progress(0, total, f"attempt {c['n']}: running the candidate")
-        cand = self._measure(self.workspace_path, "candidate")
+        cand = self._measure(c["tree"], "candidate")
         faults.point("save_and_test.after_candidate_run")
         if cand.gate.kind == "failed":
             return self._finish("failed", cand.gate.reason, revert=True, reset=True)
@@ -87,7 +102,7 @@ class AttemptMixin(OpsMixin):
             return self._incorrect(cand.gate.reason)
         if progress:
             progress(1, total, f"attempt {c['n']}: running BEST_COMMIT in the same lease")
-        best = self._measure(self.best_path, "best")
+        best = self._measure(c["best_tree"], "best")
         faults.point("save_and_test.after_best_run")
         if best.gate.kind != "ok":
             raise RefereeError(f"BEST_COMMIT itself failed to run just now ({best.gate.reason}): the machine "
@@ -105,8 +120,8 @@ class AttemptMixin(OpsMixin):
                 if progress:
                     progress(2, total, f"attempt {c['n']}: paired round {len(rounds) + 1} of at most "
                              f"{policy.max_rounds} ({d.reason})")
-                b2 = self._measure(self.best_path, "best")
-                c2 = self._measure(self.workspace_path, "candidate")
+                b2 = self._measure(c["best_tree"], "best")
+                c2 = self._measure(c["tree"], "candidate")
                 if b2.gate.kind != "ok" or c2.gate.kind != "ok":
                     bad = c2 if c2.gate.kind != "ok" else b2
                     return self._finish("failed", f"the confirming run failed: {bad.gate.reason}", revert=True, reset=True)
@@ -129,10 +144,26 @@ class AttemptMixin(OpsMixin):
             return self._finish("tie", keep.reason, revert=True, reset=True)
         return self._improved(f"{d.reason}; {keep.reason}")
 
-    def _measure(self, tree, label: str) -> Measurement:
-        m = measure(self.cfg, tree, self.store.run_dir(self._ctx["n"], label), self.env(), self.cancel)
+    def _measure(self, tree: str, label: str) -> Measurement:
+        """One run of snapshot `tree` (the attempt's candidate or BEST) in a disposable checkout,
+        verified afterwards (`_verify_run`). Raises Tampered."""
+        m = measure_snapshot(self.cfg, self.ws, tree, self.store.run_dir(self._ctx["n"], label), self.env(),
+                             self.cancel)
         self._ctx["runs"].append(m.run_dir)
+        self._verify_run(m.changes, tree)
         return m
+
+    def _verify_run(self, changes: list[FileChange], tree: str) -> None:
+        """What a run of `tree` changed in its checkout: a protected file raises Tampered (named);
+        a run of BEST adds its other changes to the benchmark outputs; a candidate's other changes
+        become a warning."""
+        is_best = tree == self._ctx.get("best_tree")
+        rest = self.judge_run_changes(changes, "the run of BEST_COMMIT" if is_best else "the run")
+        if rest and not is_best:
+            w = (describe(rest) + " in its checkout: reported only, the tested snapshot (not the tree left "
+                 "after the run) is what is judged and committed")
+            if w not in self._ctx["warnings"]:
+                self._ctx["warnings"].append(w)
 
     def _keep_metric(self, suspect: bool = True, candidate_runs: int = 1) -> KeepDecision:
         """The keep metric from adjacent profiled runs in this lease: BEST, candidate, BEST again
@@ -161,15 +192,16 @@ class AttemptMixin(OpsMixin):
         if prof.name == "none":
             return apply_keep_metric(None, None, [])
         g = self.cfg.gates
-        before = self._profile_target(prof, "best-profile", self.best_path)
+        best_tree, cand_tree = self._ctx["best_tree"], self._ctx["tree"]
+        before = self._profile_target(prof, "best-profile", best_tree)
         if isinstance(before, KeepDecision):
             return before
         runs_left = max(1, candidate_runs)
         while True:
-            cand = self._profile_target(prof, "candidate-profile", self.workspace_path)
+            cand = self._profile_target(prof, "candidate-profile", cand_tree)
             if isinstance(cand, KeepDecision):
                 return cand
-            after = self._profile_target(prof, "best-profile-after", self.best_path)
+            after = self._profile_target(prof, "best-profile-after", best_tree)
             if isinstance(after, KeepDecision):
                 return after
             (b1, _, calls_b, dur_b1), (c, names_c, calls_c, dur_c), (b2, _, _, dur_b2) = before, cand, after
@@ -191,11 +223,14 @@ class AttemptMixin(OpsMixin):
                 f"BEST's GPU time moved {spread:.3f}% between its profiles around the candidate: profiled the "
                 "candidate and BEST once more")
 
-    def _profile_target(self, prof, label: str, tree):
-        """One profiled run of `tree`: (target GPU time us, target names, launches, per-launch us or
-        None), or a not-kept KeepDecision saying why it could not be read."""
-        p = profile(self.cfg, prof, tree, self.store.run_dir(self._ctx["n"], label), self.env(), self.cancel)
+    def _profile_target(self, prof, label: str, tree: str):
+        """One profiled run of snapshot `tree` in a disposable checkout, verified afterwards: (target
+        GPU time us, target names, launches, per-launch us or None), or a not-kept KeepDecision
+        saying why it could not be read. Raises Tampered."""
+        p = profile_snapshot(self.cfg, prof, self.ws, tree, self.store.run_dir(self._ctx["n"], label), self.env(),
+                             self.cancel)
         self._ctx["runs"].append(str(p.log_path.rsplit("/", 1)[0]))
+        self._verify_run(p.changes, tree)
         who = "the candidate" if label.startswith("candidate") else "BEST_COMMIT"
         if p.trace is None:
             return KeepDecision(kept=False, gpu_best_us=None, gpu_candidate_us=None, gpu_delta_pct=None,
@@ -226,7 +261,7 @@ class AttemptMixin(OpsMixin):
         s, c = self.state, self._ctx
         d, keep = c["decision"], c["keep"]
         s.pending = PendingImprovement(
-            attempt=c["n"], tree=vcs.snapshot_tree(self.ws, s.best.commit), target=c["target"], hypothesis=c["hypothesis"],
+            attempt=c["n"], tree=c["tree"], target=c["target"], hypothesis=c["hypothesis"],
             candidate_metrics=c["cand_values"], candidate_gpu_us=keep.gpu_candidate_us,
             kernels=s.best.kernels, target_delta_pct=sum(d.target_deltas_pct) / len(d.target_deltas_pct),
             metric_used=keep.metric_used)
@@ -239,6 +274,10 @@ class AttemptMixin(OpsMixin):
         s, c = self.state, self._ctx
         n = c["n"]
         d, keep = c.get("decision"), c.get("keep")
+        moved = self.workspace_moved(c["tree"])
+        if moved:  # the tested snapshot is archived; what the run left in the workspace is not kept
+            verdict, revert, repairs_left, reason = "rejected", True, None, moved + (
+                f" (the measurements said: {verdict}, {reason})" if verdict != "rejected" else f"; {reason}")
         patch_path = self.store.relabel(n, "pending", verdict)
         if revert:
             faults.point("save_and_test.before_revert")
@@ -246,7 +285,7 @@ class AttemptMixin(OpsMixin):
             faults.point("save_and_test.after_revert")
             if s.phase in (Phase.repairing, Phase.improved):
                 s.phase = Phase.ready
-            s.repair = None
+            s.repair, s.pending = None, None
         if verdict == "regressed":
             change = sum(d.target_deltas_pct) / len(d.target_deltas_pct)
             s.regressions = s.regressions.regressed(RegressionNote(

@@ -1,6 +1,9 @@
 """commit_improvement (the commit gate): only the exact tree that got `improved`; run the format
-command; re-measure against BEST in the same lease (and re-profile if formatting changed the tree);
-commit code + performance.md only if still better; then BEST_COMMIT moves and counters reset."""
+command (in the workspace; a changed workspace becomes a new frozen snapshot, which is what is then
+measured and committed); re-measure against BEST in the same lease, each run in a disposable
+checkout verified afterwards (and re-profile if formatting changed the tree); commit the snapshot
+tree + the server's performance.md only if still better (never a tree left after a run); then
+BEST_COMMIT moves, the workspace is reset to the new commit and counters reset."""
 
 from __future__ import annotations
 
@@ -9,8 +12,10 @@ from kopt_mcp.ledger import append_perf_rows, now_iso
 from kopt_mcp.referee.attempt import AttemptMixin
 from kopt_mcp.referee.core import Progress, RefereeError, operation
 from kopt_mcp.referee.measure import raise_if_cancelled
+from kopt_mcp.referee.ops import Tampered, protected_paths
 from kopt_mcp.referee.report import perf_rows
 from kopt_mcp.results import CommitResult
+from kopt_mcp.rules.protect import touched_protected, unsafe_symlinks
 from kopt_mcp.rules.verdict import Round, decide
 from kopt_mcp.runner import run_command
 from kopt_mcp.session import Phase, next_actions, require
@@ -34,13 +39,13 @@ class CommitMixin(AttemptMixin):
             require(self.state, "commit_improvement")
             s, p = self.state, self.state.pending
             self.check_branch()
-            if vcs.snapshot_tree(self.ws, s.best.commit) != p.tree:
+            if vcs.snapshot(self.ws, s.best.commit, s.benchmark_outputs).tree != p.tree:
                 raise RefereeError(
                     "the workspace changed since save_and_test ruled `improved` on attempt "
                     f"{p.attempt}: only the exact tested tree can be committed. Undo the edits, or call "
                     "save_and_test again (a new attempt), or revert_to_best")
             self._ctx = {"n": p.attempt, "target": p.target, "hypothesis": p.hypothesis, "warnings": [],
-                         "changed": [], "runs": []}
+                         "changed": [], "runs": [], "tree": p.tree, "best_tree": vcs.tree_of(self.ws, s.best.commit)}
             s.in_progress = {"attempt": p.attempt, "tool": "commit_improvement", "since": now_iso()}
             self.save()
             formatted = False
@@ -52,14 +57,22 @@ class CommitMixin(AttemptMixin):
                 raise_if_cancelled(r)
                 if r.exit_code != 0:
                     raise RefereeError(f"the format command failed (exit {r.exit_code}): {r.log_tail[-500:]}")
-                formatted = vcs.snapshot_tree(self.ws, s.best.commit) != p.tree
+                new = vcs.snapshot(self.ws, s.best.commit, s.benchmark_outputs).tree
+                formatted = new != p.tree
+                if formatted:
+                    refused = self._formatted_snapshot(new)
+                    if refused:
+                        return self._not_kept(refused, formatted, [])
             faults.point("commit_improvement.after_format")
             if self.lease(progress).lease is None:
                 raise RefereeError(f"no device to re-measure on: {s.stop_reason or 'cancelled'}")
             if progress:
                 progress(1, 3, "re-measuring candidate and BEST in the same lease")
-            cand = self._measure(self.workspace_path, "commit-candidate")
-            best = self._measure(self.best_path, "commit-best")
+            try:
+                cand = self._measure(self._ctx["tree"], "commit-candidate")
+                best = self._measure(self._ctx["best_tree"], "commit-best")
+            except Tampered as e:
+                return self._not_kept(str(e), formatted, [])
             faults.point("commit_improvement.after_remeasure")
             g = self.cfg.gates
             if cand.gate.kind != "ok" or best.gate.kind != "ok":
@@ -77,22 +90,30 @@ class CommitMixin(AttemptMixin):
             gpu_us = p.candidate_gpu_us
             if formatted and gpu_us is not None:
                 self._ctx["decision"] = d
-                keep = self._keep_metric()
+                try:
+                    keep = self._keep_metric()
+                except Tampered as e:
+                    return self._not_kept(str(e), formatted, d.classes)
                 if not keep.kept:
                     return self._not_kept(keep.reason, formatted, d.classes)
                 gpu_us = keep.gpu_candidate_us
+            moved = self.workspace_moved(self._ctx["tree"])
+            if moved:
+                return self._not_kept(moved, formatted, d.classes)
             if progress:
                 progress(2, 3, "committing code and performance.md")
             changes = {c.key: c.mean_pct for c in d.classes}
             title = message.strip() or p.hypothesis.strip() or f"kopt attempt {p.attempt}"
-            append_perf_rows(self.workspace_path / "performance.md", self.cfg.benchmark.metric, perf_rows(
+            perf = self.workspace_path / "performance.md"
+            perf.write_bytes(vcs.file_at(self.ws, s.best.commit, "performance.md") or b"")  # BEST's rows, then ours
+            append_perf_rows(perf, self.cfg.benchmark.metric, perf_rows(
                 "keep", "(this commit)", self.cfg.benchmark.command, p.target, p.kernels, cand.values(), gpu_us,
                 changes, f"attempt {p.attempt}: {title} ({p.metric_used}: {d.reason})"))
             s.in_progress.update(metrics=cand.values(), gpu_us=gpu_us)  # what recovery adopts after a crash
             self.save()
             faults.point("commit_improvement.after_perf_written")
-            sha = vcs.commit_all(self.ws, f"{title}\n\nkopt-mcp attempt {p.attempt}, target {p.target}: {d.reason}",
-                                 base=s.best.commit)
+            sha = vcs.commit_snapshot(self.ws, self._ctx["tree"], {"performance.md": perf.read_bytes()}, s.best.commit,
+                                      f"{title}\n\nkopt-mcp attempt {p.attempt}, target {p.target}: {d.reason}")
             faults.point("commit_improvement.after_git_commit")
             self.adopt_best(p.attempt, sha, cand.values(), gpu_us, formatted=formatted,
                             classes=[c.model_dump() for c in d.classes])
@@ -103,6 +124,25 @@ class CommitMixin(AttemptMixin):
                                 f"{d.target_deltas_pct[-1]:+.2f}%, no other class worse beyond {g.noise_pct:g}%); "
                                 "the save_and_test verdict stands", commit=sha, best_commit=sha, formatted=formatted,
                                 classes=d.classes, next_actions=next_actions(s))
+
+    def _formatted_snapshot(self, tree: str) -> str | None:
+        """The format command changed the workspace into `tree`: freeze it (hidden ref
+        `.../attempts/NNNN-formatted`) and make it the tree measured and committed. Returns why it
+        may not be (a protected file or an unsafe symlink in its diff), else None."""
+        s, n = self.state, self._ctx["n"]
+        _, changed = vcs.diff_tree(self.ws, s.best.commit, tree)
+        hits = touched_protected(changed, protected_paths(self))
+        links = vcs.symlinks(self.ws, tree)
+        unsafe = unsafe_symlinks([x for x in changed if x in links], links, protected_paths(self))
+        if hits or unsafe:
+            return ("the format command changed " + "; ".join(
+                ([f"protected file(s) {', '.join(hits)}"] if hits else []) + unsafe) +
+                ": not committed; limit the format command to the kernel sources")
+        ref = self.attempt_ref(n, "-formatted")
+        vcs.freeze(self.ws, tree, s.best.commit, ref, f"kopt-mcp attempt {n}: formatted, the snapshot re-measured")
+        self.store.log("snapshot", attempt=n, tree=tree, ref=ref, formatted=True)
+        self._ctx["tree"] = tree
+        return None
 
     def _not_kept(self, reason: str, formatted: bool, classes) -> CommitResult:
         s, p = self.state, self.state.pending

@@ -1,20 +1,125 @@
 """One measurement: run the fixed benchmark (or it under the profiler) in a tree, read its metrics,
-apply the correctness gate. Uses the runner for every process; never decides a verdict."""
+apply the correctness gate. Uses the runner for every process; never decides a verdict.
+
+Every run of the session happens in a disposable checkout of a frozen snapshot (`checkout`,
+`measure_snapshot`, `profile_snapshot`): the snapshot's files are exported (vcs.export: a plain
+copy, no `.git`) into a fresh folder `kopt-run-XXXX/<repo name>` under `$KOPT_RUN_ROOT` (default:
+the system temp dir), outside the workspace the agent edits and outside the repository; after the
+run the checkout is compared with its snapshot (vcs.run_changes) and removed; one that a killed
+server left behind is removed by the next checkout (an owner file names the server's pid). Logs, CSV copies and
+traces go to the run folder of the session's store, as before. Cost on the toy repository (4 files):
+about 15 ms to export and 15 ms to verify per run.
+"""
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
+import stat
+import tempfile
 import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+import git
+import psutil
 from pydantic import BaseModel
 
+from kopt_mcp import vcs
 from kopt_mcp.config import TargetConfig
 from kopt_mcp.referee.core import Cancelled
 from kopt_mcp.metrics import MetricsError, MetricTable, capture_before, collect_results, read_results
 from kopt_mcp.profilers.base import KernelTrace, Profiler, ProfilerError
 from kopt_mcp.rules.correctness import GateResult, RunFacts, correctness_gate
+from kopt_mcp.rules.protect import FileChange
 from kopt_mcp.runner import RunResult, run_command
+
+RUN_ROOT_ENV = "KOPT_RUN_ROOT"
+
+
+def run_root() -> Path | None:
+    """Where disposable checkouts are made: $KOPT_RUN_ROOT (created if missing), else None (the
+    system temp dir)."""
+    root = os.environ.get(RUN_ROOT_ENV)
+    if not root:
+        return None
+    Path(root).mkdir(parents=True, exist_ok=True)
+    return Path(root)
+
+
+def _remove(root: Path) -> None:
+    """Remove a checkout, also where the run made folders read-only."""
+
+    def fix(func, path, _exc):
+        try:
+            os.chmod(os.path.dirname(path), stat.S_IRWXU)
+            os.chmod(path, stat.S_IRWXU)
+            func(path)
+        except OSError:
+            pass
+
+    shutil.rmtree(root, onerror=fix)
+
+
+#: exported files are dated this many seconds before the export, so a metrics file shipped inside
+#: the snapshot can never pass for one the run wrote (metrics.fresh_csvs)
+PREDATE_S = 60.0
+
+
+def _predate(root: Path) -> None:
+    """Set the modification time of everything under `root` to PREDATE_S seconds ago (links
+    themselves, not their targets)."""
+    t = time.time() - PREDATE_S
+    for d, dirs, files in os.walk(root):
+        for name in (*dirs, *files):
+            os.utime(os.path.join(d, name), (t, t), follow_symlinks=False)
+
+
+OWNER_FILE = "owner.json"
+
+
+def sweep_stale_checkouts(root: Path | None = None) -> list[Path]:
+    """Remove the disposable checkouts (`kopt-run-*` under `root`, default the run root) whose
+    server process is gone (a server killed mid-run leaves its checkout behind); checkouts of live
+    servers and folders without an owner file are left alone. Returns the removed folders."""
+    base = root or run_root() or Path(tempfile.gettempdir())
+    gone = []
+    for d in base.glob("kopt-run-*"):
+        try:
+            pid = int(json.loads((d / OWNER_FILE).read_text(encoding="utf-8"))["pid"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if not psutil.pid_exists(pid):
+            _remove(d)
+            gone.append(d)
+    return gone
+
+
+def _repo_name(ws: git.Repo) -> str:
+    """The user's repository folder name (the checkout is named like it), else "tree"."""
+    common = Path(ws.common_dir).resolve()
+    return (common.parent.name if common.name == ".git" else "") or "tree"
+
+
+@contextmanager
+def checkout(ws: git.Repo, tree: str, name: str = "tree") -> Iterator[Path]:
+    """A disposable checkout of tree object `tree` (see the module docstring): yields its folder
+    (`<run root>/kopt-run-XXXX/<name>`), removed afterwards whatever happens. Raises OSError or
+    git.GitCommandError when the export fails (disk full, a tree gc'd). Checkouts a killed server
+    left behind are swept first (`sweep_stale_checkouts`)."""
+    sweep_stale_checkouts()
+    root = Path(tempfile.mkdtemp(prefix="kopt-run-", dir=run_root()))
+    try:
+        (root / OWNER_FILE).write_text(json.dumps({"pid": os.getpid()}) + "\n", encoding="utf-8")
+        path = root / name
+        vcs.export(ws, tree, path)
+        _predate(path)
+        yield path
+    finally:
+        _remove(root)
 
 
 def raise_if_cancelled(run: RunResult) -> None:
@@ -31,6 +136,9 @@ class Measurement(BaseModel):
     table: MetricTable | None
     gate: GateResult
     run_dir: str
+    #: the snapshot (tree object id) that ran, and what the run changed in its checkout
+    snapshot: str = ""
+    changes: list[FileChange] = []
 
     def values(self) -> dict[str, float]:
         """Class key -> metric (empty when the table could not be read)."""
@@ -74,6 +182,8 @@ class Profiled(BaseModel):
     trace: KernelTrace | None
     error: str | None
     log_path: str
+    snapshot: str = ""
+    changes: list[FileChange] = []
 
 
 def profile(cfg: TargetConfig, profiler: Profiler, tree: Path, run_dir: Path, env: dict[str, str],
@@ -94,3 +204,22 @@ def profile(cfg: TargetConfig, profiler: Profiler, tree: Path, run_dir: Path, en
         return Profiled(trace=profiler.parse(run_dir), error=None, log_path=str(log))
     except ProfilerError as e:
         return Profiled(trace=None, error=str(e), log_path=str(log))
+
+
+def measure_snapshot(cfg: TargetConfig, ws: git.Repo, tree: str, run_dir: Path, env: dict[str, str],
+                     cancel: threading.Event | None = None) -> Measurement:
+    """`measure` in a disposable checkout of tree object `tree`; `changes` lists what the run changed
+    there (vcs.run_changes)."""
+    with checkout(ws, tree, _repo_name(ws)) as co:
+        m = measure(cfg, co, run_dir, env, cancel)
+        changes = vcs.run_changes(ws, tree, co)
+    return m.model_copy(update={"snapshot": tree, "changes": changes})
+
+
+def profile_snapshot(cfg: TargetConfig, profiler: Profiler, ws: git.Repo, tree: str, run_dir: Path,
+                     env: dict[str, str], cancel: threading.Event | None = None) -> Profiled:
+    """`profile` in a disposable checkout of tree object `tree`, with the run's `changes`."""
+    with checkout(ws, tree, _repo_name(ws)) as co:
+        p = profile(cfg, profiler, co, run_dir, env, cancel)
+        changes = vcs.run_changes(ws, tree, co)
+    return p.model_copy(update={"snapshot": tree, "changes": changes})

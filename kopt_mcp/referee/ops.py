@@ -1,5 +1,7 @@
 """Referee operations that measure without a verdict: status, the GPU gate, run_benchmark (and the
-baseline), kernel_trace_analysis, warm_up_harness, revert_to_best, get_attempt."""
+baseline), kernel_trace_analysis, warm_up_harness, revert_to_best, get_attempt; and the run checks
+shared with save_and_test and commit_improvement (every run in a disposable checkout of a snapshot,
+verified afterwards: `judge_run_changes`, `workspace_moved`)."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from kopt_mcp.ledger import append_perf_rows, now_iso
 from kopt_mcp.metrics import improvement_pct
 from kopt_mcp.profilers.base import ProfilerError, exact_names_regex, target_gpu_time
 from kopt_mcp.referee.core import BASELINE_MESSAGE, Progress, RefereeBase, RefereeError, operation
-from kopt_mcp.referee.measure import Measurement, measure, profile, raise_if_cancelled
+from kopt_mcp.referee.measure import Measurement, checkout, measure_snapshot, profile_snapshot, raise_if_cancelled
 from kopt_mcp.referee.report import perf_rows
 from kopt_mcp.results import (
     AttemptResult,
@@ -24,6 +26,7 @@ from kopt_mcp.results import (
     TraceResult,
     WarmupResult,
 )
+from kopt_mcp.rules.protect import FileChange, describe, run_changes_verdict, touched_protected
 from kopt_mcp.runner import run_command
 from kopt_mcp.session import Phase, next_actions, require
 
@@ -34,7 +37,46 @@ BASELINE_PROFILES = 4
 PATCH_CHARS = 60_000
 
 
+class Tampered(Exception):
+    """A run changed a protected file in its checkout, or the workspace outside it: the attempt is
+    `rejected` with this message (which names the files)."""
+
+
 class OpsMixin(RefereeBase):
+    def attempt_ref(self, n: int, suffix: str = "") -> str:
+        """The hidden ref holding attempt `n`'s frozen snapshot (a commit whose parent is the
+        BEST_COMMIT it was judged against)."""
+        return f"refs/kopt/{self.tag}/attempts/{n:04d}{suffix}"
+
+    def judge_run_changes(self, changes: list[FileChange], who: str) -> list[FileChange]:
+        """What one run changed in its checkout. A protected path (benchmark, oracle, config,
+        performance.md) raises Tampered naming it ("the run rewrote bench.py"). A run of unchanged
+        BEST_COMMIT (`who` starts with "the run of BEST") adds its other changes to the session's
+        benchmark outputs (logged). Returns the remaining changes, benchmark outputs left out."""
+        s = self.state
+        reason, rest = run_changes_verdict(changes, protected_paths(self), s.benchmark_outputs, who)
+        if reason:
+            raise Tampered(reason)
+        if rest and who.startswith("the run of BEST"):
+            new = sorted({c.path for c in rest} - set(s.benchmark_outputs))
+            s.benchmark_outputs = sorted({*s.benchmark_outputs, *new})
+            self.store.log("benchmark_outputs", added=new, outputs=s.benchmark_outputs)
+            return []
+        return rest
+
+    def workspace_moved(self, tree: str) -> str | None:
+        """A rejection reason when the workspace no longer holds snapshot `tree` (outputs aside): a
+        run wrote outside its own checkout (or the workspace was edited while it was measured);
+        None when it is intact."""
+        s = self.state
+        now = vcs.snapshot(self.ws, s.best.commit, s.benchmark_outputs).tree
+        if now == tree:
+            return None
+        what = describe(vcs.tree_changes(self.ws, tree, now), "it")
+        return (f"the run changed the workspace {self.workspace_path} outside its own checkout ({what}), or the "
+                "workspace was edited while it was measured: the tested snapshot is archived, nothing written "
+                "during the run is kept")
+
     def status(self) -> StatusResult:
         """Where the session stands (phase, BEST_COMMIT, counters, last verdict, next actions)."""
         s = self.state
@@ -91,9 +133,22 @@ class OpsMixin(RefereeBase):
             n = self.state.next_attempt
             if progress:
                 progress(0, 1, "running the benchmark on the workspace")
-            m = measure(self.cfg, self.workspace_path, self.store.run_dir(n, "check"), self.env(), self.cancel)
-            self.store.log("run_benchmark", gate=m.gate.kind, values=m.values(), run_dir=m.run_dir)
-            return self._bench_result("workspace", m, recorded=False)
+            tree = vcs.snapshot(self.ws, self.state.best.commit, self.state.benchmark_outputs).tree
+            m = measure_snapshot(self.cfg, self.ws, tree, self.store.run_dir(n, "check"), self.env(), self.cancel)
+            note = self._run_note(m.changes)
+            self.store.log("run_benchmark", gate=m.gate.kind, values=m.values(), run_dir=m.run_dir, snapshot=tree,
+                           changes=[c._asdict() for c in m.changes])
+            res = self._bench_result("workspace", m, recorded=False)
+            return res.model_copy(update={"reason": "; ".join(x for x in (res.reason, note) if x)}) if note else res
+
+    def _run_note(self, changes: list[FileChange]) -> str:
+        """A note on what a run without a verdict (check, trace, warm-up) changed in its checkout;
+        a protected file is named as save_and_test would reject it. Empty when nothing changed."""
+        try:
+            rest = self.judge_run_changes(changes, "the run")
+        except Tampered as e:
+            return f"{str(e).split(':')[0]} (save_and_test rejects a candidate whose run does this)"
+        return (describe(rest) + " in its disposable checkout (nothing in the workspace changed)") if rest else ""
 
     def _baseline(self, progress: Progress | None) -> BenchmarkResult:
         runs = self.cfg.gates.baseline_runs
@@ -101,11 +156,13 @@ class OpsMixin(RefereeBase):
         profiles_due = BASELINE_PROFILES if prof.name != "none" else 0
         steps = runs + profiles_due  # the progress total
         group, m = [], None
+        best_tree = vcs.tree_of(self.ws, self.state.best.commit)
         for i in range(runs):
             if progress:
                 progress(i, steps, f"baseline: run {i + 1} of {runs} of unmodified BEST_COMMIT")
             label = "baseline" if i == 0 else f"baseline-r{i + 1}"
-            mi = measure(self.cfg, self.best_path, self.store.run_dir(0, label), self.env(), self.cancel)
+            mi = measure_snapshot(self.cfg, self.ws, best_tree, self.store.run_dir(0, label), self.env(), self.cancel)
+            self._baseline_changes(mi.changes)
             if mi.gate.kind != "ok":
                 self.store.log("baseline_failed", reason=mi.gate.reason, run_dir=mi.run_dir)
                 raise RefereeError(
@@ -119,8 +176,9 @@ class OpsMixin(RefereeBase):
         for i in range(profiles_due):
             if progress:
                 progress(runs + i, steps, f"baseline: profiling with {prof.name} ({i + 1} of {profiles_due})")
-            p = profile(self.cfg, prof, self.best_path, self.store.run_dir(0, "baseline-profile"), self.env(),
-                        self.cancel)
+            p = profile_snapshot(self.cfg, prof, self.ws, best_tree, self.store.run_dir(0, "baseline-profile"),
+                                 self.env(), self.cancel)
+            self._baseline_changes(p.changes)
             if p.trace is None:
                 raise RefereeError(f"profiling the baseline failed: {p.error}. Fix it, or set [profiler] "
                                    "backend = \"none\" to decide on the script metric alone")
@@ -154,6 +212,18 @@ class OpsMixin(RefereeBase):
         self.save()
         return self._bench_result("baseline (BEST_COMMIT)", m, recorded=True)
 
+    def _baseline_changes(self, changes: list[FileChange]) -> None:
+        """A run of the unchanged benchmark: its writes to tracked files become benchmark outputs;
+        a write to a protected file stops the baseline (RefereeError: the repository must change)."""
+        hits = touched_protected([c.path for c in changes], protected_paths(self))
+        if hits:
+            bad = [c for c in changes if c.path in hits]
+            raise RefereeError(
+                f"{describe(bad, 'the unmodified benchmark')}, a protected file: a benchmark may not write its "
+                "own harness, oracle, config or performance.md (every candidate would be rejected). Make it write "
+                "its outputs elsewhere (an ignored folder such as results/), then start again")
+        self.judge_run_changes(changes, "the run of BEST_COMMIT")
+
     @operation
     def kernel_trace_analysis(self, top: int = 10, progress: Progress | None = None) -> TraceResult:
         """Profile the workspace once in detail mode; hottest kernels first (at most `top`)."""
@@ -172,10 +242,14 @@ class OpsMixin(RefereeBase):
                                           f"{self.cfg.profiler.backend!r}): the keep metric is the script metric"])
             if progress:
                 progress(0, 1, f"profiling the workspace with {prof.name}")
-            p = profile(self.cfg, prof, self.workspace_path, run_dir, self.env(), self.cancel)
+            tree = vcs.snapshot(self.ws, self.state.best.commit, self.state.benchmark_outputs).tree
+            p = profile_snapshot(self.cfg, prof, self.ws, tree, run_dir, self.env(), self.cancel)
             if p.trace is None:
                 raise RefereeError(f"profiling failed: {p.error} (log: {p.log_path})")
             notes = list(p.trace.warnings)
+            note = self._run_note(p.changes)
+            if note:
+                notes.append(note)
             try:
                 gpu_us, names = target_gpu_time(p.trace, self.cfg.profiler.kernel or None)
             except ProfilerError as e:
@@ -207,16 +281,20 @@ class OpsMixin(RefereeBase):
             cmd = w.command or self.cfg.benchmark.command
             run_dir = self.store.run_dir(self.state.next_attempt, "warmup")
             times, ok, tail = [], True, ""
-            for i, label in enumerate(("cold", "warm")):
-                if progress:
-                    progress(i, 2, f"warm-up: {label} run")
-                r = run_command(cmd, self.workspace_path / self.cfg.benchmark.workdir, self.env(), w.timeout_s,
-                                run_dir / f"{label}.log", cancel=self.cancel)
-                raise_if_cancelled(r)
-                times.append(r.duration_s)
-                ok = ok and r.exit_code == 0
-                tail = r.log_tail[-1000:]
-            self.store.log("warmup", cold_s=times[0], warm_s=times[1], ok=ok)
+            tree = vcs.snapshot(self.ws, self.state.best.commit, self.state.benchmark_outputs).tree
+            with checkout(self.ws, tree, self.repo_path.name) as co:  # one checkout: cold, then warm
+                for i, label in enumerate(("cold", "warm")):
+                    if progress:
+                        progress(i, 2, f"warm-up: {label} run")
+                    r = run_command(cmd, co / self.cfg.benchmark.workdir, self.env(), w.timeout_s,
+                                    run_dir / f"{label}.log", cancel=self.cancel)
+                    raise_if_cancelled(r)
+                    times.append(r.duration_s)
+                    ok = ok and r.exit_code == 0
+                    tail = r.log_tail[-1000:]
+                changes = vcs.run_changes(self.ws, tree, co)
+            self.store.log("warmup", cold_s=times[0], warm_s=times[1], ok=ok, snapshot=tree,
+                           changes=[c._asdict() for c in changes])
             return WarmupResult(command=cmd, cold_s=times[0], warm_s=times[1], ok=ok,
                                 cache_dirs=self.cache_dirs, log_tail=tail)
 

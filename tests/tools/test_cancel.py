@@ -22,11 +22,12 @@ def anyio_backend():
     return "asyncio"
 
 
-def _benchmarks_running(tree: Path) -> list[psutil.Process]:
+def _benchmarks_running(root: Path) -> list[psutil.Process]:
+    """Toy benchmarks running in a disposable checkout under `root` (KOPT_RUN_ROOT)."""
     out = []
     for p in psutil.process_iter(["cmdline", "cwd"]):
         try:
-            if p.info["cwd"] == str(tree) and "bench.py" in " ".join(p.info["cmdline"] or []):
+            if (p.info["cwd"] or "").startswith(str(root) + "/") and "bench.py" in " ".join(p.info["cmdline"] or []):
                 out.append(p)
         except psutil.Error:
             pass
@@ -42,7 +43,9 @@ async def _wait_until(pred, timeout_s: float = 20.0) -> bool:
     return False
 
 
-async def test_cancelled_save_and_test_kills_the_run_and_changes_nothing(ref):
+async def test_cancelled_save_and_test_kills_the_run_and_changes_nothing(ref, tmp_path, monkeypatch):
+    runs = tmp_path / "runs"  # every run happens in a disposable checkout under KOPT_RUN_ROOT
+    monkeypatch.setenv("KOPT_RUN_ROOT", str(runs))
     server = build_server(ref)
     ws = ref.workspace_path
     set_kernel(ws, {"1": 50.0, "2": 100.0}, SLEEP_S=300)
@@ -50,9 +53,9 @@ async def test_cancelled_save_and_test_kills_the_run_and_changes_nothing(ref):
     async with Client(server) as c:
         async with anyio.create_task_group() as tg:
             tg.start_soon(c.call_tool, "save_and_test", {"target": "global", "hypothesis": "hangs"})
-            assert await _wait_until(lambda: _benchmarks_running(ws))
+            assert await _wait_until(lambda: _benchmarks_running(runs))
             tg.cancel_scope.cancel()
-        assert await _wait_until(lambda: not _benchmarks_running(ws)), "the benchmark survived the cancel"
+        assert await _wait_until(lambda: not _benchmarks_running(runs)), "the benchmark survived the cancel"
         assert await _wait_until(lambda: ref.lock.acquire(blocking=False))  # the worker unwound
         ref.lock.release()
         after = (await c.call_tool("status", {})).structured_content
@@ -61,3 +64,4 @@ async def test_cancelled_save_and_test_kills_the_run_and_changes_nothing(ref):
     assert "SLEEP_S = 300" in (ws / "kernel.py").read_text()  # the candidate is still in place
     assert ref.gate.held is None  # lease released
     assert list(ref.store.attempts.glob("*-cancelled.patch"))  # and its diff archived
+    assert list(runs.iterdir()) == []  # the run's checkout is removed
