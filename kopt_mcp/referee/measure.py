@@ -150,7 +150,9 @@ def measure(cfg: TargetConfig, tree: Path, run_dir: Path, env: dict[str, str],
     """Run the benchmark in `tree` (a worktree root); logs and a copy of the CSVs go to `run_dir`."""
     b = cfg.benchmark
     cwd = tree / b.workdir
-    before = capture_before(cwd, b)  # result files as they were: rows the run leaves unchanged are stale
+    # result files as they were (a fresh checkout holds only the snapshot's tracked files): rows the run
+    # leaves unchanged are stale
+    before = capture_before(cwd, b, all_tracked=True)
     run = run_command(b.command, cwd, env, b.timeout_s, run_dir / "benchmark.log", cancel=cancel)
     raise_if_cancelled(run)
     table, err, failing = None, None, []
