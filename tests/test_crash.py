@@ -16,6 +16,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from kopt_mcp.faults import BASELINE_POINTS, POINTS, STOP_POINTS
+from kopt_mcp.paths import session_dir
 from kopt_mcp.testing import kernel_source, make_toy_repo
 
 FASTER = {"1": 80.0, "2": 160.0}
@@ -59,6 +60,28 @@ async def _drive_until_killed(repo: Path, fault: str) -> list[str]:
     return done
 
 
+def assert_ledger_consistent(sd: Path) -> None:
+    """The ledger's chain verifies against the state, and no attempt has two final verdicts."""
+    from kopt_mcp.ledger import Store
+
+    store = Store(sd)
+    store.load_state_json()
+    assert store.verify() == []
+    verdicts: dict[int, list[str]] = {}
+    for e in store.ledger():
+        if e["event"] == "attempt":
+            verdicts.setdefault(e["attempt"], []).append(e["verdict"])
+    assert all(len(v) == 1 for v in verdicts.values()), verdicts
+    commits = [e["attempt"] for e in store.ledger() if e["event"] == "commit"]
+    assert len(commits) == len(set(commits)), commits
+
+
+def render_of(sd: Path) -> str:
+    from kopt_mcp.ledger import Store, render_performance
+
+    return render_performance(Store(sd).ledger(), "us_per_call")
+
+
 async def _restart(repo: Path, then) -> tuple[dict, object]:
     with anyio.fail_after(60):
         async with Client(_params(repo, None)) as c:
@@ -73,7 +96,9 @@ def test_sigkill_at_each_fault_point_recovers(toy_repo, lease_dir, fault):
     assert done[-1] != "commit_improvement", f"the server did not die at {fault}"
     baseline = git(ws, "rev-list", "-1", "--grep", "kopt: baseline", "HEAD").stdout.strip()
 
-    committed = fault in ("commit_improvement.after_git_commit", "commit_improvement.after_state_save")
+    committed = fault in ("commit_improvement.after_git_commit", "commit_improvement.after_best_worktree",
+                          "commit_improvement.after_state_save")
+    sd = session_dir(toy_repo, "t")
 
     def check_recovered(status: dict) -> None:
         head = git(ws, "rev-parse", "HEAD").stdout.strip()
@@ -96,9 +121,12 @@ def test_sigkill_at_each_fault_point_recovers(toy_repo, lease_dir, fault):
         else:
             assert status["phase"] == "ready" and head == baseline
             assert git(ws, "status", "--porcelain").stdout == ""  # reverted to BEST
-            patch = (ws / ".kopt" / "attempts" / "0001-interrupted.patch").read_text()
+            patch = (sd / "attempts" / "0001-interrupted.patch").read_text()
             assert ('"1": 120.0' if "revert" in fault else '"1": 80.0') in patch
         assert git(ws, "diff", "--cached", "--quiet", check=False).returncode == 0  # nothing staged
+        # performance.md (committed and in the tree) is exactly what the ledger's records render
+        assert git(ws, "show", "HEAD:performance.md").stdout == render_of(sd) == (ws / "performance.md").read_text()
+        assert_ledger_consistent(sd)
 
     async def follow_up(c):  # checked as found after the restart, then the session goes on
         s = (await c.call_tool("status", {})).structured_content
@@ -114,15 +142,16 @@ def test_sigkill_at_each_fault_point_recovers(toy_repo, lease_dir, fault):
     else:
         assert after["attempt"] == 2 and after["verdict"] == "improved"  # numbering goes on, nothing overwritten
     # every attempt archived, none left `pending`
-    patches = sorted(p.name for p in (ws / ".kopt" / "attempts").glob("*.patch"))
+    patches = sorted(p.name for p in (sd / "attempts").glob("*.patch"))
     attempts = status["attempts"]
     assert attempts >= 1
     for n in range(1, attempts + 1):
         assert any(p.startswith(f"{n:04d}-") for p in patches), (n, patches)
     assert not any("pending" in p for p in patches), patches
-    ledger = (ws / ".kopt" / "ledger.jsonl").read_text()
+    ledger = (sd / "ledger.jsonl").read_text()
     if fault != "commit_improvement.after_state_save":
         assert '"event": "recovered"' in ledger
+    assert_ledger_consistent(sd)
 
 
 @pytest.mark.parametrize("fault", BASELINE_POINTS)
@@ -157,8 +186,10 @@ def test_sigkill_while_recording_the_baseline_leaves_no_half_commit_and_no_dupli
     assert r["baseline_recorded"]
     perf = (ws / "performance.md").read_text()
     assert perf.count("| baseline |") == 2  # one row per class, recorded once
+    assert perf == render_of(session_dir(toy_repo, "t"))
     assert git(ws, "log", "--format=%s").stdout.count("kopt: baseline") == 1
-    assert '"event": "recovered"' in (ws / ".kopt" / "ledger.jsonl").read_text()
+    assert '"event": "recovered"' in (session_dir(toy_repo, "t") / "ledger.jsonl").read_text()
+    assert_ledger_consistent(session_dir(toy_repo, "t"))
 
 
 @pytest.mark.parametrize("fault", STOP_POINTS)
@@ -192,7 +223,9 @@ def test_sigkill_while_writing_the_stop_summary_finishes_it_once_on_restart(tmp_
     assert git(ws, "rev-parse", "HEAD^").stdout.strip() == baseline  # on top of BEST_COMMIT, no candidate
     assert (ws / "performance.md").read_text().count("## Stop Summary") == 1
     assert git(ws, "log", "--format=%s").stdout.count("kopt: stop summary") == 1
-    assert any(p.name == "0001-regressed.patch" for p in (ws / ".kopt" / "attempts").glob("*.patch"))
+    assert any(p.name == "0001-regressed.patch" for p in (session_dir(repo, "t") / "attempts").glob("*.patch"))
+    assert_ledger_consistent(session_dir(repo, "t"))
+    assert (ws / "performance.md").read_text() == render_of(session_dir(repo, "t"))
 
 
 HOLDER = """
@@ -242,6 +275,7 @@ def test_kill_between_state_save_and_archive_archives_the_tree_on_restart(ref, t
     ref.close()
     again = make_referee(toy_repo)
     assert '"1": 90.0' in (again.store.attempts / f"{n:04d}-interrupted.patch").read_text()
+    assert again.store.root == session_dir(toy_repo, "t") and not (again.workspace_path / ".kopt").exists()
     assert again.state.in_progress is None and again.status().phase == "ready"
     assert '"1": 100.0' in (again.workspace_path / "kernel.py").read_text()
 

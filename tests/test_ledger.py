@@ -74,9 +74,9 @@ def test_atomic_write_gives_a_new_file_the_umask_default_mode(tmp_path):
 # --- Store: ledger, archive, runs -------------------------------------------------------------------
 
 
-def test_store_layout_is_under_dot_kopt(tmp_path):
+def test_store_layout_is_its_root(tmp_path):
     s = Store(tmp_path)
-    assert s.root == tmp_path / ".kopt"
+    assert s.root == tmp_path
     assert (s.state_path.name, s.ledger_path.name) == ("state.json", "ledger.jsonl")
 
 
@@ -112,7 +112,7 @@ def test_log_serialises_unknown_types_as_text(tmp_path):
 def test_archive_writes_numbered_patch(tmp_path):
     s = Store(tmp_path)
     p = s.archive(3, "candidate", "diff --git a/k.py b/k.py\n")
-    assert p == tmp_path / ".kopt" / "attempts" / "0003-candidate.patch"
+    assert p == tmp_path / "attempts" / "0003-candidate.patch"
     assert p.read_text() == "diff --git a/k.py b/k.py\n"
 
 

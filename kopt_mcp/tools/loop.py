@@ -21,7 +21,7 @@ def register(mcp: MCPServer) -> None:
         Args: target: the config class the change aims at (a key like "M=4096,N=128,dtype=float16" as
         listed by status/run_benchmark) or "global" (geometric mean over classes); hypothesis: one
         sentence on why it should be faster (recorded in the ledger and performance.md).
-        The server archives the diff (.kopt/attempts/NNNN-<verdict>.patch), rejects edits to protected
+        The server archives the diff (attempts/NNNN-<verdict>.patch in the session's state folder), rejects edits to protected
         files, leases an idle GPU, runs the candidate and BEST_COMMIT in the same lease, applies the
         correctness gate, the noise rule (taking a confirming measurement itself when needed), the
         divergence check and the keep metric (profiler GPU time of the target kernels where a profiler
