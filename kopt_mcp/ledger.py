@@ -149,9 +149,12 @@ class Store:
 
     def save_state(self, state: BaseModel) -> None:
         """Write the state atomically (a crash leaves the old or the new file, never half), with the
-        ledger anchor. Raises OSError (disk full, read-only) leaving the old file as it was."""
+        ledger anchor as it will be once the state's `outbox` records are appended. Raises OSError (disk full, read-only) leaving the old file as it was."""
         count, tip = self._chain_tip()
         data = json.loads(state.model_dump_json())
+        for rec in data.get("outbox") or []:  # the anchor covers the records committed with this state
+            if not self.has_record(rec.get("id", "")):
+                count, tip = count + 1, line_hash(self._line(rec, tip))
         data["ledger_anchor"] = {"records": count, "sha256": tip}
         atomic_write(self.state_path, json.dumps(data, indent=2))
         self.last_saved, self.anchor = data, data["ledger_anchor"]
@@ -200,7 +203,7 @@ class Store:
                 torn = f.read(1) != b"\n"
         else:
             torn = False
-        line = json.dumps({**record, "prev": tip}, default=str)
+        line = self._line(record, tip)
         with self.ledger_path.open("a", encoding="utf-8") as f:
             f.write(("\n" if torn else "") + line + "\n")
             f.flush()
@@ -210,6 +213,10 @@ class Store:
             self._ids.add(record["id"])
         faults.point(f"ledger.after_append:{record.get('event')}")
         return record
+
+    @staticmethod
+    def _line(record: dict, prev: str) -> str:
+        return json.dumps({**record, "prev": prev}, default=str)
 
     def log(self, event: str, **fields) -> None:
         """Append one informational event (no state change goes with it) to the ledger."""

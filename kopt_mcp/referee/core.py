@@ -193,6 +193,8 @@ class RefereeBase:
             self.save()
         else:
             self.state = SessionState.model_validate(saved)
+            if self.state.outbox:  # committed records a kill kept from the ledger: the anchor counts them
+                self.flush_outbox()
             self.problems += self.store.verify()
             self.ws = vcs.open_workspace(self.repo, self.workspace_path, self.branch)
             self.config = load_config(Path(self.state.config_path))
@@ -255,6 +257,7 @@ class RefereeBase:
         if self.store.last_saved is None:
             return
         saved = SessionState.model_validate({k: v for k, v in self.store.last_saved.items() if k != "ledger_anchor"})
+        saved.outbox = [r for r in saved.outbox if not self.store.has_record(r.get("id", ""))]  # already appended
         for name in SessionState.model_fields:
             setattr(self.state, name, getattr(saved, name))
 
