@@ -488,3 +488,16 @@ def test_a_damaged_ledger_is_reported_in_status_and_the_server_starts(ref, toy_r
     problems = again.status().problems
     word = {"edit": "does not chain", "truncate": "truncated", "delete": "deleted"}[damage]
     assert any(word in x for x in problems), problems
+
+
+def test_a_lock_of_a_git_process_still_running_in_the_workspace_is_left_alone(ref, toy_repo, make_referee):
+    ref.close()
+    lock = _git_dir(ref.workspace_path) / "index.lock"
+    lock.write_text("")
+    busy = subprocess.Popen(["git", "hash-object", "--stdin"], cwd=ref.workspace_path, stdin=subprocess.PIPE,
+                            stdout=subprocess.DEVNULL)  # a git process at work in the workspace (waits on stdin)
+    try:
+        again = make_referee(toy_repo)
+        assert lock.exists() and again.status().phase == "ready"
+    finally:
+        busy.communicate(b"x")

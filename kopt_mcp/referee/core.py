@@ -42,7 +42,6 @@ import json
 import os
 import shutil
 import threading
-import time
 from collections.abc import Callable
 from datetime import date
 from pathlib import Path
@@ -291,26 +290,38 @@ class RefereeBase:
 
     def _clear_stale_locks(self) -> None:
         """Remove git lock files a killed git process left in the session's OWN worktrees and refs
-        (index.lock, HEAD.lock, the branch's ref lock); the repository-wide ones (packed-refs.lock,
-        the main checkout's index.lock) only while no git process runs. Logged to the ledger."""
+        (index.lock, HEAD.lock, the branch's ref lock), unless a git process runs in that worktree
+        (the agent's own git command); the repository-wide ones (packed-refs.lock, the main
+        checkout's index.lock) only while no git process runs at all. Logged to the ledger."""
         common = self.kopt_dir.parent
-        running = [p for p in psutil.process_iter(["name"]) if p.info.get("name") == "git"]
-        own: list[Path] = [common / "refs" / "heads" / f"{self.branch}.lock"]
+        busy: list[Path] = []  # working folders of running git processes
+        for proc in psutil.process_iter(["name", "cmdline"]):
+            # GitPython's long-lived `git cat-file` readers (this server's too) never hold a lock
+            if proc.info.get("name") == "git" and "cat-file" not in (proc.info.get("cmdline") or [])[1:2]:
+                try:
+                    busy.append(Path(proc.cwd()).resolve())
+                except (psutil.Error, OSError):
+                    busy.append(Path("/"))  # unknown: treat as running everywhere
+        def idle(folder: Path) -> bool:
+            return not any(b == folder or folder in b.parents or b == Path("/") for b in busy)
+
+        locks: list[Path] = []
+        if idle(self.workspace_path) and idle(self.repo_path):
+            locks.append(common / "refs" / "heads" / f"{self.branch}.lock")
         for wt in (self.workspace_path, self.best_path):
             gitfile = wt / ".git"
             try:
                 gitdir = Path(gitfile.read_text().split(":", 1)[1].strip()) if gitfile.is_file() else None
             except (OSError, IndexError):
                 gitdir = None
-            if gitdir is not None:
-                own += [gitdir / "index.lock", gitdir / "HEAD.lock"]
-        shared = [common / "packed-refs.lock", common / "index.lock", common / "HEAD.lock"]
-        mine = [c for c in own if c.exists()]
-        if running and mine:  # a git process may be at work in the workspace (the agent's): wait a moment
-            time.sleep(1.0)
-            mine = [c for c in mine if c.exists()]
+            if gitdir is not None and idle(wt):
+                locks += [gitdir / "index.lock", gitdir / "HEAD.lock"]
+        if not busy:
+            locks += [common / "packed-refs.lock", common / "index.lock", common / "HEAD.lock"]
         removed = []
-        for lock in mine + ([c for c in shared if c.exists()] if not running else []):
+        for lock in locks:
+            if not lock.exists():
+                continue
             try:
                 lock.unlink()
                 removed.append(str(lock))
