@@ -339,8 +339,9 @@ def aimed_targets(ch: Chaos, trace: Path, count: int) -> list[str]:
 
 
 async def run_chaos(workdir: Path, random_kills: int, aimed: int, seed: int, max_delay_s: float = 6.0,
-                    log=print) -> dict:
-    """The whole chaos run (see module docstring); returns the result record."""
+                    log=print, checkpoint: Path | None = None) -> dict:
+    """The whole chaos run (see module docstring); returns the result record. With `checkpoint`,
+    the result so far is written there after every episode (a long run can be read while it goes)."""
     ch = Chaos(workdir, random.Random(seed), workdir / "trace.txt")
     t0 = time.monotonic()
     # 1. a traced pre-run without kills lists the fault points the loop passes
@@ -365,6 +366,8 @@ async def run_chaos(workdir: Path, random_kills: int, aimed: int, seed: int, max
         r["kind"] = kind
         ch.episodes.append(r)
         done[kind] += bool(r["died"])
+        if checkpoint:
+            checkpoint.write_text(json.dumps(_result(ch, pre, targets, random_kills, seed, done, t0), indent=1) + "\n")
         if r["violations"] or (i % 10 == 0):
             log(f"[{i + 1}/{len(plan)}] {kind} {target or delay}: died={r['died']} steps={r['steps'][-3:]} "
                 f"violations={r['violations'][:3]}")
@@ -374,9 +377,15 @@ async def run_chaos(workdir: Path, random_kills: int, aimed: int, seed: int, max
         r["kind"] = "random"
         ch.episodes.append(r)
         done["random"] += bool(r["died"])
+        if checkpoint:
+            checkpoint.write_text(json.dumps(_result(ch, pre, targets, random_kills, seed, done, t0), indent=1) + "\n")
     final = await episode(ch, None, None, max_steps=0)  # the last restart's check
     final["kind"] = "final-check"
     ch.episodes.append(final)
+    return _result(ch, pre, targets, random_kills, seed, done, t0)
+
+
+def _result(ch: Chaos, pre: Chaos, targets: list[str], random_kills: int, seed: int, done: dict, t0: float) -> dict:
     runs = [e for e in ch.episodes if e.get("kind") in ("aimed", "random", "final-check", "retry")]
     not_started = [e for e in runs if not e["started"] and not (e["kind"] == "aimed" and e["died"])]
     violations = [v for e in runs for v in e["violations"]]
@@ -404,7 +413,8 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=None, help="write the result JSON here")
     a = ap.parse_args()
     work = a.workdir or Path(tempfile.mkdtemp(prefix="kopt-chaos-"))
-    result = anyio.run(run_chaos, work, a.random, a.aimed, a.seed, a.max_delay)
+    result = anyio.run(run_chaos, work, a.random, a.aimed, a.seed, a.max_delay, print,
+                       a.out.with_suffix(".partial.json") if a.out else None)
     result["machine"] = {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()}
     summary = {k: v for k, v in result.items() if k != "episodes"}
     print(json.dumps(summary, indent=1))
