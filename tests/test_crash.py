@@ -456,6 +456,7 @@ def test_recovery_that_git_refuses_is_a_status_problem_not_a_traceback(ref, toy_
         again.revert_to_best()
     monkeypatch.setattr(vcs, "reset_to", real)
     again.revert_to_best()  # recovered first, then reverted
+    assert again.status().problems == []
     assert [e["verdict"] for e in again.store.ledger() if e["event"] == "attempt"] == ["interrupted"]
 
 

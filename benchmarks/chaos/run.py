@@ -297,11 +297,11 @@ async def episode(ch: Chaos, fault: str | None, kill_after: float | None, max_st
                 p.wait(timeout=10)
         except (psutil.Error, psutil.TimeoutExpired):
             pass
-    if pid:
-        rec["died"] = not (psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
-    else:  # killed while starting (an aimed point in recovery or session creation): its trace ends there
-        last = ch.trace.read_text().splitlines()[-1:] if ch.trace.exists() else []
-        rec["died"] = bool(fault) and last == [fault.split("#")[0]]
+    # killed = the connection broke under a call: by the killer (random), or with the trace ending at
+    # the fault point (aimed; also while starting, in recovery or session creation). A server that
+    # ends because the client closed after its last move was not killed.
+    last = ch.trace.read_text().splitlines()[-1:] if ch.trace.exists() else []
+    rec["died"] = rec["error"] is not None and (rec["killed"] if not fault else last == [fault.split("#")[0]])
     rec["seconds"] = round(time.monotonic() - t0, 2)
     return rec
 
@@ -385,15 +385,21 @@ async def run_chaos(workdir: Path, random_kills: int, aimed: int, seed: int, max
     return _result(ch, pre, targets, random_kills, seed, done, t0)
 
 
+def killed(e: dict) -> bool:
+    """Whether episode record `e` ended in a SIGKILL (see `episode`)."""
+    return bool(e["died"] and e["error"] is not None and (e.get("killed") or e.get("fault")))
+
+
 def _result(ch: Chaos, pre: Chaos, targets: list[str], random_kills: int, seed: int, done: dict, t0: float) -> dict:
     runs = [e for e in ch.episodes if e.get("kind") in ("aimed", "random", "final-check", "retry")]
-    not_started = [e for e in runs if not e["started"] and not (e["kind"] == "aimed" and e["died"])]
+    done = {k: sum(1 for e in runs if e["kind"] == k and killed(e)) for k in ("aimed", "random")}
+    not_started = [e for e in runs if not e["started"] and not (e["kind"] == "aimed" and killed(e))]
     violations = [v for e in runs for v in e["violations"]]
     aimed_runs = [e for e in runs if e["kind"] == "aimed"]
     return {
         "seed": seed, "random_kills_planned": random_kills, "aimed_kills_planned": len(targets),
         "random_kills": done["random"], "aimed_kills": done["aimed"],
-        "aimed_not_reached": sorted({e["fault"] for e in aimed_runs if not e["died"]}),
+        "aimed_not_reached": sorted({e["fault"] for e in aimed_runs if not killed(e)}),
         "fault_points": traced_points(pre.trace), "fault_points_reached_in_run": traced_points(ch.trace),
         "restarts_checked": sum(1 for e in runs if e["started"]), "sessions": ch.tag_no,
         "invariant_violations": violations, "leftover_processes": ch.leftovers,

@@ -282,6 +282,7 @@ class RefereeBase:
         if self.state.in_progress:
             try:
                 self._recover()
+                self.problems = [p for p in self.problems if not p.startswith("recovery at start failed")]
             except (git.GitCommandError, vcs.VcsError) as e:
                 raise RefereeError(
                     f"could not finish the interrupted job {self.state.in_progress.get('tool')!r} ({_short(e)}): "
