@@ -6,10 +6,12 @@ kills) is `python benchmarks/chaos/run.py`; its recorded result is in benchmarks
 from __future__ import annotations
 
 import anyio
+import pytest
 
 from benchmarks.chaos.run import run_chaos
 
 
+@pytest.mark.timeout(1800)  # about 50 server starts: 3-4 minutes on an idle 2-core box, far more under load
 def test_random_and_aimed_sigkills_leave_every_invariant_intact(tmp_path, monkeypatch):
     monkeypatch.delenv("KOPT_FAULT", raising=False)
     r = anyio.run(run_chaos, tmp_path, 20, 0, 5, 3.0, lambda *_: None)

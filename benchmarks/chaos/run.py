@@ -409,6 +409,43 @@ def _result(ch: Chaos, pre: Chaos, targets: list[str], random_kills: int, seed: 
     }
 
 
+def markdown(r: dict, title: str, machine: str) -> str:
+    """A short report of result `r` (from run_chaos, or a checkpoint of one)."""
+    from collections import Counter
+
+    eps = [e for e in r["episodes"] if e.get("kind") in ("aimed", "random")]
+    r = {**r, **{f"{k}_kills": sum(1 for e in eps if e["kind"] == k and killed(e)) for k in ("aimed", "random")}}
+    moves = Counter(m.split("(")[0] for e in r["episodes"] for m in e["steps"])
+    aimed_points = Counter(e["fault"].split("#")[0] for e in eps if e["kind"] == "aimed" and killed(e))
+    lines = [
+        f"# {title}", "", f"Machine: {machine}. Command: `python benchmarks/chaos/run.py --random "
+        f"{r['random_kills_planned']} --aimed {r['aimed_kills_planned']} --seed {r['seed']}`"
+        + (f" (checkpoint after {len(eps)} of {r['random_kills_planned'] + r['aimed_kills_planned']} planned "
+           "episodes: the run's time budget ended here)" if r.get("partial") else "") + ".", "",
+        "| figure | value |", "|---|---|",
+        f"| random SIGKILLs (server killed at a random delay) | {r['random_kills']} |",
+        f"| aimed SIGKILLs (at a fault point between two writes) | {r['aimed_kills']} |",
+        f"| distinct fault points traced / killed at | {len(r['fault_points'])} / {len(aimed_points)} |",
+        f"| restarts with every invariant checked | {r['restarts_checked']} |",
+        f"| sessions (a stop starts a new tag) | {r['sessions']} |",
+        f"| invariant violations | {len(r['invariant_violations'])} |",
+        f"| benchmark processes left running after a restart | {len(r['leftover_processes'])} |",
+        f"| servers that did not start | {len(r['episodes_not_started'])} |",
+        f"| agent moves played | {sum(moves.values())} ({', '.join(f'{k} {v}' for k, v in moves.most_common())}) |",
+        f"| wall time | {r['wall_s'] / 60:.1f} min |", "",
+        "Fault points killed at (first hit, or the k-th hit `#k`): "
+        + ", ".join(f"`{k}` {v}" for k, v in sorted(aimed_points.items())) + ".", "",
+    ]
+    if r["aimed_not_reached"]:
+        lines += [f"Aimed targets the loop did not reach in its episodes: {', '.join(r['aimed_not_reached'])}.", ""]
+    if r["invariant_violations"]:
+        lines += ["Violations:", ""] + [f"- {v}" for v in r["invariant_violations"][:50]] + [""]
+    if r["leftover_processes"]:
+        lines += ["Processes left running by a killed server (found after the restart, then killed by the "
+                  "driver):", ""] + [f"- {x['cmdline']} (cwd {x['cwd']})" for x in r["leftover_processes"][:20]] + [""]
+    return "\n".join(lines)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--random", type=int, default=200, help="random SIGKILLs (default 200)")
@@ -417,7 +454,14 @@ def main() -> int:
     ap.add_argument("--max-delay", type=float, default=6.0, help="random kill delay upper bound (s)")
     ap.add_argument("--workdir", type=Path, default=None, help="keep the repositories here (default: temp)")
     ap.add_argument("--out", type=Path, default=None, help="write the result JSON here")
+    ap.add_argument("--markdown", nargs=3, metavar=("RESULT_JSON", "TITLE", "MACHINE"), default=None,
+                    help="only print the markdown report of a result (or checkpoint) file")
     a = ap.parse_args()
+    if a.markdown:
+        r = json.loads(Path(a.markdown[0]).read_text())
+        r.setdefault("partial", ".partial." in a.markdown[0])
+        print(markdown(r, a.markdown[1], a.markdown[2]))
+        return 0
     work = a.workdir or Path(tempfile.mkdtemp(prefix="kopt-chaos-"))
     result = anyio.run(run_chaos, work, a.random, a.aimed, a.seed, a.max_delay, print,
                        a.out.with_suffix(".partial.json") if a.out else None)
