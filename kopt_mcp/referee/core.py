@@ -509,7 +509,8 @@ class RefereeBase:
         return make_profiler(self.cfg.profiler.backend, vendor, detail=detail)
 
     def stop(self, reason: str) -> None:
-        """Stop the session: state `stopped`, Stop Summary appended to performance.md and committed.
+        """Stop the session: state `stopped`, the `stopped` record (with the Stop Summary) queued,
+        performance.md rendered from the ledger and committed, then the record committed.
 
         The stopped state is saved first, with an in-progress marker: a server killed while writing
         or committing the summary finishes it on restart (`_recover_stop`), exactly once."""
