@@ -74,7 +74,7 @@ def progress_data(events) -> ProgressData:
             verdict = str(e.get("verdict") or "unknown")
             values = {str(c["key"]): v for c, v in _rows(e.get("classes"), "candidate")} if verdict in MEASURED else {}
             d.marks.append(Mark(int(n), verdict, values))
-        if n is not None:
+        if n is not None and kind in ("attempt", "commit"):  # a revert's archive number draws nothing
             d.last_x = max(d.last_x, int(n))
     return d
 

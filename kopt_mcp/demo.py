@@ -75,6 +75,7 @@ class Demo:
         self.steps = tomllib.loads((example / "scenario.toml").read_text())["step"]
         self.failures: list[str] = []
         self.ws: Path | None = None  # the session's workspace, once status answered
+        self.state_dir: Path | None = None  # the session's files (state, ledger, attempts), once status answered
 
     async def _call(self, c: Client, tool: str, args: dict | None = None) -> dict:
         async def progress(done: float, total: float | None, message: str | None) -> None:
@@ -91,7 +92,9 @@ class Demo:
         async with Client(params) as c:
             st = await self._call(c, "status")
             ws = self.ws = Path(st["workspace"])
+            self.state_dir = Path(st["state_dir"])
             self.out.print(f"[bold]workspace[/bold] {ws} (branch {st['branch']})")
+            self.out.print(f"[bold]session files[/bold] {self.state_dir} (state, ledger, attempts, run logs)")
             base = await self._call(c, "run_benchmark")
             self._table("baseline (BEST_COMMIT)", base["metric"], base["classes"])
             warm = await self._call(c, "warm_up_harness")
@@ -146,13 +149,14 @@ class Demo:
         self.out.print(t)
 
 
-def write_charts(ws: Path, config: Path, out_dir: Path) -> list[Path]:
-    """Draw progress.png and last_verdict.png from the session's ledger into `out_dir`; their paths."""
+def write_charts(state_dir: Path, config: Path, out_dir: Path) -> list[Path]:
+    """Draw progress.png and last_verdict.png from the ledger of the session whose state folder is
+    `state_dir` (status' `state_dir`) into `out_dir`; their paths."""
     from kopt_mcp import charts
     from kopt_mcp.config import load_config
     from kopt_mcp.ledger import Store
 
-    cfg, events = load_config(config).target, Store(ws).ledger()
+    cfg, events = load_config(config).target, Store(state_dir).ledger()
     out_dir.mkdir(parents=True, exist_ok=True)
     progress, last = out_dir / "progress.png", out_dir / "last_verdict.png"
     progress.write_bytes(charts.progress_chart(events, cfg.benchmark.metric, cfg.benchmark.higher_is_better))
@@ -160,11 +164,11 @@ def write_charts(ws: Path, config: Path, out_dir: Path) -> list[Path]:
     return [progress, last]
 
 
-def _charts(out: Console, ws: Path, config: Path, out_dir: Path | None) -> None:
+def _charts(out: Console, state_dir: Path, config: Path, out_dir: Path | None) -> None:
     """Write the charts (into the current directory when the demo folder is temporary) and say where."""
     target = out_dir or Path.cwd() / "kopt-demo-charts"
     try:
-        paths = write_charts(ws, config, target)
+        paths = write_charts(state_dir, config, target)
     except Exception as e:  # noqa: BLE001 -- the charts are a view of the ledger: never fail the demo over them
         out.print(f"[yellow]charts not written[/yellow]: {escape(str(e))}")
         return
@@ -187,8 +191,8 @@ def run_demo(example: str = "auto", keep: Path | None = None) -> int:
     out.print(f"kernel repository: {repo}")
     demo = Demo(src, repo, out)
     passed = anyio.run(demo.run)
-    if demo.ws is not None:
-        _charts(out, demo.ws, repo / "kopt.toml", base / "charts" if keep is not None else None)
+    if demo.state_dir is not None:
+        _charts(out, demo.state_dir, repo / "kopt.toml", base / "charts" if keep is not None else None)
     if passed:
         out.print(f"[bold green]demo passed[/bold green]: all {len(demo.steps)} candidates got the verdict they should")
     else:

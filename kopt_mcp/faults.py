@@ -1,32 +1,29 @@
 """Named fault-injection points for crash-safety tests. TEST-ONLY.
 
 `point(name)` kills this process with SIGKILL (no clean-up, no atexit, no finally: exactly what a
-power cut or an OOM kill does) when the environment variable `KOPT_FAULT` equals `name`. Otherwise
-it is a no-op; its whole cost is one environment lookup. Never set `KOPT_FAULT` outside tests.
+power cut or an OOM kill does) when the environment variable `KOPT_FAULT` names it: `name` (its
+first hit in this process) or `name#k` (its k-th hit, k >= 1). With `KOPT_FAULT_TRACE` set to a file
+path, every point reached is appended to that file (one name per line, written before the kill
+check) so a test can list the points a scenario passes and then kill at each. Otherwise a no-op:
+its whole cost is two environment lookups. Never set these variables outside tests.
 
-Points (see tests/test_crash.py, and `RefereeBase._recover` for what a restart does after each):
+A point sits after every write of a transition (see `kopt_mcp.referee.core` for the design that
+makes each kill recoverable):
 
-save_and_test.after_archive        the candidate's patch is archived as `pending`, state saved
-save_and_test.after_candidate_run  the candidate was measured
-save_and_test.after_best_run       BEST was measured in the same lease
-save_and_test.before_revert        a verdict that reverts is known, the tree is still the candidate
-save_and_test.after_revert         the tree is back at BEST, the state not saved yet
-commit_improvement.after_format    the format command ran (also reached without one)
-commit_improvement.after_remeasure candidate and BEST re-measured
-commit_improvement.after_perf_written  performance.md has the keep rows, nothing committed
-commit_improvement.after_git_commit    the branch has the new commit, the state still the old BEST
-commit_improvement.after_state_save    everything saved (nothing left to recover)
-baseline.after_perf_written        performance.md has the baseline rows, nothing committed
-baseline.after_git_commit          the branch has the `kopt: baseline` commit, the state not saved
-stop.after_perf_written            stopped state saved, the Stop Summary in performance.md, not committed
-stop.after_git_commit              the Stop Summary committed, the marker not cleared
+- `state.after_save`             state.json replaced (the commit point of a transition)
+- `ledger.after_append:<event>`  one ledger record appended
+- `archive.after_write:<label>`, `archive.after_relabel:<label>`   an attempt's patch written / renamed
+- `save_and_test.*`, `commit_improvement.*`, `baseline.*`, `stop.*`, `revert.*`, `recover.*`: the
+  git operations and performance.md writes of each transition (the names below).
 """
 
 from __future__ import annotations
 
 import os
 import signal
+from collections import Counter
 
+#: the points of save_and_test and commit_improvement on the happy path of tests/test_crash.py
 POINTS = (
     "save_and_test.after_archive",
     "save_and_test.after_candidate_run",
@@ -37,13 +34,24 @@ POINTS = (
     "commit_improvement.after_remeasure",
     "commit_improvement.after_perf_written",
     "commit_improvement.after_git_commit",
+    "commit_improvement.after_best_worktree",
     "commit_improvement.after_state_save",
 )
-BASELINE_POINTS = ("baseline.after_perf_written", "baseline.after_git_commit")
+BASELINE_POINTS = ("baseline.after_perf_written", "baseline.after_git_commit", "baseline.after_best_worktree")
 STOP_POINTS = ("stop.after_perf_written", "stop.after_git_commit")
+
+_hits: Counter[str] = Counter()
 
 
 def point(name: str) -> None:
-    """SIGKILL this process when `KOPT_FAULT == name` (test-only); a no-op otherwise."""
-    if os.environ.get("KOPT_FAULT") == name:
+    """Trace `name` (KOPT_FAULT_TRACE) and SIGKILL this process when KOPT_FAULT names this hit
+    (`name` or `name#k`); a no-op otherwise (test-only)."""
+    want, trace = os.environ.get("KOPT_FAULT"), os.environ.get("KOPT_FAULT_TRACE")
+    if not want and not trace:
+        return
+    _hits[name] += 1
+    if trace:
+        with open(trace, "a", encoding="utf-8") as f:
+            f.write(name + "\n")
+    if want == name and _hits[name] == 1 or want == f"{name}#{_hits[name]}":
         os.kill(os.getpid(), signal.SIGKILL)

@@ -1,26 +1,42 @@
 """Everything the session writes to disk: state (atomic), ledger, attempt archive, performance.md.
 
-Layout inside the workspace (git-excluded `.kopt/`): `state.json`, `ledger.jsonl` (one JSON object
-per event, every attempt included), `attempts/NNNN-<verdict>.patch`, `runs/NNNN-<label>/` (logs,
-CSV copies, traces). `performance.md` (tracked) holds only the baseline, real keeps and the Stop
-Summary, in program.md's table form.
+The session's files live in its state folder, OUTSIDE every tree a benchmark runs in: under the
+repository's common git directory, `<git-common-dir>/kopt/<tag>/` (`kopt_mcp.paths.session_dir`):
+`state.json`, `ledger.jsonl` (one JSON record per event, every attempt included),
+`attempts/NNNN-<verdict>.patch`, `runs/NNNN-<label>/` (logs, CSV copies, traces).
+`performance.md` (tracked, in the workspace) holds only the baseline, real keeps and the Stop
+Summary, in program.md's table form, and is rendered from the ledger (`render_performance`).
+
+The ledger is append-only and hash-chained: every record carries `prev`, the sha256 of the previous
+line (the first record chains from GENESIS), and `id`, a unique record id. state.json carries the
+anchor `ledger_anchor` = {records, sha256} of the ledger as it was when the state was saved, so a
+ledger cut back (or deleted) below what the state saw is detected as well as an edited, inserted or
+removed line (`verify_ledger`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tempfile
+import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 
 from pydantic import BaseModel
+
+from kopt_mcp import faults
 
 PERF_HEADER = (
     "| Date | Commit | Status | Benchmark command | Target config class | Kernel | {metric} | GPU time (us) "
     "| change vs previous best | explanation |\n"
     "|---|---|---|---|---|---|---|---|---|---|\n"
 )
+PERF_TITLE = ("# performance.md\n\nWritten by kopt-mcp from its ledger: the baseline, every kept improvement "
+              "and the Stop Summary. Every attempt is in the session's ledger (resource kopt://ledger.jsonl).\n\n")
+#: `prev` of the ledger's first record
+GENESIS = "0" * 64
 
 
 def latest_event(events: list[dict], event: str) -> dict | None:
@@ -34,7 +50,8 @@ def now_iso() -> str:
 
 
 def atomic_write(path: Path, text: str) -> None:
-    """Write `text` to `path` via a temp file in the same folder, fsync, then rename (atomic)."""
+    """Write `text` to `path` via a temp file in the same folder, fsync, then rename (atomic).
+    Raises OSError (disk full, read-only) with the old file left as it was."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
@@ -61,50 +78,177 @@ def _umask() -> int:
     return 0o022
 
 
-class Store:
-    """The `.kopt/` folder of one workspace."""
+def line_hash(line: str) -> str:
+    """sha256 (hex) of one ledger line, without its newline: the next record's `prev`."""
+    return hashlib.sha256(line.encode("utf-8")).hexdigest()
 
-    def __init__(self, workspace: Path):
-        self.workspace = workspace
-        self.root = workspace / ".kopt"
+
+def new_record(event: str, **fields) -> dict:
+    """A ledger record not yet chained: `at`, `event`, a fresh `id` and `fields`."""
+    return {"at": now_iso(), "event": event, "id": uuid.uuid4().hex[:16], **fields}
+
+
+def verify_ledger(path: Path, anchor: dict | None = None) -> list[str]:
+    """Check the hash chain of the ledger at `path` and, given the state's `anchor` ({records,
+    sha256}), that the ledger still holds what the state saw. Returns the problems found (empty:
+    intact), each naming the record (0-based line) and what to do; never raises on bad content."""
+    saw = int((anchor or {}).get("records") or 0)
+    if not path.exists():
+        return [f"the ledger {path} is missing but the state saw {saw} record(s): it was deleted; the "
+                "verdicts recorded there are lost (the archived patches and git history remain)"] if saw else []
+    try:
+        raw = path.read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        return [f"the ledger {path} cannot be read ({e}): restore it from a backup"]
+    problems: list[str] = []
+    lines = raw.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    elif lines:
+        problems.append(f"the ledger's last record (line {len(lines) - 1}) has no line end: cut off while "
+                        "written, or truncated")
+    prev = GENESIS
+    for i, line in enumerate(lines):
+        try:
+            rec = json.loads(line)
+            if not isinstance(rec, dict):
+                raise ValueError("not a JSON object")
+        except ValueError:
+            problems.append(f"ledger record {i} is not a JSON record: edited or cut off")
+        else:
+            if rec.get("prev") != prev:
+                problems.append(f"ledger record {i} does not chain to record {i - 1}" if i else
+                                "ledger record 0 does not start the chain")
+        prev = line_hash(line)
+        if len(problems) >= 20:
+            problems.append("... (more problems not listed)")
+            break
+    if saw > len(lines):
+        problems.append(f"the ledger holds {len(lines)} record(s) but the state saw {saw}: it was truncated "
+                        "or records were deleted")
+    elif saw and line_hash(lines[saw - 1]) != (anchor or {}).get("sha256"):
+        problems.append(f"ledger record {saw - 1} differs from the one the state saw: the ledger was edited")
+    return [f"{p} ({path})" for p in problems]
+
+
+class Store:
+    """One session's state folder (see module docstring): `root` = `<git-common-dir>/kopt/<tag>`."""
+
+    def __init__(self, root: Path):
+        self.root = Path(root)
         self.state_path = self.root / "state.json"
         self.ledger_path = self.root / "ledger.jsonl"
         self.attempts = self.root / "attempts"
         self.runs = self.root / "runs"
+        self.anchor: dict | None = None  # the ledger anchor read from state.json
+        self.last_saved: dict | None = None  # the state as last written (or read): what a failed save rolls back to
+        self._tip: tuple[int, str] | None = None  # (records, sha256 of the last line)
+        self._ids: set[str] | None = None
+
+    # -- state -----------------------------------------------------------------------------------
 
     def save_state(self, state: BaseModel) -> None:
-        """Write the state atomically (a crash leaves the old or the new file, never half)."""
-        atomic_write(self.state_path, state.model_dump_json(indent=2))
+        """Write the state atomically (a crash leaves the old or the new file, never half), with the
+        ledger anchor as it will be once the state's `outbox` records are appended. Raises OSError (disk full, read-only) leaving the old file as it was."""
+        count, tip = self._chain_tip()
+        data = json.loads(state.model_dump_json())
+        for rec in data.get("outbox") or []:  # the anchor covers the records committed with this state
+            if not self.has_record(rec.get("id", "")):
+                count, tip = count + 1, line_hash(self._line(rec, tip))
+        data["ledger_anchor"] = {"records": count, "sha256": tip}
+        atomic_write(self.state_path, json.dumps(data, indent=2))
+        self.last_saved, self.anchor = data, data["ledger_anchor"]
 
     def load_state_json(self) -> dict | None:
-        """The saved state as a dict, or None when there is none."""
+        """The saved state as a dict (the ledger anchor taken out into `self.anchor`), or None."""
         if not self.state_path.exists():
             return None
-        return json.loads(self.state_path.read_text(encoding="utf-8"))
+        data = json.loads(self.state_path.read_text(encoding="utf-8"))
+        self.last_saved = dict(data)
+        self.anchor = data.pop("ledger_anchor", None)
+        return data
 
-    def log(self, event: str, **fields) -> None:
-        """Append one event to the ledger (flushed and fsynced)."""
-        self.root.mkdir(parents=True, exist_ok=True)
-        line = json.dumps({"at": now_iso(), "event": event, **fields}, default=str)
-        with self.ledger_path.open("a", encoding="utf-8") as f:
-            f.write(line + "\n")
-            f.flush()
-            os.fsync(f.fileno())
+    # -- ledger ----------------------------------------------------------------------------------
 
-    def ledger(self) -> list[dict]:
-        """Every ledger event, oldest first."""
+    def _chain_tip(self) -> tuple[int, str]:
+        if self._tip is None:
+            lines = self._lines()
+            self._tip = (len(lines), line_hash(lines[-1]) if lines else GENESIS)
+        return self._tip
+
+    def _lines(self) -> list[str]:
         if not self.ledger_path.exists():
             return []
-        return [json.loads(x) for x in self.ledger_path.read_text(encoding="utf-8").splitlines() if x.strip()]
+        return [x for x in self.ledger_path.read_text(encoding="utf-8").split("\n") if x]
+
+    def has_record(self, record_id: str) -> bool:
+        """True if a record with this `id` is already in the ledger."""
+        if self._ids is None:
+            self._ids = set()
+            for line in self._lines():
+                try:
+                    self._ids.add(json.loads(line).get("id"))
+                except (ValueError, AttributeError):
+                    continue
+        return record_id in self._ids
+
+    def append(self, record: dict) -> dict:
+        """Chain `record` (sets `prev`) and append it as one line (flushed and fsynced); returns it.
+        Raises OSError when it cannot be written."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        count, tip = self._chain_tip()
+        if self.ledger_path.exists() and self.ledger_path.stat().st_size:
+            with self.ledger_path.open("rb") as f:
+                f.seek(-1, os.SEEK_END)
+                torn = f.read(1) != b"\n"
+        else:
+            torn = False
+        line = self._line(record, tip)
+        with self.ledger_path.open("a", encoding="utf-8") as f:
+            f.write(("\n" if torn else "") + line + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        self._tip = (count + 1, line_hash(line))
+        if self._ids is not None and record.get("id"):
+            self._ids.add(record["id"])
+        faults.point(f"ledger.after_append:{record.get('event')}")
+        return record
+
+    @staticmethod
+    def _line(record: dict, prev: str) -> str:
+        return json.dumps({**record, "prev": prev}, default=str)
+
+    def log(self, event: str, **fields) -> None:
+        """Append one informational event (no state change goes with it) to the ledger."""
+        self.append(new_record(event, **fields))
+
+    def ledger(self) -> list[dict]:
+        """Every ledger event, oldest first (a line that is not JSON is skipped: see verify)."""
+        out = []
+        for line in self._lines():
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(rec, dict):
+                out.append(rec)
+        return out
+
+    def verify(self) -> list[str]:
+        """`verify_ledger` of this store against the anchor of the loaded state."""
+        return verify_ledger(self.ledger_path, self.anchor)
 
     def latest(self, event: str) -> dict | None:
         """The newest ledger event of kind `event`, or None."""
         return latest_event(self.ledger(), event)
 
+    # -- archive and runs ------------------------------------------------------------------------
+
     def archive(self, attempt: int, label: str, patch: str) -> Path:
         """Write the attempt's patch as `attempts/NNNN-<label>.patch` (atomic); returns its path."""
         path = self.attempts / f"{attempt:04d}-{label}.patch"
         atomic_write(path, patch)
+        faults.point(f"archive.after_write:{label}")
         return path
 
     def relabel(self, attempt: int, old: str, new: str) -> Path:
@@ -113,6 +257,7 @@ class Store:
         dst = self.attempts / f"{attempt:04d}-{new}.patch"
         if src.exists():
             os.replace(src, dst)
+            faults.point(f"archive.after_relabel:{new}")
         return dst
 
     def find_patch(self, attempt: int) -> Path | None:
@@ -150,15 +295,39 @@ def _cell(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
+def perf_row_line(r: PerfRow | dict) -> str:
+    """One performance.md table line of `r` (a PerfRow or its dict from a ledger record)."""
+    r = r if isinstance(r, PerfRow) else PerfRow.model_validate(r)
+    cells = [r.date, r.commit[:12] if r.commit.isalnum() else r.commit, r.status, f"`{r.command}`", r.target,
+             r.kernel, r.metric, r.gpu_time, r.change, r.explanation]
+    return "| " + " | ".join(_cell(c) for c in cells) + " |\n"
+
+
+def render_performance(events: list[dict], metric: str) -> str:
+    """performance.md as a function of ledger events (oldest first): the text the session started
+    from (`session_started.performance_md`, else title + table header), then the `rows` of every
+    `baseline` and `commit` record in order, then each `stopped` record's `summary`. Records without
+    those fields add nothing; a candidate's edit of the file cannot survive a re-render."""
+    base = next((e.get("performance_md") for e in events if e.get("event") == "session_started"
+                 and isinstance(e.get("performance_md"), str)), None)
+    text = base if base is not None else PERF_TITLE + PERF_HEADER.format(metric=metric)
+    for e in events:
+        if e.get("event") in ("baseline", "commit") and isinstance(e.get("rows"), list):
+            for r in e["rows"]:
+                try:
+                    text += perf_row_line(r)
+                except ValueError:
+                    continue
+        elif e.get("event") == "stopped" and isinstance(e.get("summary"), str):
+            text += ("\n" if text and not text.endswith("\n\n") else "") + e["summary"]
+    return text
+
+
 def append_perf_rows(path: Path, metric: str, rows: list[PerfRow]) -> None:
     """Append rows to performance.md, creating it with its title and table header if missing."""
-    text = path.read_text(encoding="utf-8") if path.exists() else (
-        "# performance.md\n\nWritten by kopt-mcp: the baseline, every kept improvement and the Stop "
-        "Summary. Every attempt is in `.kopt/ledger.jsonl`.\n\n" + PERF_HEADER.format(metric=metric))
+    text = path.read_text(encoding="utf-8") if path.exists() else PERF_TITLE + PERF_HEADER.format(metric=metric)
     for r in rows:
-        cells = [r.date, r.commit[:12] if r.commit.isalnum() else r.commit, r.status, f"`{r.command}`", r.target, r.kernel, r.metric,
-                 r.gpu_time, r.change, r.explanation]
-        text += "| " + " | ".join(_cell(c) for c in cells) + " |\n"
+        text += perf_row_line(r)
     atomic_write(path, text)
 
 

@@ -247,6 +247,10 @@ class StatusResult(BaseModel):
     config_changed: bool
     device: DeviceInfo | None
     next_actions: list[str]
+    state_dir: str = Field(default="", description="the session's files (state, ledger, attempts, runs), "
+                           "outside every tree a benchmark runs in")
+    problems: list[str] = Field(default_factory=list, description="what recovery at start could not fix, and "
+                                "a ledger whose hash chain does not verify (truncated, edited, deleted)")
 
 
 class KnowledgeResult(BaseModel):

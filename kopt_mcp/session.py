@@ -90,6 +90,9 @@ class SessionState(BaseModel):
     stop_reason: str | None = None
     stopped_at: str | None = None
     in_progress: dict | None = None
+    #: ledger records of the transition this state ends (written with it in one atomic save, then
+    #: appended to the ledger and cleared; a restart appends those the ledger lacks, by record id)
+    outbox: list[dict] = Field(default_factory=list)
     noise_history: list[list[dict[str, float]]] = Field(default_factory=list)
     #: spreads (%) between two profiled runs of unchanged BEST_COMMIT taken seconds apart in one
     #: lease (the baseline's pair, each attempt's BEST before and after the candidate), latest last

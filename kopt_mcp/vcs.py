@@ -3,7 +3,8 @@
 The session owns two worktrees of the user's repository, both under `<repo>/.kopt/worktrees/`:
 `<tag>` on branch `kernel-opt/<tag>` (where the agent edits candidates) and `<tag>-best`, detached
 at BEST_COMMIT (kept for recovery; nothing is measured there any more). `.kopt/` is excluded through
-the repository's `info/exclude`, so session files never enter a diff or a commit.
+the repository's `info/exclude`, so the worktrees never enter a diff or a commit; the session's
+files live outside them, under the common git dir (`kopt_mcp.paths.session_dir`).
 
 Snapshot, run, verify, commit the snapshot: a candidate is frozen as a tree (`snapshot`) and a commit
 on a hidden ref (`freeze`) before anything runs. Every run executes in a disposable checkout of its

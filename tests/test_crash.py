@@ -4,6 +4,7 @@ with git, no attempt's diff is lost, no half commit exists, and the dead process
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -16,6 +17,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from kopt_mcp.faults import BASELINE_POINTS, POINTS, STOP_POINTS
+from kopt_mcp.paths import session_dir
 from kopt_mcp.testing import kernel_source, make_toy_repo
 
 FASTER = {"1": 80.0, "2": 160.0}
@@ -59,6 +61,28 @@ async def _drive_until_killed(repo: Path, fault: str) -> list[str]:
     return done
 
 
+def assert_ledger_consistent(sd: Path) -> None:
+    """The ledger's chain verifies against the state, and no attempt has two final verdicts."""
+    from kopt_mcp.ledger import Store
+
+    store = Store(sd)
+    store.load_state_json()
+    assert store.verify() == []
+    verdicts: dict[int, list[str]] = {}
+    for e in store.ledger():
+        if e["event"] == "attempt":
+            verdicts.setdefault(e["attempt"], []).append(e["verdict"])
+    assert all(len(v) == 1 for v in verdicts.values()), verdicts
+    commits = [e["attempt"] for e in store.ledger() if e["event"] == "commit"]
+    assert len(commits) == len(set(commits)), commits
+
+
+def render_of(sd: Path) -> str:
+    from kopt_mcp.ledger import Store, render_performance
+
+    return render_performance(Store(sd).ledger(), "us_per_call")
+
+
 async def _restart(repo: Path, then) -> tuple[dict, object]:
     with anyio.fail_after(60):
         async with Client(_params(repo, None)) as c:
@@ -73,7 +97,9 @@ def test_sigkill_at_each_fault_point_recovers(toy_repo, lease_dir, fault):
     assert done[-1] != "commit_improvement", f"the server did not die at {fault}"
     baseline = git(ws, "rev-list", "-1", "--grep", "kopt: baseline", "HEAD").stdout.strip()
 
-    committed = fault in ("commit_improvement.after_git_commit", "commit_improvement.after_state_save")
+    committed = fault in ("commit_improvement.after_git_commit", "commit_improvement.after_best_worktree",
+                          "commit_improvement.after_state_save")
+    sd = session_dir(toy_repo, "t")
 
     def check_recovered(status: dict) -> None:
         head = git(ws, "rev-parse", "HEAD").stdout.strip()
@@ -96,9 +122,12 @@ def test_sigkill_at_each_fault_point_recovers(toy_repo, lease_dir, fault):
         else:
             assert status["phase"] == "ready" and head == baseline
             assert git(ws, "status", "--porcelain").stdout == ""  # reverted to BEST
-            patch = (ws / ".kopt" / "attempts" / "0001-interrupted.patch").read_text()
+            patch = (sd / "attempts" / "0001-interrupted.patch").read_text()
             assert ('"1": 120.0' if "revert" in fault else '"1": 80.0') in patch
         assert git(ws, "diff", "--cached", "--quiet", check=False).returncode == 0  # nothing staged
+        # performance.md (committed and in the tree) is exactly what the ledger's records render
+        assert git(ws, "show", "HEAD:performance.md").stdout == render_of(sd) == (ws / "performance.md").read_text()
+        assert_ledger_consistent(sd)
 
     async def follow_up(c):  # checked as found after the restart, then the session goes on
         s = (await c.call_tool("status", {})).structured_content
@@ -114,15 +143,16 @@ def test_sigkill_at_each_fault_point_recovers(toy_repo, lease_dir, fault):
     else:
         assert after["attempt"] == 2 and after["verdict"] == "improved"  # numbering goes on, nothing overwritten
     # every attempt archived, none left `pending`
-    patches = sorted(p.name for p in (ws / ".kopt" / "attempts").glob("*.patch"))
+    patches = sorted(p.name for p in (sd / "attempts").glob("*.patch"))
     attempts = status["attempts"]
     assert attempts >= 1
     for n in range(1, attempts + 1):
         assert any(p.startswith(f"{n:04d}-") for p in patches), (n, patches)
     assert not any("pending" in p for p in patches), patches
-    ledger = (ws / ".kopt" / "ledger.jsonl").read_text()
+    ledger = (sd / "ledger.jsonl").read_text()
     if fault != "commit_improvement.after_state_save":
         assert '"event": "recovered"' in ledger
+    assert_ledger_consistent(sd)
 
 
 @pytest.mark.parametrize("fault", BASELINE_POINTS)
@@ -157,8 +187,10 @@ def test_sigkill_while_recording_the_baseline_leaves_no_half_commit_and_no_dupli
     assert r["baseline_recorded"]
     perf = (ws / "performance.md").read_text()
     assert perf.count("| baseline |") == 2  # one row per class, recorded once
+    assert perf == render_of(session_dir(toy_repo, "t"))
     assert git(ws, "log", "--format=%s").stdout.count("kopt: baseline") == 1
-    assert '"event": "recovered"' in (ws / ".kopt" / "ledger.jsonl").read_text()
+    assert '"event": "recovered"' in (session_dir(toy_repo, "t") / "ledger.jsonl").read_text()
+    assert_ledger_consistent(session_dir(toy_repo, "t"))
 
 
 @pytest.mark.parametrize("fault", STOP_POINTS)
@@ -192,7 +224,9 @@ def test_sigkill_while_writing_the_stop_summary_finishes_it_once_on_restart(tmp_
     assert git(ws, "rev-parse", "HEAD^").stdout.strip() == baseline  # on top of BEST_COMMIT, no candidate
     assert (ws / "performance.md").read_text().count("## Stop Summary") == 1
     assert git(ws, "log", "--format=%s").stdout.count("kopt: stop summary") == 1
-    assert any(p.name == "0001-regressed.patch" for p in (ws / ".kopt" / "attempts").glob("*.patch"))
+    assert any(p.name == "0001-regressed.patch" for p in (session_dir(repo, "t") / "attempts").glob("*.patch"))
+    assert_ledger_consistent(session_dir(repo, "t"))
+    assert (ws / "performance.md").read_text() == render_of(session_dir(repo, "t"))
 
 
 HOLDER = """
@@ -242,6 +276,7 @@ def test_kill_between_state_save_and_archive_archives_the_tree_on_restart(ref, t
     ref.close()
     again = make_referee(toy_repo)
     assert '"1": 90.0' in (again.store.attempts / f"{n:04d}-interrupted.patch").read_text()
+    assert again.store.root == session_dir(toy_repo, "t") and not (again.workspace_path / ".kopt").exists()
     assert again.state.in_progress is None and again.status().phase == "ready"
     assert '"1": 100.0' in (again.workspace_path / "kernel.py").read_text()
 
@@ -287,3 +322,183 @@ def test_gpu_lease_held_by_a_real_server_killed_mid_attempt_is_reclaimed(tmp_pat
     lease = mine.try_acquire(GpuReading(index=0, uuid=uuid, name="NVIDIA H200", vendor="nvidia"))
     assert lease is not None and lease.uuid == uuid
     mine.release()
+
+
+# --- one commit point per transition ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fault", ["ledger.after_append:attempt", "state.after_save#5"])
+def test_kill_after_the_verdict_is_committed_rolls_forward_with_one_verdict_record(toy_repo, lease_dir, fault):
+    """The issue's case: killed between the verdict's ledger record and the end of the job. The state
+    save is the commit point, so a restart keeps the verdict (phase improved) and the ledger holds
+    exactly one record for the attempt (state.after_save#5: the 5th state save is save_and_test's
+    final one, before its record reached the ledger)."""
+    done = anyio.run(_drive_until_killed, toy_repo, fault)
+    assert done == ["run_benchmark"], f"the server did not die at {fault}"
+    sd = session_dir(toy_repo, "t")
+
+    async def after(c):
+        return (await c.call_tool("status", {})).structured_content
+
+    status, _ = anyio.run(_restart, toy_repo, after)
+    assert status["phase"] == "improved" and status["last_verdict"]["verdict"] == "improved"
+    assert status["problems"] == []
+    records = [e for e in _events(sd) if e["event"] == "attempt"]
+    assert [(e["attempt"], e["verdict"]) for e in records] == [(1, "improved")]
+    assert_ledger_consistent(sd)
+
+
+def _events(sd: Path) -> list[dict]:
+    from kopt_mcp.ledger import Store
+
+    return Store(sd).ledger()
+
+
+def test_failed_final_save_changes_nothing_in_memory_and_the_next_call_recovers(ref, monkeypatch):
+    """Disk full at save_and_test's commit point: the in-memory state stays what state.json holds, no
+    verdict reaches the ledger, and the next call recovers the attempt (archived, interrupted)."""
+    import kopt_mcp.ledger as ledger_mod
+    from kopt_mcp.referee.core import StateSaveError
+    from kopt_mcp.testing import set_kernel
+
+    before = ref.state.model_copy(deep=True)
+    real, saves = ledger_mod.atomic_write, []
+
+    def full_disk(path, text):
+        if path.name == "state.json":
+            saves.append(path)
+            if len(saves) == 2:  # 1: the job marker, 2: the verdict
+                raise OSError(28, "No space left on device")
+        real(path, text)
+
+    monkeypatch.setattr(ledger_mod, "atomic_write", full_disk)
+    set_kernel(ref.workspace_path, {"1": 120.0, "2": 240.0})  # regressed: reverted before the save
+    with pytest.raises(StateSaveError, match="No space left.*nothing changed"):
+        ref.save_and_test(target="global", hypothesis="slower")
+    on_disk = json.loads(ref.store.state_path.read_text())
+    on_disk.pop("ledger_anchor")
+    assert ref.state.model_dump(mode="json") == on_disk  # memory == the last successful save
+    assert ref.state.last == before.last and ref.state.regressions == before.regressions
+    assert ref.state.in_progress["attempt"] == 1 and ref.state.outbox == []
+    assert not [e for e in ref.store.ledger() if e["event"] == "attempt"]
+    monkeypatch.setattr(ledger_mod, "atomic_write", real)  # space is back
+    ref.revert_to_best()  # any operation first recovers the interrupted job
+    verdicts = [(e["attempt"], e["verdict"]) for e in ref.store.ledger() if e["event"] == "attempt"]
+    assert verdicts == [(1, "interrupted")] and ref.state.in_progress is None
+    assert '"1": 120.0' in ref.store.find_patch(1).read_text()
+
+
+def test_failed_first_save_leaves_the_state_exactly_as_before(ref, monkeypatch):
+    import kopt_mcp.ledger as ledger_mod
+    from kopt_mcp.referee.core import StateSaveError
+    from kopt_mcp.testing import set_kernel
+
+    before = ref.state.model_dump(mode="json")
+    real = ledger_mod.atomic_write
+
+    def read_only(path, text):
+        if path.name == "state.json":
+            raise OSError(30, "Read-only file system")
+        real(path, text)
+
+    monkeypatch.setattr(ledger_mod, "atomic_write", read_only)
+    set_kernel(ref.workspace_path, {"1": 80.0, "2": 160.0})
+    with pytest.raises(StateSaveError, match="Read-only"):
+        ref.save_and_test(target="global", hypothesis="faster")
+    assert ref.state.model_dump(mode="json") == before
+    assert '"1": 80.0' in (ref.workspace_path / "kernel.py").read_text()  # the candidate is untouched
+
+
+def _git_dir(worktree: Path) -> Path:
+    return Path((worktree / ".git").read_text().split(":", 1)[1].strip())
+
+
+def test_a_stale_index_lock_from_a_killed_git_does_not_stop_the_server(ref, toy_repo, make_referee):
+    """A git process killed holding index.lock during a job: the restarted server removes the stale
+    locks of its own worktrees, finishes the job and starts (before: a raw GitCommandError)."""
+    from kopt_mcp.testing import set_kernel
+
+    set_kernel(ref.workspace_path, {"1": 90.0, "2": 180.0})
+    ref.state.in_progress = {"attempt": ref.state.next_attempt, "tool": "save_and_test", "since": "x"}
+    ref.state.next_attempt += 1
+    ref.save()
+    ref.close()
+    locks = [_git_dir(ref.workspace_path) / "index.lock", _git_dir(ref.best_path) / "index.lock",
+             toy_repo / ".git" / "refs" / "heads" / "kernel-opt" / "t.lock"]
+    for lock in locks:
+        lock.write_text("")
+    again = make_referee(toy_repo)
+    st = again.status()
+    assert st.problems == [] and st.phase == "ready" and not any(x.exists() for x in locks)
+    assert again.store.latest("stale_git_locks_removed")["paths"] == [str(x) for x in (locks[2], locks[0], locks[1])]
+    assert '"1": 90.0' in again.store.find_patch(1).read_text()
+
+
+def test_recovery_that_git_refuses_is_a_status_problem_not_a_traceback(ref, toy_repo, make_referee, monkeypatch):
+    from kopt_mcp import vcs
+    from kopt_mcp.referee.core import RefereeError
+    from kopt_mcp.testing import set_kernel
+
+    set_kernel(ref.workspace_path, {"1": 90.0, "2": 180.0})
+    ref.state.in_progress = {"attempt": ref.state.next_attempt, "tool": "save_and_test", "since": "x"}
+    ref.state.next_attempt += 1
+    ref.save()
+    ref.close()
+    real = vcs.reset_to
+
+    def refuse(ws, commit):  # git refuses (a lock of a git process that still runs)
+        ws.git.reset("--hard", "no-such-revision")
+
+    monkeypatch.setattr(vcs, "reset_to", refuse)
+    again = make_referee(toy_repo)  # starts anyway
+    assert any("recovery at start failed" in p for p in again.status().problems)
+    with pytest.raises(RefereeError, match="could not finish the interrupted job"):
+        again.revert_to_best()
+    monkeypatch.setattr(vcs, "reset_to", real)
+    again.revert_to_best()  # recovered first, then reverted
+    assert again.status().problems == []
+    assert [e["verdict"] for e in again.store.ledger() if e["event"] == "attempt"] == ["interrupted"]
+
+
+def test_a_second_server_on_the_workspace_is_refused_naming_the_running_session(ref, toy_repo, lease_dir):
+    from kopt_mcp.referee import Referee
+    from kopt_mcp.referee.core import RefereeError
+
+    with pytest.raises(RefereeError, match=r'already runs on this git repository \(\{"tag": "t", "pid": \d+'):
+        Referee(ref.workspace_path, tag="nested", lease_dir=lease_dir)
+    ref.close()
+    with pytest.raises(RefereeError, match="is the workspace of kopt-mcp session 't'"):
+        Referee(ref.workspace_path, tag="nested", lease_dir=lease_dir)
+    assert not (ref.workspace_path / ".kopt").exists()
+
+
+@pytest.mark.parametrize("damage", ["edit", "truncate", "delete"])
+def test_a_damaged_ledger_is_reported_in_status_and_the_server_starts(ref, toy_repo, make_referee, damage):
+    ref.revert_to_best(reason="one more committed record")
+    p = ref.store.ledger_path
+    lines = p.read_text().splitlines()
+    ref.close()
+    if damage == "edit":
+        lines[0] = lines[0].replace('"event": ', '"forged": 1, "event": ', 1)
+        p.write_text("\n".join(lines) + "\n")
+    elif damage == "truncate":
+        p.write_text("\n".join(lines[:1]) + "\n")
+    else:
+        p.unlink()
+    again = make_referee(toy_repo)
+    problems = again.status().problems
+    word = {"edit": "does not chain", "truncate": "truncated", "delete": "deleted"}[damage]
+    assert any(word in x for x in problems), problems
+
+
+def test_a_lock_of_a_git_process_still_running_in_the_workspace_is_left_alone(ref, toy_repo, make_referee):
+    ref.close()
+    lock = _git_dir(ref.workspace_path) / "index.lock"
+    lock.write_text("")
+    busy = subprocess.Popen(["git", "hash-object", "--stdin"], cwd=ref.workspace_path, stdin=subprocess.PIPE,
+                            stdout=subprocess.DEVNULL)  # a git process at work in the workspace (waits on stdin)
+    try:
+        again = make_referee(toy_repo)
+        assert lock.exists() and again.status().phase == "ready"
+    finally:
+        busy.communicate(b"x")

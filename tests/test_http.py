@@ -125,7 +125,7 @@ def registered_tools() -> set[str]:
 
 
 def snapshot(root: Path) -> dict[str, str]:
-    """sha256 of every file under `root` (the session's .kopt: state, ledger, attempts, runs)."""
+    """sha256 of every file under `root` (the sessions' state folders: state, ledger, attempts, runs)."""
     return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
             for p in sorted(root.rglob("*")) if p.is_file()}
 
@@ -175,8 +175,8 @@ def test_right_token_lists_the_tools_and_calls_status(server):
 
 @pytest.mark.timeout(180)
 def test_missing_or_wrong_token_gets_401_and_runs_nothing(server, toy_repo):
-    kopt = toy_repo / ".kopt"
-    ledger = kopt / "worktrees" / "http" / ".kopt" / "ledger.jsonl"
+    kopt = toy_repo / ".git" / "kopt"  # <git-common-dir>/kopt: every session's files
+    ledger = kopt / "http" / "ledger.jsonl"
     good = {**ACCEPT, "authorization": f"Bearer {TOKEN}"}
     bad_headers = [ACCEPT, {**ACCEPT, "authorization": "Bearer wrong-token"},
                    {**ACCEPT, "authorization": f"Bearer {TOKEN}x"}, {**ACCEPT, "authorization": TOKEN},

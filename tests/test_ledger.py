@@ -74,9 +74,9 @@ def test_atomic_write_gives_a_new_file_the_umask_default_mode(tmp_path):
 # --- Store: ledger, archive, runs -------------------------------------------------------------------
 
 
-def test_store_layout_is_under_dot_kopt(tmp_path):
+def test_store_layout_is_its_root(tmp_path):
     s = Store(tmp_path)
-    assert s.root == tmp_path / ".kopt"
+    assert s.root == tmp_path
     assert (s.state_path.name, s.ledger_path.name) == ("state.json", "ledger.jsonl")
 
 
@@ -112,7 +112,7 @@ def test_log_serialises_unknown_types_as_text(tmp_path):
 def test_archive_writes_numbered_patch(tmp_path):
     s = Store(tmp_path)
     p = s.archive(3, "candidate", "diff --git a/k.py b/k.py\n")
-    assert p == tmp_path / ".kopt" / "attempts" / "0003-candidate.patch"
+    assert p == tmp_path / "attempts" / "0003-candidate.patch"
     assert p.read_text() == "diff --git a/k.py b/k.py\n"
 
 
@@ -242,3 +242,140 @@ def test_saving_state_again_overwrites_without_temp_files(tmp_path):
     loaded = SessionState.model_validate(s.load_state_json())
     assert (loaded.phase, loaded.repair) == (Phase.ready, None)
     assert sorted(os.listdir(s.root)) == ["state.json"]
+
+
+# --- hash chain -------------------------------------------------------------------------------------------
+
+
+def _chained(tmp_path, n=4) -> Store:
+    s = Store(tmp_path)
+    for i in range(n):
+        s.log("e", i=i)
+    return s
+
+
+def test_every_record_chains_to_the_sha256_of_the_previous_line(tmp_path):
+    import hashlib
+
+    from kopt_mcp.ledger import GENESIS
+
+    s = _chained(tmp_path)
+    lines = s.ledger_path.read_text().splitlines()
+    recs = [json.loads(x) for x in lines]
+    assert recs[0]["prev"] == GENESIS
+    for prev_line, rec in zip(lines, recs[1:]):
+        assert rec["prev"] == hashlib.sha256(prev_line.encode()).hexdigest()
+    assert len({r["id"] for r in recs}) == 4
+    assert s.verify() == []
+
+
+def test_an_edited_record_breaks_the_chain_and_is_named(tmp_path):
+    s = _chained(tmp_path)
+    lines = s.ledger_path.read_text().splitlines()
+    lines[1] = lines[1].replace('"i": 1', '"i": 7')
+    s.ledger_path.write_text("\n".join(lines) + "\n")
+    problems = Store(tmp_path).verify()
+    assert len(problems) == 1 and "record 2 does not chain to record 1" in problems[0]
+
+
+def test_a_deleted_middle_record_is_detected(tmp_path):
+    s = _chained(tmp_path)
+    lines = s.ledger_path.read_text().splitlines()
+    s.ledger_path.write_text("\n".join(lines[:1] + lines[2:]) + "\n")
+    assert any("does not chain" in p for p in Store(tmp_path).verify())
+
+
+def test_a_ledger_cut_back_below_what_the_state_saw_is_detected(tmp_path):
+    s = _chained(tmp_path)
+    s.save_state(make_state(tmp_path))
+    lines = s.ledger_path.read_text().splitlines()
+    s.ledger_path.write_text("\n".join(lines[:2]) + "\n")  # a clean cut: the chain itself still verifies
+    again = Store(tmp_path)
+    again.load_state_json()
+    assert again.anchor["records"] == 4
+    assert any("holds 2 record(s) but the state saw 4" in p for p in again.verify())
+
+
+def test_a_deleted_ledger_is_detected_and_an_untouched_one_passes(tmp_path):
+    s = _chained(tmp_path)
+    s.save_state(make_state(tmp_path))
+    ok = Store(tmp_path)
+    ok.load_state_json()
+    assert ok.verify() == []
+    s.ledger_path.unlink()
+    gone = Store(tmp_path)
+    gone.load_state_json()
+    assert any("missing" in p and "deleted" in p for p in gone.verify())
+
+
+def test_a_rewritten_last_seen_record_is_detected_through_the_anchor(tmp_path):
+    s = _chained(tmp_path, 2)
+    s.save_state(make_state(tmp_path))
+    from kopt_mcp.ledger import GENESIS, line_hash, new_record
+
+    # a forger rewrites the whole ledger with a valid chain of other records
+    a = json.dumps({**new_record("baseline", metrics={"n=1": 1.0}), "prev": GENESIS})
+    b = json.dumps({**new_record("commit", attempt=1), "prev": line_hash(a)})
+    s.ledger_path.write_text(a + "\n" + b + "\n")
+    again = Store(tmp_path)
+    again.load_state_json()
+    assert any("differs from the one the state saw" in p for p in again.verify())
+
+
+def test_a_torn_last_line_is_reported_and_the_next_append_starts_a_new_line(tmp_path):
+    s = _chained(tmp_path, 2)
+    with s.ledger_path.open("a") as f:
+        f.write('{"at": "x", "eve')  # a write cut off by a crash
+    again = Store(tmp_path)
+    assert any("no line end" in p for p in again.verify())
+    again.log("after", i=9)
+    problems = Store(tmp_path).verify()
+    assert any("record 2 is not a JSON record" in p for p in problems)
+    assert not any("record 3" in p for p in problems)  # the new record chains to the torn line
+    assert [e.get("i") for e in Store(tmp_path).ledger()] == [0, 1, 9]
+
+
+def test_state_json_carries_the_ledger_anchor_and_load_takes_it_out(tmp_path):
+    s = _chained(tmp_path, 3)
+    s.save_state(make_state(tmp_path))
+    raw = json.loads(s.state_path.read_text())
+    assert raw["ledger_anchor"]["records"] == 3
+    loaded = Store(tmp_path).load_state_json()
+    assert "ledger_anchor" not in loaded and SessionState.model_validate(loaded) == make_state(tmp_path)
+
+
+def test_has_record_finds_appended_ids(tmp_path):
+    from kopt_mcp.ledger import new_record
+
+    s = Store(tmp_path)
+    r = new_record("attempt", attempt=1, verdict="tie")
+    assert not s.has_record(r["id"])
+    s.append(r)
+    assert s.has_record(r["id"]) and Store(tmp_path).has_record(r["id"])
+
+
+# --- performance.md rendered from the ledger ------------------------------------------------------------
+
+
+def test_performance_md_is_a_function_of_the_ledger_records(tmp_path):
+    from kopt_mcp.ledger import render_performance
+
+    p = tmp_path / "performance.md"
+    base, keep = row(status="baseline"), row(commit="(this commit)")
+    append_perf_rows(p, "us", [base, keep])
+    append_perf_text(p, "## Stop Summary\n\n- reason: r\n")
+    events = [{"event": "session_started"}, {"event": "baseline", "rows": [base.model_dump()]},
+              {"event": "attempt", "attempt": 1, "verdict": "improved"},
+              {"event": "commit", "attempt": 1, "rows": [keep.model_dump()]},
+              {"event": "run_benchmark", "rows": [row(status="forged").model_dump()]},  # not a row source
+              {"event": "stopped", "summary": "## Stop Summary\n\n- reason: r\n"}]
+    assert render_performance(events, "us") == p.read_text()
+
+
+def test_performance_md_keeps_the_text_the_session_started_from(tmp_path):
+    from kopt_mcp.ledger import render_performance
+
+    old = "# performance.md\n\nan earlier session\n\n" + PERF_HEADER.format(metric="us")
+    text = render_performance([{"event": "session_started", "performance_md": old},
+                               {"event": "baseline", "rows": [row(status="baseline").model_dump()]}], "us")
+    assert text.startswith(old) and text.count("| baseline |") == 1

@@ -125,3 +125,17 @@ def test_gpu_spreads_are_relative_to_the_pair_mean_and_keep_the_latest():
     assert len(s.gpu_spreads_pct) == 20 and s.gpu_spreads_pct[0] == pytest.approx(1.0 / 1000.5 * 100.0)
     with pytest.raises(ValueError, match="positive"):
         s.record_gpu_spread(0.0, 1.0)
+
+
+def test_outbox_is_empty_by_default_and_roundtrips_with_the_state():
+    s = state(Phase.ready)
+    assert s.outbox == []
+    s.outbox.append({"event": "attempt", "id": "abc", "attempt": 1, "verdict": "tie"})
+    again = SessionState.model_validate_json(s.model_dump_json())
+    assert again.outbox == [{"event": "attempt", "id": "abc", "attempt": 1, "verdict": "tie"}]
+
+
+def test_a_state_saved_before_the_outbox_existed_still_loads():
+    data = state(Phase.improved).model_dump(mode="json")
+    del data["outbox"]
+    assert SessionState.model_validate(data).outbox == []

@@ -10,7 +10,7 @@ from kopt_mcp import faults, vcs
 from kopt_mcp.ledger import now_iso
 from kopt_mcp.profilers.base import (ProfilerError, exact_names_regex, target_durations, target_gpu_time,
                                      target_launches)
-from kopt_mcp.referee.core import Cancelled, Progress, RefereeError, operation
+from kopt_mcp.referee.core import Cancelled, Progress, RefereeError, StateSaveError, operation
 from kopt_mcp.referee.measure import Measurement, measure_snapshot, profile_snapshot
 from kopt_mcp.referee.ops import OpsMixin, Tampered, protected_paths
 from kopt_mcp.results import VerdictResult
@@ -64,13 +64,19 @@ class AttemptMixin(OpsMixin):
                 except Tampered as e:
                     return self._finish("rejected", str(e), revert=True)
             except Cancelled:
-                self.store.relabel(n, "pending", "cancelled")  # the tree stays as it was: nothing lost
-                self.store.log("attempt", attempt=n, verdict="cancelled", target=target, hypothesis=hypothesis,
-                               changed=changed, runs=self._ctx["runs"], reverted=False)
-                raise
-            finally:
+                path = self.store.relabel(n, "pending", "cancelled")  # the tree stays as it was: nothing lost
+                self.record("attempt", attempt=n, verdict="cancelled", target=target, hypothesis=hypothesis,
+                            changed=changed, runs=self._ctx["runs"], reverted=False, patch=str(path))
                 s.in_progress = None
                 self.save()
+                raise
+            except StateSaveError:
+                raise  # the saved job marker stays: the next call recovers the attempt
+            except BaseException:
+                if s.in_progress:  # an error before the verdict: the candidate stays in place
+                    s.in_progress = None
+                    self.save()
+                raise
 
     # -- the steps -------------------------------------------------------------------------
 
@@ -293,10 +299,13 @@ class AttemptMixin(OpsMixin):
         elif reset:
             s.regressions = s.regressions.reset()
         s.last = LastVerdict(attempt=n, verdict=verdict, target=c["target"], reason=reason)
-        self.store.log("attempt", attempt=n, verdict=verdict, reason=reason, target=c["target"],
-                       hypothesis=c["hypothesis"], changed=c["changed"], patch=str(patch_path),
-                       classes=[x.model_dump() for x in d.classes] if d else [], runs=c["runs"],
-                       gpu=keep.model_dump() if keep else None, reverted=revert)
+        # queued, not written: the verdict record, the phase and the end of the job are committed
+        # together by the next save (see referee/core.py), so a kill never leaves a verdict in the
+        # ledger that recovery would contradict with `interrupted`
+        self.record("attempt", attempt=n, verdict=verdict, reason=reason, target=c["target"],
+                    hypothesis=c["hypothesis"], changed=c["changed"], patch=str(patch_path),
+                    classes=[x.model_dump() for x in d.classes] if d else [], runs=c["runs"],
+                    gpu=keep.model_dump() if keep else None, reverted=revert)
         if verdict == "regressed" and should_stop(s.regressions, self.cfg.gates.max_consecutive_regressions):
             stop = f"{s.regressions.consecutive} consecutive measured regressions"
         s.in_progress = None  # the verdict and the phase are saved together with the end of the job

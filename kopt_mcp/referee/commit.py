@@ -8,7 +8,7 @@ BEST_COMMIT moves, the workspace is reset to the new commit and counters reset."
 from __future__ import annotations
 
 from kopt_mcp import faults, vcs
-from kopt_mcp.ledger import append_perf_rows, now_iso
+from kopt_mcp.ledger import now_iso
 from kopt_mcp.referee.attempt import AttemptMixin
 from kopt_mcp.referee.core import Progress, RefereeError, operation
 from kopt_mcp.referee.measure import raise_if_cancelled
@@ -104,19 +104,20 @@ class CommitMixin(AttemptMixin):
                 progress(2, 3, "committing code and performance.md")
             changes = {c.key: c.mean_pct for c in d.classes}
             title = message.strip() or p.hypothesis.strip() or f"kopt attempt {p.attempt}"
-            perf = self.workspace_path / "performance.md"
-            perf.write_bytes(vcs.file_at(self.ws, s.best.commit, "performance.md") or b"")  # BEST's rows, then ours
-            append_perf_rows(perf, self.cfg.benchmark.metric, perf_rows(
+            rows = [r.model_dump() for r in perf_rows(
                 "keep", "(this commit)", self.cfg.benchmark.command, p.target, p.kernels, cand.values(), gpu_us,
-                changes, f"attempt {p.attempt}: {title} ({p.metric_used}: {d.reason})"))
-            s.in_progress.update(metrics=cand.values(), gpu_us=gpu_us)  # what recovery adopts after a crash
+                changes, f"attempt {p.attempt}: {title} ({p.metric_used}: {d.reason})")]
+            # what recovery adopts after a crash; the rows go into the `commit` record
+            s.in_progress.update(metrics=cand.values(), gpu_us=gpu_us, rows=rows)
             self.save()
+            self.write_performance(extra=[{"event": "commit", "rows": rows}])  # rendered from the ledger
+            perf = self.workspace_path / "performance.md"
             faults.point("commit_improvement.after_perf_written")
             sha = vcs.commit_snapshot(self.ws, self._ctx["tree"], {"performance.md": perf.read_bytes()}, s.best.commit,
                                       f"{title}\n\nkopt-mcp attempt {p.attempt}, target {p.target}: {d.reason}")
             faults.point("commit_improvement.after_git_commit")
             self.adopt_best(p.attempt, sha, cand.values(), gpu_us, formatted=formatted,
-                            classes=[c.model_dump() for c in d.classes])
+                            classes=[c.model_dump() for c in d.classes], rows=rows)
             s.in_progress = None
             self.save()
             faults.point("commit_improvement.after_state_save")
@@ -147,11 +148,12 @@ class CommitMixin(AttemptMixin):
     def _not_kept(self, reason: str, formatted: bool, classes) -> CommitResult:
         s, p = self.state, self.state.pending
         patch, _ = vcs.diff_against(self.ws, s.best.commit)
-        self.store.archive(p.attempt, "improved-not-kept", patch)
+        path = self.store.archive(p.attempt, "improved-not-kept", patch)
         vcs.reset_to(self.ws, s.best.commit)
+        faults.point("commit_improvement.after_refused_reset")
         s.phase, s.pending, s.in_progress = Phase.ready, None, None
         s.regressions = s.regressions.reset()
-        self.store.log("commit_refused", attempt=p.attempt, reason=reason)
+        self.record("commit_refused", attempt=p.attempt, reason=reason, patch=str(path))
         self.save()
         return CommitResult(committed=False, reason=reason, commit=None, best_commit=s.best.commit,
                             formatted=formatted, classes=classes, next_actions=next_actions(s))

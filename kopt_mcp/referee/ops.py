@@ -9,7 +9,7 @@ import statistics
 from pathlib import Path
 
 from kopt_mcp import faults, vcs
-from kopt_mcp.ledger import append_perf_rows, now_iso
+from kopt_mcp.ledger import now_iso
 from kopt_mcp.metrics import improvement_pct
 from kopt_mcp.profilers.base import ProfilerError, exact_names_regex, target_gpu_time
 from kopt_mcp.referee.core import BASELINE_MESSAGE, Progress, RefereeBase, RefereeError, operation
@@ -89,7 +89,7 @@ class OpsMixin(RefereeBase):
             repairs_used=s.repair.repairs_used if s.repair else None,
             last_verdict=s.last.model_dump() if s.last else None, stop_reason=s.stop_reason,
             config_sha256=s.config_sha256, config_changed=self.config.changed(), device=self.device,
-            next_actions=next_actions(s))
+            next_actions=next_actions(s), state_dir=str(self.state_dir), problems=list(self.problems))
 
     @operation
     def find_idle_gpu(self, progress: Progress | None = None) -> GpuResult:
@@ -198,18 +198,21 @@ class OpsMixin(RefereeBase):
         s.record_best_runs(group)
         for first, second in zip(profiles, profiles[1:]):
             s.record_gpu_spread(first, second)
-        perf = self.workspace_path / "performance.md"
-        append_perf_rows(perf, self.cfg.benchmark.metric, perf_rows(
+        rows = [r.model_dump() for r in perf_rows(
             "baseline", s.best.commit, self.cfg.benchmark.command, "global", kernels, s.best.metrics,
-            gpu_us, None, f"unmodified BEST_COMMIT on {self.device.name}; {note}"))
+            gpu_us, None, f"unmodified BEST_COMMIT on {self.device.name}; {note}")]
+        # queued with its performance.md rows; performance.md is rendered from the ledger
+        rec = self.record("baseline", best_commit=s.best.commit, metrics=s.best.metrics, runs=group, gpu_us=gpu_us,
+                          kernels=kernels, gpu_profiles_us=profiles, device=self.device.model_dump(),
+                          run_dir=m.run_dir, rows=rows)
+        self.write_performance()
         faults.point("baseline.after_perf_written")
-        s.best.commit = vcs.commit_paths(self.ws, ["performance.md"], BASELINE_MESSAGE)
+        s.best.commit = rec["best_commit"] = vcs.commit_paths(self.ws, ["performance.md"], BASELINE_MESSAGE)
         faults.point("baseline.after_git_commit")
         vcs.ensure_best_worktree(self.repo, self.best_path, s.best.commit)
+        faults.point("baseline.after_best_worktree")
         s.phase, s.in_progress = Phase.ready, None
-        self.store.log("baseline", best_commit=s.best.commit, metrics=s.best.metrics, runs=group, gpu_us=gpu_us,
-                       kernels=kernels, gpu_profiles_us=profiles, device=self.device.model_dump(), run_dir=m.run_dir)
-        self.save()
+        self.save()  # the commit point: the baseline record is committed with the phase
         return self._bench_result("baseline (BEST_COMMIT)", m, recorded=True)
 
     def _baseline_changes(self, changes: list[FileChange]) -> None:
@@ -306,16 +309,22 @@ class OpsMixin(RefereeBase):
             self.check_branch()
             patch, changed = vcs.diff_against(self.ws, self.state.best.commit)
             path = None
+            n = None
             if changed:
                 n = self.state.next_attempt
                 self.state.next_attempt += 1
+                # the number first (a kill below: recovery archives the untouched tree as `interrupted`)
+                self.state.in_progress = {"attempt": n, "tool": "save_and_test", "since": now_iso()}
+                self.save()
                 path = str(self.store.archive(n, "reverted", patch))
             vcs.reset_to(self.ws, self.state.best.commit)
+            faults.point("revert.after_reset")
             if self.state.phase in (Phase.repairing, Phase.improved):
                 self.state.phase = Phase.ready
             self.state.repair = None
             self.state.pending = None
-            self.store.log("revert", reason=reason, archived=path, changed=changed)
+            self.state.in_progress = None
+            self.record("revert", reason=reason, archived=path, changed=changed, attempt=n)
             self.save()
             return RevertResult(archived_patch=path, changed_files=changed, best_commit=self.state.best.commit,
                                 next_actions=next_actions(self.state))
