@@ -67,14 +67,14 @@ def glob_problems(pattern: str) -> list[str]:
     return []
 
 
-def command_warnings(command: str) -> list[str]:
-    """Advice for commands that work but lose something (PYTHONPATH replaced)."""
-    out = []
-    m = re.search(r"(?:^|\s|;|&&)PYTHONPATH=(\S*)", command)
-    if m and "$PYTHONPATH" not in m.group(1) and "${PYTHONPATH" not in m.group(1):
-        out.append(f"the command sets PYTHONPATH={m.group(1)}, which replaces the PYTHONPATH kopt-mcp gives the run "
-                   "(the CUPTI injector is on it): write PYTHONPATH=" + m.group(1) + "${PYTHONPATH:+:$PYTHONPATH}")
-    return out
+def command_warnings(command: str, cwd: Path) -> list[str]:
+    """Advice for commands that work but lose something: a shell script the command runs that
+    replaces PYTHONPATH drops the CUPTI injector (profilers.cupti.pythonpath_problems names the line
+    and what to write). A PYTHONPATH assignment in the command itself is handled
+    (profilers.cupti.keep_injector puts the injector in front of it)."""
+    from kopt_mcp.profilers.cupti import pythonpath_problems
+
+    return pythonpath_problems(command, cwd)
 
 
 def _gates_line(t: TargetConfig) -> str:
@@ -143,7 +143,7 @@ def check_config(repo: Path, config: Path | None) -> int:
         if t.correctness.command:
             errors += [f"[correctness] {p}" for p in command_problems(t.correctness.command, repo)]
     errors += glob_problems(b.csv) if b.csv else []
-    warnings += command_warnings(b.command)
+    warnings += command_warnings(b.command, repo / b.workdir)
     out.print(escape(f"correctness: columns {b.correctness_columns or '-'}; condition {b.correctness or '-'}; "
                      f"command {t.correctness.command or '-'}"))
     if not errors:

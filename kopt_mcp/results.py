@@ -177,6 +177,8 @@ class VerdictResult(BaseModel):
     classes: list[ClassChange]
     target_deltas_pct: list[MaybeFloat]
     divergent_classes: list[str]
+    #: incorrect: per failing config class, each error column's largest |value| (null when not finite)
+    class_errors: dict[str, dict[str, MaybeFloat]] = {}
     gpu_best_us: MaybeFloat
     gpu_candidate_us: MaybeFloat
     gpu_delta_pct: MaybeFloat

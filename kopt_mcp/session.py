@@ -54,6 +54,9 @@ class PendingImprovement(BaseModel):
     hypothesis: str
     candidate_metrics: dict[str, float]
     candidate_gpu_us: float | None
+    #: the candidate's GPU time per config class (us, median launch of its launch groups) where the
+    #: profiled launch groups map to the classes (rules.keep.class_gpu_times), for performance.md
+    candidate_class_gpu_us: dict[str, float] | None = None
     kernels: list[str]
     target_delta_pct: float
     metric_used: str
@@ -112,6 +115,15 @@ class SessionState(BaseModel):
         spread = abs(first_us - second_us) / ((first_us + second_us) / 2.0) * 100.0
         self.gpu_spreads_pct = [*self.gpu_spreads_pct, spread][-keep:]
         return spread
+
+    def record_spread_pct(self, spread_pct: float, keep: int = NOISE_GROUPS_KEPT) -> float:
+        """Remember a spread (%) measured directly between two adjacent profiles of BEST_COMMIT (the
+        launch-group spread of rules.keep.group_spread_pct / judge_groups). Returns it. Raises
+        ValueError for a negative or non-finite spread."""
+        if not (spread_pct >= 0.0 and spread_pct != float("inf")):
+            raise ValueError(f"a spread must be a finite percentage >= 0, got {spread_pct}")
+        self.gpu_spreads_pct = [*self.gpu_spreads_pct, float(spread_pct)][-keep:]
+        return float(spread_pct)
 
     def record_best_runs(self, runs: list[dict[str, float]], keep: int = NOISE_GROUPS_KEPT) -> None:
         """Remember one lease's repeated BEST runs (class -> metric) for the noise estimate;

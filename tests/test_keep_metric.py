@@ -35,7 +35,8 @@ def cupti_ref(toy_repo, make_referee, monkeypatch):
 
 def test_baseline_records_the_spreads_of_its_four_adjacent_profiles(cupti_ref):
     r = cupti_ref([1000.0, 1002.0, 1001.0, 1001.0])
-    assert r.state.best.gpu_us == pytest.approx(1000.0)
+    # the keep metric's quantity: the median launch per launch group (20 launches of 1000 us in all)
+    assert r.state.best.gpu_us == pytest.approx(50.0)
     assert r.state.gpu_spreads_pct == pytest.approx([2.0 / 1001.0 * 100, 1.0 / 1001.5 * 100, 0.0])
 
 
@@ -45,7 +46,7 @@ def test_a_real_gpu_win_is_kept_against_best_profiled_before_and_after(cupti_ref
     v = r.save_and_test("global", "faster")
     assert v.verdict == "improved", v.reason
     assert v.gpu_delta_pct == pytest.approx(5.0, abs=0.01)
-    assert "before and after the candidate: 1000.0 and 1000.0 us, spread 0.000%" in v.reason
+    assert "before and after the candidate: 50.0 and 50.0 us, spread 0.000%" in v.reason
     labels = [d.rsplit("-", 2)[-2:] for d in v.run_dirs]
     assert ["best", "profile"] in labels and ["profile", "after"] in labels
     assert len(r.state.gpu_spreads_pct) == 4  # three from the baseline, one from this attempt

@@ -105,6 +105,8 @@ def test_repair_then_improved(ref):
     set_kernel(ref.workspace_path, {"1": 60.0, "2": 120.0}, {"2": 4})
     v = ref.save_and_test("global", "fast but wrong")
     assert v.verdict == "incorrect" and not v.reverted and v.repairs_left == 3
+    assert v.class_errors == {"n=2": {"err_count": 4.0}}  # per-class error numbers for the repair
+    assert "n=2 (err_count=4)" in v.reason
     assert ref.status().phase == "repairing"
     set_kernel(ref.workspace_path, {"1": 60.0, "2": 120.0})
     v = ref.save_and_test("global", "fixed")

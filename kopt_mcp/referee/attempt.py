@@ -14,6 +14,7 @@ from kopt_mcp.referee.core import Cancelled, Progress, RefereeError, StateSaveEr
 from kopt_mcp.referee.measure import Measurement, measure_snapshot, profile_snapshot
 from kopt_mcp.referee.ops import OpsMixin, Tampered, protected_paths
 from kopt_mcp.results import VerdictResult
+from kopt_mcp.rules.keep import judge_groups
 from kopt_mcp.rules.protect import FileChange, describe, touched_protected, unsafe_symlinks
 from kopt_mcp.rules.repair import after_incorrect
 from kopt_mcp.rules.stop import RegressionNote, should_stop
@@ -97,35 +98,42 @@ class AttemptMixin(OpsMixin):
         if gate.lease is None:
             stop = None if gate.reason == "cancelled" else f"no idle GPU: {gate.reason}"
             return self._finish("failed", stop or "cancelled while waiting for a GPU", revert=True, stop=stop)
-        total = 5.0
+        # a profiler that records each launch gives a second, independent paired test (the keep metric)
+        try:
+            prof = self.profiler()
+            screening, profiled = prof.per_launch, prof.name != "none"
+        except ProfilerError:  # reported where the keep metric runs; the script test stays strict
+            screening = profiled = False
+        # progress counts runs: the first pair, at most max_rounds - 1 more pairs, then 3 profiled runs
+        total = 2.0 + 2.0 * (self.cfg.gates.max_rounds - 1) + (3.0 if profiled else 0.0)
         if progress:
-            progress(0, total, f"attempt {c['n']}: running the candidate")
+            progress(0, total, f"attempt {c['n']}: run 1: the candidate")
         cand = self._measure(c["tree"], "candidate")
         faults.point("save_and_test.after_candidate_run")
         if cand.gate.kind == "failed":
             return self._finish("failed", cand.gate.reason, revert=True, reset=True)
         if cand.gate.kind == "incorrect":
+            if cand.table is not None:  # per-class error numbers for the agent's repair
+                c["class_errors"] = cand.table.failing_errors()
+                summary = cand.table.failing_summary()
+                return self._incorrect(f"{cand.gate.reason}" + (f" ({summary})" if summary else ""))
             return self._incorrect(cand.gate.reason)
         if progress:
-            progress(1, total, f"attempt {c['n']}: running BEST_COMMIT in the same lease")
+            progress(1, total, f"attempt {c['n']}: run 2: BEST_COMMIT in the same lease")
         best = self._measure(c["best_tree"], "best")
         faults.point("save_and_test.after_best_run")
         if best.gate.kind != "ok":
             raise RefereeError(f"BEST_COMMIT itself failed to run just now ({best.gate.reason}): the machine "
                                "changed, not the candidate. The candidate is still in place; call save_and_test again")
         rounds = [Round(best=best.values(), candidate=cand.values())]
-        # a profiler that records each launch gives a second, independent paired test (the keep metric)
-        try:
-            screening = self.profiler().per_launch
-        except ProfilerError:  # reported where the keep metric runs; the script test stays strict
-            screening = False
         policy, s = self.policy(screening=screening), self.state
         try:
             d = decide(rounds, c["target"], self.cfg.benchmark.higher_is_better, policy, s.noise_history)
             while d.needs_round:
                 if progress:
-                    progress(2, total, f"attempt {c['n']}: paired round {len(rounds) + 1} of at most "
-                             f"{policy.max_rounds} ({d.reason})")
+                    progress(2 * len(rounds), total, f"attempt {c['n']}: runs {2 * len(rounds) + 1}-"
+                             f"{2 * len(rounds) + 2}: paired round {len(rounds) + 1} of at most {policy.max_rounds} "
+                             f"({d.reason})")
                 b2 = self._measure(c["best_tree"], "best")
                 c2 = self._measure(c["tree"], "candidate")
                 if b2.gate.kind != "ok" or c2.gate.kind != "ok":
@@ -139,8 +147,10 @@ class AttemptMixin(OpsMixin):
         c.update(decision=d, rounds=len(rounds), cand_values=rounds[-1].candidate)
         if d.outcome != "improved":
             return self._finish(d.outcome, d.reason, revert=True, reset=d.outcome != "regressed")
-        if progress:
-            progress(3, total, f"attempt {c['n']}: profiling BEST, the candidate, BEST again (keep metric)")
+        if progress and profiled:
+            total = 2.0 * len(rounds) + 3.0  # no more script rounds: the profiled runs are the rest
+            progress(2 * len(rounds), total, f"attempt {c['n']}: runs {2 * len(rounds) + 1}-{2 * len(rounds) + 3}: "
+                     "profiling BEST, the candidate, BEST again (keep metric)")
         tiv = d.target_interval  # a clear, significant script win that GPU time then denies is suspect
         suspect = bool(tiv and tiv.mean_pct >= self.cfg.gates.noise_pct and tiv.lo_pct > 0)
         # every candidate run counts against [gates] max_rounds: the script rounds, then the profiled runs
@@ -210,15 +220,29 @@ class AttemptMixin(OpsMixin):
             after = self._profile_target(prof, "best-profile-after", best_tree)
             if isinstance(after, KeepDecision):
                 return after
-            (b1, _, calls_b, dur_b1), (c, names_c, calls_c, dur_c), (b2, _, _, dur_b2) = before, cand, after
-            spread = self.state.record_gpu_spread(b1, b2)
-            floor = gpu_gain_floor(self.state.gpu_spreads_pct, spread, g.min_gpu_gain_pct)
-            best_launches = (None if dur_b1 is None or dur_b2 is None else
-                             [(x + y) / 2.0 for x, y in zip(dur_b1, dur_b2)] if len(dur_b1) == len(dur_b2) else dur_b1)
-            keep = apply_keep_metric((b1 + b2) / 2.0, c, names_c, calls_b, calls_c, best_launches, dur_c,
-                                     confidence=g.confidence, min_gain_pct=floor.pct, suspect=suspect)
-            keep.reason += (f" (BEST profiled before and after the candidate: {b1:.1f} and {b2:.1f} us, spread "
-                            f"{spread:.3f}%; {floor.shown()})")
+            if all(x[4].groups is not None for x in (before, cand, after)):
+                # per launch group (kernel + grid/block), median launch: robust to time-driven
+                # repetition (do_bench), warm-up launches and input-generation kernels (rules/keep.py)
+                keep = judge_groups(before[4], cand[4], after[4],
+                                    self.cfg.profiler.kernel or exact_names_regex(self.state.best.kernels),
+                                    recent_spreads_pct=self.state.gpu_spreads_pct, min_gain_pct=g.min_gpu_gain_pct,
+                                    confidence=g.confidence, suspect=suspect, classes=list(self.state.best.metrics))
+                if keep.spread_pct is None:  # BEST's profiles could not be compared: nothing to learn
+                    return keep
+                spread = self.state.record_spread_pct(keep.spread_pct)
+                floor = keep.floor
+                self._ctx["class_gpu_us"] = keep.class_gpu_us
+            else:
+                (b1, _, calls_b, dur_b1, _), (c, names_c, calls_c, dur_c, _), (b2, _, _, dur_b2, _) = before, cand, after
+                spread = self.state.record_gpu_spread(b1, b2)
+                floor = gpu_gain_floor(self.state.gpu_spreads_pct, spread, g.min_gpu_gain_pct)
+                best_launches = (None if dur_b1 is None or dur_b2 is None else
+                                 [(x + y) / 2.0 for x, y in zip(dur_b1, dur_b2)] if len(dur_b1) == len(dur_b2)
+                                 else dur_b1)
+                keep = apply_keep_metric((b1 + b2) / 2.0, c, names_c, calls_b, calls_c, best_launches, dur_c,
+                                         confidence=g.confidence, min_gain_pct=floor.pct, suspect=suspect)
+                keep.reason += (f" (BEST profiled before and after the candidate: {b1:.1f} and {b2:.1f} us, spread "
+                                f"{spread:.3f}%; {floor.shown()})")
             jumped = (not keep.kept and floor.binding == "own_spread" and keep.gpu_delta_pct is not None
                       and keep.gpu_delta_pct > floor.rest_pct)
             runs_left -= 1
@@ -231,7 +255,7 @@ class AttemptMixin(OpsMixin):
 
     def _profile_target(self, prof, label: str, tree: str):
         """One profiled run of snapshot `tree` in a disposable checkout, verified afterwards: (target
-        GPU time us, target names, launches, per-launch us or None), or a not-kept KeepDecision
+        GPU time us, target names, launches, per-launch us or None, the trace), or a not-kept KeepDecision
         saying why it could not be read. Raises Tampered."""
         p = profile_snapshot(self.cfg, prof, self.ws, tree, self.store.run_dir(self._ctx["n"], label), self.env(),
                              self.cancel)
@@ -248,7 +272,7 @@ class AttemptMixin(OpsMixin):
         except ProfilerError as e:
             return KeepDecision(kept=False, gpu_best_us=None, gpu_candidate_us=None, gpu_delta_pct=None,
                                 metric_used="profiler GPU time", reason=f"profiling {who}: {e}: not kept")
-        return us, names, target_launches(p.trace, names), target_durations(p.trace, names)
+        return us, names, target_launches(p.trace, names), target_durations(p.trace, names), p.trace
 
     def _incorrect(self, reason: str) -> VerdictResult:
         s, c, g = self.state, self._ctx, self.cfg.gates
@@ -269,6 +293,7 @@ class AttemptMixin(OpsMixin):
         s.pending = PendingImprovement(
             attempt=c["n"], tree=c["tree"], target=c["target"], hypothesis=c["hypothesis"],
             candidate_metrics=c["cand_values"], candidate_gpu_us=keep.gpu_candidate_us,
+            candidate_class_gpu_us=c.get("class_gpu_us"),
             kernels=s.best.kernels, target_delta_pct=sum(d.target_deltas_pct) / len(d.target_deltas_pct),
             metric_used=keep.metric_used)
         s.phase = Phase.improved
@@ -316,7 +341,7 @@ class AttemptMixin(OpsMixin):
             attempt=n, verdict=verdict, reason=reason, target=c["target"], metric=self.cfg.benchmark.metric,
             metric_used=keep.metric_used if keep else ("script metric" if d else "none"),
             classes=d.classes if d else [], target_deltas_pct=d.target_deltas_pct if d else [],
-            divergent_classes=d.worse_classes if d else [],
+            divergent_classes=d.worse_classes if d else [], class_errors=c.get("class_errors", {}),
             gpu_best_us=keep.gpu_best_us if keep else None, gpu_candidate_us=keep.gpu_candidate_us if keep else None,
             gpu_delta_pct=keep.gpu_delta_pct if keep else None, rounds=c.get("rounds", 0), reverted=revert,
             repairs_left=repairs_left, patch_path=str(patch_path), run_dirs=c["runs"], device=self.device,

@@ -106,7 +106,8 @@ class CommitMixin(AttemptMixin):
             title = message.strip() or p.hypothesis.strip() or f"kopt attempt {p.attempt}"
             rows = [r.model_dump() for r in perf_rows(
                 "keep", "(this commit)", self.cfg.benchmark.command, p.target, p.kernels, cand.values(), gpu_us,
-                changes, f"attempt {p.attempt}: {title} ({p.metric_used}: {d.reason})")]
+                changes, f"attempt {p.attempt}: {title} ({p.metric_used}: {d.reason})",
+                class_gpu_us=self._ctx.get("class_gpu_us", p.candidate_class_gpu_us))]
             # what recovery adopts after a crash; the rows go into the `commit` record
             s.in_progress.update(metrics=cand.values(), gpu_us=gpu_us, rows=rows)
             self.save()

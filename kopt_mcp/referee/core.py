@@ -94,14 +94,24 @@ def operation(fn):
             self.cancel = cancel or threading.Event()
             self.settle()
             try:
-                return fn(self, *args, **kwargs)
+                result = fn(self, *args, **kwargs)
             except Cancelled:
                 self.gate.release()
                 self.device = None
                 self.store.log("cancelled", operation=fn.__name__)
                 raise
+            if fn.__name__ in REPORTED:  # the HTML report follows every verdict, commit, revert and stop
+                from kopt_mcp.report_html import write_session_report
+
+                write_session_report(self)  # never raises: a failure is logged, the verdict stands
+            return result
 
     return run
+
+
+#: operations after which the session's HTML report is rewritten (they can record a verdict, a
+#: commit, a revert, the baseline or a stop)
+REPORTED = frozenset({"save_and_test", "commit_improvement", "revert_to_best", "run_benchmark", "find_idle_gpu"})
 
 
 def default_tag() -> str:

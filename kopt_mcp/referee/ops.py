@@ -26,6 +26,7 @@ from kopt_mcp.results import (
     TraceResult,
     WarmupResult,
 )
+from kopt_mcp.rules.keep import class_gpu_times, group_spread_pct, target_median_us
 from kopt_mcp.rules.protect import FileChange, describe, run_changes_verdict, touched_protected
 from kopt_mcp.runner import run_command
 from kopt_mcp.session import Phase, next_actions, require
@@ -172,7 +173,9 @@ class OpsMixin(RefereeBase):
             group.append(mi.values())
         baseline_values = {k: statistics.median(g[k] for g in group) for k in group[0]}
         gpu_us, kernels, note = None, [], "no profiler: the script metric is the keep metric"
+        class_gpu_us: dict[str, float] | None = None
         profiles: list[float] = []  # adjacent profiled runs: the first spreads for the keep metric's floor
+        traces = []
         for i in range(profiles_due):
             if progress:
                 progress(runs + i, steps, f"baseline: profiling with {prof.name} ({i + 1} of {profiles_due})")
@@ -187,8 +190,14 @@ class OpsMixin(RefereeBase):
             except ProfilerError as e:
                 raise RefereeError(str(e)) from e
             profiles.append(us)
+            traces.append(p.trace)
             if i == 0:
                 gpu_us, kernels = us, names
+        spreads = _baseline_spreads(traces, profiles, self.cfg.profiler.kernel or exact_names_regex(kernels))
+        if traces and traces[0].groups is not None:  # the keep metric's quantity: the median launch per group
+            regex = self.cfg.profiler.kernel or exact_names_regex(kernels)
+            gpu_us = target_median_us(traces[0], regex)[0]
+            class_gpu_us = class_gpu_times(traces[0], list(baseline_values), regex)
         if profiles:
             note = f"keep metric: profiler GPU time of {', '.join(k[:60] for k in kernels)}"
         s = self.state
@@ -196,11 +205,11 @@ class OpsMixin(RefereeBase):
         self.save()  # the marker first: a kill below leaves something `_recover_baseline` can undo
         s.best.metrics, s.best.gpu_us, s.best.kernels = baseline_values, gpu_us, kernels
         s.record_best_runs(group)
-        for first, second in zip(profiles, profiles[1:]):
-            s.record_gpu_spread(first, second)
+        for spread in spreads:
+            s.record_spread_pct(spread)
         rows = [r.model_dump() for r in perf_rows(
             "baseline", s.best.commit, self.cfg.benchmark.command, "global", kernels, s.best.metrics,
-            gpu_us, None, f"unmodified BEST_COMMIT on {self.device.name}; {note}")]
+            gpu_us, None, f"unmodified BEST_COMMIT on {self.device.name}; {note}", class_gpu_us=class_gpu_us)]
         # queued with its performance.md rows; performance.md is rendered from the ledger
         rec = self.record("baseline", best_commit=s.best.commit, metrics=s.best.metrics, runs=group, gpu_us=gpu_us,
                           kernels=kernels, gpu_profiles_us=profiles, device=self.device.model_dump(),
@@ -350,3 +359,20 @@ def protected_paths(ref: RefereeBase) -> list[str]:
     except ValueError:
         pass
     return paths
+
+
+def _baseline_spreads(traces: list, totals_us: list[float], kernel_regex: str | None) -> list[float]:
+    """Spreads (%) between the baseline's adjacent profiles of BEST_COMMIT: by launch group
+    (rules.keep.group_spread_pct, median launch per kernel + grid/block) where both traces carry
+    launch groups, so a harness that picks its own repetition count (do_bench) does not inflate
+    them; else between the target kernels' totals (us, one per trace, all > 0)."""
+    out = []
+    for (t1, u1), (t2, u2) in zip(zip(traces, totals_us), zip(traces[1:], totals_us[1:])):
+        if t1.groups is not None and t2.groups is not None:
+            try:
+                out.append(group_spread_pct(t1, t2, kernel_regex))
+                continue
+            except ProfilerError:
+                pass
+        out.append(abs(u1 - u2) / ((u1 + u2) / 2.0) * 100.0)
+    return out
