@@ -17,9 +17,12 @@ from pydantic import BaseModel
 
 from kopt_mcp.metrics import improvement_pct
 from kopt_mcp.rules.noise import classify_change
-from kopt_mcp.rules.stats import NoiseEstimate, PairedInterval, noise_from_groups, paired_interval
+from kopt_mcp.rules.stats import NoiseEstimate, PairedInterval, guarded, noise_from_groups, paired_interval
 
 GLOBAL = "global"
+#: said with every keep the script metric decided alone (no profiler): what the verdict cannot rule out
+SCRIPT_METRIC_WARNING = ("a script metric can be forged by code inside the benchmark process (a patched timer, "
+                         "a cached result); no per-launch profiler cross-checks it on this device")
 ScriptOutcome = Literal["improved", "tie", "regressed", "divergent"]
 
 
@@ -126,12 +129,19 @@ def decide(rounds: list[Round], target: str, higher_is_better: bool, policy: Pol
     at policy.confidence (`stats.paired_interval`), rules in order:
 
     1. m <= -noise and hi < 0 -> regressed (slower beyond the noise threshold, and significant).
-    2. m >= noise and lo > 0 (clear win): another class worse by >= noise in every round and
-       with hi < 0 -> divergent (after at least 2 rounds); else improved.
-    3. 0 < m < noise (sub-noise win): the last `confirmations` deltas all > 0 and lo > 0 and no
+    2. m >= noise and lo' > 0 (clear win), measured in at least K = min(2, policy.script_rounds)
+       rounds of which K each gained >= noise and none lost: another class worse by >= noise in
+       every round and with hi < 0 -> divergent (after at least 2 rounds); else improved.
+    3. 0 < m < noise (sub-noise win): the last `confirmations` deltas all > 0 and lo' > 0 and no
        worse class -> improved (the noise rule's "measured twice in a row", made statistical).
-    4. a decision not reached yet (bounds too wide, or a sub-noise win not yet confirmed) while
-       fewer than policy.script_rounds rounds were taken -> needs_round; otherwise tie.
+    4. a decision not reached yet (bounds too wide, a win not yet confirmed) while fewer than
+       policy.script_rounds rounds were taken -> needs_round; otherwise tie.
+
+    lo' is `stats.guarded`'s bound: the pooled one, widened by the noise measured in this attempt
+    (its deltas' own spread, its BEST runs' spread). The script metric alone keeps a candidate only
+    on a win seen in two rounds under the conditions of now: a CPU's load changes within minutes
+    and one round under a burst of a neighbour's load looks like a win (identical candidates were
+    kept 1 time in 8 with a CPU hog on both cores before this rule).
 
     With policy.profiler_confirms, rules 2 and 3 become one screen: m > 0 and the last delta > 0
     and no worse class -> improved, to be confirmed by the keep metric (`apply_keep_metric`), the
@@ -182,6 +192,10 @@ def decide(rounds: list[Round], target: str, higher_is_better: bool, policy: Pol
     shown = ", ".join(f"{d:+.2f}%" for d in tds)
     stat = tiv.shown()
     change = classify_change(m, noise)
+    # the script metric alone keeps only what this attempt's own measurements also support
+    giv = guarded(tiv, tds, noise_from_groups([[target_value(r.best, target) for r in rounds]]))
+    gstat = giv.shown()
+    need = min(2, policy.script_rounds)
     if change == "worse":
         if tiv.hi_pct < 0:
             return out("regressed", f"target {target} changed {shown}, {stat}: slower beyond the {noise:g}% noise "
@@ -201,19 +215,24 @@ def decide(rounds: list[Round], target: str, higher_is_better: bool, policy: Pol
         return measure_more("the last run was not faster: measuring again",
                             f"target {target} changed {shown}, {stat}: not faster in the last run")
     if change == "better":
-        if tiv.lo_pct <= 0:
-            return measure_more("a clear win but not yet significant: measuring again",
-                                f"target {target} changed {shown}, {stat}: not a significant win")
-        return diverged() or out("improved", f"target {target} improved {shown}, {stat} (>= the {noise:g}% noise "
-                                 "threshold)")
+        clear = sum(d >= noise for d in tds)
+        if n < need:
+            return measure_more("a clear win: taking the confirming round (the script metric alone decides)",
+                                f"target {target} changed {shown}, {gstat}: not confirmed")
+        if giv.lo_pct <= 0 or clear < need or min(tds) <= 0:
+            return measure_more("a clear win but not yet significant and confirmed: measuring again", (
+                f"target {target} changed {shown}, {gstat}: not a significant win confirmed in {need} rounds "
+                f"(each >= the {noise:g}% noise threshold, none slower)"))
+        return diverged() or out("improved", f"target {target} improved {shown}, {gstat} (>= the {noise:g}% noise "
+                                 f"threshold in {clear} rounds)")
     if m > 0:
         last = tds[-policy.confirmations:]
-        if len(tds) >= policy.confirmations and all(d > 0 for d in last) and tiv.lo_pct > 0 and not worse:
+        if len(tds) >= policy.confirmations and all(d > 0 for d in last) and giv.lo_pct > 0 and not worse:
             return out("improved", (
-                f"sub-noise win on {target} confirmed {len(tds)} times in a row ({shown}), {stat}: significant"))
+                f"sub-noise win on {target} confirmed {len(tds)} times in a row ({shown}), {gstat}: significant"))
         if tds[-1] > 0 and not worse:
             return measure_more("sub-noise win: taking a confirming measurement",
-                                f"target {target} changed {shown}, {stat}: within the {noise:g}% noise threshold "
+                                f"target {target} changed {shown}, {gstat}: within the {noise:g}% noise threshold "
                                 f"and not confirmed as a significant win")
     return out("tie", (
         f"target {target} changed {shown}, {stat}: within the {noise:g}% noise threshold and not confirmed "
@@ -264,7 +283,7 @@ def apply_keep_metric(gpu_best_us: float | None, gpu_candidate_us: float | None,
     if gpu_best_us is None or gpu_candidate_us is None:
         return KeepDecision(kept=True, gpu_best_us=None, gpu_candidate_us=None, gpu_delta_pct=None,
                             metric_used="script metric",
-                            reason="no profiler on this device: the script metric decides")
+                            reason=f"no profiler on this device: the script metric decides; {SCRIPT_METRIC_WARNING}")
     names = ", ".join(k[:60] for k in kernels) or "all kernels"
     if best_calls and candidate_calls is not None and candidate_calls < best_calls:
         return KeepDecision(kept=False, gpu_best_us=gpu_best_us, gpu_candidate_us=gpu_candidate_us,

@@ -11,6 +11,7 @@ import math
 
 import pytest
 
+from kopt_mcp.rules.stats import noise_from_groups, paired_interval
 from kopt_mcp.rules.verdict import GLOBAL, Policy, Round, VerdictError, decide
 
 
@@ -62,24 +63,63 @@ def test_lower_value_is_regressed_when_higher_is_better():
 # --- clear improvement ------------------------------------------------------------------------------
 
 
-def test_clear_improvement_in_one_round_is_improved():
-    d = run([one(100.0, 95.0)])
+def test_clear_improvement_is_confirmed_in_a_second_round_then_improved():
+    d = run([one(100.0, 95.0)])  # the script metric alone never keeps on one round
+    assert (d.outcome, d.needs_round) == ("tie", True) and "confirming round" in d.reason
+    d = run([one(100.0, 95.0), one(100.0, 95.1)])
     assert (d.outcome, d.needs_round) == ("improved", False)
-    assert d.target_deltas_pct == [pytest.approx(5.0)]
+    assert d.target_deltas_pct == [pytest.approx(5.0), pytest.approx(4.9)]
     assert d.worse_classes == []
 
 
+def test_with_a_budget_of_one_round_one_round_decides():
+    assert run([one(100.0, 95.0)], max_rounds=1).outcome == "improved"
+
+
 def test_improvement_exactly_noise_is_improved():
-    assert run([one(100.0, 99.0)]).outcome == "improved"
+    assert run([one(100.0, 99.0)] * 2).outcome == "improved"
 
 
 def test_higher_value_is_improved_when_higher_is_better():
-    assert run([one(100.0, 105.0)], hib=True).outcome == "improved"
+    assert run([one(100.0, 105.0)] * 2, hib=True).outcome == "improved"
 
 
 def test_other_class_worse_by_less_than_noise_is_no_divergence():
-    d = run([R({"a": 100.0, "b": 100.0}, {"a": 90.0, "b": 100.5})], target="a")
+    d = run([R({"a": 100.0, "b": 100.0}, {"a": 90.0, "b": 100.5})] * 2, target="a")
     assert (d.outcome, d.needs_round) == ("improved", False)
+
+
+# --- the script metric under a load that changed since the noise was measured (issue 11, item 8) ----
+
+
+def test_a_win_seen_in_one_round_only_is_not_kept():
+    # quiet history; round 1 looks like a 20% win (a burst of load on BEST's run), round 2 does not
+    d = run([one(120.0, 100.0), one(100.0, 99.8)], noise=5.0)
+    assert (d.outcome, d.needs_round) == ("tie", True)
+    d = run([one(120.0, 100.0), one(100.0, 99.8), one(100.0, 100.3)], noise=5.0)
+    assert (d.outcome, d.needs_round) == ("tie", False) and "confirmed in 2 rounds" in d.reason
+
+
+def test_best_runs_spread_of_now_widen_a_bound_from_a_quiet_history():
+    # two rounds with similar 8-9% wins, but BEST itself moved 25% between its two runs in this
+    # attempt: the cores' load is not what the quiet history measured, so it is no significant win
+    quiet = history(["n=1"], leases=60)  # a long quiet session: 240 degrees of freedom
+    rounds = [one(100.0, 92.0), one(125.0, 114.0)]
+    assert paired_interval([8.0, 8.8], noise_from_groups(
+        [[r["n=1"] for r in g] for g in quiet] + [[100.0, 125.0]]), 0.995).lo_pct > 0  # pooled alone: a win
+    d = run(rounds, noise=5.0, hist=quiet, max_rounds=2)
+    assert d.outcome == "tie" and "not a significant win" in d.reason
+
+
+def test_deltas_own_spread_widens_a_bound_from_a_quiet_history():
+    d = run([one(100.0, 94.0), one(100.0, 60.0)], noise=5.0)  # +6% and +40%: own SD ~24%
+    assert d.outcome == "tie" and d.needs_round
+
+
+def test_a_large_win_repeated_under_load_is_still_kept():
+    noisy = history(["n=1"], jitter=0.05)  # run-to-run SD ~4%
+    rounds = [one(100.0, 70.0), one(108.0, 74.0), one(97.0, 69.0)]  # ~30% faster, BEST moving by 10%
+    assert run(rounds, hist=noisy, noise=7.0).outcome == "improved"
 
 
 # --- divergence ---------------------------------------------------------------------------------------
@@ -256,7 +296,7 @@ def test_the_round_budget_is_never_exceeded():
 
 
 def test_the_verdict_shows_mean_bounds_and_degrees_of_freedom():
-    d = run([one(100.0, 95.0)])
+    d = run([one(100.0, 95.0)], max_rounds=1)
     iv = d.target_interval
     assert iv.n == 1 and iv.df == 24 and iv.lo_pct > 0 and iv.hi_pct > iv.mean_pct
     assert "bounds" in d.reason and "df 24" in d.reason
@@ -275,8 +315,8 @@ def test_higher_confidence_needs_more_evidence():
 
 def test_global_is_geometric_mean_of_ratios():
     # ratios 0.5 and 1.0: geomean sqrt(0.5) -> 29.3% better; an arithmetic mean of values says 0.05%
-    d = run([R({"a": 1.0, "b": 1000.0}, {"a": 0.5, "b": 1000.0})], target=GLOBAL)
-    assert d.target_deltas_pct == [pytest.approx((1 - math.sqrt(0.5)) * 100)]
+    d = run([R({"a": 1.0, "b": 1000.0}, {"a": 0.5, "b": 1000.0})] * 2, target=GLOBAL)
+    assert d.target_deltas_pct == [pytest.approx((1 - math.sqrt(0.5)) * 100)] * 2
     assert d.outcome == "improved"
 
 
