@@ -166,7 +166,7 @@ def end_leftovers(pid_dir: Path) -> list[int]:
             f.unlink(missing_ok=True)
             continue
         server = rec.get("server_pid")
-        if server is not None and server != os.getpid() and _same_process(int(server), rec.get("server_create_time", 0)):
+        if server is not None and _same_process(int(server), rec.get("server_create_time", 0)):
             continue  # its server is alive: a run in progress, not a leftover
         launcher = _same_process(pid, created)
         if launcher is not None:

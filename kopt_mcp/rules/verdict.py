@@ -219,11 +219,13 @@ def decide(rounds: list[Round], target: str, higher_is_better: bool, policy: Pol
         if n < need:
             return measure_more("a clear win: taking the confirming round (the script metric alone decides)",
                                 f"target {target} changed {shown}, {gstat}: not confirmed")
+        if worse and tiv.lo_pct > 0:  # divergent keeps nothing: the pooled bound names it, as with a profiler
+            return diverged()
         if giv.lo_pct <= 0 or clear < need or min(tds) <= 0:
             return measure_more("a clear win but not yet significant and confirmed: measuring again", (
                 f"target {target} changed {shown}, {gstat}: not a significant win confirmed in {need} rounds "
                 f"(each >= the {noise:g}% noise threshold, none slower)"))
-        return diverged() or out("improved", f"target {target} improved {shown}, {gstat} (>= the {noise:g}% noise "
+        return out("improved", f"target {target} improved {shown}, {gstat} (>= the {noise:g}% noise "
                                  f"threshold in {clear} rounds)")
     if m > 0:
         last = tds[-policy.confirmations:]
