@@ -17,8 +17,8 @@ caller must measure more. The t quantile is scipy.stats.t.ppf.
 Where the script metric alone keeps a candidate (no per-launch profiler follows), `guarded` widens
 that bound with what was measured now: the load on a CPU changes within minutes (another job
 starts on the cores), and a noise estimate pooled from a quiet hour would let one lucky round
-through. The SD used is the largest of the pooled SD, the deltas' own SD and the SD of a delta
-implied by this attempt's BEST runs: measurements of now can widen the bound, never narrow it.
+through. The SD used is the larger of the pooled SD and the deltas' own SD: measurements of now
+can widen the bound, never narrow it.
 """
 
 from __future__ import annotations
@@ -99,23 +99,19 @@ def paired_interval(deltas_pct: Sequence[float], noise: NoiseEstimate, confidenc
                           lo_pct=mean - half, hi_pct=mean + half)
 
 
-def guarded(iv: PairedInterval, deltas_pct: Sequence[float], now: NoiseEstimate) -> PairedInterval:
-    """`iv` (from `paired_interval(deltas_pct, ...)`) with its SD raised to the largest of: its own,
-    the SD of `deltas_pct` alone (n >= 2), and sqrt(2) x `now.run_sd_pct` (the run-to-run SD of the
-    BEST runs of this attempt, df >= 1); bounds recomputed with iv's t quantile (iv.df). A heuristic
-    guard against a noise estimate measured under other load, not an exact test. Infinite bounds
-    stay infinite."""
+def guarded(iv: PairedInterval, deltas_pct: Sequence[float]) -> PairedInterval:
+    """`iv` (from `paired_interval(deltas_pct, ...)`) with its SD raised to the SD of `deltas_pct`
+    alone where that is larger (n >= 2); bounds recomputed with iv's t quantile (iv.df). A
+    heuristic guard against a noise estimate measured under other load, not an exact test.
+    Infinite bounds stay infinite."""
     if math.isinf(iv.lo_pct) or iv.sd_delta_pct is None:
         return iv
     n = len(deltas_pct)
     own = math.sqrt(sum((d - iv.mean_pct) ** 2 for d in deltas_pct) / (n - 1)) if n >= 2 else 0.0
-    cur = math.sqrt(2.0) * now.run_sd_pct if now.df >= 1 else 0.0
-    sd = max(iv.sd_delta_pct, own, cur)
-    if sd == iv.sd_delta_pct:
+    if own <= iv.sd_delta_pct:
         return iv
-    half_old = iv.mean_pct - iv.lo_pct
-    half = half_old * sd / iv.sd_delta_pct if iv.sd_delta_pct > 0 else _half(sd, n, iv.df, iv.confidence)
-    return iv.model_copy(update={"sd_delta_pct": sd, "lo_pct": iv.mean_pct - half, "hi_pct": iv.mean_pct + half})
+    half = _half(own, n, iv.df, iv.confidence)
+    return iv.model_copy(update={"sd_delta_pct": own, "lo_pct": iv.mean_pct - half, "hi_pct": iv.mean_pct + half})
 
 
 def _half(sd: float, n: int, df: int, confidence: float) -> float:

@@ -107,9 +107,16 @@ class Policy(BaseModel):
         return max(1, self.max_rounds - 1) if self.profiler_confirms else self.max_rounds
 
 
+#: the noise estimate pools the latest groups of BEST runs until they hold this many degrees of
+#: freedom (plus this attempt's): noise measured an hour ago, under another load or of an older
+#: BEST_COMMIT (a slow baseline's spread), does not describe the runs of now
+RECENT_NOISE_DF = 8
+
+
 def _series_noise(history: list[list[dict[str, float]]], rounds: list[Round], key: str) -> NoiseEstimate:
-    """Run-to-run noise of one series (a class key or `global`) from the BEST runs of earlier
-    leases (`history`) and of this attempt's rounds (one more group: the same lease)."""
+    """Run-to-run noise of one series (a class key or `global`) from the BEST runs of the latest
+    earlier leases (`history`, back to RECENT_NOISE_DF degrees of freedom) and of this attempt's
+    rounds (one more group: the same lease)."""
     def value(run: dict[str, float]) -> float | None:
         try:
             return target_value(run, key)
@@ -117,8 +124,14 @@ def _series_noise(history: list[list[dict[str, float]]], rounds: list[Round], ke
             return None
 
     groups = [[v for v in map(value, g) if v is not None] for g in history]
-    groups.append([target_value(r.best, key) for r in rounds])
-    return noise_from_groups(groups)
+    recent, df = [], 0
+    for g in reversed(groups):  # the latest groups, back to RECENT_NOISE_DF degrees of freedom
+        if df >= RECENT_NOISE_DF:
+            break
+        recent.append(g)
+        df += max(0, len(g) - 1)
+    recent.append([target_value(r.best, key) for r in rounds])
+    return noise_from_groups(recent)
 
 
 def decide(rounds: list[Round], target: str, higher_is_better: bool, policy: Policy,
@@ -137,8 +150,8 @@ def decide(rounds: list[Round], target: str, higher_is_better: bool, policy: Pol
     4. a decision not reached yet (bounds too wide, a win not yet confirmed) while fewer than
        policy.script_rounds rounds were taken -> needs_round; otherwise tie.
 
-    lo' is `stats.guarded`'s bound: the pooled one, widened by the noise measured in this attempt
-    (its deltas' own spread, its BEST runs' spread). The script metric alone keeps a candidate only
+    lo' is `stats.guarded`'s bound: the pooled one, widened by the spread of this attempt's own
+    deltas. The noise is pooled from the latest BEST runs only (RECENT_NOISE_DF). The script metric alone keeps a candidate only
     on a win seen in two rounds under the conditions of now: a CPU's load changes within minutes
     and one round under a burst of a neighbour's load looks like a win (identical candidates were
     kept 1 time in 8 with a CPU hog on both cores before this rule).
@@ -193,7 +206,7 @@ def decide(rounds: list[Round], target: str, higher_is_better: bool, policy: Pol
     stat = tiv.shown()
     change = classify_change(m, noise)
     # the script metric alone keeps only what this attempt's own measurements also support
-    giv = guarded(tiv, tds, noise_from_groups([[target_value(r.best, target) for r in rounds]]))
+    giv = guarded(tiv, tds)
     gstat = giv.shown()
     need = min(2, policy.script_rounds)
     if change == "worse":
