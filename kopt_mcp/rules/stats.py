@@ -118,3 +118,25 @@ def _half(sd: float, n: int, df: int, confidence: float) -> float:
     from scipy.stats import t as student_t
 
     return float(student_t.ppf(confidence, df)) * sd / math.sqrt(n)
+
+
+def log_delta_pct(best: float, candidate: float, higher_is_better: bool) -> float:
+    """A round's improvement on the log scale of the noise estimate: 100 * ln(best / candidate)
+    (lower is better) or 100 * ln(candidate / best); + = better. Raises ValueError for values <= 0."""
+    if best <= 0 or candidate <= 0:
+        raise ValueError(f"log scale needs values > 0, got BEST {best}, candidate {candidate}")
+    r = candidate / best if higher_is_better else best / candidate
+    return 100.0 * math.log(r)
+
+
+def as_improvement(iv: PairedInterval, higher_is_better: bool) -> PairedInterval:
+    """`iv` on the log scale (log_delta_pct) shown as improvement % (metrics.improvement_pct):
+    mean, lo and hi mapped by 100 * (1 - exp(-x / 100)) (lower is better) or 100 * (exp(x / 100) - 1),
+    a monotone map with 0 -> 0, so every sign test reads the same; the mean becomes the geometric
+    mean ratio's improvement. The SD stays on the log scale (% of one run)."""
+    def f(x: float) -> float:
+        if math.isinf(x):  # no noise estimate yet: the bounds stay infinite
+            return x
+        return 100.0 * (math.exp(x / 100.0) - 1.0) if higher_is_better else 100.0 * (1.0 - math.exp(-x / 100.0))
+
+    return iv.model_copy(update={"mean_pct": f(iv.mean_pct), "lo_pct": f(iv.lo_pct), "hi_pct": f(iv.hi_pct)})

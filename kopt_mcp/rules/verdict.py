@@ -17,7 +17,8 @@ from pydantic import BaseModel
 
 from kopt_mcp.metrics import improvement_pct
 from kopt_mcp.rules.noise import classify_change
-from kopt_mcp.rules.stats import NoiseEstimate, PairedInterval, guarded, noise_from_groups, paired_interval
+from kopt_mcp.rules.stats import (NoiseEstimate, PairedInterval, as_improvement, guarded, log_delta_pct, noise_from_groups,
+                                  paired_interval)
 
 GLOBAL = "global"
 #: said with every keep the script metric decided alone (no profiler): what the verdict cannot rule out
@@ -134,6 +135,18 @@ def _series_noise(history: list[list[dict[str, float]]], rounds: list[Round], ke
     return noise_from_groups(recent)
 
 
+def _log(best: float, candidate: float, higher_is_better: bool) -> float:
+    """log_delta_pct, or 0 where a value is <= 0 (no log scale: such a class adds no evidence)."""
+    try:
+        return log_delta_pct(best, candidate, higher_is_better)
+    except ValueError:
+        return 0.0
+
+
+def _interval(logs: list[float], noise: NoiseEstimate, conf: float, hib: bool) -> PairedInterval:
+    return as_improvement(paired_interval(logs, noise, conf), hib)
+
+
 def decide(rounds: list[Round], target: str, higher_is_better: bool, policy: Policy,
            history: list[list[dict[str, float]]] | None = None) -> ScriptDecision:
     """Decide on the script metric from the paired rounds so far (one round = BEST then candidate,
@@ -149,6 +162,10 @@ def decide(rounds: list[Round], target: str, higher_is_better: bool, policy: Pol
        worse class -> improved (the noise rule's "measured twice in a row", made statistical).
     4. a decision not reached yet (bounds too wide, a win not yet confirmed) while fewer than
        policy.script_rounds rounds were taken -> needs_round; otherwise tie.
+
+    The paired test runs on log ratios (`stats.log_delta_pct`, the scale of the noise estimate) and
+    m, lo, hi are shown as improvement % (`stats.as_improvement`): a 30x speed-up is ln 30 = 340%
+    on the log scale, far beyond a slow BEST's 40% run-to-run noise, not a 97% "within" it.
 
     lo' is `stats.guarded`'s bound: the pooled one, widened by the spread of this attempt's own
     deltas. The noise is pooled from the latest BEST runs only (RECENT_NOISE_DF). The script metric alone keeps a candidate only
@@ -168,12 +185,15 @@ def decide(rounds: list[Round], target: str, higher_is_better: bool, policy: Pol
     classes = []
     for k in keys:
         ds = [improvement_pct(r.best[k], r.candidate[k], higher_is_better) for r in rounds]
-        iv = paired_interval(ds, _series_noise(history, rounds, k), conf)
+        iv = _interval([_log(r.best[k], r.candidate[k], higher_is_better) for r in rounds],
+                       _series_noise(history, rounds, k), conf, higher_is_better)
         classes.append(ClassDelta(key=k, best=rounds[-1].best[k], candidate=rounds[-1].candidate[k],
                                   deltas_pct=ds, mean_pct=iv.mean_pct, interval=iv))
-    tds = [improvement_pct(target_value(r.best, target), target_value(r.candidate, target), higher_is_better)
-           for r in rounds]
-    tiv = paired_interval(tds, _series_noise(history, rounds, target), conf)
+    pairs = [(target_value(r.best, target), target_value(r.candidate, target)) for r in rounds]
+    tds = [improvement_pct(b, c, higher_is_better) for b, c in pairs]
+    logs = [_log(b, c, higher_is_better) for b, c in pairs]
+    tiv_log = paired_interval(logs, _series_noise(history, rounds, target), conf)
+    tiv = as_improvement(tiv_log, higher_is_better)
     m, n = tiv.mean_pct, len(rounds)
     others = [c for c in classes if target == GLOBAL or c.key != target]
     worse = [c.key for c in others  # worse in every round, and significantly so
@@ -206,7 +226,7 @@ def decide(rounds: list[Round], target: str, higher_is_better: bool, policy: Pol
     stat = tiv.shown()
     change = classify_change(m, noise)
     # the script metric alone keeps only what this attempt's own measurements also support
-    giv = guarded(tiv, tds)
+    giv = as_improvement(guarded(tiv_log, logs), higher_is_better)
     gstat = giv.shown()
     need = min(2, policy.script_rounds)
     if change == "worse":
