@@ -147,6 +147,37 @@ def _interval(logs: list[float], noise: NoiseEstimate, conf: float, hib: bool) -
     return as_improvement(paired_interval(logs, noise, conf), hib)
 
 
+def _split_now(rounds: list[Round], keys: list[str], target: str, hib: bool, noise: float,
+               conf: float) -> list[str]:
+    """The classes that make a clear target win `divergent` by this attempt's own measurements:
+    the paired noise of now is the spread of each class's log deltas around the class's mean,
+    pooled over the classes (df = classes x (rounds - 1); a class's effect is the same in every
+    round), not the BEST runs' spread, which under a changing CPU load holds drift the pairing
+    cancels. Needs >= 2 rounds; the target must be better by >= noise in every round with lo > 0,
+    a class worse by >= noise in every round with hi < 0. Divergent keeps nothing, so this looser
+    noise estimate can never make a keep. Returns the worse classes ([] = no split)."""
+    n = len(rounds)
+    if n < 2:
+        return []
+    logs = {k: [_log(r.best[k], r.candidate[k], hib) for r in rounds] for k in keys}
+    ss = sum(sum((d - sum(v) / n) ** 2 for d in v) for v in logs.values())
+    df = len(keys) * (n - 1)
+    now = NoiseEstimate(run_sd_pct=math.sqrt(ss / df / 2.0), df=df)  # a delta's variance is 2 x a run's
+    pairs = [(target_value(r.best, target), target_value(r.candidate, target)) for r in rounds]
+    tds = [improvement_pct(b, c, hib) for b, c in pairs]
+    tiv = _interval([_log(b, c, hib) for b, c in pairs], now, conf, hib)
+    if tiv.lo_pct <= 0 or any(classify_change(d, noise) != "better" for d in tds):
+        return []
+    out = []
+    for k in keys:
+        if target != GLOBAL and k == target:
+            continue
+        ds = [improvement_pct(r.best[k], r.candidate[k], hib) for r in rounds]
+        if all(classify_change(d, noise) == "worse" for d in ds) and _interval(logs[k], now, conf, hib).hi_pct < 0:
+            out.append(k)
+    return out
+
+
 def decide(rounds: list[Round], target: str, higher_is_better: bool, policy: Policy,
            history: list[list[dict[str, float]]] | None = None) -> ScriptDecision:
     """Decide on the script metric from the paired rounds so far (one round = BEST then candidate,
@@ -253,6 +284,10 @@ def decide(rounds: list[Round], target: str, higher_is_better: bool, policy: Pol
             return measure_more("a clear win: taking the confirming round (the script metric alone decides)",
                                 f"target {target} changed {shown}, {gstat}: not confirmed")
         if worse and tiv.lo_pct > 0:  # divergent keeps nothing: the pooled bound names it, as with a profiler
+            return diverged()
+        split = _split_now(rounds, keys, target, higher_is_better, noise, conf)
+        if split:  # the same, judged by this attempt's paired spread alone (a CPU under changing load)
+            worse[:] = split
             return diverged()
         if giv.lo_pct <= 0 or clear < need or min(tds) <= 0:
             return measure_more("a clear win but not yet significant and confirmed: measuring again", (
