@@ -99,6 +99,11 @@ class GatesSection(_Section):
     gpu_poll_s: float = Field(600.0, gt=0)
     idle_util_pct: float = Field(10.0, ge=0, le=100)
     idle_mem_mib: float = Field(2048.0, ge=0)
+    idle_cpu_pct: float = Field(50.0, gt=0, le=100, description="without a GPU (the CPU is the device): a measuring "
+                                "job waits while other processes use this % of all cores' time or more "
+                                "(kopt_mcp/gpus/cpu.py); 100 turns the CPU gate off")
+    cpu_wait_s: float = Field(60.0, ge=0, description="how long (s) the CPU gate waits for idle_cpu_pct; then it "
+                              "measures anyway and says how busy the cores were")
     gpu_probe: Literal["auto", "nvml", "nvidia-smi", "amdsmi", "amd-smi", "rocm-smi", "sysfs", "none"] = "auto"
 
 

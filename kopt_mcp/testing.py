@@ -55,6 +55,7 @@ backend = "none"
 [gates]
 noise_pct = 1.0
 gpu_probe = "none"
+idle_cpu_pct = 100.0  # the toy metrics are fixed numbers: no CPU gate
 {extra_gates}
 
 [protect]

@@ -100,10 +100,10 @@ def test_started_at_and_duration_are_recorded(tmp_path):
     assert 0.2 <= r.duration_s < 5
 
 
-def test_on_start_receives_the_process_id(tmp_path):
+def test_on_start_receives_the_process_id_of_the_trees_root(tmp_path):
     seen = []
-    run_command("echo $$ > pid", tmp_path, {}, 10, tmp_path / "log", on_start=seen.append)
-    assert seen == pids_in(tmp_path / "pid")
+    run_command("echo $PPID > pid", tmp_path, {}, 10, tmp_path / "log", on_start=seen.append)
+    assert seen == pids_in(tmp_path / "pid")  # the launcher: the command's parent
 
 
 def test_timeout_kills_the_whole_tree_including_background_grandchild(tmp_path, cleanup):
@@ -157,3 +157,13 @@ def test_output_before_timeout_is_kept(tmp_path):
     r = run_command("echo started; sleep 300", tmp_path, {}, 0.5, tmp_path / "log")
     assert r.timed_out and "started" in r.log_tail
 
+
+
+def test_the_run_is_recorded_in_pid_dir_while_it_lasts(tmp_path):
+    pid_dir = tmp_path / "pids.d"
+    seen = []
+    r = run_command(f"sleep 0.5; ls {pid_dir} > listed", tmp_path, {}, 30, tmp_path / "log",
+                    on_start=seen.append, pid_dir=pid_dir)
+    assert r.exit_code == 0
+    assert (tmp_path / "listed").read_text().split() == [f"{seen[0]}.json"]
+    assert list(pid_dir.iterdir()) == []  # removed when the run ended

@@ -2,6 +2,10 @@
 
 Idle means: no compute process (other than our own), utilization below `util_pct` and memory
 used below `mem_mib`, and no other kopt-mcp process holds its lease.
+
+Without a GPU (probe "none") the CPU is the device. With a `cpu_probe`, the gate waits while other
+processes use `cpu_pct` % of all cores or more (polling every min(poll_s, CPU_POLL_S) s, up to
+`cpu_wait_s`), then hands out the CPU lease in any case: the note says how busy the cores were.
 """
 
 from __future__ import annotations
@@ -15,19 +19,23 @@ from collections.abc import Callable
 from pydantic import BaseModel
 
 from kopt_mcp.gpus.base import GpuProbe, GpuReading, Vendor
+from kopt_mcp.gpus.cpu import CpuLoad, CpuLoadProbe
 from kopt_mcp.gpus.lease import Lease, LeaseManager, binding_env
 
 __all__ = ["IdleThresholds", "busy_reasons", "binding_env", "Lease", "GpuCheck", "GateOutcome",
-           "GpuGate", "CPU_NOTE"]
+           "GpuGate", "CPU_NOTE", "CPU_POLL_S"]
 
 CPU_NOTE = "no GPU probe: the CPU is the device; the gate passes at once"
+CPU_POLL_S = 10.0  # the most time between two CPU-load checks (load changes in seconds, not minutes)
 
 
 class IdleThresholds(BaseModel):
-    """A GPU is busy at `util_pct` % utilization or `mem_mib` MiB memory used, or above."""
+    """A GPU is busy at `util_pct` % utilization or `mem_mib` MiB memory used, or above; the CPU
+    device at `cpu_pct` % of all cores' time used by other processes, or above."""
 
     util_pct: float = 10.0
     mem_mib: float = 2048.0
+    cpu_pct: float = 50.0
 
 
 def _n(x: float) -> str:
@@ -84,6 +92,7 @@ class GateOutcome(BaseModel):
     polls: int = 0
     reason: str = ""
     device_note: str = ""
+    cpu_load: CpuLoad | None = None
 
 
 def _leased_reason(h: dict) -> str:
@@ -101,15 +110,21 @@ class GpuGate:
 
     `wait_s`: how long to keep trying (s); `poll_s`: pause between polls (s). `sleep(s)` and
     `clock() -> s` are injectable; `sleep` None means time.sleep, cut short by `cancel`.
-    Raises ValueError when `poll_s` <= 0 or `wait_s` < 0.
+    `cpu_probe` (kopt_mcp.gpus.cpu.CpuLoadProbe, or None: no CPU gate) and `cpu_wait_s` (s): the
+    CPU device's gate when the probe is "none" (module docstring).
+    Raises ValueError when `poll_s` <= 0, `wait_s` < 0 or `cpu_wait_s` < 0.
     """
 
     def __init__(self, probe: GpuProbe, leases: LeaseManager, thresholds: IdleThresholds | None = None,
                  wait_s: float = 3600.0, poll_s: float = 600.0,
                  sleep: Callable[[float], None] | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        if poll_s <= 0 or wait_s < 0:
-            raise ValueError(f"need poll_s > 0 and wait_s >= 0 (got poll_s={poll_s}, wait_s={wait_s})")
+                 clock: Callable[[], float] = time.monotonic,
+                 cpu_probe: CpuLoadProbe | None = None, cpu_wait_s: float = 60.0) -> None:
+        if poll_s <= 0 or wait_s < 0 or cpu_wait_s < 0:
+            raise ValueError(f"need poll_s > 0, wait_s >= 0 and cpu_wait_s >= 0 (got poll_s={poll_s}, "
+                             f"wait_s={wait_s}, cpu_wait_s={cpu_wait_s})")
+        self.cpu_probe = cpu_probe
+        self.cpu_wait_s = cpu_wait_s
         self.probe = probe
         self.leases = leases
         self.thresholds = thresholds or IdleThresholds()
@@ -152,7 +167,8 @@ class GpuGate:
                 own_pids: frozenset[int] = frozenset()) -> GateOutcome:
         """Find an idle GPU and lease it, waiting up to `wait_s` s; see the module docstring.
 
-        Probe "none": a cpu Lease at once. A held lease whose GPU shows no foreign compute
+        Probe "none": a cpu Lease, at once or after the CPU gate's wait (never None but for
+        `cancel`); `cpu_load` then holds the last CPU-load sample. A held lease whose GPU shows no foreign compute
         process is returned as is; one that got a foreign process (or vanished) is released and
         the search runs again. Between polls calls `progress(waited_s, wait_s, message)`.
         `own_pids` (and this process) are never counted as foreign.
@@ -160,11 +176,9 @@ class GpuGate:
         `cancel` ("cancelled") or when the probe sees no GPU. Raises ProbeError from the probe and
         OSError when the lease directory cannot be written.
         """
-        if self.probe.name == "none":
-            self._held = Lease(vendor="cpu", index=-1, uuid="cpu", name=platform.processor() or "cpu",
-                               env=binding_env("cpu", -1))
-            return GateOutcome(lease=self._held, device_note=CPU_NOTE)
         own = frozenset(own_pids) | {os.getpid()}
+        if self.probe.name == "none":
+            return self._acquire_cpu(progress, cancel, own)
         start, polls = self._clock(), 0
         while True:
             if cancel is not None and cancel.is_set():
@@ -203,6 +217,39 @@ class GpuGate:
             if progress is not None:
                 progress(waited, self.wait_s,
                          f"no idle GPU yet ({_summary(checks)}); next check in {_n(pause)} s")
+            self._wait(pause, cancel)
+
+    def _acquire_cpu(self, progress, cancel: threading.Event | None, own: frozenset[int]) -> GateOutcome:
+        """The CPU device: without a cpu_probe at once; else wait (see the module docstring) while
+        other processes' load is at or above thresholds.cpu_pct, then lease the CPU anyway."""
+        def lease() -> Lease:
+            self._held = Lease(vendor="cpu", index=-1, uuid="cpu", name=platform.processor() or "cpu",
+                               env=binding_env("cpu", -1))
+            return self._held
+
+        if self.cpu_probe is None:
+            return GateOutcome(lease=lease(), device_note=CPU_NOTE)
+        limit = self.thresholds.cpu_pct
+        start, polls = self._clock(), 0
+        while True:
+            if cancel is not None and cancel.is_set():
+                return GateOutcome(lease=None, waited_s=self._clock() - start, polls=polls, reason="cancelled")
+            load = self.cpu_probe.read(own)
+            polls += 1
+            waited = self._clock() - start
+            if load.other_pct < limit:
+                note = (f"the CPU is the device: {load.shown()}, under [gates] idle_cpu_pct = {_n(limit)}%"
+                        + (f" after waiting {_n(round(waited))} s" if polls > 1 else ""))
+                return GateOutcome(lease=lease(), waited_s=waited, polls=polls, device_note=note, cpu_load=load)
+            if waited >= self.cpu_wait_s:
+                note = (f"the CPU is the device and stayed busy for {_n(round(waited))} s ({load.shown()}, "
+                        f">= [gates] idle_cpu_pct = {_n(limit)}%): measuring anyway; the paired rounds "
+                        "compare BEST and the candidate under the same load")
+                return GateOutcome(lease=lease(), waited_s=waited, polls=polls, device_note=note, cpu_load=load)
+            pause = min(self.poll_s, CPU_POLL_S, self.cpu_wait_s - waited)
+            if progress is not None:
+                progress(waited, self.cpu_wait_s, f"CPU busy ({load.shown()} >= {_n(limit)}%); next check in "
+                         f"{_n(round(pause, 1))} s")
             self._wait(pause, cancel)
 
     def _check_held(self, r: GpuReading) -> GpuCheck:

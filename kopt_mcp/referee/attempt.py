@@ -162,9 +162,13 @@ class AttemptMixin(OpsMixin):
 
     def _measure(self, tree: str, label: str) -> Measurement:
         """One run of snapshot `tree` (the attempt's candidate or BEST) in a disposable checkout,
-        verified afterwards (`_verify_run`). Raises Tampered."""
+        verified afterwards (`_verify_run`). The [correctness] command runs once per candidate tree (its
+        first run); BEST passed it at the baseline. Raises Tampered."""
+        checked = self._ctx.setdefault("checked", set())
+        check = "candidate" in label and tree not in checked
+        checked.add(tree)
         m = measure_snapshot(self.cfg, self.ws, tree, self.store.run_dir(self._ctx["n"], label), self.env(),
-                             self.cancel)
+                             self.cancel, self.pid_dir, check)
         self._ctx["runs"].append(m.run_dir)
         self._verify_run(m.changes, tree)
         return m
@@ -258,7 +262,7 @@ class AttemptMixin(OpsMixin):
         GPU time us, target names, launches, per-launch us or None, the trace), or a not-kept KeepDecision
         saying why it could not be read. Raises Tampered."""
         p = profile_snapshot(self.cfg, prof, self.ws, tree, self.store.run_dir(self._ctx["n"], label), self.env(),
-                             self.cancel)
+                             self.cancel, self.pid_dir)
         self._ctx["runs"].append(str(p.log_path.rsplit("/", 1)[0]))
         self._verify_run(p.changes, tree)
         who = "the candidate" if label.startswith("candidate") else "BEST_COMMIT"

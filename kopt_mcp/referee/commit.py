@@ -53,7 +53,8 @@ class CommitMixin(AttemptMixin):
                 if progress:
                     progress(0, 3, "running the format command")
                 r = run_command(self.cfg.format.command, self.workspace_path, {}, self.cfg.format.timeout_s,
-                                self.store.run_dir(p.attempt, "format") / "format.log", cancel=self.cancel)
+                                self.store.run_dir(p.attempt, "format") / "format.log", cancel=self.cancel,
+                                pid_dir=self.pid_dir)
                 raise_if_cancelled(r)
                 if r.exit_code != 0:
                     raise RefereeError(f"the format command failed (exit {r.exit_code}): {r.log_tail[-500:]}")

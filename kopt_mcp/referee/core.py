@@ -55,6 +55,7 @@ from kopt_mcp.config import load_config
 from kopt_mcp.errors import StateError
 from kopt_mcp.gpus import make_probe
 from kopt_mcp.gpus.base import GpuProbe
+from kopt_mcp.gpus.cpu import CpuLoadProbe
 from kopt_mcp.gpus.gate import GateOutcome, GpuGate, IdleThresholds
 from kopt_mcp.gpus.lease import LeaseManager
 from kopt_mcp.ledger import Store, atomic_write, new_record, now_iso, render_performance
@@ -64,6 +65,7 @@ from kopt_mcp.profilers.base import Profiler
 from kopt_mcp.referee.report import stop_summary
 from kopt_mcp.results import DeviceInfo
 from kopt_mcp.rules.verdict import Policy
+from kopt_mcp.runner import end_leftovers
 from kopt_mcp.session import Best, Phase, SessionState
 
 Progress = Callable[[float, float, str], None]
@@ -152,8 +154,15 @@ class RefereeBase:
                 f"another kopt-mcp server already runs on this git repository ({other}; common git dir "
                 f"{self.kopt_dir.parent}): stop it first; one server per repository: its workspace and "
                 "the repository's other worktrees cannot host a second session") from e
+        # every run of this repository's server is recorded here while it lasts: a run a killed
+        # server left behind is ended before anything else (runner.end_leftovers)
+        self.pid_dir = self.kopt_dir / "pids"
         try:
             self._refuse_nested()
+            ended = end_leftovers(self.pid_dir)
+            if ended:
+                self.problems.append(f"ended {len(ended)} process(es) a killed kopt-mcp server left running "
+                                     f"(pids {', '.join(map(str, ended[:10]))}): its job is recovered below")
             holder.write_text(json.dumps({"tag": self.tag, "pid": os.getpid(), "repo": str(self.repo_path),
                                           "since": now_iso()}) + "\n", encoding="utf-8")
             self._open(probe, lease_dir, {k: v for k, v in (("sleep", sleep), ("clock", clock)) if v})
@@ -230,8 +239,11 @@ class RefereeBase:
         gates = self.cfg.gates
         self.probe = probe or make_probe(gates.gpu_probe)
         self.gate = GpuGate(self.probe, LeaseManager(lease_dir or _lease_dir(), self.tag),
-                            IdleThresholds(util_pct=gates.idle_util_pct, mem_mib=gates.idle_mem_mib),
-                            wait_s=gates.gpu_wait_s, poll_s=gates.gpu_poll_s, **timing)
+                            IdleThresholds(util_pct=gates.idle_util_pct, mem_mib=gates.idle_mem_mib,
+                                           cpu_pct=gates.idle_cpu_pct),
+                            wait_s=gates.gpu_wait_s, poll_s=gates.gpu_poll_s,
+                            cpu_probe=CpuLoadProbe() if gates.idle_cpu_pct < 100 else None,
+                            cpu_wait_s=gates.cpu_wait_s, **timing)
         self.device: DeviceInfo | None = None
         cache = self.repo_path / ".kopt" / "cache"
         self.cache_dirs = {"TRITON_CACHE_DIR": str(cache / "triton"),

@@ -33,7 +33,7 @@ from kopt_mcp.config import TargetConfig
 from kopt_mcp.referee.core import Cancelled
 from kopt_mcp.metrics import MetricsError, MetricTable, capture_before, collect_results, read_results
 from kopt_mcp.profilers.base import KernelTrace, Profiler, ProfilerError
-from kopt_mcp.rules.correctness import GateResult, RunFacts, correctness_gate
+from kopt_mcp.rules.correctness import GateResult, RunFacts, correctness_gate, failed_tests
 from kopt_mcp.rules.protect import FileChange
 from kopt_mcp.runner import RunResult, run_command
 
@@ -146,16 +146,18 @@ class Measurement(BaseModel):
 
 
 def measure(cfg: TargetConfig, tree: Path, run_dir: Path, env: dict[str, str],
-            cancel: threading.Event | None = None) -> Measurement:
-    """Run the benchmark in `tree` (a worktree root); logs and a copy of the CSVs go to `run_dir`."""
+            cancel: threading.Event | None = None, pid_dir: Path | None = None, check: bool = True) -> Measurement:
+    """Run the benchmark in `tree` (a checkout root); logs and a copy of the CSVs go to `run_dir`.
+    `pid_dir`: where each run is recorded while it lasts (runner.end_leftovers); `check`: also run
+    the [correctness] command (the referee asks once per candidate tree, not after every run)."""
     b = cfg.benchmark
     cwd = tree / b.workdir
     # result files as they were (a fresh checkout holds only the snapshot's tracked files): rows the run
     # leaves unchanged are stale
     before = capture_before(cwd, b, all_tracked=True)
-    run = run_command(b.command, cwd, env, b.timeout_s, run_dir / "benchmark.log", cancel=cancel)
+    run = run_command(b.command, cwd, env, b.timeout_s, run_dir / "benchmark.log", cancel=cancel, pid_dir=pid_dir)
     raise_if_cancelled(run)
-    table, err, failing = None, None, []
+    table, err, failing, tests = None, None, [], []
     check_exit, check_timeout = None, False
     if run.exit_code == 0:
         try:
@@ -167,14 +169,16 @@ def measure(cfg: TargetConfig, tree: Path, run_dir: Path, env: dict[str, str],
             failing = table.failing()
         except MetricsError as e:
             err = str(e)
-        if table is not None and cfg.correctness.command:
+        if table is not None and cfg.correctness.command and check:
             chk = run_command(cfg.correctness.command, tree, env, cfg.correctness.timeout_s,
-                              run_dir / "correctness.log", cancel=cancel)
+                              run_dir / "correctness.log", cancel=cancel, pid_dir=pid_dir)
             raise_if_cancelled(chk)
             check_exit, check_timeout = chk.exit_code, chk.timed_out
+            if chk.exit_code not in (None, 0):
+                tests = failed_tests(Path(chk.log_path).read_text(encoding="utf-8", errors="replace"))
     gate = correctness_gate(RunFacts(exit_code=run.exit_code, timed_out=run.timed_out, timeout_s=b.timeout_s,
                                      metrics_error=err, failing_classes=failing, check_exit=check_exit,
-                                     check_timed_out=check_timeout))
+                                     check_timed_out=check_timeout, failed_tests=tests))
     return Measurement(tree=str(tree), run=run, table=table, gate=gate, run_dir=str(run_dir))
 
 
@@ -189,12 +193,13 @@ class Profiled(BaseModel):
 
 
 def profile(cfg: TargetConfig, profiler: Profiler, tree: Path, run_dir: Path, env: dict[str, str],
-            cancel: threading.Event | None = None) -> Profiled:
+            cancel: threading.Event | None = None, pid_dir: Path | None = None) -> Profiled:
     """Run the benchmark under `profiler` in `tree` (env gets KOPT_PROFILE=1) and parse the trace."""
     cwd = tree / cfg.benchmark.workdir
     log = run_dir / "profile.log"
     cmd = profiler.wrap(cfg.benchmark.command, run_dir)
-    run = run_command(cmd, cwd, {**env, "KOPT_PROFILE": "1"}, cfg.profiler.timeout_s, log, cancel=cancel)
+    run = run_command(cmd, cwd, {**env, "KOPT_PROFILE": "1"}, cfg.profiler.timeout_s, log, cancel=cancel,
+                      pid_dir=pid_dir)
     raise_if_cancelled(run)
     if run.timed_out:
         return Profiled(trace=None, log_path=str(log),
@@ -209,19 +214,21 @@ def profile(cfg: TargetConfig, profiler: Profiler, tree: Path, run_dir: Path, en
 
 
 def measure_snapshot(cfg: TargetConfig, ws: git.Repo, tree: str, run_dir: Path, env: dict[str, str],
-                     cancel: threading.Event | None = None) -> Measurement:
+                     cancel: threading.Event | None = None, pid_dir: Path | None = None,
+                     check: bool = True) -> Measurement:
     """`measure` in a disposable checkout of tree object `tree`; `changes` lists what the run changed
     there (vcs.run_changes)."""
     with checkout(ws, tree, _repo_name(ws)) as co:
-        m = measure(cfg, co, run_dir, env, cancel)
+        m = measure(cfg, co, run_dir, env, cancel, pid_dir, check)
         changes = vcs.run_changes(ws, tree, co)
     return m.model_copy(update={"snapshot": tree, "changes": changes})
 
 
 def profile_snapshot(cfg: TargetConfig, profiler: Profiler, ws: git.Repo, tree: str, run_dir: Path,
-                     env: dict[str, str], cancel: threading.Event | None = None) -> Profiled:
+                     env: dict[str, str], cancel: threading.Event | None = None,
+                     pid_dir: Path | None = None) -> Profiled:
     """`profile` in a disposable checkout of tree object `tree`, with the run's `changes`."""
     with checkout(ws, tree, _repo_name(ws)) as co:
-        p = profile(cfg, profiler, co, run_dir, env, cancel)
+        p = profile(cfg, profiler, co, run_dir, env, cancel, pid_dir)
         changes = vcs.run_changes(ws, tree, co)
     return p.model_copy(update={"snapshot": tree, "changes": changes})

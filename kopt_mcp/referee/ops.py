@@ -135,7 +135,8 @@ class OpsMixin(RefereeBase):
             if progress:
                 progress(0, 1, "running the benchmark on the workspace")
             tree = vcs.snapshot(self.ws, self.state.best.commit, self.state.benchmark_outputs).tree
-            m = measure_snapshot(self.cfg, self.ws, tree, self.store.run_dir(n, "check"), self.env(), self.cancel)
+            m = measure_snapshot(self.cfg, self.ws, tree, self.store.run_dir(n, "check"), self.env(), self.cancel,
+                                 self.pid_dir)
             note = self._run_note(m.changes)
             self.store.log("run_benchmark", gate=m.gate.kind, values=m.values(), run_dir=m.run_dir, snapshot=tree,
                            changes=[c._asdict() for c in m.changes])
@@ -162,7 +163,9 @@ class OpsMixin(RefereeBase):
             if progress:
                 progress(i, steps, f"baseline: run {i + 1} of {runs} of unmodified BEST_COMMIT")
             label = "baseline" if i == 0 else f"baseline-r{i + 1}"
-            mi = measure_snapshot(self.cfg, self.ws, best_tree, self.store.run_dir(0, label), self.env(), self.cancel)
+            # the [correctness] command once, with the first run
+            mi = measure_snapshot(self.cfg, self.ws, best_tree, self.store.run_dir(0, label), self.env(), self.cancel,
+                                  self.pid_dir, check=i == 0)
             self._baseline_changes(mi.changes)
             if mi.gate.kind != "ok":
                 self.store.log("baseline_failed", reason=mi.gate.reason, run_dir=mi.run_dir)
@@ -180,7 +183,7 @@ class OpsMixin(RefereeBase):
             if progress:
                 progress(runs + i, steps, f"baseline: profiling with {prof.name} ({i + 1} of {profiles_due})")
             p = profile_snapshot(self.cfg, prof, self.ws, best_tree, self.store.run_dir(0, "baseline-profile"),
-                                 self.env(), self.cancel)
+                                 self.env(), self.cancel, self.pid_dir)
             self._baseline_changes(p.changes)
             if p.trace is None:
                 raise RefereeError(f"profiling the baseline failed: {p.error}. Fix it, or set [profiler] "
@@ -255,7 +258,7 @@ class OpsMixin(RefereeBase):
             if progress:
                 progress(0, 1, f"profiling the workspace with {prof.name}")
             tree = vcs.snapshot(self.ws, self.state.best.commit, self.state.benchmark_outputs).tree
-            p = profile_snapshot(self.cfg, prof, self.ws, tree, run_dir, self.env(), self.cancel)
+            p = profile_snapshot(self.cfg, prof, self.ws, tree, run_dir, self.env(), self.cancel, self.pid_dir)
             if p.trace is None:
                 raise RefereeError(f"profiling failed: {p.error} (log: {p.log_path})")
             notes = list(p.trace.warnings)
@@ -299,7 +302,7 @@ class OpsMixin(RefereeBase):
                     if progress:
                         progress(i, 2, f"warm-up: {label} run")
                     r = run_command(cmd, co / self.cfg.benchmark.workdir, self.env(), w.timeout_s,
-                                    run_dir / f"{label}.log", cancel=self.cancel)
+                                    run_dir / f"{label}.log", cancel=self.cancel, pid_dir=self.pid_dir)
                     raise_if_cancelled(r)
                     times.append(r.duration_s)
                     ok = ok and r.exit_code == 0

@@ -8,6 +8,7 @@ Outcomes: `ok`; `failed` (crash, timeout, missing or stale metrics: the run did 
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from pydantic import BaseModel
@@ -20,7 +21,8 @@ class RunFacts(BaseModel):
 
     `metrics_error`: why the metrics could not be read (None when read); `failing_classes`: class
     keys with a row failing the correctness rule; `check_exit`: exit code of the separate
-    correctness command (None when not configured).
+    correctness command (None when not configured, or not run for this measurement: it runs once
+    per candidate); `failed_tests`: the test ids it reported as failed (pytest's `FAILED <id>`).
     """
 
     exit_code: int | None
@@ -30,6 +32,7 @@ class RunFacts(BaseModel):
     failing_classes: list[str] = []
     check_exit: int | None = None
     check_timed_out: bool = False
+    failed_tests: list[str] = []
 
 
 class GateResult(BaseModel):
@@ -57,6 +60,19 @@ def correctness_gate(f: RunFacts) -> GateResult:
     if f.check_timed_out:
         return GateResult(kind="incorrect", reason="the [correctness] command timed out")
     if f.check_exit not in (None, 0):
+        shown = ", ".join(f.failed_tests[:10]) + (f" and {len(f.failed_tests) - 10} more" if len(f.failed_tests) > 10
+                                                   else "")
         return GateResult(kind="incorrect", reason=(
-            f"the [correctness] command exited with code {f.check_exit}: the tests fail"))
+            f"the [correctness] command exited with code {f.check_exit}: the tests fail"
+            + (f" ({shown})" if shown else " (see correctness.log in the run folder)")))
     return GateResult(kind="ok", reason="exit 0, fresh metrics, every row correct")
+
+
+_FAILED = re.compile(r"^(?:FAILED|ERROR) (\S+)", re.M)
+
+
+def failed_tests(log_text: str) -> list[str]:
+    """The test ids a pytest run reported as failed or erroring (`FAILED tests/x.py::test_a - ...`
+    lines of its short summary, which pytest prints with -ra, -rf or by default for failures),
+    in order, without duplicates. Empty for other runners' output."""
+    return list(dict.fromkeys(_FAILED.findall(log_text)))

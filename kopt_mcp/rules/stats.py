@@ -13,6 +13,12 @@ successive differences so that slow drift, which a paired round cancels, is not 
 difference of two runs, so a run-to-run SD s gives sd_delta = sqrt(2) * s. Values are compared on
 a log scale (100 * ln v ~ % of v). With no degree of freedom at all both bounds are infinite: the
 caller must measure more. The t quantile is scipy.stats.t.ppf.
+
+Where the script metric alone keeps a candidate (no per-launch profiler follows), `guarded` widens
+that bound with what was measured now: the load on a CPU changes within minutes (another job
+starts on the cores), and a noise estimate pooled from a quiet hour would let one lucky round
+through. The SD used is the larger of the pooled SD and the deltas' own SD: measurements of now
+can widen the bound, never narrow it.
 """
 
 from __future__ import annotations
@@ -91,3 +97,46 @@ def paired_interval(deltas_pct: Sequence[float], noise: NoiseEstimate, confidenc
     half = float(student_t.ppf(confidence, df)) * sd / math.sqrt(n)
     return PairedInterval(n=n, mean_pct=mean, sd_delta_pct=sd, df=df, confidence=confidence,
                           lo_pct=mean - half, hi_pct=mean + half)
+
+
+def guarded(iv: PairedInterval, deltas_pct: Sequence[float]) -> PairedInterval:
+    """`iv` (from `paired_interval(deltas_pct, ...)`) with its SD raised to the SD of `deltas_pct`
+    alone where that is larger (n >= 2); bounds recomputed with iv's t quantile (iv.df). A
+    heuristic guard against a noise estimate measured under other load, not an exact test.
+    Infinite bounds stay infinite."""
+    if math.isinf(iv.lo_pct) or iv.sd_delta_pct is None:
+        return iv
+    n = len(deltas_pct)
+    own = math.sqrt(sum((d - iv.mean_pct) ** 2 for d in deltas_pct) / (n - 1)) if n >= 2 else 0.0
+    if own <= iv.sd_delta_pct:
+        return iv
+    half = _half(own, n, iv.df, iv.confidence)
+    return iv.model_copy(update={"sd_delta_pct": own, "lo_pct": iv.mean_pct - half, "hi_pct": iv.mean_pct + half})
+
+
+def _half(sd: float, n: int, df: int, confidence: float) -> float:
+    from scipy.stats import t as student_t
+
+    return float(student_t.ppf(confidence, df)) * sd / math.sqrt(n)
+
+
+def log_delta_pct(best: float, candidate: float, higher_is_better: bool) -> float:
+    """A round's improvement on the log scale of the noise estimate: 100 * ln(best / candidate)
+    (lower is better) or 100 * ln(candidate / best); + = better. Raises ValueError for values <= 0."""
+    if best <= 0 or candidate <= 0:
+        raise ValueError(f"log scale needs values > 0, got BEST {best}, candidate {candidate}")
+    r = candidate / best if higher_is_better else best / candidate
+    return 100.0 * math.log(r)
+
+
+def as_improvement(iv: PairedInterval, higher_is_better: bool) -> PairedInterval:
+    """`iv` on the log scale (log_delta_pct) shown as improvement % (metrics.improvement_pct):
+    mean, lo and hi mapped by 100 * (1 - exp(-x / 100)) (lower is better) or 100 * (exp(x / 100) - 1),
+    a monotone map with 0 -> 0, so every sign test reads the same; the mean becomes the geometric
+    mean ratio's improvement. The SD stays on the log scale (% of one run)."""
+    def f(x: float) -> float:
+        if math.isinf(x):  # no noise estimate yet: the bounds stay infinite
+            return x
+        return 100.0 * (math.exp(x / 100.0) - 1.0) if higher_is_better else 100.0 * (1.0 - math.exp(-x / 100.0))
+
+    return iv.model_copy(update={"mean_pct": f(iv.mean_pct), "lo_pct": f(iv.lo_pct), "hi_pct": f(iv.hi_pct)})

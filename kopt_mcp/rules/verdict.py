@@ -18,9 +18,13 @@ from pydantic import BaseModel
 from kopt_mcp.errors import InputError
 from kopt_mcp.metrics import improvement_pct
 from kopt_mcp.rules.noise import classify_change
-from kopt_mcp.rules.stats import NoiseEstimate, PairedInterval, noise_from_groups, paired_interval
+from kopt_mcp.rules.stats import (NoiseEstimate, PairedInterval, as_improvement, guarded, log_delta_pct, noise_from_groups,
+                                  paired_interval)
 
 GLOBAL = "global"
+#: said with every keep the script metric decided alone (no profiler): what the verdict cannot rule out
+SCRIPT_METRIC_WARNING = ("a script metric can be forged by code inside the benchmark process (a patched timer, "
+                         "a cached result); no per-launch profiler cross-checks it on this device")
 ScriptOutcome = Literal["improved", "tie", "regressed", "divergent"]
 
 
@@ -105,9 +109,16 @@ class Policy(BaseModel):
         return max(1, self.max_rounds - 1) if self.profiler_confirms else self.max_rounds
 
 
+#: the noise estimate pools the latest groups of BEST runs until they hold this many degrees of
+#: freedom (plus this attempt's): noise measured an hour ago, under another load or of an older
+#: BEST_COMMIT (a slow baseline's spread), does not describe the runs of now
+RECENT_NOISE_DF = 8
+
+
 def _series_noise(history: list[list[dict[str, float]]], rounds: list[Round], key: str) -> NoiseEstimate:
-    """Run-to-run noise of one series (a class key or `global`) from the BEST runs of earlier
-    leases (`history`) and of this attempt's rounds (one more group: the same lease)."""
+    """Run-to-run noise of one series (a class key or `global`) from the BEST runs of the latest
+    earlier leases (`history`, back to RECENT_NOISE_DF degrees of freedom) and of this attempt's
+    rounds (one more group: the same lease)."""
     def value(run: dict[str, float]) -> float | None:
         try:
             return target_value(run, key)
@@ -115,8 +126,57 @@ def _series_noise(history: list[list[dict[str, float]]], rounds: list[Round], ke
             return None
 
     groups = [[v for v in map(value, g) if v is not None] for g in history]
-    groups.append([target_value(r.best, key) for r in rounds])
-    return noise_from_groups(groups)
+    recent, df = [], 0
+    for g in reversed(groups):  # the latest groups, back to RECENT_NOISE_DF degrees of freedom
+        if df >= RECENT_NOISE_DF:
+            break
+        recent.append(g)
+        df += max(0, len(g) - 1)
+    recent.append([target_value(r.best, key) for r in rounds])
+    return noise_from_groups(recent)
+
+
+def _log(best: float, candidate: float, higher_is_better: bool) -> float:
+    """log_delta_pct, or 0 where a value is <= 0 (no log scale: such a class adds no evidence)."""
+    try:
+        return log_delta_pct(best, candidate, higher_is_better)
+    except ValueError:
+        return 0.0
+
+
+def _interval(logs: list[float], noise: NoiseEstimate, conf: float, hib: bool) -> PairedInterval:
+    return as_improvement(paired_interval(logs, noise, conf), hib)
+
+
+def _split_now(rounds: list[Round], keys: list[str], target: str, hib: bool, noise: float,
+               conf: float) -> list[str]:
+    """The classes that make a clear target win `divergent` by this attempt's own measurements:
+    the paired noise of now is the spread of each class's log deltas around the class's mean,
+    pooled over the classes (df = classes x (rounds - 1); a class's effect is the same in every
+    round), not the BEST runs' spread, which under a changing CPU load holds drift the pairing
+    cancels. Needs >= 2 rounds; the target must be better by >= noise in every round with lo > 0,
+    a class worse by >= noise in every round with hi < 0. Divergent keeps nothing, so this looser
+    noise estimate can never make a keep. Returns the worse classes ([] = no split)."""
+    n = len(rounds)
+    if n < 2:
+        return []
+    logs = {k: [_log(r.best[k], r.candidate[k], hib) for r in rounds] for k in keys}
+    ss = sum(sum((d - sum(v) / n) ** 2 for d in v) for v in logs.values())
+    df = len(keys) * (n - 1)
+    now = NoiseEstimate(run_sd_pct=math.sqrt(ss / df / 2.0), df=df)  # a delta's variance is 2 x a run's
+    pairs = [(target_value(r.best, target), target_value(r.candidate, target)) for r in rounds]
+    tds = [improvement_pct(b, c, hib) for b, c in pairs]
+    tiv = _interval([_log(b, c, hib) for b, c in pairs], now, conf, hib)
+    if tiv.lo_pct <= 0 or any(classify_change(d, noise) != "better" for d in tds):
+        return []
+    out = []
+    for k in keys:
+        if target != GLOBAL and k == target:
+            continue
+        ds = [improvement_pct(r.best[k], r.candidate[k], hib) for r in rounds]
+        if all(classify_change(d, noise) == "worse" for d in ds) and _interval(logs[k], now, conf, hib).hi_pct < 0:
+            out.append(k)
+    return out
 
 
 def decide(rounds: list[Round], target: str, higher_is_better: bool, policy: Policy,
@@ -127,12 +187,23 @@ def decide(rounds: list[Round], target: str, higher_is_better: bool, policy: Pol
     at policy.confidence (`stats.paired_interval`), rules in order:
 
     1. m <= -noise and hi < 0 -> regressed (slower beyond the noise threshold, and significant).
-    2. m >= noise and lo > 0 (clear win): another class worse by >= noise in every round and
-       with hi < 0 -> divergent (after at least 2 rounds); else improved.
-    3. 0 < m < noise (sub-noise win): the last `confirmations` deltas all > 0 and lo > 0 and no
+    2. m >= noise and lo' > 0 (clear win), measured in at least K = min(2, policy.script_rounds)
+       rounds of which K each gained >= noise and none lost: another class worse by >= noise in
+       every round and with hi < 0 -> divergent (after at least 2 rounds); else improved.
+    3. 0 < m < noise (sub-noise win): the last `confirmations` deltas all > 0 and lo' > 0 and no
        worse class -> improved (the noise rule's "measured twice in a row", made statistical).
-    4. a decision not reached yet (bounds too wide, or a sub-noise win not yet confirmed) while
-       fewer than policy.script_rounds rounds were taken -> needs_round; otherwise tie.
+    4. a decision not reached yet (bounds too wide, a win not yet confirmed) while fewer than
+       policy.script_rounds rounds were taken -> needs_round; otherwise tie.
+
+    The paired test runs on log ratios (`stats.log_delta_pct`, the scale of the noise estimate) and
+    m, lo, hi are shown as improvement % (`stats.as_improvement`): a 30x speed-up is ln 30 = 340%
+    on the log scale, far beyond a slow BEST's 40% run-to-run noise, not a 97% "within" it.
+
+    lo' is `stats.guarded`'s bound: the pooled one, widened by the spread of this attempt's own
+    deltas. The noise is pooled from the latest BEST runs only (RECENT_NOISE_DF). The script metric alone keeps a candidate only
+    on a win seen in two rounds under the conditions of now: a CPU's load changes within minutes
+    and one round under a burst of a neighbour's load looks like a win (identical candidates were
+    kept 1 time in 8 with a CPU hog on both cores before this rule).
 
     With policy.profiler_confirms, rules 2 and 3 become one screen: m > 0 and the last delta > 0
     and no worse class -> improved, to be confirmed by the keep metric (`apply_keep_metric`), the
@@ -146,12 +217,15 @@ def decide(rounds: list[Round], target: str, higher_is_better: bool, policy: Pol
     classes = []
     for k in keys:
         ds = [improvement_pct(r.best[k], r.candidate[k], higher_is_better) for r in rounds]
-        iv = paired_interval(ds, _series_noise(history, rounds, k), conf)
+        iv = _interval([_log(r.best[k], r.candidate[k], higher_is_better) for r in rounds],
+                       _series_noise(history, rounds, k), conf, higher_is_better)
         classes.append(ClassDelta(key=k, best=rounds[-1].best[k], candidate=rounds[-1].candidate[k],
                                   deltas_pct=ds, mean_pct=iv.mean_pct, interval=iv))
-    tds = [improvement_pct(target_value(r.best, target), target_value(r.candidate, target), higher_is_better)
-           for r in rounds]
-    tiv = paired_interval(tds, _series_noise(history, rounds, target), conf)
+    pairs = [(target_value(r.best, target), target_value(r.candidate, target)) for r in rounds]
+    tds = [improvement_pct(b, c, higher_is_better) for b, c in pairs]
+    logs = [_log(b, c, higher_is_better) for b, c in pairs]
+    tiv_log = paired_interval(logs, _series_noise(history, rounds, target), conf)
+    tiv = as_improvement(tiv_log, higher_is_better)
     m, n = tiv.mean_pct, len(rounds)
     others = [c for c in classes if target == GLOBAL or c.key != target]
     worse = [c.key for c in others  # worse in every round, and significantly so
@@ -183,6 +257,10 @@ def decide(rounds: list[Round], target: str, higher_is_better: bool, policy: Pol
     shown = ", ".join(f"{d:+.2f}%" for d in tds)
     stat = tiv.shown()
     change = classify_change(m, noise)
+    # the script metric alone keeps only what this attempt's own measurements also support
+    giv = as_improvement(guarded(tiv_log, logs), higher_is_better)
+    gstat = giv.shown()
+    need = min(2, policy.script_rounds)
     if change == "worse":
         if tiv.hi_pct < 0:
             return out("regressed", f"target {target} changed {shown}, {stat}: slower beyond the {noise:g}% noise "
@@ -202,19 +280,30 @@ def decide(rounds: list[Round], target: str, higher_is_better: bool, policy: Pol
         return measure_more("the last run was not faster: measuring again",
                             f"target {target} changed {shown}, {stat}: not faster in the last run")
     if change == "better":
-        if tiv.lo_pct <= 0:
-            return measure_more("a clear win but not yet significant: measuring again",
-                                f"target {target} changed {shown}, {stat}: not a significant win")
-        return diverged() or out("improved", f"target {target} improved {shown}, {stat} (>= the {noise:g}% noise "
-                                 "threshold)")
+        clear = sum(d >= noise for d in tds)
+        if n < need:
+            return measure_more("a clear win: taking the confirming round (the script metric alone decides)",
+                                f"target {target} changed {shown}, {gstat}: not confirmed")
+        if worse and tiv.lo_pct > 0:  # divergent keeps nothing: the pooled bound names it, as with a profiler
+            return diverged()
+        split = _split_now(rounds, keys, target, higher_is_better, noise, conf)
+        if split:  # the same, judged by this attempt's paired spread alone (a CPU under changing load)
+            worse[:] = split
+            return diverged()
+        if giv.lo_pct <= 0 or clear < need or min(tds) <= 0:
+            return measure_more("a clear win but not yet significant and confirmed: measuring again", (
+                f"target {target} changed {shown}, {gstat}: not a significant win confirmed in {need} rounds "
+                f"(each >= the {noise:g}% noise threshold, none slower)"))
+        return out("improved", f"target {target} improved {shown}, {gstat} (>= the {noise:g}% noise "
+                                 f"threshold in {clear} rounds)")
     if m > 0:
         last = tds[-policy.confirmations:]
-        if len(tds) >= policy.confirmations and all(d > 0 for d in last) and tiv.lo_pct > 0 and not worse:
+        if len(tds) >= policy.confirmations and all(d > 0 for d in last) and giv.lo_pct > 0 and not worse:
             return out("improved", (
-                f"sub-noise win on {target} confirmed {len(tds)} times in a row ({shown}), {stat}: significant"))
+                f"sub-noise win on {target} confirmed {len(tds)} times in a row ({shown}), {gstat}: significant"))
         if tds[-1] > 0 and not worse:
             return measure_more("sub-noise win: taking a confirming measurement",
-                                f"target {target} changed {shown}, {stat}: within the {noise:g}% noise threshold "
+                                f"target {target} changed {shown}, {gstat}: within the {noise:g}% noise threshold "
                                 f"and not confirmed as a significant win")
     return out("tie", (
         f"target {target} changed {shown}, {stat}: within the {noise:g}% noise threshold and not confirmed "
@@ -265,7 +354,7 @@ def apply_keep_metric(gpu_best_us: float | None, gpu_candidate_us: float | None,
     if gpu_best_us is None or gpu_candidate_us is None:
         return KeepDecision(kept=True, gpu_best_us=None, gpu_candidate_us=None, gpu_delta_pct=None,
                             metric_used="script metric",
-                            reason="no profiler on this device: the script metric decides")
+                            reason=f"no profiler on this device: the script metric decides; {SCRIPT_METRIC_WARNING}")
     names = ", ".join(k[:60] for k in kernels) or "all kernels"
     if best_calls and candidate_calls is not None and candidate_calls < best_calls:
         return KeepDecision(kept=False, gpu_best_us=gpu_best_us, gpu_candidate_us=gpu_candidate_us,

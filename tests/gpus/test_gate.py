@@ -158,3 +158,101 @@ def test_probe_that_sees_no_gpu(tmp_path, fake_time):
 def test_a_zero_poll_interval_is_refused(tmp_path):
     with pytest.raises(ValueError, match="poll_s > 0"):
         GpuGate(NoGpuProbe(), LeaseManager(tmp_path, "t"), TH, wait_s=10, poll_s=0)
+
+
+# --- the CPU device's gate (probe "none" with a CpuLoadProbe): real psutil readings --------------
+
+class _Hog:
+    """A busy loop that is NOT in this process's tree (started by a shell that exits at once, so it
+    is re-parented away): to the probe, another job on the cores."""
+
+    def __init__(self, seconds: float = 60.0) -> None:
+        import subprocess
+        import sys
+
+        loop = f"import time\nt=time.time()+{seconds}\nwhile time.time()<t: pass"
+        out = subprocess.run(["bash", "-c", f'{sys.executable} -c "{loop}" >/dev/null 2>&1 & echo $!'],
+                             capture_output=True, text=True, check=True)
+        self.pid = int(out.stdout.split()[0])
+
+    def kill(self) -> None:
+        import psutil
+
+        try:
+            psutil.Process(self.pid).kill()
+        except psutil.NoSuchProcess:
+            pass
+
+    def wait(self) -> None:
+        pass
+
+
+def _hog(seconds: float = 60.0) -> _Hog:
+    return _Hog(seconds)
+
+
+def test_cpu_probe_sees_a_planted_busy_process_and_not_its_own_tree():
+    from kopt_mcp.gpus.cpu import CpuLoadProbe
+
+    import time
+
+    import psutil
+
+    hog = _hog()
+    try:
+        deadline = time.monotonic() + 30  # a loaded machine may start it slowly
+        while psutil.Process(hog.pid).cpu_times().user < 0.2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        other = CpuLoadProbe(interval_s=2.0, top=10_000).read()  # every process that ran: a loaded
+        [seen] = [p for p in other.top if p.pid == hog.pid]     # machine may have busier ones
+        assert 0.0 < seen.pct <= 110.0  # % of one core
+        assert other.other_pct >= seen.pct / other.cores * 0.9
+        own = CpuLoadProbe(interval_s=2.0, top=10_000).read(own_pids=frozenset({hog.pid}))
+        assert hog.pid not in [p.pid for p in own.top] and own.own_pct > 0.0
+    finally:
+        hog.kill()
+        hog.wait()
+
+
+def test_cpu_gate_waits_while_others_load_the_cores_then_proceeds(tmp_path):
+    from kopt_mcp.gpus.cpu import CpuLoadProbe
+
+    hog = _hog()
+    try:
+        seen = []
+        gate = GpuGate(NoGpuProbe(), LeaseManager(tmp_path, "t"), IdleThresholds(cpu_pct=1.0), wait_s=10,
+                       poll_s=600, cpu_probe=CpuLoadProbe(interval_s=0.5), cpu_wait_s=1.0)
+        out = gate.acquire(progress=lambda w, t, m: seen.append(m))
+        assert out.lease.vendor == "cpu" and out.polls >= 2 and out.waited_s >= 1.0
+        assert "stayed busy" in out.device_note and out.cpu_load.other_pct >= 1.0
+        assert seen and "CPU busy" in seen[0]
+    finally:
+        hog.kill()
+        hog.wait()
+
+
+def test_cpu_gate_passes_at_once_under_the_threshold(tmp_path):
+    from kopt_mcp.gpus.cpu import CpuLoadProbe
+
+    gate = GpuGate(NoGpuProbe(), LeaseManager(tmp_path, "t"), IdleThresholds(cpu_pct=100.0), wait_s=10,
+                   poll_s=1, cpu_probe=CpuLoadProbe(interval_s=0.2), cpu_wait_s=60,
+                   sleep=lambda s: pytest.fail("must not wait"))
+    out = gate.acquire()
+    assert out.lease.vendor == "cpu" and out.polls == 1 and out.cpu_load is not None
+    assert "under [gates] idle_cpu_pct = 100%" in out.device_note
+
+
+def test_cpu_gate_cancelled_while_waiting(tmp_path, fake_time):
+    from kopt_mcp.gpus.cpu import CpuLoad
+
+    class Busy:
+        name = "cpu-load"
+
+        def read(self, own_pids=frozenset()):
+            return CpuLoad(cores=2, interval_s=1.0, other_pct=100.0, own_pct=0.0)
+
+    cancel = threading.Event()
+    gate = GpuGate(NoGpuProbe(), LeaseManager(tmp_path, "t"), TH, poll_s=600, cpu_probe=Busy(), cpu_wait_s=60,
+                   sleep=lambda s: cancel.set(), clock=fake_time)
+    out = gate.acquire(cancel=cancel)
+    assert out.lease is None and out.reason == "cancelled"

@@ -148,3 +148,11 @@ def test_a_win_confined_to_one_class_of_launches_is_kept():
 def test_an_unconfirmed_sub_noise_gain_is_called_noise_not_a_timing_cheat():
     k = apply_keep_metric(1000.0, 999.9, ["k"], 10, 10, suspect=False)
     assert not k.kept and "was noise" in k.reason and "side stream" not in k.reason
+
+
+def test_a_keep_without_profiler_warns_that_the_script_metric_can_be_forged():
+    from kopt_mcp.rules.verdict import SCRIPT_METRIC_WARNING, apply_keep_metric
+
+    k = apply_keep_metric(None, None, [])
+    assert k.kept and k.metric_used == "script metric"
+    assert SCRIPT_METRIC_WARNING in k.reason and "forged" in k.reason

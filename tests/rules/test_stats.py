@@ -58,3 +58,42 @@ def test_slow_drift_within_a_lease_is_not_counted_as_noise():
     est = noise_from_groups([drift])
     # successive differences are all 1%: s^2 = 5 * 1 / (2 * 5) = 0.5, not the 1.87 of the group variance
     assert est.df == 5 and est.run_sd_pct == pytest.approx(math.sqrt(0.5))
+
+
+def test_guarded_keeps_the_pooled_bound_when_the_deltas_agree():
+    from kopt_mcp.rules.stats import guarded
+
+    iv = paired_interval([5.0, 5.0], NoiseEstimate(run_sd_pct=1.0, df=20), 0.995)
+    assert guarded(iv, [5.0, 5.0]) == iv
+
+
+def test_guarded_widens_with_the_deltas_own_sd():
+    from kopt_mcp.rules.stats import guarded
+
+    iv = paired_interval([4.0, 6.0], NoiseEstimate(run_sd_pct=0.1, df=100), 0.995)
+    own = guarded(iv, [4.0, 6.0])
+    assert own.sd_delta_pct == pytest.approx(math.sqrt(2.0))  # sd of 4, 6
+    assert own.df == iv.df and own.mean_pct == iv.mean_pct
+    assert (own.mean_pct - own.lo_pct) / (iv.mean_pct - iv.lo_pct) == pytest.approx(own.sd_delta_pct / iv.sd_delta_pct)
+
+
+def test_guarded_leaves_infinite_bounds_alone():
+    from kopt_mcp.rules.stats import guarded
+
+    iv = paired_interval([5.0], NoiseEstimate(run_sd_pct=0.0, df=0), 0.995)
+    assert guarded(iv, [5.0]) is iv
+
+
+def test_log_deltas_map_back_to_improvement_percent():
+    from kopt_mcp.rules.stats import as_improvement, log_delta_pct
+
+    assert log_delta_pct(100.0, 50.0, False) == pytest.approx(100 * math.log(2))
+    assert log_delta_pct(100.0, 50.0, True) == pytest.approx(-100 * math.log(2))
+    iv = paired_interval([log_delta_pct(100.0, 50.0, False)] * 2, NoiseEstimate(run_sd_pct=1.0, df=10), 0.995)
+    shown = as_improvement(iv, False)
+    assert shown.mean_pct == pytest.approx(50.0) and 0 < shown.lo_pct < 50.0 < shown.hi_pct < 100.0
+    up = as_improvement(paired_interval([100 * math.log(2)] * 2, NoiseEstimate(run_sd_pct=1.0, df=10), 0.995), True)
+    assert up.mean_pct == pytest.approx(100.0)  # twice the throughput: +100%
+    # a 30x faster candidate is far beyond a 40% run-to-run noise on the log scale, not within it
+    big = paired_interval([100 * math.log(30)] * 2, NoiseEstimate(run_sd_pct=40.0, df=6), 0.995)
+    assert as_improvement(big, False).lo_pct > 0
