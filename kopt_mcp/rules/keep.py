@@ -272,8 +272,9 @@ def judge_groups(best_before: KernelTrace | Sequence[LaunchGroup], candidate: Ke
     if kept:
         reason = f"profiler GPU time: {how}"
     else:
-        why_not = ("When the script's timing and the GPU kernel time disagree, the timing missed GPU work or measured "
-                   "something other than the kernel" if suspect else "The script metric's small gain was noise")
+        why_not = ("The script's timing and the GPU kernel time disagree: the timing missed GPU work (work moved to a "
+                   "side stream, a missing synchronize) or measured something other than the kernel" if suspect
+                   else "The script metric's small gain was noise")
         reason = f"profiler GPU time did not improve by more than the floor ({how}): not kept. {why_not}"
     base.pop("gpu_best_us")
     if classes:

@@ -92,6 +92,13 @@ def test_one_percent_slower_is_not_kept(runs):
     assert not v.kept and v.gpu_delta_pct < -0.5
 
 
+def test_a_suspect_script_win_names_the_likely_timing_cheats(runs):
+    """The script said faster, the GPU did the same work: the reason names what fools a timer."""
+    same = [judge_groups(runs(configs()), runs(configs()), runs(configs()), suspect=s) for s in (True, False)]
+    assert not same[0].kept and "side stream" in same[0].reason and "missing synchronize" in same[0].reason
+    assert "side stream" not in same[1].reason and "noise" in same[1].reason
+
+
 def test_win_in_one_class_counts_by_bests_time_share(runs):
     v = judge_groups(runs(configs()), runs(configs(1.0, 0.9)), runs(configs()))
     large = next(g for g in v.groups if "grid=(512,1,1)" in g.group)
