@@ -47,6 +47,9 @@ from kopt_mcp.session import SessionState
 from kopt_mcp.testing import kernel_source, make_toy_repo
 
 ROOT = Path(__file__).resolve().parents[2]
+#: fault points passed only while a session begins (its creation and its baseline)
+SESSION_START = {"ledger.after_append:session_started", "baseline.after_perf_written", "baseline.after_git_commit",
+                 "baseline.after_best_worktree", "ledger.after_append:baseline"}
 FINAL = {"improved", "tie", "regressed", "divergent", "incorrect", "abandoned", "failed", "rejected", "interrupted",
          "cancelled"}
 
@@ -356,6 +359,8 @@ async def run_chaos(workdir: Path, random_kills: int, aimed: int, seed: int, max
     done = {"aimed": 0, "random": 0}
     for i, (kind, target) in enumerate(plan):
         delay = None if kind == "aimed" else round(ch.rng.uniform(0.05, max_delay_s), 3)
+        if kind == "aimed" and target.split("#")[0] in SESSION_START:
+            ch.tag_no += 1  # reached only while a session begins: start a fresh one (the old one stays checked)
         for _ in range(4 if kind == "aimed" else 2):
             r = await episode(ch, target, delay, max_steps=30 if kind == "aimed" else 60)
             if r["died"] or kind == "random" and r["steps"] != ["stopped: next session"]:
