@@ -49,7 +49,7 @@ from kopt_mcp.profilers.base import KernelTrace, LaunchGroup, ProfilerError, tra
 from kopt_mcp.profilers.kernel_names import is_utility_kernel, short_kernel_name
 from kopt_mcp.rules.verdict import GainFloor, KeepDecision, gpu_gain_floor
 
-__all__ = ["GroupDelta", "GroupKeepDecision", "class_gpu_times", "group_spread_pct", "is_utility_kernel", "judge_groups",
+__all__ = ["GroupDelta", "GroupKeepDecision", "class_gpu_times", "group_classes", "group_spread_pct", "is_utility_kernel", "judge_groups",
            "match_groups", "target_groups", "target_median_us"]
 
 #: a BEST group whose candidate launches fell under this fraction while it got faster per launch
@@ -278,7 +278,7 @@ def judge_groups(best_before: KernelTrace | Sequence[LaunchGroup], candidate: Ke
         reason = f"profiler GPU time did not improve by more than the floor ({how}): not kept. {why_not}"
     base.pop("gpu_best_us")
     if classes:
-        base["class_gpu_us"] = class_gpu_times(c, classes, names_regex)
+        base["class_gpu_us"] = class_gpu_times(c, classes, names_regex) or _classes_through_best(pairs, extra_c, classes)
     return GroupKeepDecision(kept=kept, gpu_best_us=best_us, gpu_candidate_us=cand_us, gpu_delta_pct=gain,
                              metric_used="profiler GPU time", reason=reason, **base)
 
@@ -322,40 +322,69 @@ def class_gpu_times(groups: KernelTrace | Sequence[LaunchGroup], classes: Sequen
     groups mapped to it, or None where the groups cannot be mapped (then report one total).
 
     `classes`: class keys in the benchmark's row order (`"col=value,col=value"`, metrics.class_key).
-    Mapping, first that works: one class -> every target group; a config column whose integer
-    value equals one grid dimension of every group, with every group on exactly one class and
-    every class hit; the groups in first-launch order, chunked per class (as many groups as
-    classes, or a multiple with the same kernel sequence in every chunk). Never raises."""
+    Mapping (`group_classes`), first that works: one class -> every target group; a config column
+    whose integer value equals one grid dimension of every group, with every group on exactly one
+    class and every class hit; the groups in first-launch order, chunked per class (as many groups
+    as classes, or a multiple with the same kernel sequence in every chunk). Never raises."""
     try:
         tg = target_groups(_groups(groups), kernel_regex)
     except ProfilerError:
         return None
-    if not classes or any(g.median_us is None for g in tg):
+    at = group_classes(tg, classes)
+    if at is None:
+        return None
+    out = dict.fromkeys(classes, 0.0)
+    for g, key in zip(tg, at, strict=True):
+        out[key] += g.median_us
+    return out
+
+
+def group_classes(tg: Sequence[LaunchGroup], classes: Sequence[str]) -> list[str] | None:
+    """The config class of each launch group in `tg` (same order), or None where no mapping holds
+    (see `class_gpu_times` for the rules) or a group lacks per-launch times. Never raises."""
+    if not classes or not tg or any(g.median_us is None for g in tg):
         return None
     if len(classes) == 1:
-        return {classes[0]: sum(g.median_us for g in tg)}
+        return [classes[0]] * len(tg)
     values = [dict(p.split("=", 1) for p in k.split(",") if "=" in p) for k in classes]
     columns = list(dict.fromkeys(c for v in values for c in v))
-    for col in columns:
-        for dim in range(3):
-            if any(g.grid is None for g in tg):
-                break
-            hit: dict[str, float] = {}
-            ok = True
-            for g in tg:
-                at = [k for k, v in zip(classes, values, strict=True)
-                      if _NUMBER.match(v.get(col, "")) and int(v[col]) == g.grid[dim]]
-                if len(at) != 1:
-                    ok = False
-                    break
-                hit[at[0]] = hit.get(at[0], 0.0) + g.median_us
-            if ok and len(hit) == len(classes):
-                return {k: hit[k] for k in classes}
-    ordered = sorted(tg, key=_order)
+    if all(g.grid is not None for g in tg):
+        for col in columns:
+            for dim in range(3):
+                at = []
+                for g in tg:
+                    hits = [k for k, v in zip(classes, values, strict=True)
+                            if _NUMBER.match(v.get(col, "")) and int(v[col]) == g.grid[dim]]
+                    if len(hits) != 1:
+                        break
+                    at.append(hits[0])
+                if len(at) == len(tg) and set(at) == set(classes):
+                    return at
+    ordered = sorted(range(len(tg)), key=lambda i: _order(tg[i]))
     if len(ordered) % len(classes):
         return None
     m = len(ordered) // len(classes)
     chunks = [ordered[i * m:(i + 1) * m] for i in range(len(classes))]
-    if len({tuple(g.kernel for g in ch) for ch in chunks}) != 1:
+    if len({tuple(tg[i].kernel for i in ch) for ch in chunks}) != 1:
         return None
-    return {k: sum(g.median_us for g in ch) for k, ch in zip(classes, chunks, strict=True)}
+    at: list[str | None] = [None] * len(tg)
+    for key, ch in zip(classes, chunks, strict=True):
+        for i in ch:
+            at[i] = key
+    return at  # type: ignore[return-value]
+
+
+def _classes_through_best(pairs: list[tuple[LaunchGroup, LaunchGroup]], extra: Sequence[LaunchGroup],
+                          classes: Sequence[str]) -> dict[str, float] | None:
+    """The candidate's GPU time per class where its own groups do not map (a changed grid, a renamed
+    kernel): each candidate group counts for the class of the BEST group it was paired with. None
+    when BEST's groups do not map either, or the candidate launched groups BEST has no pair for."""
+    if extra or not pairs:
+        return None
+    at = group_classes([x for x, _ in pairs], classes)
+    if at is None:
+        return None
+    out = dict.fromkeys(classes, 0.0)
+    for key, (_, cg) in zip(at, pairs, strict=True):
+        out[key] += cg.median_us
+    return out

@@ -134,8 +134,12 @@ def test_a_missing_best_group_is_skipped_work(runs):
 def test_changed_grid_is_paired_in_launch_order_and_said(runs):
     cand = configs(0.97, 0.97)
     cand[0]["grid"] = (256, 1, 1)
-    v = judge_groups(runs(configs()), runs(cand), runs(configs()))
+    v = judge_groups(runs(configs()), runs(cand), runs(configs()), classes=["M=128", "M=512"])
     assert v.kept and "paired in launch order" in v.reason and not v.unmatched_candidate
+    # the candidate's grid 256 matches no class: its GPU time per class follows BEST's pairing
+    by_pair = {d.group.split("grid=")[1].split(" ")[0]: d.candidate_median_us for d in v.groups}
+    assert v.class_gpu_us is not None and len(by_pair) == 2
+    assert v.class_gpu_us == pytest.approx({"M=128": by_pair["(128,1,1)"], "M=512": by_pair["(512,1,1)"]})
 
 
 def test_renamed_kernel_within_the_regex_is_paired_in_launch_order(runs):
