@@ -159,13 +159,13 @@ class RefereeBase:
         self.pid_dir = self.kopt_dir / "pids"
         try:
             self._refuse_nested()
-            ended = end_leftovers(self.pid_dir)
-            if ended:
-                self.problems.append(f"ended {len(ended)} process(es) a killed kopt-mcp server left running "
-                                     f"(pids {', '.join(map(str, ended[:10]))}): its job is recovered below")
+            ended = end_leftovers(self.pid_dir)  # normal recovery, not a problem: logged below
             holder.write_text(json.dumps({"tag": self.tag, "pid": os.getpid(), "repo": str(self.repo_path),
                                           "since": now_iso()}) + "\n", encoding="utf-8")
             self._open(probe, lease_dir, {k: v for k, v in (("sleep", sleep), ("clock", clock)) if v})
+            if ended:
+                self.store.log("leftovers_ended", pids=ended,
+                               note="runs a killed kopt-mcp server left running were ended before recovery")
         except BaseException:
             self._server_lock.release()
             raise
