@@ -24,6 +24,15 @@ def test_baseline_first_recorded_and_committed(ref):
     assert log.stdout.strip() == "kopt: baseline"
 
 
+def test_baseline_result_shows_the_recorded_median_not_the_first_run(tmp_path, make_referee):
+    from kopt_mcp.testing import make_toy_repo
+
+    r = make_referee(make_toy_repo(tmp_path / "noisy", {"1": [130.0, 100.0, 101.0], "2": 200.0}))
+    res = r.run_benchmark()  # 3 baseline runs: 130, 100, 101 us -> median 101
+    assert res.baseline_recorded and r.status().best_metrics["n=1"] == 101.0
+    assert {c.key: c.metric for c in res.classes} == {"n=1": 101.0, "n=2": 200.0}
+
+
 def test_save_and_test_refused_before_baseline(toy_repo, make_referee):
     r = make_referee(toy_repo)
     set_kernel(r.workspace_path, {"1": 50.0, "2": 100.0})

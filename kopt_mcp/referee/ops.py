@@ -110,7 +110,10 @@ class OpsMixin(RefereeBase):
                 "The session stopped." if self.state.phase == Phase.stopped else "Call again later."))
 
     def _bench_result(self, what: str, m: Measurement, recorded: bool) -> BenchmarkResult:
-        classes = [ClassMetric(key=c.key, metric=c.metric, correct=c.correct, errors=c.errors)
+        """The result of one run; for the baseline (`recorded`) each class shows the value recorded
+        in performance.md and BEST's metrics (the median of the baseline runs), not the first run's."""
+        shown = self.state.best.metrics if recorded else {}
+        classes = [ClassMetric(key=c.key, metric=shown.get(c.key, c.metric), correct=c.correct, errors=c.errors)
                    for c in (m.table.classes if m.table else [])]
         best = self.state.best.metrics
         vs = {c.key: improvement_pct(best[c.key], c.metric, self.cfg.benchmark.higher_is_better)
