@@ -78,3 +78,26 @@ def test_metrics_error_is_checked_before_rows():
 def test_rows_are_checked_before_the_check_command():
     g = correctness_gate(facts(failing_classes=["a"], check_exit=1))
     assert g.kind == "incorrect" and "class(es) a" in g.reason
+
+
+def test_failed_tests_are_read_from_a_real_pytest_run(tmp_path):
+    """The ids come from what pytest itself prints (a real run on a small failing test file)."""
+    import subprocess
+    import sys
+
+    from kopt_mcp.rules.correctness import failed_tests
+
+    (tmp_path / "test_kernel.py").write_text(
+        "import pytest\n"
+        "def test_small():\n    assert 1 + 1 == 2\n"
+        "@pytest.mark.parametrize('n', [64, 4096])\n"
+        "def test_large(n):\n    assert n < 1000, 'max abs err 0.5'\n"
+        "@pytest.fixture\ndef broken():\n    raise RuntimeError('setup failed')\n"
+        "def test_setup(broken):\n    pass\n")
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_kernel.py"],
+                         cwd=tmp_path, capture_output=True, text=True)
+    assert run.returncode == 1
+    ids = failed_tests(run.stdout)
+    assert ids == ["test_kernel.py::test_large[4096]", "test_kernel.py::test_setup"], run.stdout[-800:]
+    g = correctness_gate(RunFacts(exit_code=0, timed_out=False, timeout_s=60, check_exit=1, failed_tests=ids))
+    assert g.kind == "incorrect" and "test_large[4096]" in g.reason and "test_setup" in g.reason
