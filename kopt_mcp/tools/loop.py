@@ -13,6 +13,14 @@ from kopt_mcp.tools.notify import announce_session_files
 CHANGES = dict(read_only_hint=False, open_world_hint=False)
 
 
+async def _call_and_announce(ctx: Context, fn, *args, **kwargs):
+    """`call` a state-changing referee operation, then send resources/updated for the session's
+    files (performance.md, charts, report) to subscribed clients."""
+    result = await call(ctx, fn, *args, **kwargs)
+    await announce_session_files(ctx)
+    return result
+
+
 def register(tools: list[Tool]) -> None:
     @tool(tools, "Test a candidate and get the verdict", destructive_hint=True, idempotent_hint=False, **CHANGES)
     async def save_and_test(
@@ -27,9 +35,7 @@ def register(tools: list[Tool]) -> None:
         (repair, call again), tie/regressed/divergent/failed/rejected/abandoned (reverted). Returns
         per-class deltas (+% = better), the reason and next_actions.
         """
-        result = await call(ctx, referee(ctx).save_and_test, target, hypothesis)
-        await announce_session_files(ctx)  # resources/updated to subscribed clients
-        return result
+        return await _call_and_announce(ctx, referee(ctx).save_and_test, target, hypothesis)
 
     @tool(tools, "Revert the workspace to BEST_COMMIT", destructive_hint=True, idempotent_hint=True, **CHANGES)
     async def revert_to_best(
@@ -38,9 +44,7 @@ def register(tools: list[Tool]) -> None:
     ) -> RevertResult:
         """Drop the workspace's edits: the diff is archived first, then the workspace is reset to
         BEST_COMMIT. Returns the archived patch and the changed files."""
-        result = await call(ctx, referee(ctx).revert_to_best, reason, progress=False)
-        await announce_session_files(ctx)  # resources/updated to subscribed clients
-        return result
+        return await _call_and_announce(ctx, referee(ctx).revert_to_best, reason, progress=False)
 
     @tool(tools, "Commit the improved candidate", destructive_hint=False, idempotent_hint=False, **CHANGES)
     async def commit_improvement(
@@ -49,6 +53,4 @@ def register(tools: list[Tool]) -> None:
     ) -> CommitResult:
         """Commit the exact tree save_and_test ruled improved: format, re-measure against BEST, commit
         code + performance.md only if still better; BEST_COMMIT moves. Returns committed, reason, commit."""
-        result = await call(ctx, referee(ctx).commit_improvement, message)
-        await announce_session_files(ctx)  # resources/updated to subscribed clients
-        return result
+        return await _call_and_announce(ctx, referee(ctx).commit_improvement, message)

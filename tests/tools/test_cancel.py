@@ -17,11 +17,6 @@ from kopt_mcp.testing import set_kernel
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend():
-    return "asyncio"
-
-
 def _benchmarks_running(root: Path) -> list[psutil.Process]:
     """Toy benchmarks running in a disposable checkout under `root` (KOPT_RUN_ROOT)."""
     out = []

@@ -24,16 +24,6 @@ from kopt_mcp.tools.errors import MAX_CHARS, error_text, git_message, os_message
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend():
-    return "asyncio"
-
-
-@pytest.fixture
-def server(toy_repo, make_referee):
-    return build_server(make_referee(toy_repo))
-
-
 # -- the exception tree -----------------------------------------------------------------------------------------
 
 def test_every_error_class_has_the_root_and_a_family_and_keeps_its_old_base():

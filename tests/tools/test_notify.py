@@ -19,11 +19,6 @@ pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture
-def anyio_backend():
-    return "asyncio"
-
-
-@pytest.fixture
 def server(toy_repo, make_referee):
     ref = make_referee(toy_repo)
     ref.run_benchmark()  # baseline: n=1 100 us, n=2 200 us

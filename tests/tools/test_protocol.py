@@ -18,16 +18,6 @@ SEVEN = {"find_idle_gpu", "run_benchmark", "kernel_trace_analysis", "warm_up_har
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend():
-    return "asyncio"
-
-
-@pytest.fixture
-def server(toy_repo, make_referee):
-    return build_server(make_referee(toy_repo))
-
-
 def _listing(tools) -> list[dict]:
     """The whole tools/list result as the client sees it (JSON), sorted by name."""
     return [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in sorted(tools, key=lambda t: t.name)]

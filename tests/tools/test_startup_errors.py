@@ -17,11 +17,6 @@ from kopt_mcp.tools import all_tools
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend():
-    return "asyncio"
-
-
 async def _every_tool_says(server, *words: str) -> None:
     async with Client(server) as c:
         tools = (await c.list_tools()).tools
