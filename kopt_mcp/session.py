@@ -110,26 +110,30 @@ class SessionState(BaseModel):
         """Remember the spread between two adjacent profiled runs of BEST_COMMIT (target GPU time,
         us, both > 0): |first - second| / mean * 100 joins `gpu_spreads_pct` (the latest `keep`).
         Returns that spread (%). Raises ValueError if a time is not positive."""
-        if first_us <= 0 or second_us <= 0:
-            raise ValueError(f"GPU times must be positive, got {first_us} and {second_us} us")
-        spread = abs(first_us - second_us) / ((first_us + second_us) / 2.0) * 100.0
-        self.gpu_spreads_pct = [*self.gpu_spreads_pct, spread][-keep:]
-        return spread
+        return self.record_spread_pct(spread_pct(first_us, second_us), keep)
 
-    def record_spread_pct(self, spread_pct: float, keep: int = NOISE_GROUPS_KEPT) -> float:
+    def record_spread_pct(self, pct: float, keep: int = NOISE_GROUPS_KEPT) -> float:
         """Remember a spread (%) measured directly between two adjacent profiles of BEST_COMMIT (the
         launch-group spread of rules.keep.group_spread_pct / judge_groups). Returns it. Raises
         ValueError for a negative or non-finite spread."""
-        if not (spread_pct >= 0.0 and spread_pct != float("inf")):
-            raise ValueError(f"a spread must be a finite percentage >= 0, got {spread_pct}")
-        self.gpu_spreads_pct = [*self.gpu_spreads_pct, float(spread_pct)][-keep:]
-        return float(spread_pct)
+        if not (pct >= 0.0 and pct != float("inf")):
+            raise ValueError(f"a spread must be a finite percentage >= 0, got {pct}")
+        self.gpu_spreads_pct = [*self.gpu_spreads_pct, float(pct)][-keep:]
+        return float(pct)
 
     def record_best_runs(self, runs: list[dict[str, float]], keep: int = NOISE_GROUPS_KEPT) -> None:
         """Remember one lease's repeated BEST runs (class -> metric) for the noise estimate;
         a single run adds nothing; only the latest `keep` groups are kept."""
         if len(runs) >= 2:
             self.noise_history = [*self.noise_history, [dict(r) for r in runs]][-keep:]
+
+
+def spread_pct(first_us: float, second_us: float) -> float:
+    """The spread (%) between two GPU times (us, both > 0): |first - second| / mean * 100.
+    Raises ValueError if a time is not positive."""
+    if first_us <= 0 or second_us <= 0:
+        raise ValueError(f"GPU times must be positive, got {first_us} and {second_us} us")
+    return abs(first_us - second_us) / ((first_us + second_us) / 2.0) * 100.0
 
 
 class SessionError(StateError, RuntimeError):

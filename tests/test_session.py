@@ -139,3 +139,19 @@ def test_a_state_saved_before_the_outbox_existed_still_loads():
     data = state(Phase.improved).model_dump(mode="json")
     del data["outbox"]
     assert SessionState.model_validate(data).outbox == []
+
+
+def test_spreads_are_recorded_from_times_or_directly_and_bad_values_refused():
+    from kopt_mcp.session import Best, SessionState, spread_pct
+
+    s = SessionState(tag="t", branch="b", repo="r", workspace="w", best_worktree="bw", config_path="c",
+                     config_sha256="x", best=Best(commit="0" * 40))
+    assert s.record_gpu_spread(100.0, 102.0) == pytest.approx(spread_pct(100.0, 102.0)) == pytest.approx(200 / 101)
+    assert s.record_spread_pct(0.05) == 0.05
+    assert s.gpu_spreads_pct == pytest.approx([200 / 101, 0.05])
+    for bad in (-0.1, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="finite percentage"):
+            s.record_spread_pct(bad)
+    with pytest.raises(ValueError, match="positive"):
+        s.record_gpu_spread(0.0, 1.0)
+    assert len(s.gpu_spreads_pct) == 2  # refused values change nothing

@@ -29,7 +29,7 @@ from kopt_mcp.results import (
 from kopt_mcp.rules.keep import class_gpu_times, group_spread_pct, target_median_us
 from kopt_mcp.rules.protect import FileChange, describe, run_changes_verdict, touched_protected
 from kopt_mcp.runner import run_command
-from kopt_mcp.session import Phase, next_actions, require
+from kopt_mcp.session import Phase, next_actions, require, spread_pct
 
 #: profiled runs of unmodified BEST_COMMIT at the baseline, back to back: their spreads are the
 #: first estimate of the process-to-process shift of GPU time (rules.verdict.gpu_gain_floor)
@@ -199,9 +199,9 @@ class OpsMixin(RefereeBase):
             traces.append(p.trace)
             if i == 0:
                 gpu_us, kernels = us, names
-        spreads = _baseline_spreads(traces, profiles, self.cfg.profiler.kernel or exact_names_regex(kernels))
+        regex = self.cfg.profiler.kernel or exact_names_regex(kernels)
+        spreads = _baseline_spreads(traces, profiles, regex)
         if traces and traces[0].groups is not None:  # the keep metric's quantity: the median launch per group
-            regex = self.cfg.profiler.kernel or exact_names_regex(kernels)
             gpu_us = target_median_us(traces[0], regex)[0]
             class_gpu_us = class_gpu_times(traces[0], list(baseline_values), regex)
         if profiles:
@@ -380,5 +380,5 @@ def _baseline_spreads(traces: list, totals_us: list[float], kernel_regex: str | 
                 continue
             except ProfilerError:
                 pass
-        out.append(abs(u1 - u2) / ((u1 + u2) / 2.0) * 100.0)
+        out.append(spread_pct(u1, u2))
     return out
