@@ -3,7 +3,9 @@
 Units: metric values in the benchmark's own unit (the metric column, e.g. us_per_call); % of baseline
 = value / baseline x 100; changes in % with + = better whatever the metric's direction; x = attempt
 number (0 = baseline). matplotlib is imported inside the drawing functions and draws on an Agg canvas
-(headless, no pyplot, no global backend switch). Malformed ledger fields are skipped, never raised on.
+(headless, no pyplot, no global backend switch). Events are read with `kopt_mcp.events.as_events`
+(typed events or raw ledger records): a record that does not fit its model is set aside and a
+non-finite number skipped, never raised on.
 """
 
 from __future__ import annotations
@@ -13,8 +15,10 @@ import math
 import textwrap
 from dataclasses import dataclass, field
 
+from kopt_mcp.events import Attempt, Baseline, ClassChange, Commit, as_events
+
 MEASURED = {"improved": "#2ca02c", "tie": "#1f77b4", "regressed": "#d62728", "divergent": "#ff7f0e"}
-NO_MEASUREMENT = {"incorrect": "x", "failed": "X", "rejected": "s", "abandoned": "D", "cancelled": "."}
+NO_MEASUREMENT = {"incorrect": "x", "failed": "X", "rejected": "s", "abandoned": "D", "cancelled": ".", "conflict": "P"}
 BETTER, WORSE, WITHIN_NOISE = "#2ca02c", "#d62728", "#9e9e9e"
 LEGEND = {BETTER: "better", WORSE: "worse", WITHIN_NOISE: "within noise"}
 MAX_PANELS = 8
@@ -27,10 +31,9 @@ def _num(x) -> float | None:
     return float(x) if math.isfinite(x) else None
 
 
-def _rows(classes, name: str) -> list[tuple[dict, float]]:
-    """(class dict, its numeric field `name`) for each well-formed entry of an event's `classes` list."""
-    return [(c, v) for c in (classes if isinstance(classes, list) else [])
-            if isinstance(c, dict) and "key" in c and (v := _num(c.get(name))) is not None]
+def _rows(classes: list[ClassChange], name: str) -> list[tuple[ClassChange, float]]:
+    """(class, its field `name`) for each class of an attempt whose `name` is a finite number."""
+    return [(c, v) for c in classes if (v := _num(getattr(c, name))) is not None]
 
 
 @dataclass
@@ -55,27 +58,24 @@ class ProgressData:
 
 
 def progress_data(events) -> ProgressData:
-    """Extract the best-metric steps and attempt marks from ledger events (oldest first)."""
+    """Extract the best-metric steps and attempt marks from ledger events (oldest first; typed
+    events or raw records)."""
     d = ProgressData()
-    for e in events or []:
-        if not isinstance(e, dict):
-            continue
-        kind, n = e.get("event"), _num(e.get("attempt"))
-        if kind == "baseline" or (kind == "commit" and n is not None):
-            raw = e.get("metrics") if isinstance(e.get("metrics"), dict) else {}
-            x, metrics = (int(n) if kind == "commit" else d.last_x), {str(k): _num(v) for k, v in raw.items()}
-            metrics = {k: v for k, v in metrics.items() if v is not None}
+    for e in as_events(events):
+        if isinstance(e, Baseline) or (isinstance(e, Commit) and e.attempt is not None):
+            kind = e.event
+            x = e.attempt if isinstance(e, Commit) else d.last_x
+            metrics = {k: v for k, raw in e.metrics.items() if (v := _num(raw)) is not None}
             d.baseline = d.baseline or (metrics if kind == "baseline" else {})
             d.commits += [x] if kind == "commit" else []
             for key, v in metrics.items():
                 d.classes += [] if key in d.best else [key]
                 d.best.setdefault(key, []).append((x, v, kind))
-        elif kind == "attempt" and n is not None:
-            verdict = str(e.get("verdict") or "unknown")
-            values = {str(c["key"]): v for c, v in _rows(e.get("classes"), "candidate")} if verdict in MEASURED else {}
-            d.marks.append(Mark(int(n), verdict, values))
-        if n is not None and kind in ("attempt", "commit"):  # a revert's archive number draws nothing
-            d.last_x = max(d.last_x, int(n))
+        elif isinstance(e, Attempt):
+            values = {c.key: v for c, v in _rows(e.classes, "candidate")} if e.verdict in MEASURED else {}
+            d.marks.append(Mark(e.attempt, e.verdict, values))
+        if isinstance(e, (Attempt, Commit)) and e.attempt is not None:  # a revert's archive number draws nothing
+            d.last_x = max(d.last_x, e.attempt)
     return d
 
 
@@ -187,16 +187,15 @@ class LastVerdict:
 def last_verdict_data(events) -> LastVerdict | None:
     """The last attempt event whose classes carry a mean change, and the attempts logged after it."""
     found: LastVerdict | None = None
-    for e in events or []:
-        if not isinstance(e, dict) or e.get("event") != "attempt" or (n := _num(e.get("attempt"))) is None:
+    for e in as_events(events):
+        if not isinstance(e, Attempt):
             continue
-        rows = [(str(c["key"]), v, [x for r in c.get("deltas_pct") or [] if (x := _num(r)) is not None])
-                for c, v in _rows(e.get("classes"), "mean_pct")]
+        rows = [(c.key, v, [x for r in c.deltas_pct if (x := _num(r)) is not None])
+                for c, v in _rows(e.classes, "mean_pct")]
         if rows:
-            found = LastVerdict(int(n), str(e.get("verdict") or "unknown"), str(e.get("target") or "global"),
-                                str(e.get("hypothesis") or ""), rows)
+            found = LastVerdict(e.attempt, e.verdict, e.target or "global", e.hypothesis, rows)
         elif found is not None:
-            found.later.append((int(n), str(e.get("verdict") or "unknown")))
+            found.later.append((e.attempt, e.verdict))
     return found
 
 

@@ -12,6 +12,12 @@ line (the first record chains from GENESIS), and `id`, a unique record id. state
 anchor `ledger_anchor` = {records, sha256} of the ledger as it was when the state was saved, so a
 ledger cut back (or deleted) below what the state saw is detected as well as an edited, inserted or
 removed line (`verify_ledger`).
+
+Records are typed (kopt_mcp.events): `new_record` and `Store.log` check each record against its
+event model before it is written (LedgerEventError for an unknown kind, a wrong field type or an
+undeclared field), and `Store.events()` is the one reader: every record as its typed event, every
+version of the ledger readable. `Store.ledger()` stays the raw view (dicts, as in the file) for the
+JSONL resource, the hash chain and tools that check the file itself.
 """
 
 from __future__ import annotations
@@ -27,6 +33,8 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from kopt_mcp import faults
+from kopt_mcp.events import PerfRow  # noqa: F401 -- re-exported: performance.md rows are built from it
+from kopt_mcp.events import Baseline, Commit, E, SessionStarted, Stopped, as_events, check_record, last
 
 PERF_HEADER = (
     "| Date | Commit | Status | Benchmark command | Target config class | Kernel | {metric} | GPU time (us) "
@@ -40,7 +48,8 @@ GENESIS = "0" * 64
 
 
 def latest_event(events: list[dict], event: str) -> dict | None:
-    """The last of `events` (oldest first) whose kind is `event`, or None."""
+    """The last of the raw records `events` (oldest first) whose kind is `event`, or None. Typed
+    readers use `kopt_mcp.events.last(events, Model)` instead."""
     return next((e for e in reversed(events) if e.get("event") == event), None)
 
 
@@ -84,8 +93,11 @@ def line_hash(line: str) -> str:
 
 
 def new_record(event: str, **fields) -> dict:
-    """A ledger record not yet chained: `at`, `event`, a fresh `id` and `fields`."""
-    return {"at": now_iso(), "event": event, "id": uuid.uuid4().hex[:16], **fields}
+    """A ledger record not yet chained: `at`, `event`, a fresh `id` and `fields`, checked against
+    the event's model and made JSON-ready (paths as text). Raises LedgerEventError (a ValueError)
+    for a kind not in `kopt_mcp.events.EVENTS`, a field of the wrong type, an undeclared field or a
+    missing required one: a bug in the caller."""
+    return check_record({"at": now_iso(), "event": event, "id": uuid.uuid4().hex[:16], **fields})
 
 
 def verify_ledger(path: Path, anchor: dict | None = None) -> list[str]:
@@ -219,8 +231,11 @@ class Store:
         return json.dumps({**record, "prev": prev}, default=str)
 
     def log(self, event: str, **fields) -> None:
-        """Append one informational event (no state change goes with it) to the ledger."""
-        self.append(new_record(event, **fields))
+        """Append one informational event (no state change goes with it) to the ledger. A kind in
+        `kopt_mcp.events.EVENTS` is checked like `new_record`; any other kind is a free-form
+        diagnostic (read back as `events.Other`). Raises LedgerEventError, OSError."""
+        self.append(check_record({"at": now_iso(), "event": event, "id": uuid.uuid4().hex[:16], **fields},
+                                 free_form=True))
 
     def ledger(self) -> list[dict]:
         """Every ledger event, oldest first (a line that is not JSON is skipped: see verify)."""
@@ -234,12 +249,22 @@ class Store:
                 out.append(rec)
         return out
 
+    def events(self) -> list:
+        """Every ledger record as its typed event (`kopt_mcp.events.Event`), oldest first: the one
+        reader. Never raises on content (a line that is not JSON is skipped: see verify; a record
+        that does not fit its model reads as `events.Other` with `problem` set)."""
+        return as_events(self.ledger())
+
+    def last(self, kind: type[E]) -> E | None:
+        """The newest event of model `kind` (e.g. `events.Trace`), or None."""
+        return last(self.events(), kind)
+
     def verify(self) -> list[str]:
         """`verify_ledger` of this store against the anchor of the loaded state."""
         return verify_ledger(self.ledger_path, self.anchor)
 
     def latest(self, event: str) -> dict | None:
-        """The newest ledger event of kind `event`, or None."""
+        """The newest raw ledger record of kind `event`, or None (typed: `last`)."""
         return latest_event(self.ledger(), event)
 
     # -- archive and runs ------------------------------------------------------------------------
@@ -276,21 +301,6 @@ class Store:
         return d
 
 
-class PerfRow(BaseModel):
-    """One row of performance.md. Metric and GPU time per class are joined into one cell."""
-
-    date: str
-    commit: str
-    status: str
-    command: str
-    target: str
-    kernel: str
-    metric: str
-    gpu_time: str
-    change: str
-    explanation: str
-
-
 def _cell(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
@@ -303,23 +313,22 @@ def perf_row_line(r: PerfRow | dict) -> str:
     return "| " + " | ".join(_cell(c) for c in cells) + " |\n"
 
 
-def render_performance(events: list[dict], metric: str) -> str:
-    """performance.md as a function of ledger events (oldest first): the text the session started
-    from (`session_started.performance_md`, else title + table header), then the `rows` of every
+def render_performance(events: list, metric: str) -> str:
+    """performance.md as a function of ledger events (oldest first; typed events or raw records,
+    read with `events.as_events`): the text the session started from (the first
+    `session_started.performance_md`, else title + table header), then the `rows` of every
     `baseline` and `commit` record in order, then each `stopped` record's `summary`. Records without
-    those fields add nothing; a candidate's edit of the file cannot survive a re-render."""
-    base = next((e.get("performance_md") for e in events if e.get("event") == "session_started"
-                 and isinstance(e.get("performance_md"), str)), None)
+    those fields add nothing, nor does a record that does not fit its model; a candidate's edit of
+    the file cannot survive a re-render."""
+    typed = as_events(events)
+    base = next((e.performance_md for e in typed if isinstance(e, SessionStarted) and e.performance_md is not None),
+                None)
     text = base if base is not None else PERF_TITLE + PERF_HEADER.format(metric=metric)
-    for e in events:
-        if e.get("event") in ("baseline", "commit") and isinstance(e.get("rows"), list):
-            for r in e["rows"]:
-                try:
-                    text += perf_row_line(r)
-                except ValueError:
-                    continue
-        elif e.get("event") == "stopped" and isinstance(e.get("summary"), str):
-            text += ("\n" if text and not text.endswith("\n\n") else "") + e["summary"]
+    for e in typed:
+        if isinstance(e, (Baseline, Commit)):
+            text += "".join(perf_row_line(r) for r in e.rows)
+        elif isinstance(e, Stopped) and e.summary is not None:
+            text += ("\n" if text and not text.endswith("\n\n") else "") + e.summary
     return text
 
 

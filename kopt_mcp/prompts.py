@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kopt_mcp.ledger import latest_event
+from kopt_mcp.events import Attempt, Trace, last
 from kopt_mcp.program import render_program
 from kopt_mcp.referee import Referee
 
@@ -13,29 +13,34 @@ def _fmt(v) -> str:
     return "-" if v is None else (f"{v:.4g}" if isinstance(v, float) else str(v))
 
 
-def _trace_block(events: list[dict]) -> str:
-    trace = latest_event(events, "trace")
-    if trace is None or not trace.get("kernels"):
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{v:+.1f}%"
+
+
+def _trace_block(events: list) -> str:
+    trace = last(events, Trace)
+    if trace is None or not trace.kernels:
         return "No kernel trace yet: call kernel_trace_analysis first (or there is no profiler on this device)."
     cols = ["name", "calls", "total_us", "avg_us", "share_pct", "registers_per_thread",
             "shared_mem_per_block_bytes", "sm_throughput_pct", "dram_throughput_pct", "achieved_occupancy_pct"]
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for k in trace["kernels"]:
-        lines.append("| " + " | ".join(_fmt(k.get(c)) for c in cols) + " |")
-    lines.append(f"\nTarget kernel(s): {', '.join(trace.get('target_kernels') or []) or '-'}; "
-                 f"target GPU time {_fmt(trace.get('target_gpu_us'))} us of {_fmt(trace.get('total_gpu_us'))} us.")
+    for k in trace.kernels:  # vendor metrics (sm_throughput_pct, ...) are the kernel rows' extra fields
+        row = k.model_dump()
+        lines.append("| " + " | ".join(_fmt(row.get(c)) for c in cols) + " |")
+    lines.append(f"\nTarget kernel(s): {', '.join(trace.target_kernels) or '-'}; "
+                 f"target GPU time {_fmt(trace.target_gpu_us)} us of {_fmt(trace.total_gpu_us)} us.")
     return "\n".join(lines)
 
 
-def _attempts_block(events: list[dict]) -> str:
-    rows = [e for e in events if e.get("event") == "attempt"][-ATTEMPTS_SHOWN:]
+def _attempts_block(events: list) -> str:
+    rows = [e for e in events if isinstance(e, Attempt)][-ATTEMPTS_SHOWN:]
     if not rows:
         return "No attempts yet."
     lines = ["| attempt | target | verdict | mean change per class | hypothesis |", "|---|---|---|---|---|"]
     for e in rows:
-        changes = ", ".join(f"{c['key']} {c['mean_pct']:+.1f}%" for c in e.get("classes") or []) or "-"
-        hyp = (e.get("hypothesis") or "").replace("|", "/").replace("\n", " ")
-        lines.append(f"| {e.get('attempt')} | {e.get('target')} | {e.get('verdict')} | {changes} | {hyp} |")
+        changes = ", ".join(f"{c.key} {_pct(c.mean_pct)}" for c in e.classes) or "-"
+        hyp = e.hypothesis.replace("|", "/").replace("\n", " ")
+        lines.append(f"| {e.attempt} | {e.target} | {e.verdict} | {changes} | {hyp} |")
     return "\n".join(lines)
 
 
@@ -43,7 +48,7 @@ def research_directions(ref: Referee) -> str:
     """A request for ranked, advisory optimization hypotheses from the latest trace, the per-class
     table and past attempts. The text says they are advice, never orders."""
     s, cfg = ref.state, ref.cfg
-    events = ref.store.ledger()
+    events = ref.store.events()
     best = "\n".join(f"| {k} | {_fmt(v)} |" for k, v in s.best.metrics.items()) or "| (no baseline yet) | - |"
     return f"""You are advising a kernel engineer's optimization loop. Propose research directions.
 

@@ -1,6 +1,7 @@
 """The session report: one self-contained HTML page a person opens in a browser to watch a run.
 
-`render_report` is pure (ledger events + archived patches in, an HTML string out): inline CSS, charts
+`render_report` is pure (ledger events + archived patches in, an HTML string out; events typed or raw
+records, read with `kopt_mcp.events.as_events`): inline CSS, charts
 inlined as base64 PNG (`data:` URIs), no script, no network. Every string that comes from the ledger,
 a patch or performance.md (hypotheses, reasons, diffs: written by the candidate) is escaped
 (html.escape; performance.md goes through markdown-it with raw HTML off). `write_report` reads a
@@ -25,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kopt_mcp import charts
+from kopt_mcp.events import (Attempt, Baseline, ClassChange, Commit, CommitRefused, DeviceRecord, GpuKeep, Revert,
+                             SessionStarted, Stopped, as_events)
 from kopt_mcp.ledger import atomic_write, now_iso
 
 log = logging.getLogger(__name__)
@@ -34,7 +37,7 @@ REPORT_NAME = "report.html"
 MAX_PATCH_CHARS = 200_000  # per attempt; longer diffs are cut with a note naming the archived file
 VERDICT_COLORS = {"improved": "#2ca02c", "tie": "#1f77b4", "regressed": "#d62728", "divergent": "#ff7f0e",
                   "incorrect": "#8c564b", "failed": "#7f7f7f", "rejected": "#9467bd", "abandoned": "#555555",
-                  "interrupted": "#bcbd22", "cancelled": "#bbbbbb", "reverted": "#6c757d"}
+                  "interrupted": "#bcbd22", "cancelled": "#bbbbbb", "conflict": "#e377c2", "reverted": "#6c757d"}
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#1d1d1f;background:#f6f7f9}
@@ -86,6 +89,13 @@ def _time(at) -> str:
     return str(at or "").replace("T", " ").replace("+00:00", "")
 
 
+def _device(device: DeviceRecord | str | None) -> tuple[str, str]:
+    """(name, vendor) of a baseline's device: a DeviceInfo dump, or an id such as "nvidia:0:GPU-..."."""
+    if isinstance(device, DeviceRecord):
+        return device.name or "?", device.vendor or "?"
+    return (device, device.split(":", 1)[0]) if device else ("?", "?")
+
+
 def _badge(verdict: str) -> str:
     return f'<span class="badge" style="background:{VERDICT_COLORS.get(verdict, "#444")}">{_e(verdict)}</span>'
 
@@ -106,17 +116,13 @@ class GpuSeries:
 def gpu_series(events) -> GpuSeries:
     """Extract the GPU time series from ledger events (oldest first); missing values are skipped."""
     s = GpuSeries()
-    for e in events or []:
-        if not isinstance(e, dict):
-            continue
-        kind, n = e.get("event"), _num(e.get("attempt"))
-        if kind == "baseline" and (v := _num(e.get("gpu_us"))) is not None:
+    for e in as_events(events):
+        if isinstance(e, Baseline) and (v := _num(e.gpu_us)) is not None:
             s.best.append((0, v))
-        elif kind == "commit" and n is not None and (v := _num(e.get("gpu_us"))) is not None:
-            s.best.append((int(n), v))
-        elif kind == "attempt" and n is not None and isinstance(e.get("gpu"), dict):
-            if (v := _num(e["gpu"].get("gpu_candidate_us"))) is not None:
-                s.candidates.append((int(n), v, str(e.get("verdict") or "unknown")))
+        elif isinstance(e, Commit) and e.attempt is not None and (v := _num(e.gpu_us)) is not None:
+            s.best.append((e.attempt, v))
+        elif isinstance(e, Attempt) and e.gpu is not None and (v := _num(e.gpu.gpu_candidate_us)) is not None:
+            s.candidates.append((e.attempt, v, e.verdict))
     return s
 
 
@@ -184,53 +190,67 @@ def _diff_html(patch: str) -> str:
     return "\n".join(out)
 
 
-def archived_number(event: dict) -> int | None:
-    """The attempt number of a ledger event: its `attempt` field, or for a revert the number of its
-    archived patch (`attempts/NNNN-reverted.patch`); None when it has neither."""
-    if (n := _num(event.get("attempt"))) is not None:
-        return int(n)
-    name = Path(str(event.get("archived") or "")).name
+def archived_number(event: Attempt | Revert) -> int | None:
+    """The attempt number of an attempt or revert event: its `attempt` field, or for a revert of an
+    older ledger the number of its archived patch (`attempts/NNNN-reverted.patch`); None when it
+    has neither."""
+    if event.attempt is not None:
+        return event.attempt
+    name = Path(getattr(event, "archived", None) or "").name
     return int(name[:4]) if len(name) > 5 and name[:4].isdigit() and name[4] == "-" else None
 
 
-def _rows(events: list[dict]) -> list[dict]:
+@dataclass(frozen=True)
+class Row:
+    """One row of the attempts table: an attempt's verdict, or a revert_to_best that archived a diff
+    (verdict `reverted`). Fields as in `events.Attempt`."""
+    attempt: int
+    at: str
+    verdict: str
+    target: str
+    hypothesis: str
+    reason: str
+    classes: list[ClassChange] = field(default_factory=list)
+    gpu: GpuKeep | None = None
+    changed: list[str] = field(default_factory=list)
+    patch: str | None = None
+
+
+def _rows(events: list) -> list[Row]:
     """The attempts table's rows, oldest first: every `attempt` event, and every revert_to_best that
     archived a diff (verdict `reverted`, its reason the caller's)."""
     rows = []
     for e in events:
-        n = archived_number(e)
-        if e.get("event") == "attempt" and n is not None:
-            rows.append(e)
-        elif e.get("event") == "revert" and n is not None:
-            rows.append({**e, "attempt": n, "verdict": "reverted", "target": "-",
-                         "hypothesis": "(revert_to_best: the working diff was archived, the tree reset)",
-                         "reason": e.get("reason") or "no reason given", "patch": e.get("archived")})
+        if isinstance(e, Attempt):
+            rows.append(Row(e.attempt, e.at, e.verdict, e.target or "global", e.hypothesis, e.reason, e.classes,
+                            e.gpu, e.changed, e.patch))
+        elif isinstance(e, Revert) and (n := archived_number(e)) is not None:
+            rows.append(Row(n, e.at, "reverted", "-", "(revert_to_best: the working diff was archived, the tree reset)",
+                            e.reason or "no reason given", changed=e.changed, patch=e.archived))
     return rows
 
 
-def _attempt_row(e: dict, patch: str | None) -> str:
-    n = e.get("attempt")
-    verdict = str(e.get("verdict") or "unknown")
-    classes = [c for c in (e.get("classes") or []) if isinstance(c, dict) and "key" in c]
-    deltas = "".join(f"<div>{_e(c['key'])}: {_pct(c.get('mean_pct'))}</div>" for c in classes) \
+def _attempt_row(e: Row, patch: str | None) -> str:
+    n, verdict = e.attempt, e.verdict
+    deltas = "".join(f"<div>{_e(c.key)}: {_pct(c.mean_pct)}</div>" for c in e.classes) \
         or '<span class="muted">not measured</span>'
-    gpu = e.get("gpu") if isinstance(e.get("gpu"), dict) else {}
-    gpu_cell = (f"{_fmt(gpu.get('gpu_best_us'))} → {_fmt(gpu.get('gpu_candidate_us'))} us<br>{_pct(gpu.get('gpu_delta_pct'))}"
-                if _num(gpu.get("gpu_candidate_us")) is not None else '<span class="muted">-</span>')
-    changed = ", ".join(c for c in (e.get("changed") or []) if isinstance(c, str))
+    gpu = e.gpu or GpuKeep()
+    gpu_cell = (f"{_fmt(gpu.gpu_best_us)} → {_fmt(gpu.gpu_candidate_us)} us<br>{_pct(gpu.gpu_delta_pct)}"
+                if _num(gpu.gpu_candidate_us) is not None else '<span class="muted">-</span>')
+    changed = ", ".join(e.changed)
     if patch is None:
         diff = '<span class="muted">no archived patch</span>'
     else:
         lines = patch.count("\n") + (0 if patch.endswith("\n") or not patch else 1)
         cut = len(patch) > MAX_PATCH_CHARS
         body = _diff_html(patch[:MAX_PATCH_CHARS]) + (
-            f"\n… cut at {MAX_PATCH_CHARS} characters of {len(patch)}: see {_e(e.get('patch'))}" if cut else "")
+            f"\n… cut at {MAX_PATCH_CHARS} characters of {len(patch)}: see {_e(e.patch)}" if cut else "")
         diff = (f"<details><summary>diff of attempt {_e(n)} ({lines} lines, {_e(changed) or 'no files'})</summary>"
                 f"<pre>{body}</pre></details>")
     return (f'<tr class="attempt" data-attempt="{_e(n)}" data-verdict="{_e(verdict)}">'
-            f'<td class="num">{_e(n)}</td><td class="t">{_e(_time(e.get("at")))}</td><td>{_badge(verdict)}</td>'
-            f'<td>{_e(e.get("target") or "global")}</td><td>{_e(e.get("hypothesis"))}</td>'
-            f'<td>{_e(e.get("reason"))}</td><td class="num">{deltas}</td><td class="num">{gpu_cell}</td>'
+            f'<td class="num">{_e(n)}</td><td class="t">{_e(_time(e.at))}</td><td>{_badge(verdict)}</td>'
+            f'<td>{_e(e.target)}</td><td>{_e(e.hypothesis)}</td>'
+            f'<td>{_e(e.reason)}</td><td class="num">{deltas}</td><td class="num">{gpu_cell}</td>'
             f'<td>{_e(changed)}</td></tr><tr class="diff-row"><td></td><td colspan="8">{diff}</td></tr>')
 
 
@@ -240,7 +260,8 @@ def render_report(events: list[dict], patches: Mapping[int, str], *, metric: str
                   generated_at: str | None = None) -> str:
     """The report page as one HTML string (UTF-8 text, no external resources, no script).
 
-    events: the session's ledger events, oldest first (malformed entries are skipped);
+    events: the session's ledger events, oldest first, typed or raw (a record that does not fit its
+    model is set aside);
     patches: attempt number -> archived diff text; metric / higher_is_better: the benchmark's metric
     column and direction; noise_pct: the noise threshold (%) shaded in the last-verdict chart;
     performance_md: the text of performance.md (its Stop Summary is shown in its own section).
@@ -267,29 +288,30 @@ class _Session:
     """The ledger events sorted into what the report's sections need (see render_report)."""
 
     def __init__(self, events, metric: str, higher_is_better: bool, noise_pct, performance_md: str | None):
-        self.events = [e for e in (events or []) if isinstance(e, dict)]
-        kinds = lambda k: [e for e in self.events if e.get("event") == k]  # noqa: E731
+        self.events = as_events(events)
+        kinds = lambda k: [e for e in self.events if isinstance(e, k)]  # noqa: E731
         self.rows = _rows(self.events)
-        self.attempts = [e for e in self.rows if e.get("event") == "attempt"]
-        self.commits = kinds("commit")
-        self.refused = kinds("commit_refused")
-        self.started = (kinds("session_started") or [{}])[0]
-        self.baseline = (kinds("baseline") or [None])[0]
-        self.stopped = (kinds("stopped") or [None])[-1]
+        self.attempts = [r for r in self.rows if r.verdict != "reverted"]
+        self.commits: list[Commit] = kinds(Commit)
+        self.refused: list[CommitRefused] = kinds(CommitRefused)
+        self.started: SessionStarted | None = next(iter(kinds(SessionStarted)), None)
+        self.baseline: Baseline | None = next(iter(kinds(Baseline)), None)
+        self.stop: Stopped | None = (kinds(Stopped) or [None])[-1]
         self.metric, self.higher_is_better, self.noise_pct = metric, higher_is_better, noise_pct
         self.perf_body, self.stop_md = _split_performance(performance_md)
-        self.stopped = self.stopped or ({"reason": None} if self.stop_md else None)
+        self.stopped = self.stop is not None or bool(self.stop_md)
 
     def subtitle(self, generated_at: str) -> str:
         way = "higher" if self.higher_is_better else "lower"
         noise = f" · noise threshold {_fmt(self.noise_pct)}%" if _num(self.noise_pct) is not None else ""
-        return (f"<div class=\"sub\">session <b>{_e(self.started.get('tag', '?'))}</b> · branch "
-                f"<code>{_e(self.started.get('branch', '?'))}</code> · metric <code>{_e(self.metric)}</code> "
+        tag, branch = (self.started.tag, self.started.branch) if self.started else ("?", "?")
+        return (f"<div class=\"sub\">session <b>{_e(tag)}</b> · branch "
+                f"<code>{_e(branch)}</code> · metric <code>{_e(self.metric)}</code> "
                 f"({way} is better){noise} · generated {_e(_time(generated_at))} UTC</div>")
 
     def summary(self) -> str:
-        counts = Counter(str(e.get("verdict") or "unknown") for e in self.rows)
-        state = (f"stopped: {self.stopped.get('reason') or 'see the Stop Summary'}" if self.stopped
+        counts = Counter(r.verdict for r in self.rows)
+        state = (f"stopped: {(self.stop.reason if self.stop else '') or 'see the Stop Summary'}" if self.stopped
                  else "running" if self.baseline else "no baseline yet")
         cards = [(len(self.attempts), "attempts"), (len(self.commits), "kept commits")]
         cards += [(counts[v], v) for v in [*VERDICT_COLORS, *sorted(set(counts) - set(VERDICT_COLORS))] if counts.get(v)]
@@ -301,10 +323,10 @@ class _Session:
         p = ['<h2 id="best">BEST_COMMIT per config class</h2>']
         if self.baseline:
             b = self.baseline
-            dev = b.get("device") if isinstance(b.get("device"), dict) else {}
-            p.append(f"<p id=\"baseline\">Baseline: commit <code>{_e(str(b.get('best_commit', ''))[:12])}</code> "
-                     f"measured {_e(_time(b.get('at')))} on {_e(dev.get('name', '?'))} ({_e(dev.get('vendor', '?'))}); "
-                     f"profiler GPU time {_fmt(b.get('gpu_us'), ' us')}.</p>")
+            name, vendor = _device(b.device)
+            p.append(f"<p id=\"baseline\">Baseline: commit <code>{_e(b.best_commit[:12])}</code> "
+                     f"measured {_e(_time(b.at))} on {_e(name)} ({_e(vendor)}); "
+                     f"profiler GPU time {_fmt(b.gpu_us, ' us')}.</p>")
         else:
             p.append('<p id="baseline" class="muted">No baseline yet: run_benchmark records it.</p>')
         m = _e(self.metric)
@@ -343,7 +365,7 @@ class _Session:
              "<thead><tr><th>#</th><th>time (UTC)</th><th>verdict</th><th>target</th><th>hypothesis</th><th>reason</th>"
              "<th>change per class (+ = better)</th><th>GPU time</th><th>changed</th></tr></thead><tbody>"]
         for e in reversed(self.rows):
-            p.append(_attempt_row(e, patches.get(int(e["attempt"]))))
+            p.append(_attempt_row(e, patches.get(e.attempt)))
         if not self.rows:
             p.append('<tr><td colspan="9" class="muted">no attempt yet</td></tr>')
         return "".join(p) + "</tbody></table>"
@@ -353,15 +375,14 @@ class _Session:
              f"<th>time (UTC)</th><th>commit</th><th>previous</th><th>{_e(self.metric)} per class</th>"
              "<th>GPU time (us)</th></tr></thead><tbody>"]
         for c in self.commits:
-            ms = c.get("metrics") if isinstance(c.get("metrics"), dict) else {}
-            p.append(f'<tr><td class="num">{_e(c.get("attempt"))}</td><td class="t">{_e(_time(c.get("at")))}</td>'
-                     f"<td><code>{_e(str(c.get('commit', ''))[:12])}</code></td>"
-                     f"<td><code>{_e(str(c.get('previous', ''))[:12])}</code></td>"
-                     f"<td>{'<br>'.join(f'{_e(k)} = {_fmt(v)}' for k, v in ms.items())}</td>"
-                     f'<td class="num">{_fmt(c.get("gpu_us"))}</td></tr>')
-        for c in self.refused:
-            p.append(f'<tr><td class="num">{_e(c.get("attempt"))}</td><td class="t">{_e(_time(c.get("at")))}</td>'
-                     f'<td colspan="4" class="worse">commit refused: {_e(c.get("reason"))}</td></tr>')
+            p.append(f'<tr><td class="num">{_e(c.attempt)}</td><td class="t">{_e(_time(c.at))}</td>'
+                     f"<td><code>{_e(c.commit[:12])}</code></td>"
+                     f"<td><code>{_e(c.previous[:12])}</code></td>"
+                     f"<td>{'<br>'.join(f'{_e(k)} = {_fmt(v)}' for k, v in c.metrics.items())}</td>"
+                     f'<td class="num">{_fmt(c.gpu_us)}</td></tr>')
+        for r in self.refused:
+            p.append(f'<tr><td class="num">{_e(r.attempt)}</td><td class="t">{_e(_time(r.at))}</td>'
+                     f'<td colspan="4" class="worse">commit refused: {_e(r.reason)}</td></tr>')
         if not self.commits and not self.refused:
             p.append('<tr><td colspan="6" class="muted">none yet</td></tr>')
         return "".join(p) + "</tbody></table>"
@@ -370,10 +391,10 @@ class _Session:
         head = '<h2 id="stop-summary">Stop Summary</h2>'
         if self.stop_md:
             return head + f'<div class="stop md">{_markdown(self.stop_md.replace("## Stop Summary", "", 1))}</div>'
-        if self.stopped:
-            s = self.stopped
-            return head + (f'<div class="stop"><p>stopped {_e(_time(s.get("at")))}: {_e(s.get("reason"))}; '
-                           f'BEST_COMMIT <code>{_e(s.get("best_commit"))}</code></p></div>')
+        if self.stop:
+            s = self.stop
+            return head + (f'<div class="stop"><p>stopped {_e(_time(s.at))}: {_e(s.reason)}; '
+                           f'BEST_COMMIT <code>{_e(s.best_commit)}</code></p></div>')
         return head + '<p class="muted">The session has not stopped.</p>'
 
     def performance_section(self) -> str:
@@ -384,11 +405,12 @@ class _Session:
                        f"{_markdown(self.perf_body)}</div></details>")
 
 
-def read_patches(store, events: list[dict]) -> dict[int, str]:
-    """attempt number -> archived patch text, for every attempt in `events` that has one in `store`."""
+def read_patches(store, events: list) -> dict[int, str]:
+    """attempt number -> archived patch text, for every attempt in `events` (typed or raw) that has
+    one in `store`."""
     out: dict[int, str] = {}
-    for e in _rows([e for e in events if isinstance(e, dict)]):
-        n = int(e["attempt"])
+    for e in _rows(as_events(events)):
+        n = e.attempt
         if n not in out:
             path = store.find_patch(n)
             if path is not None:
@@ -423,7 +445,7 @@ def write_report(store, *, metric: str = "metric", higher_is_better: bool = Fals
     returned, so a report never breaks a verdict; strict=True raises it (the CLI).
     """
     try:
-        events = _ledger(store)
+        events = as_events(_ledger(store))
         perf = performance_md.read_text(encoding="utf-8") if performance_md and performance_md.exists() else None
         page = render_report(events, read_patches(store, events), metric=metric, higher_is_better=higher_is_better,
                              noise_pct=noise_pct, performance_md=perf)

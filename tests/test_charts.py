@@ -115,19 +115,26 @@ def test_empty_and_baseline_only_ledgers():
     assert "No baseline yet" in progress_plot([], "us_per_call", False).summary
 
 
-def test_malformed_events_never_raise():
-    junk = [None, "x", {"event": "attempt"}, {"event": "attempt", "attempt": "3"},
-            {"event": "baseline", "metrics": {"a": "x", "b": math.nan, "c": 0.0, "d": -2.0}},
-            {"event": "attempt", "attempt": 1, "verdict": "improved",
-             "classes": [{"key": "c"}, "junk", {"key": "d", "candidate": None, "mean_pct": "x"},
-                         {"key": "c", "candidate": 1.0, "mean_pct": 5.0, "deltas_pct": [None, 5.0]}]},
+def test_records_that_do_not_fit_their_model_are_set_aside_never_raised_on():
+    junk = [None, "x", {"event": "attempt"}, {"event": "attempt", "attempt": "three", "verdict": "tie"},
+            {"event": "baseline", "metrics": {"a": "x", "b": 1.0}},
+            {"event": "attempt", "attempt": 1, "verdict": "improved", "classes": [{"key": "c"}, "junk"]},
             {"event": "commit", "attempt": 1, "metrics": None},
-            {"event": "attempt", "attempt": 2, "verdict": None, "classes": None}]
+            {"event": "attempt", "attempt": 2, "verdict": None, "classes": None},
+            {"event": "no_such_event", "attempt": 9}]
     d = charts.progress_data(junk)
-    assert d.classes == ["c", "d"] and [(m.attempt, m.verdict) for m in d.marks] == [(1, "improved"), (2, "unknown")]
-    assert charts.last_verdict_data(junk).rows == [("c", 5.0, [5.0])]
+    assert (d.classes, d.marks, d.commits, d.last_x) == ([], [], [], 0)  # every record above is set aside
+    assert charts.last_verdict_data(junk) is None
+    fine = [{"event": "baseline", "metrics": {"c": 2.0, "b": math.nan, "d": math.inf}},  # non-finite: skipped
+            {"event": "attempt", "attempt": 1, "verdict": "improved",
+             "classes": [{"key": "c", "candidate": 1.0, "mean_pct": 5.0, "deltas_pct": [None, 5.0]},
+                         {"key": "d", "candidate": None, "mean_pct": None}]}]
+    d = charts.progress_data(junk + fine)
+    assert d.classes == ["c"] and [(m.attempt, m.verdict, m.values) for m in d.marks] == [(1, "improved", {"c": 1.0})]
+    assert charts.last_verdict_data(junk + fine).rows == [("c", 5.0, [5.0])]
+    _png_ok(charts.progress_chart(junk + fine, "score", True))
+    _png_ok(charts.last_verdict_chart(junk + fine, noise_pct=math.nan))
     _png_ok(charts.progress_chart(junk, "score", True))
-    _png_ok(charts.last_verdict_chart(junk, noise_pct=math.nan))
 
 
 def test_many_classes_use_two_columns_and_at_most_eight_panels():

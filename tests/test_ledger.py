@@ -86,7 +86,7 @@ def test_empty_ledger_is_an_empty_list(tmp_path):
 
 def test_log_appends_one_json_line_per_event(tmp_path):
     s = Store(tmp_path)
-    s.log("baseline", metrics={"n=1": 10.0})
+    s.log("baseline", best_commit="a" * 40, metrics={"n=1": 10.0})
     s.log("attempt", attempt=1, verdict="tie")
     lines = s.ledger_path.read_text().splitlines()
     assert len(lines) == 2
@@ -314,8 +314,8 @@ def test_a_rewritten_last_seen_record_is_detected_through_the_anchor(tmp_path):
     from kopt_mcp.ledger import GENESIS, line_hash, new_record
 
     # a forger rewrites the whole ledger with a valid chain of other records
-    a = json.dumps({**new_record("baseline", metrics={"n=1": 1.0}), "prev": GENESIS})
-    b = json.dumps({**new_record("commit", attempt=1), "prev": line_hash(a)})
+    a = json.dumps({**new_record("baseline", best_commit="a" * 40, metrics={"n=1": 1.0}), "prev": GENESIS})
+    b = json.dumps({**new_record("commit", attempt=1, commit="b" * 40), "prev": line_hash(a)})
     s.ledger_path.write_text(a + "\n" + b + "\n")
     again = Store(tmp_path)
     again.load_state_json()

@@ -8,6 +8,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.tools import Tool
 from pydantic import Field
 
+from kopt_mcp.events import Trace
 from kopt_mcp.knowledge import CLASSES, load_skills, retrieve
 from kopt_mcp.paths import resources_dir
 from kopt_mcp.results import KnowledgeResult
@@ -34,8 +35,8 @@ def register(tools: list[Tool]) -> None:
         ref = referee(ctx)
         source = "argument"
         if bottleneck is None:
-            trace = ref.store.latest("trace")
-            kind = ((trace or {}).get("bottleneck") or {}).get("kind")
+            trace = ref.store.last(Trace)
+            kind = trace.bottleneck.kind if trace is not None and trace.bottleneck is not None else None
             bottleneck, source = (kind, "latest kernel_trace_analysis") if kind in CLASSES else (None, "none")
         if vendor is None and ref.device is not None and ref.device.vendor in ("nvidia", "amd"):
             vendor = ref.device.vendor
