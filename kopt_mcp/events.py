@@ -406,8 +406,8 @@ def _kind(v: Any) -> str:
 
 
 #: one ledger event: the typed model of its kind, or Other
-Event = Annotated[Union[tuple(Annotated[m, Tag(k)] for k, m in EVENTS.items()) + (Annotated[Other, Tag("other")],)],
-                  Discriminator(_kind)]
+_MEMBERS = tuple(Annotated[m, Tag(k)] for k, m in EVENTS.items()) + (Annotated[Other, Tag("other")],)
+Event = Annotated[Union[_MEMBERS], Discriminator(_kind)]  # noqa: UP007 -- the members come from EVENTS
 
 E = TypeVar("E", bound=BaseModel)
 

@@ -33,8 +33,17 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from kopt_mcp import faults
-from kopt_mcp.events import PerfRow  # noqa: F401 -- re-exported: performance.md rows are built from it
-from kopt_mcp.events import Baseline, Commit, E, SessionStarted, Stopped, as_events, check_record, last
+from kopt_mcp.events import (  # PerfRow re-exported: performance.md rows are built from it
+    Baseline,
+    Commit,
+    E,
+    PerfRow,
+    SessionStarted,
+    Stopped,
+    as_events,
+    check_record,
+    last,
+)
 
 PERF_HEADER = (
     "| Date | Commit | Status | Benchmark command | Target config class | Kernel | {metric} | GPU time (us) "

@@ -26,8 +26,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kopt_mcp import charts
-from kopt_mcp.events import (Attempt, Baseline, ClassChange, Commit, CommitRefused, DeviceRecord, GpuKeep, Revert,
-                             SessionStarted, Stopped, as_events)
+from kopt_mcp.events import (
+    Attempt,
+    Baseline,
+    ClassChange,
+    Commit,
+    CommitRefused,
+    DeviceRecord,
+    GpuKeep,
+    Revert,
+    SessionStarted,
+    Stopped,
+    as_events,
+)
 from kopt_mcp.ledger import atomic_write, now_iso
 
 log = logging.getLogger(__name__)
