@@ -23,7 +23,7 @@ device, a kernel row, the bottleneck) are typed on the fields readers use and al
 Reading (`parse_event`, `as_events`, `Store.events()`) never raises and reads every version of the
 ledger: fields a record lacks take their defaults (None, "", []), fields this version does not
 declare are ignored (they stay in the file), a kind not in `EVENTS` reads as `Other`, and a record
-that does not fit its model (edited by hand) reads as `Other` with `problem` saying why. Readers
+that does not fit its model (edited by hand) reads as `Other` with `misfit` saying why. Readers
 select events with `isinstance` (or `last(events, Trace)`), never by `.get()` on dicts.
 
 Units: times and GPU time in us unless the field name says otherwise (`waited_s`, `cold_s`: s);
@@ -382,7 +382,7 @@ class StopSummaryCommitFailed(_Event):
 
 class Other(BaseModel):
     """A record of a kind not in EVENTS (a free-form diagnostic, or a kind of another version), or
-    one that does not fit its model (`problem` says why). Its fields are kept as extra fields."""
+    one that does not fit its model (`misfit` says why). Its fields are kept as extra fields."""
 
     model_config = ConfigDict(extra="allow", frozen=True)
 
@@ -390,7 +390,7 @@ class Other(BaseModel):
     at: Any = ""
     id: Any = None
     prev: Any = None
-    problem: str | None = None
+    misfit: str | None = None
 
 
 TYPED = (SessionStarted, Baseline, Attempt, Commit, CommitRefused, Revert, Stopped, Recovered, Snapshot,
@@ -457,20 +457,27 @@ def check_record(record: dict, free_form: bool = False) -> dict:
 
 def parse_event(raw: Any) -> BaseModel | None:
     """One ledger record (a dict as read from the file, or an event already parsed) as its typed
-    event, `Other` for an unregistered kind or a record that does not fit (with `problem`), or
+    event, `Other` for an unregistered kind or a record that does not fit (with `misfit`), or
     None when `raw` is no record at all (not a dict). Never raises."""
     if isinstance(raw, BaseModel):
         return raw
     if not isinstance(raw, dict):
         return None
     model = EVENTS.get(raw.get("event")) if isinstance(raw.get("event"), str) else None
-    if model is not None:
-        try:
-            return model.model_validate(raw, context={"read": True})
-        except ValidationError as e:
-            bad = "; ".join(f"{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in e.errors()[:3])
-            return Other.model_validate({**raw, "problem": f"does not fit {model.__name__}: {bad}"})
-    return Other.model_validate({k: v for k, v in raw.items() if k != "problem"})
+    if model is None:
+        return _other(raw)
+    try:
+        return model.model_validate(raw, context={"read": True})
+    except ValidationError as e:
+        bad = "; ".join(f"{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in e.errors()[:3])
+        return _other({**raw, "misfit": f"does not fit {model.__name__}: {bad}"})
+
+
+def _other(raw: dict) -> Other:
+    try:
+        return Other.model_validate(raw)
+    except ValidationError as e:  # a `misfit` field of another type, keys that are no names
+        return Other(event=raw.get("event"), misfit=f"unreadable record: {e.errors()[0]['msg']}")
 
 
 def as_events(records: Iterable[Any] | None) -> list:

@@ -261,7 +261,7 @@ class Store:
     def events(self) -> list:
         """Every ledger record as its typed event (`kopt_mcp.events.Event`), oldest first: the one
         reader. Never raises on content (a line that is not JSON is skipped: see verify; a record
-        that does not fit its model reads as `events.Other` with `problem` set)."""
+        that does not fit its model reads as `events.Other` with `misfit` set)."""
         return as_events(self.ledger())
 
     def last(self, kind: type[E]) -> E | None:

@@ -76,7 +76,7 @@ def test_store_log_checks_typed_kinds_and_takes_free_form_diagnostics(tmp_path):
     assert not s.ledger_path.exists()
     s.log("probe_note", path=tmp_path / "x", n=3)  # not a registered kind: free-form, read as Other
     (note,) = s.events()
-    assert isinstance(note, Other) and note.event == "probe_note" and note.problem is None
+    assert isinstance(note, Other) and note.event == "probe_note" and note.misfit is None
     assert (note.model_extra["path"], note.model_extra["n"]) == (str(tmp_path / "x"), 3)
     with pytest.raises(LedgerEventError, match="unknown ledger event"):
         new_record("probe_note", n=3)  # new_record (state transitions) never takes free-form kinds
@@ -148,13 +148,14 @@ def test_the_trace_keeps_vendor_metrics_of_its_kernel_rows():
     assert trace.bottleneck is None or trace.bottleneck.kind
 
 
-def test_unknown_fields_are_ignored_and_misfits_read_as_other_with_the_problem():
+def test_unknown_fields_are_ignored_and_a_misfit_reads_as_other_saying_why():
     later = parse_event({"event": "attempt", "attempt": 3, "verdict": "tie", "written_by_a_later_version": [1]})
     assert isinstance(later, Attempt) and later.attempt == 3
     bad = parse_event({"event": "attempt", "attempt": 3, "verdict": "tie", "classes": [{"mean_pct": 1.0}]})
-    assert isinstance(bad, Other) and bad.event == "attempt" and "classes.0.key" in bad.problem
+    assert isinstance(bad, Other) and bad.event == "attempt" and "classes.0.key" in bad.misfit
     assert bad.model_extra["attempt"] == 3  # nothing of the record is lost
-    for junk in (None, 3, "x", [], {}, {"event": 7}, {"event": "attempt", "attempt": None}):
+    for junk in (None, 3, "x", [], {}, {"event": 7}, {"event": "attempt", "attempt": None}, {"event": "x", "misfit": 3},
+                 {"event": "attempt", "attempt": 1, "verdict": "tie", "gpu": 5, 7: "int key"}):
         e = parse_event(junk)
         assert e is None or isinstance(e, Other)
 
