@@ -259,6 +259,7 @@ class Stopped(_Event):
 
     required = ("reason",)
     event: Literal["stopped"]
+    slot: str | None = None  # with candidate slots: the slot whose regressions stopped (None: the session)
     reason: str = ""
     best_commit: str = ""
     summary: str | None = None
@@ -269,6 +270,7 @@ class Recovered(_Event):
 
     required = ("action",)
     event: Literal["recovered"]
+    slot: str | None = None  # with candidate slots: the slot whose job was recovered
     job: dict[str, Any] = {}
     action: str = ""
 

@@ -94,8 +94,10 @@ def test_issue_13_fields_slot_device_and_the_conflict_verdict():
     a = parse_event(rec)
     assert isinstance(a, Attempt) and (a.slot, a.device, a.verdict) == ("agent-b", "nvidia:0:GPU-6f1c", "conflict")
     for kind, fields in (("commit", {"attempt": 1, "commit": "abc"}), ("revert", {}), ("trace", {}),
-                         ("run_benchmark", {}), ("snapshot", {"attempt": 1, "tree": "t"})):
-        assert parse_event(new_record(kind, slot="a", device="cpu:0", **fields)).slot == "a"
+                         ("run_benchmark", {}), ("snapshot", {"attempt": 1, "tree": "t"}),
+                         ("stopped", {"reason": "5 consecutive measured regressions"}), ("recovered", {"action": "a"})):
+        extra = {"device": "cpu:0"} if kind not in ("stopped", "recovered") else {}
+        assert parse_event(new_record(kind, slot="a", **extra, **fields)).slot == "a"
     with pytest.raises(LedgerEventError, match="device"):
         new_record("attempt", attempt=4, verdict="tie", device={"vendor": "nvidia"})  # an id, not a dump
     # the baseline has recorded a DeviceInfo dump since the start; an id string is accepted too
