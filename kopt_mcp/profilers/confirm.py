@@ -147,6 +147,9 @@ class ConfirmNcu:
 
     name = "ncu"
     per_launch = True
+    #: `--filter-mode`: "per-launch-config" applies `--launch-count` to each launch configuration
+    #: (grid, block, shared memory); None leaves ncu's default ("global": the first N launches)
+    filter_mode: str | None = "per-launch-config"
 
     def __init__(self, kernel_regex: str | None = None, target_names: Sequence[str] = (),
                  launch_count: int = DEFAULT_LAUNCH_COUNT, binary: str = "ncu") -> None:
@@ -179,7 +182,8 @@ class ConfirmNcu:
         log = Path(out_dir) / LOG_NAME
         parts = [shlex.quote(self.binary), "--clock-control", "none", "--cache-control", "none",
                  "--target-processes", "all", *map(shlex.quote, self.kernel_filter()),
-                 "--filter-mode", "per-launch-config", "--launch-count", str(self.launch_count),
+                 *(["--filter-mode", self.filter_mode] if self.filter_mode else []),
+                 "--launch-count", str(self.launch_count),
                  "--metrics", "gpu__time_duration.sum", "--csv", "--page", "raw",
                  "--log-file", shlex.quote(str(log)), "bash", "-c", shlex.quote(command)]
         return " ".join(parts)
