@@ -344,6 +344,11 @@ def confirm_keep(run_profiled: RunProfiled, cand_tree: str, best_tree: str, clai
                  profiler: ConfirmProfiler | None = None) -> Confirmation:
     """Confirm a keep with one out-of-process measurement of the candidate and of BEST.
 
+    Where: in commit_improvement, inside the re-measure's GPU lease, after the re-measure found the
+    candidate still better (and, when formatting changed the tree, after its keep metric), before
+    the git commit. `refuted`: not committed (archive the patch, reset to BEST, phase ready, the
+    ledger records the Confirmation); `unavailable`: commit, with `reason` among the warnings.
+
     `run_profiled(tree, profiler, label)`: runs the fixed benchmark of snapshot `tree` under
     `profiler` (its `wrap` command, in a disposable checkout, on the leased GPU) and returns
     `profiler.parse(run_dir)`; raises ProfilerError / MeasurementError when the run failed or left
@@ -369,7 +374,7 @@ def confirm_keep(run_profiled: RunProfiled, cand_tree: str, best_tree: str, clai
         try:
             trace = run_profiled(tree, prof, label)
             measured[label], errors[label] = target_time(trace, prof.target_regex(trace)), None
-        except (ProfilerError, MeasurementError) as e:
+        except (ProfilerError, MeasurementError, re.error) as e:
             measured[label], errors[label] = None, str(e)
     out = decide_confirmation(claimed_gain_pct, floor_pct, measured["confirm-best"], measured["confirm-candidate"],
                               prof.name, errors["confirm-best"], errors["confirm-candidate"])

@@ -245,3 +245,35 @@ def parse_rocprof_trace(path: Path):
     from kopt_mcp.profilers.rocprof import parse_rocprof_csv
 
     return parse_rocprof_csv(path)
+
+
+def test_the_wrapped_command_runs_the_benchmark_as_the_profilers_child(tmp_path):
+    """Through a real executor (kopt_mcp.runner): a stand-in `ncu` that records its arguments and
+    runs the trailing `bash -c <command>` as its child, as ncu does (it profiles nothing, so no CSV: BEST cannot be
+    measured and the confirmation is `unavailable`). The benchmark's quoting survives the wrap and
+    its parent is the profiler's process."""
+    from kopt_mcp.runner import run_command
+
+    fake = tmp_path / "ncu"
+    fake.write_text('#!/usr/bin/env bash\nprintf "%s\\n" "$@" > "$(dirname "$0")/args.txt"\n'
+                    'echo $$ > "$(dirname "$0")/ncu.pid"\n"${@: -3}"\n')
+    fake.chmod(0o755)
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    command = "echo \"$((1 + 1)) it's\" > out.txt; ps -o ppid= -p $$ | tr -d ' ' > ppid.txt"
+
+    def run_profiled(t, prof, label):
+        out = tmp_path / label
+        out.mkdir()
+        r = run_command(prof.wrap(command, out), Path(t), {}, 60.0, out / "profile.log")
+        assert r.exit_code == 0, r.log_tail
+        return prof.parse(out)
+
+    prof = ConfirmNcu(target_names=["scale_kernel"], binary=str(fake))
+    c = confirm_keep(run_profiled, str(tree), str(tree), 5.0, 0.5, vendor="nvidia", profiler=prof)
+    assert (tree / "out.txt").read_text() == "2 it's\n"
+    args = (tmp_path / "args.txt").read_text().splitlines()
+    assert args[:2] == ["--clock-control", "none"] and args[-3:-1] == ["bash", "-c"]
+    # the benchmark's shell is the child of the profiler's process
+    assert (tree / "ppid.txt").read_text().strip() == (tmp_path / "ncu.pid").read_text().strip()
+    assert c.status == "unavailable" and "ncu.csv does not exist" in c.reason
