@@ -65,6 +65,7 @@ __all__ = [
     "confirm_profiler",
     "decide_confirmation",
     "function_names",
+    "gain_pct",
     "target_time",
 ]
 
@@ -286,6 +287,14 @@ def target_time(trace: KernelTrace, kernel_regex: str | None) -> TargetTime:
                       kernels=list(dict.fromkeys(short_kernel_name(g.kernel, 60) for g in groups)))
 
 
+def gain_pct(best_us: float, candidate_us: float) -> float:
+    """GPU-time gain (%, positive = faster) from BEST's and the candidate's time per step (us):
+    (best - candidate) / best * 100; 0.0 for best <= 0. The claim to pass to `confirm_keep` is this
+    of the keep decision's gpu_best_us / gpu_candidate_us (sums of median launches, the quantity
+    `target_time` measures out of process), not its time-share-weighted gpu_delta_pct."""
+    return (best_us - candidate_us) / best_us * 100.0 if best_us > 0 else 0.0
+
+
 def decide_confirmation(claimed_gain_pct: float, floor_pct: float, best: TargetTime | None,
                         candidate: TargetTime | None, backend: str, best_error: str | None = None,
                         candidate_error: str | None = None, agree_fraction: float = AGREE_FRACTION) -> Confirmation:
@@ -314,7 +323,7 @@ def decide_confirmation(claimed_gain_pct: float, floor_pct: float, best: TargetT
             f"{backend} (out of process) measured BEST_COMMIT ({best.us:.2f} us per step over {best.launches} "
             f"launches) but not the candidate: {candidate_error or 'no result'}. A candidate that fails or launches "
             "no target kernel under the out-of-process profiler is not committed"))
-    gain = (best.us - candidate.us) / best.us * 100.0 if best.us > 0 else 0.0
+    gain = gain_pct(best.us, candidate.us)
     need = claimed_gain_pct - tol
     names = ", ".join(best.kernels) or "the target"
     numbers = (f"{backend} (benchmark's parent process) measured {names} at {best.us:.2f} -> {candidate.us:.2f} us "
@@ -355,7 +364,8 @@ def confirm_keep(run_profiled: RunProfiled, cand_tree: str, best_tree: str, clai
     no trace (any other exception, e.g. the referee's Tampered, propagates). Labels:
     "confirm-candidate", "confirm-best" (run folder names). The candidate runs first, then BEST.
 
-    `claimed_gain_pct` / `floor_pct`: the keep verdict's GPU-time gain and floor (%). `vendor`,
+    `claimed_gain_pct` / `floor_pct`: the keep verdict's GPU-time gain (`gain_pct` of its
+    gpu_best_us and gpu_candidate_us) and the GPU-time floor it cleared (%). `vendor`,
     `setting` ([profiler] confirm), `kernel_regex` ([profiler] kernel), `target_names` (BEST's
     target kernels), `launch_count`: see `confirm_profiler`; `profiler` overrides the choice.
 
