@@ -27,6 +27,7 @@ from kopt_mcp.profilers.confirm import (
     confirm_profiler,
     decide_confirmation,
     function_names,
+    gain_pct,
     target_time,
 )
 from kopt_mcp.profilers.cupti import INJECT_DIR
@@ -47,6 +48,11 @@ def tt(us: float, launches: int = 50) -> TargetTime:
 
 
 # ---- the rule, planted numbers ----
+
+def test_gain_pct():
+    assert gain_pct(100.0, 90.0) == pytest.approx(10.0) and gain_pct(50.0, 60.0) == pytest.approx(-20.0)
+    assert gain_pct(0.0, 5.0) == 0.0
+
 
 def test_agreeing_gain_is_confirmed_and_names_the_numbers():
     c = decide_confirmation(10.0, 0.5, tt(100.0), tt(90.5), "ncu")
