@@ -273,10 +273,10 @@ def confirm_profiler(setting: str, vendor: str, kernel_regex: str | None = None,
 
 def target_time(trace: KernelTrace, kernel_regex: str | None) -> TargetTime:
     """The target's GPU time per step in one out-of-process trace: the launch groups of the kernels
-    `kernel_regex` matches (re.search on the full name; the confirming profiler's `target_regex`;
-    None: the hottest non-utility kernel's),
-    each group's median launch summed (us). Raises ProfilerError when nothing matches or a group
-    has no per-launch times."""
+    `kernel_regex` matches (re.search on the full name: the confirming profiler's `target_regex`;
+    None: the hottest non-utility kernel's), each group's median launch summed (us). Raises
+    ProfilerError when nothing matches or a group has no per-launch times; re.error for a
+    `kernel_regex` that is not a regular expression."""
     from kopt_mcp.rules.keep import target_groups
 
     groups: list[LaunchGroup] = target_groups(trace_groups(trace), kernel_regex)
