@@ -74,6 +74,9 @@ class ProfilerSection(_Section):
     backend: Literal["auto", "cupti", "ncu", "rocprofv3", "none"] = "auto"
     kernel: str = Field("", description="regex of the target kernel(s); default: the hottest kernel")
     timeout_s: float = Field(1200.0, gt=0)
+    confirm: Literal["auto", "off"] = Field(
+        "auto", description="commit_improvement confirms a keep with one out-of-process measurement (ncu as the "
+        "benchmark's parent on NVIDIA, rocprofv3 on AMD: profilers/confirm.py); auto: where that tool is on PATH")
 
 
 class GatesSection(_Section):

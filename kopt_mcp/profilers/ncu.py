@@ -16,7 +16,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kopt_mcp.profilers.base import KernelStat, KernelTrace, ProfilerError, launch_median_us
+from kopt_mcp.profilers.base import KernelStat, KernelTrace, ProfilerError, build_groups, launch_median_us
 from kopt_mcp.profilers.kernel_names import short_kernel_name
 
 __all__ = ["LOG_NAME", "NcuProfiler", "short_kernel_name", "parse_ncu_csv"]
@@ -115,11 +115,14 @@ class _Launch:
     metrics: dict[str, tuple[str, str]] = field(default_factory=dict)  # metric -> (unit, value)
 
 
-def parse_ncu_csv(path: Path) -> KernelTrace:
+def parse_ncu_csv(path: Path, groups: bool = False) -> KernelTrace:
     """Parse an ncu `--csv` log (raw or details page) into kernels grouped by full name.
 
     Lines before the header row (one starting with "ID") are skipped: ncu's ==PROF== lines and
-    any application output. Raises ProfilerError for a missing file, no header, no GPU time
+    any application output. `groups=True` also fills `KernelTrace.groups` (launch groups by
+    kernel, grid and block, from the raw page's "Grid Size" / "Block Size" columns, e.g.
+    "(1056, 1, 1)"; launch order = ncu's row order) where every timed launch has both columns;
+    else `groups` stays None. Raises ProfilerError for a missing file, no header, no GPU time
     column, an unknown unit, or a header with no kernel rows.
     """
     path = Path(path)
@@ -158,7 +161,37 @@ def parse_ncu_csv(path: Path) -> KernelTrace:
             f"{'metrics' if details else 'columns'} found: {_listing(found)}. {_NO_ROWS_HINT}"
         )
     warnings = [n for n in notes if n.startswith("==WARNING==") and _EXPECTED_WARNING not in n]
-    return _aggregate(launches, path, warnings)
+    trace = _aggregate(launches, path, warnings)
+    if groups:
+        trace.groups = _launch_groups(launches, path)
+    return trace
+
+
+def _launch_groups(launches: list[_Launch], path: Path) -> list | None:
+    """Launch groups (kernel, grid, block) of the timed launches, in ncu's row order; None where a
+    timed launch lacks a 3-dimensional "Grid Size" or "Block Size" (the details page has neither)."""
+    records = []
+    for index, launch in enumerate(launches):
+        time_us = _value(launch, _TIME, _TO_US, path)
+        if time_us is None:
+            continue
+        grid, block = (_dims3(launch.metrics.get(col, ("", ""))[1]) for col in ("Grid Size", "Block Size"))
+        if grid is None or block is None:
+            return None
+        records.append((launch.name, grid, block, float(index), time_us, None, None))
+    return build_groups(records)
+
+
+def _dims3(text: str) -> tuple[int, int, int] | None:
+    """"(1056, 1, 1)" -> (1056, 1, 1); anything else -> None."""
+    text = text.strip()
+    if not (text.startswith("(") and text.endswith(")")):
+        return None
+    try:
+        dims = tuple(int(d.replace(",", "").strip()) for d in text[1:-1].split(", "))
+    except ValueError:
+        return None
+    return dims if len(dims) == 3 else None
 
 
 def _raw_launches(header: list[str], rows: list[list[str]]) -> list[_Launch]:

@@ -1,0 +1,392 @@
+"""Commit-time out-of-process confirmation of a keep (issue 11 item 4).
+
+On NVIDIA the keep verdict rests on the CUPTI kernel trace, which is recorded inside the
+benchmark's own Python processes (`cupti.py`). Before BEST_COMMIT moves, `confirm_keep` measures
+the candidate and BEST once more under a profiler that is the benchmark's PARENT process (Nsight
+Compute on NVIDIA, rocprofv3 on AMD) and checks that this independent gain agrees with the claimed
+one within the GPU-time floor.
+
+The cheat this answers, written first: a candidate whose benchmark, in its own process,
+monkeypatches `time.perf_counter` / `torch.cuda.Event.elapsed_time`, wraps cupti-python's activity
+callbacks to shrink the recorded durations, or writes a forged trace into the injector's socket or
+file, claims a GPU-time gain it does not have. None of that reaches the confirmation:
+
+- ncu is started by the referee and starts the benchmark itself (`ncu ... bash -c <command>`); the
+  CUPTI injector is not on the command's PYTHONPATH, so there is no in-process trace to forge;
+- `gpu__time_duration.sum` is read from the GPU's own timers by ncu's injected native library and
+  handed to the ncu process over its own channel; ncu (not the benchmark) writes the CSV. Python
+  patches of timers, torch or cupti-python do not touch that path;
+- ncu serializes every profiled launch, so work hidden on a side stream, or a missing synchronize,
+  cannot make the target's launches look shorter;
+- the clocks are never changed (`--clock-control none`, as for every run here), so the comparison
+  is with the same GPU state the keep metric saw.
+
+What it does not cover (an attack, not optimization): native code that subverts ncu's injection
+library, or a benchmark that rewrites ncu's log file (its path is on ncu's command line; it lies
+outside the checkout, in the session's run folder). On AMD, rocprofv3 is a launcher that preloads
+its tool library into the benchmark; the dispatch timestamps come from the ROCm runtime and are
+written by that library at exit, so they are independent of Python-level patches and of the CUPTI
+path, but not out of the process in the strict sense.
+
+Pieces:
+
+- `ConfirmNcu` / `ConfirmRocprof`: Profiler-protocol backends for the confirming run (cheap:
+  one metric, the target kernels only, a bounded launch count per launch configuration);
+- `confirm_profiler`: which of them applies (`[profiler] confirm`, vendor, tool on PATH);
+- `decide_confirmation`: the pure rule (planted numbers and recorded traces test it directly);
+- `confirm_keep`: runs both trees through any executor's `run_profiled` and decides.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import shutil
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from kopt_mcp.errors import MeasurementError
+from kopt_mcp.profilers.base import KernelTrace, LaunchGroup, Profiler, ProfilerError, trace_groups
+from kopt_mcp.profilers.kernel_names import short_kernel_name
+from kopt_mcp.profilers.ncu import LOG_NAME, parse_ncu_csv
+from kopt_mcp.profilers.rocprof import OUTPUT_NAME, parse_rocprof_dir
+
+__all__ = [
+    "AGREE_FRACTION",
+    "DEFAULT_LAUNCH_COUNT",
+    "ConfirmNcu",
+    "ConfirmRocprof",
+    "Confirmation",
+    "TargetTime",
+    "confirm_keep",
+    "confirm_profiler",
+    "decide_confirmation",
+    "function_names",
+    "gain_pct",
+    "target_time",
+]
+
+#: launches ncu profiles per launch configuration (grid, block, shared memory) of the target: the
+#: median of this many is the group's time; ncu serializes each one, so this bounds the cost
+DEFAULT_LAUNCH_COUNT = 50
+#: part of the claimed gain the out-of-process gain may fall short by, on top of the floor: ncu
+#: serializes launches (no overlap with the neighbours the CUPTI run had) and sees the first
+#: DEFAULT_LAUNCH_COUNT launches of each configuration only, so a real 30% win may read 27%
+AGREE_FRACTION = 0.25
+
+Status = Literal["confirmed", "refuted", "unavailable"]
+
+
+class TargetTime(BaseModel):
+    """The target's GPU time in one out-of-process run: `us` = sum over its launch groups (kernel,
+    grid, block) of the median launch (us per benchmark step, the quantity of the keep metric's
+    gpu_best_us / gpu_candidate_us); `launches`: profiled target launches; `groups`: launch groups
+    (display labels); `kernels`: the target kernels' short names."""
+
+    us: float
+    launches: int
+    groups: list[str]
+    kernels: list[str]
+
+
+class Confirmation(BaseModel):
+    """The out-of-process check of a keep.
+
+    `status`: "confirmed" (the independent gain agrees: commit), "refuted" (it shows no gain, or
+    falls short of the claim by more than `tolerance_pct`, or the candidate could not be measured
+    where BEST could: do not commit), "unavailable" (no ncu / rocprofv3 here, `[profiler] confirm =
+    "off"`, or BEST itself could not be measured: the commit proceeds on the verdict alone and says
+    so). Times in us per benchmark step (sum of median launches), gains in %."""
+
+    status: Status
+    reason: str
+    backend: str | None = None
+    claimed_gain_pct: float
+    floor_pct: float
+    tolerance_pct: float | None = None
+    best: TargetTime | None = None
+    candidate: TargetTime | None = None
+    gain_pct: float | None = None
+    #: the run folders' labels, for the ledger
+    runs: list[str] = Field(default_factory=list)
+
+    @property
+    def blocks_commit(self) -> bool:
+        """True only for `refuted`: `unavailable` lets the commit proceed (with its reason shown)."""
+        return self.status == "refuted"
+
+
+def function_names(names: Sequence[str]) -> list[str]:
+    """The unqualified function names of demangled kernel names, in order, without repeats:
+    "void at::native::reduce_kernel<512, 1>(...)" -> "reduce_kernel"; a plain Triton name stays as
+    is. Nsight Compute's default `--kernel-name-base function` matches these. Never raises."""
+    out = [short_kernel_name(n, 1 << 20).rsplit("::", 1)[-1].strip() for n in names]
+    return list(dict.fromkeys(n for n in out if n))
+
+
+def _function_regex(functions: Sequence[str]) -> str:
+    """A Python regex matching full (demangled) names whose function is one of `functions`."""
+    alt = "|".join(re.escape(f) for f in functions)
+    return rf"(?:^|::|\s)(?:{alt})(?:<|\(|$)"
+
+
+class ConfirmNcu:
+    """Nsight Compute as the parent of the benchmark, cheap: `gpu__time_duration.sum` only (one
+    pass, no replay), the target kernels only (`--kernel-name`), the first `launch_count` launches
+    of each launch configuration (`--filter-mode per-launch-config`, so every config class is
+    sampled), caches left as the previous kernel left them (`--cache-control none`, like the CUPTI
+    run) and clocks never touched (`--clock-control none`).
+
+    Target selection: `kernel_regex` ([profiler] kernel) is matched by ncu against the demangled
+    name (`--kernel-name-base demangled`); else `target_names` (BEST's target kernels, as the CUPTI
+    trace named them) by function name (`function_names`, ncu's default name base); with neither,
+    every kernel is profiled and the hottest non-utility one is the target. Mangled names (`_Z...`,
+    no c++filt where the trace was read) are matched as mangled names."""
+
+    name = "ncu"
+    per_launch = True
+    #: `--filter-mode`: "per-launch-config" applies `--launch-count` to each launch configuration
+    #: (grid, block, shared memory); None leaves ncu's default ("global": the first N launches)
+    filter_mode: str | None = "per-launch-config"
+
+    def __init__(self, kernel_regex: str | None = None, target_names: Sequence[str] = (),
+                 launch_count: int = DEFAULT_LAUNCH_COUNT, binary: str = "ncu") -> None:
+        if launch_count < 1:
+            raise ValueError(f"launch_count must be >= 1, got {launch_count}")
+        self.kernel_regex = kernel_regex or None
+        self.target_names = list(target_names)
+        self.launch_count = launch_count
+        self.binary = binary
+
+    def available(self) -> bool:
+        """True where `binary` resolves on PATH (or is an executable path)."""
+        return shutil.which(self.binary) is not None
+
+    def kernel_filter(self) -> list[str]:
+        """The ncu arguments that restrict profiling to the target kernels ([] for none)."""
+        if self.kernel_regex:
+            return ["--kernel-name-base", "demangled", "--kernel-name", f"regex:{self.kernel_regex}"]
+        if not self.target_names:
+            return []
+        if any(n.startswith("_Z") for n in self.target_names):
+            alt = "|".join(re.escape(n) for n in self.target_names)
+            return ["--kernel-name-base", "mangled", "--kernel-name", f"regex:^({alt})$"]
+        alt = "|".join(re.escape(f) for f in function_names(self.target_names))
+        return ["--kernel-name-base", "function", "--kernel-name", f"regex:^({alt})$"]
+
+    def wrap(self, command: str, out_dir: Path) -> str:
+        """The command line: ncu (parent) running `bash -c command`, every child process profiled,
+        raw-page CSV into `out_dir/ncu.csv`."""
+        log = Path(out_dir) / LOG_NAME
+        parts = [shlex.quote(self.binary), "--clock-control", "none", "--cache-control", "none",
+                 "--target-processes", "all", *map(shlex.quote, self.kernel_filter()),
+                 *(["--filter-mode", self.filter_mode] if self.filter_mode else []),
+                 "--launch-count", str(self.launch_count),
+                 "--metrics", "gpu__time_duration.sum", "--csv", "--page", "raw",
+                 "--log-file", shlex.quote(str(log)), "bash", "-c", shlex.quote(command)]
+        return " ".join(parts)
+
+    def parse(self, out_dir: Path) -> KernelTrace:
+        """`out_dir/ncu.csv` with launch groups (kernel, grid, block). Raises ProfilerError."""
+        return parse_ncu_csv(Path(out_dir) / LOG_NAME, groups=True)
+
+    def target_regex(self, trace: KernelTrace) -> str | None:
+        """The Python regex of the target in the parsed trace (`target_time`): `kernel_regex` where
+        it matches a kernel of the trace (Python's `re` and ncu's regex engine may differ at the
+        edges), else every kernel ncu profiled where its `--kernel-name` filter chose the targets,
+        else None (the hottest non-utility kernel)."""
+        if self.kernel_regex and any(re.search(self.kernel_regex, k.name) for k in trace.kernels):
+            return self.kernel_regex
+        if not self.kernel_filter():
+            return None
+        return "|".join(f"^{re.escape(k.name)}$" for k in trace.kernels) or None
+
+
+class ConfirmRocprof:
+    """rocprofv3 as the launcher of the benchmark, kernel trace only (dispatch timestamps: no
+    replay, no serialization, so no launch bound is needed), CSV under `out_dir`. The target is
+    selected after parsing: `kernel_regex`, else BEST's `target_names` by function name, else the
+    hottest non-utility kernel."""
+
+    name = "rocprofv3"
+    per_launch = True
+
+    def __init__(self, kernel_regex: str | None = None, target_names: Sequence[str] = (),
+                 binary: str = "rocprofv3") -> None:
+        self.kernel_regex = kernel_regex or None
+        self.target_names = list(target_names)
+        self.binary = binary
+
+    def available(self) -> bool:
+        """True where `binary` resolves on PATH (or is an executable path)."""
+        return shutil.which(self.binary) is not None
+
+    def wrap(self, command: str, out_dir: Path) -> str:
+        """`rocprofv3 --kernel-trace --output-format csv -d out_dir -o run -- bash -c command`."""
+        parts = [shlex.quote(self.binary), "--kernel-trace", "--output-format", "csv", "-d",
+                 shlex.quote(str(out_dir)), "-o", OUTPUT_NAME, "--", "bash", "-c", shlex.quote(command)]
+        return " ".join(parts)
+
+    def parse(self, out_dir: Path) -> KernelTrace:
+        """The kernel trace CSV(s) under `out_dir`. Raises ProfilerError."""
+        return parse_rocprof_dir(Path(out_dir))
+
+    def target_regex(self, trace: KernelTrace) -> str | None:
+        """The Python regex of the target in the parsed trace (`target_time`): `kernel_regex`, else
+        BEST's target kernels by function name, else None (the hottest non-utility kernel)."""
+        if self.kernel_regex:
+            return self.kernel_regex
+        functions = function_names(self.target_names)
+        return _function_regex(functions) if functions else None
+
+
+ConfirmProfiler = ConfirmNcu | ConfirmRocprof
+
+
+def confirm_profiler(setting: str, vendor: str, kernel_regex: str | None = None,
+                     target_names: Sequence[str] = (),
+                     launch_count: int = DEFAULT_LAUNCH_COUNT) -> tuple[ConfirmProfiler | None, str]:
+    """The confirming profiler for `[profiler] confirm` (`setting`: "auto" | "off") on a GPU of
+    `vendor` ("nvidia", "amd", anything else), or None and why there is none. `kernel_regex`:
+    [profiler] kernel ("" or None: use `target_names`, BEST's target kernels as the keep metric
+    named them). Raises ValueError for an unknown setting."""
+    if setting not in ("auto", "off"):
+        raise ValueError(f'[profiler] confirm must be "auto" or "off", got {setting!r}')
+    if setting == "off":
+        return None, '[profiler] confirm = "off": no out-of-process confirmation'
+    v = vendor.lower()
+    if v == "nvidia":
+        prof: ConfirmProfiler = ConfirmNcu(kernel_regex, target_names, launch_count)
+        missing = "ncu (Nsight Compute) is not on PATH where the server runs"
+    elif v == "amd":
+        prof = ConfirmRocprof(kernel_regex, target_names)
+        missing = "rocprofv3 (ROCprofiler-SDK) is not on PATH where the server runs"
+    else:
+        return None, f"no out-of-process profiler for a {vendor!r} device (NVIDIA: ncu, AMD: rocprofv3)"
+    if not prof.available():
+        return None, missing
+    return prof, f"{prof.name} as the benchmark's parent process"
+
+
+def target_time(trace: KernelTrace, kernel_regex: str | None) -> TargetTime:
+    """The target's GPU time per step in one out-of-process trace: the launch groups of the kernels
+    `kernel_regex` matches (re.search on the full name: the confirming profiler's `target_regex`;
+    None: the hottest non-utility kernel's), each group's median launch summed (us). Raises
+    ProfilerError when nothing matches or a group has no per-launch times; re.error for a
+    `kernel_regex` that is not a regular expression."""
+    from kopt_mcp.rules.keep import target_groups
+
+    groups: list[LaunchGroup] = target_groups(trace_groups(trace), kernel_regex)
+    if any(g.median_us is None for g in groups):
+        raise ProfilerError("the out-of-process profiler did not record each launch's GPU time")
+    return TargetTime(us=sum(g.median_us for g in groups), launches=sum(g.calls for g in groups),
+                      groups=[g.label() for g in groups],
+                      kernels=list(dict.fromkeys(short_kernel_name(g.kernel, 60) for g in groups)))
+
+
+def gain_pct(best_us: float, candidate_us: float) -> float:
+    """GPU-time gain (%, positive = faster) from BEST's and the candidate's time per step (us):
+    (best - candidate) / best * 100; 0.0 for best <= 0. The claim to pass to `confirm_keep` is this
+    of the keep decision's gpu_best_us / gpu_candidate_us (sums of median launches, the quantity
+    `target_time` measures out of process), not its time-share-weighted gpu_delta_pct."""
+    return (best_us - candidate_us) / best_us * 100.0 if best_us > 0 else 0.0
+
+
+def decide_confirmation(claimed_gain_pct: float, floor_pct: float, best: TargetTime | None,
+                        candidate: TargetTime | None, backend: str, best_error: str | None = None,
+                        candidate_error: str | None = None, agree_fraction: float = AGREE_FRACTION) -> Confirmation:
+    """The rule (pure). Inputs: the keep verdict's claimed gain of the target's GPU time (%,
+    positive = faster) and its GPU-time floor (%); the out-of-process target times of BEST and of
+    the candidate (None with `*_error` saying why where a run gave none); the backend's name.
+
+    - BEST not measured: `unavailable` (the tool cannot measure this benchmark here; the commit
+      proceeds on the verdict and the reason says why).
+    - the candidate not measured where BEST was: `refuted` (it behaves differently under the
+      out-of-process profiler: a crash, or no target launch).
+    - gain g = (best - candidate) / best * 100; tolerance = floor + agree_fraction x claimed gain.
+      g <= 0: `refuted` (no gain); g < claimed - tolerance: `refuted` (the claim is not reproduced);
+      else `confirmed` (a gain above the claim too: the reason says so).
+
+    The reason names every number. Never raises."""
+    tol = floor_pct + agree_fraction * max(claimed_gain_pct, 0.0)
+    base = {"backend": backend, "claimed_gain_pct": claimed_gain_pct, "floor_pct": floor_pct, "best": best,
+            "candidate": candidate}
+    if best is None:
+        return Confirmation(status="unavailable", **base, reason=(
+            f"{backend} (out of process) could not measure BEST_COMMIT's target: {best_error or 'no result'}; "
+            f"the keep rests on the in-process verdict alone ({claimed_gain_pct:+.2f}%)"))
+    if candidate is None:
+        return Confirmation(status="refuted", **base, tolerance_pct=tol, reason=(
+            f"{backend} (out of process) measured BEST_COMMIT ({best.us:.2f} us per step over {best.launches} "
+            f"launches) but not the candidate: {candidate_error or 'no result'}. A candidate that fails or launches "
+            "no target kernel under the out-of-process profiler is not committed"))
+    gain = gain_pct(best.us, candidate.us)
+    need = claimed_gain_pct - tol
+    names = ", ".join(best.kernels) or "the target"
+    numbers = (f"{backend} (benchmark's parent process) measured {names} at {best.us:.2f} -> {candidate.us:.2f} us "
+               f"per step ({gain:+.2f}%; median launch per launch group, {best.launches} and {candidate.launches} "
+               f"launches); the in-process verdict claimed {claimed_gain_pct:+.2f}%; agreement needs > 0 and >= "
+               f"{need:+.2f}% (the claim less {tol:.2f}% = GPU-time floor {floor_pct:.2f}% + "
+               f"{agree_fraction * 100:g}% of the claim)")
+    if gain <= 0:
+        return Confirmation(status="refuted", **base, tolerance_pct=tol, gain_pct=gain,
+                            reason=f"refuted: {numbers}. Out of process the candidate is not faster: the in-process "
+                                   "timing or trace did not measure what the GPU did")
+    if gain < need:
+        return Confirmation(status="refuted", **base, tolerance_pct=tol, gain_pct=gain,
+                            reason=f"refuted: {numbers}. The claimed gain is not reproduced out of process")
+    more = ("; the out-of-process gain exceeds the claim by more than the tolerance (reported only)"
+            if gain > claimed_gain_pct + tol else "")
+    return Confirmation(status="confirmed", **base, tolerance_pct=tol, gain_pct=gain,
+                        reason=f"confirmed: {numbers}{more}")
+
+
+RunProfiled = Callable[[str, Profiler, str], KernelTrace]
+
+
+def confirm_keep(run_profiled: RunProfiled, cand_tree: str, best_tree: str, claimed_gain_pct: float,
+                 floor_pct: float, vendor: str, setting: str = "auto", kernel_regex: str | None = None,
+                 target_names: Sequence[str] = (), launch_count: int = DEFAULT_LAUNCH_COUNT,
+                 profiler: ConfirmProfiler | None = None) -> Confirmation:
+    """Confirm a keep with one out-of-process measurement of the candidate and of BEST.
+
+    Where: in commit_improvement, inside the re-measure's GPU lease, after the re-measure found the
+    candidate still better (and, when formatting changed the tree, after its keep metric), before
+    the git commit. `refuted`: not committed (archive the patch, reset to BEST, phase ready, the
+    ledger records the Confirmation); `unavailable`: commit, with `reason` among the warnings.
+
+    `run_profiled(tree, profiler, label)`: runs the fixed benchmark of snapshot `tree` under
+    `profiler` (its `wrap` command, in a disposable checkout, on the leased GPU) and returns
+    `profiler.parse(run_dir)`; raises ProfilerError / MeasurementError when the run failed or left
+    no trace (any other exception, e.g. the referee's Tampered, propagates). Labels:
+    "confirm-candidate", "confirm-best" (run folder names). The candidate runs first, then BEST.
+
+    `claimed_gain_pct` / `floor_pct`: the keep verdict's GPU-time gain (`gain_pct` of its
+    gpu_best_us and gpu_candidate_us) and the GPU-time floor it cleared (%). `vendor`,
+    `setting` ([profiler] confirm), `kernel_regex` ([profiler] kernel), `target_names` (BEST's
+    target kernels), `launch_count`: see `confirm_profiler`; `profiler` overrides the choice.
+
+    Returns a Confirmation (see `decide_confirmation`); `unavailable` without running anything when
+    no out-of-process profiler applies. Raises ValueError for an unknown `setting`.
+    """
+    prof, why = (profiler, "") if profiler is not None else confirm_profiler(
+        setting, vendor, kernel_regex, target_names, launch_count)
+    if prof is None:
+        return Confirmation(status="unavailable", claimed_gain_pct=claimed_gain_pct, floor_pct=floor_pct,
+                            reason=f"not confirmed out of process: {why}; the keep rests on the in-process verdict "
+                                   f"({claimed_gain_pct:+.2f}%)")
+    measured: dict[str, TargetTime | None] = {}
+    errors: dict[str, str | None] = {}
+    for label, tree in (("confirm-candidate", cand_tree), ("confirm-best", best_tree)):
+        try:
+            trace = run_profiled(tree, prof, label)
+            measured[label], errors[label] = target_time(trace, prof.target_regex(trace)), None
+        except (ProfilerError, MeasurementError, re.error) as e:
+            measured[label], errors[label] = None, str(e)
+    out = decide_confirmation(claimed_gain_pct, floor_pct, measured["confirm-best"], measured["confirm-candidate"],
+                              prof.name, errors["confirm-best"], errors["confirm-candidate"])
+    out.runs = ["confirm-candidate", "confirm-best"]
+    return out
