@@ -68,6 +68,27 @@ LIGER_SM = '''    if W is not None:
         # fp32 for numerical stability especially.
         _dW = torch.empty((sm_count, n_cols), dtype=torch.float32, device=W.device)'''
 
+LIGER_FWD_CALL = '''        if BLOCK_SIZE > 256 or n_rows < 4096 * 8 or row_mode:
+            _rms_norm_forward_kernel[(n_rows,)](
+                Y,
+                Y.stride(0),
+                X,
+                X.stride(0),
+                W,
+                W.stride(0) if elementwise_affine else 0,
+                RSTD,
+                RSTD.stride(0),
+                n_cols,
+                eps,
+                offset,
+                casting_mode,
+                elementwise_affine=elementwise_affine,
+                BLOCK_SIZE=BLOCK_SIZE,
+                num_warps=num_warps,
+                **kernel_args,  # XPU-specific optimization
+            )
+'''
+
 LIGER = Project(
     name="liger",
     github="linkedin/Liger-Kernel",
@@ -97,7 +118,8 @@ timeout_s = 600
 kernel = "_rms_norm_(forward|backward)_kernel"
 
 [protect]
-paths = ["benchmark/", "test/"]
+# not benchmark/data/: the benchmark rewrites its tracked CSV there
+paths = ["benchmark/scripts/", "test/"]
 ''',
     candidates=[
         Candidate("identical", "tie", "a comment only", LIGER_OPS,
@@ -105,8 +127,8 @@ paths = ["benchmark/", "test/"]
         Candidate("win", "improved",
                   "backward: 4 programs per SM instead of 1 (more loads in flight in the row loop)", LIGER_OPS,
                   old=LIGER_SM, new="    sm_count *= 4  # more programs: more memory requests in flight\n" + LIGER_SM),
-        Candidate("slowdown", "regressed", "backward: a quarter of the programs (33 of 132 SMs busy)", LIGER_OPS,
-                  old=LIGER_SM, new="    sm_count = max(1, sm_count // 4)\n" + LIGER_SM),
+        Candidate("slowdown", "regressed", "forward: the kernel launched twice (a wasted extra pass)", LIGER_OPS,
+                  old=LIGER_FWD_CALL, new=LIGER_FWD_CALL + LIGER_FWD_CALL),
         Candidate("broken", "incorrect", "forward: off-by-one column mask (the last column is never written)",
                   LIGER_OPS,
                   old="    row_idx = tl.program_id(0).to(tl.int64)\n    col_offsets = tl.arange(0, BLOCK_SIZE)\n"
@@ -254,10 +276,10 @@ paths = ["benchmarks/", "tests/"]
                   append="\n# kopt-mcp real-repository check: a comment, no code change\n"),
         TkWin("win", "improved", "backward: 8 rows per program, dW as one partial sum per program "
               "(writes M/8 instead of M rows of dW; torch.sum reads 8x less)", TK_NORM),
-        Candidate("slowdown", "regressed", "forward: the kernel launched twice (a wasted extra pass)", TK_NORM,
-                  old=TK_FWD_CALL, new=TK_FWD_CALL + TK_FWD_CALL),
         Candidate("broken", "incorrect", "forward: off-by-one column mask (the last column is never written)",
                   TK_NORM, old="    col_mask = col_index < N\n", new="    col_mask = col_index < N - 1\n"),
+        Candidate("slowdown", "regressed", "forward: the kernel launched twice (a wasted extra pass)", TK_NORM,
+                  old=TK_FWD_CALL, new=TK_FWD_CALL + TK_FWD_CALL),
     ],
 )
 
