@@ -176,9 +176,14 @@ def _is_error_column(c: str, bench: BenchmarkSection) -> bool:
     return c in bench.correctness_columns or bool(_ERROR_NAME.search(c))
 
 
+#: a column name's trailing unit, as triton.testing.perf_report writes it: "triton (GB/s)" -> " (GB/s)"
+_UNIT_SUFFIX = re.compile(r"\s\([^()]+\)$")
+
+
 def found_config_columns(df: pd.DataFrame, bench: BenchmarkSection, fmt: str = "csv") -> list[str]:
-    """Config columns: configured ones, or those that are neither metric, error, measurement, nor
-    a `never_config` column (nor, for long CSVs, the metric-name/value/unit columns; for
+    """Config columns: configured ones, or those that are neither metric, error, measurement (also a
+    column carrying the metric's unit suffix, another provider's `torch (GB/s)` beside the metric
+    `triton (GB/s)`), nor a `never_config` column (nor, for long CSVs, the metric-name/value/unit columns; for
     pytest-benchmark, `fullname`/`param`/`stats.*`/`options.*`/`extra_info.*`; for stdout, columns
     of non-integral numbers, the other providers' measurements of a printed table)."""
     if bench.config_columns:
@@ -186,11 +191,14 @@ def found_config_columns(df: pd.DataFrame, bench: BenchmarkSection, fmt: str = "
     skip = {bench.metric, *bench.correctness_columns, bench.metric_name_column, bench.value_column, bench.unit_column}
     if bench.correctness:  # columns the correctness expression reads are measurements, not config
         skip |= set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", bench.correctness)) & set(map(str, df.columns))
+    unit = _UNIT_SUFFIX.search(bench.metric)
     cols = []
     for c in df.columns:
         c = str(c)
         if c in skip or c.startswith("__") or _is_error_column(c, bench) or c.lower().startswith(MEASUREMENT_PREFIXES):
             continue
+        if unit and c.endswith(unit.group(0)):
+            continue  # another provider's measurement in the metric's unit (perf_report: "torch (GB/s)")
         if fmt == "pytest-benchmark" and c.startswith(PYTEST_BENCHMARK_NOT_CONFIG):
             continue
         if fmt == "stdout" and df[c].dtype.kind == "f" and not (df[c].dropna() % 1 == 0).all():

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from kopt_mcp.cli import main
-from kopt_mcp.config import TargetConfig, load_config
+from kopt_mcp.config import BenchmarkSection, TargetConfig, load_config
 from kopt_mcp.demo import prepare_repo
 from kopt_mcp.init import InitError, Run, analyse, propose
 
@@ -132,3 +132,26 @@ def test_target_kernel_regex_from_one_trace(tmp_path):
 
     assert regex == "^" + __import__("re").escape(parse_ncu_csv(recorded).kernels[0].name) + "$"
     assert kernel_regex(tmp_path, "exit 3", profiler=Replay()) == (None, "the profiled run exited 3")
+
+
+def test_init_reads_several_same_shaped_perf_report_files_as_one_glob(tmp_path):
+    """triton-kernels' perf_report writes results/{fwd,bwd}/rms-norm.csv (GB/s, a column per provider)."""
+    repo = tmp_path / "repo"
+    for mode in ("fwd", "bwd"):
+        (repo / "results" / mode).mkdir(parents=True)
+        shutil.copy(FIX / "triton_perf_report_rms_norm.csv", repo / "results" / mode / "rms-norm.csv")
+    p = propose(repo, None, results="results/*/rms-norm.csv", profile=False)
+    raw = tomllib.loads(p.toml)
+    raw["benchmark"]["command"] = "python benchmarks/rms_norm.py"  # commented out: --results ran nothing
+    b = BenchmarkSection(**raw["benchmark"])
+    assert (b.csv, b.metric, b.higher_is_better) == ("results/*/rms-norm.csv", "triton (GB/s)", True)
+    assert b.config_columns == ["seq_len"]  # "torch (GB/s)", "torch_compile (GB/s)": measurements
+    assert "reading them all as 'results/*/rms-norm.csv'" in p.toml
+
+
+@pytest.mark.parametrize("metric, higher", [("triton (GB/s)", True), ("TFLOP/s", True), ("tokens/s", True),
+                                            ("gbps", True), ("ms", False), ("us_per_call", False)])
+def test_rates_per_second_are_higher_is_better(metric, higher):
+    from kopt_mcp.init import HIGHER_IS_BETTER
+
+    assert bool(HIGHER_IS_BETTER.search(metric)) is higher
