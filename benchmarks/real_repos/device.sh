@@ -8,7 +8,8 @@
 # PHASE: liger | tk (benchmarks/real_repos/run.py on that project) | dq (the do_bench decision-quality
 # benchmark). SECONDS: the phase's hard limit (timeout kills it; its drivers stop starting new steps
 # about 100 s before), or `rest`: until TOTAL (default 570) seconds after the start. Results go to
-# $OUT/<phase>/.
+# $OUT/<phase>/. LIGER_FLAGS / TK_FLAGS: more run.py flags (e.g. --skip-init, --only win,broken);
+# DQ_EFFECTS: the decision-quality effects (default identical,-1%,+1%).
 set -uo pipefail
 END=$((SECONDS + ${TOTAL:-570}))
 ROOT=$PWD
@@ -35,7 +36,7 @@ for spec in "$@"; do
   echo "== $phase ($secs s) $(date -u +%T)"
   case $phase in
     liger) timeout -k 10 "$secs" python3 "$STAGE/benchmarks/real_repos/run.py" --project liger --src "$STAGE/src/liger" \
-             --commit "$(cat "$STAGE/src/liger.sha")" --out "$OUT/liger" --deadline-s $((secs - 100)) ;;
+             --commit "$(cat "$STAGE/src/liger.sha")" --out "$OUT/liger" --deadline-s $((secs - 100)) ${LIGER_FLAGS:-} ;;
     tk) timeout -k 10 "$secs" python3 "$STAGE/benchmarks/real_repos/run.py" --project triton-kernels --src "$STAGE/src/tk" \
           --commit "$(cat "$STAGE/src/tk.sha")" --out "$OUT/tk" --deadline-s $((secs - 120)) ${TK_FLAGS:-} ;;
     dq) timeout -k 10 "$secs" python3 "$STAGE/benchmarks/decision_quality/run.py" --device gpu-dobench --trials 20 \

@@ -20,11 +20,13 @@ import argparse
 import json
 import platform
 import shutil
+import signal
 import subprocess
 import sys
 import tarfile
 import tempfile
 import time
+import tomllib
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -75,7 +77,7 @@ def verdict_record(cand, v, secs: float) -> dict:
 def write(out: Path, project: Project, result: dict) -> None:
     (out / f"{project.name}.json").write_text(json.dumps(result, indent=1, default=str))
     lines = [f"# {project.github} at {result['commit']}: the refereed loop with its own benchmark", "",
-             f"Command: `{project.command}`. Device: {result.get('device')}. "
+             f"Command (kopt.toml): `{result.get('toml_command', project.command)}`. Device: {result.get('device')}. "
              f"Versions: {result.get('versions')}.", ""]
     init = result.get("init")
     if init:
@@ -119,6 +121,8 @@ def main() -> int:
     ap.add_argument("--only", default=None, help="comma-separated candidate names (default: all, in order)")
     a = ap.parse_args()
     project = PROJECTS[a.project]
+    # a `timeout` (SIGTERM) still runs the finally below: the ledger and the first run are kept
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(124))
     a.out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     left = lambda: None if a.deadline_s is None else a.deadline_s - (time.perf_counter() - t0)  # noqa: E731
@@ -130,6 +134,7 @@ def main() -> int:
         result["init"] = run_init(repo, project, a.out)
         print(f"init: {result['init']}", flush=True)
     (repo / "kopt.toml").write_text(project.toml)
+    result["toml_command"] = tomllib.loads(project.toml)["benchmark"]["command"]
     git(repo, "add", "kopt.toml")
     git(repo, "commit", "-q", "-m", "kopt.toml (kopt-mcp init's proposal, finished by hand)")
     write(a.out, project, result)
