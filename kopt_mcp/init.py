@@ -78,6 +78,28 @@ def _result_files(repo: Path) -> dict[str, tuple[int, int]]:
     return out
 
 
+_TRACEBACK_FILE = re.compile(r'File "([^"]+)"')
+
+
+def installed_copy_hint(repo: Path, log: str) -> str:
+    """A hint when a failed run's traceback passes through a copy of the repository's own package
+    installed elsewhere (site-packages, a wheel, another checkout) while the repository holds it
+    under `src/<pkg>` or `<pkg>`: then the benchmark ran that copy, not the repository's sources
+    (Liger-Kernel's benchmark imported an installed liger_kernel). '' when there is none."""
+    repo = repo.resolve()
+    for path in _TRACEBACK_FILE.findall(log):
+        p = Path(path)
+        if not p.is_absolute() or p.resolve().is_relative_to(repo):
+            continue
+        for i, part in enumerate(p.parts[:-1]):
+            for root in ("src", "."):
+                if part.isidentifier() and (repo / root / part / "__init__.py").is_file():
+                    where = str(Path(*p.parts[:i])) if i else "/"
+                    return (f"\nThe run imported {part} from {where}, not from this repository's {root}/{part}: "
+                            f"put the sources first: `PYTHONPATH={root}${{PYTHONPATH:+:$PYTHONPATH}} <command>`")
+    return ""
+
+
 def run_twice(repo: Path, command: str, timeout_s: float = 600.0, runs: int = 2) -> list[Run]:
     """Run `command` `runs` times in `repo`; per run, the .csv/.json files it wrote or changed (with
     their content before that run) and its log. Every file is put back as it was before the first
@@ -94,7 +116,7 @@ def run_twice(repo: Path, command: str, timeout_s: float = 600.0, runs: int = 2)
                 r = run_command(command, repo, {}, timeout_s, Path(tmp) / f"run{i}.log")
                 if r.timed_out or r.exit_code != 0:
                     raise InitError(f"`{command}` {'timed out' if r.timed_out else f'exited {r.exit_code}'} in {repo}; "
-                                    f"log tail: {r.log_tail[-800:]}")
+                                    f"log tail: {r.log_tail[-800:]}{installed_copy_hint(repo, r.log_tail)}")
                 changed = {p: (before.get(p), (repo / p).read_bytes()) for p, s in _result_files(repo).items()
                            if stamp.get(p) != s}
                 out.append(Run(files=changed, log=(Path(tmp) / f"run{i}.log").read_bytes()))

@@ -155,3 +155,17 @@ def test_rates_per_second_are_higher_is_better(metric, higher):
     from kopt_mcp.init import HIGHER_IS_BETTER
 
     assert bool(HIGHER_IS_BETTER.search(metric)) is higher
+
+
+def test_a_failed_run_through_an_installed_copy_of_the_package_says_to_put_the_sources_first(tmp_path):
+    from kopt_mcp.init import installed_copy_hint
+
+    log = (ROOT / "tests" / "fixtures" / "init" / "liger_installed_copy.log").read_text()
+    (tmp_path / "src" / "liger_kernel").mkdir(parents=True)
+    (tmp_path / "src" / "liger_kernel" / "__init__.py").write_text("")
+    hint = installed_copy_hint(tmp_path, log)
+    assert "imported liger_kernel from /tmp/site, not from this repository's src/liger_kernel" in hint
+    assert "`PYTHONPATH=src${PYTHONPATH:+:$PYTHONPATH} <command>`" in hint
+    assert "repository's ./liger_kernel" in installed_copy_hint(tmp_path / "src", log)  # a flat layout
+    (tmp_path / "other").mkdir()
+    assert installed_copy_hint(tmp_path / "other", log) == ""  # no package of that name here: no hint
