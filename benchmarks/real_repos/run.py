@@ -33,7 +33,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parents[1]))
 
-from projects import PROJECTS, Project  # noqa: E402
+from projects import PROJECTS, Project
 
 GIT_ID = ["-c", "user.name=kopt-real", "-c", "user.email=kopt-real@localhost"]
 
@@ -55,7 +55,7 @@ def run_init(repo: Path, project: Project, out: Path) -> dict:
     """`kopt-mcp init --command` on the unmodified repository; its proposal and log saved to OUT."""
     t = time.perf_counter()
     p = subprocess.run([sys.executable, "-m", "kopt_mcp.cli", "init", "--repo", str(repo), "--command",
-                        project.command, *project.init_flags], capture_output=True, text=True, timeout=900)
+                        project.command, *project.init_flags], capture_output=True, text=True, timeout=900, check=False)
     secs = time.perf_counter() - t
     (out / f"{project.name}-init.toml").write_text(p.stdout)
     (out / f"{project.name}-init.log").write_text(p.stderr)
@@ -106,7 +106,7 @@ def write(out: Path, project: Project, result: dict) -> None:
 def versions() -> str:
     code = ("import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, "
             "torch.cuda.get_device_name() if torch.cuda.is_available() else 'no GPU')")
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False)
     return (p.stdout.strip() or p.stderr.strip()[-300:]) + f", Python {platform.python_version()}"
 
 
@@ -125,7 +125,7 @@ def main() -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(124))
     a.out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    left = lambda: None if a.deadline_s is None else a.deadline_s - (time.perf_counter() - t0)  # noqa: E731
+    left = lambda: None if a.deadline_s is None else a.deadline_s - (time.perf_counter() - t0)
     tmp = Path(tempfile.mkdtemp(prefix=f"kopt-real-{project.name}-"))
     repo = make_repo(a.src, tmp / "repo", project, a.commit)
     result: dict = {"project": project.github, "commit": a.commit, "command": project.command,

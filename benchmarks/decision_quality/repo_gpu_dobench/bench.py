@@ -11,7 +11,7 @@ import torch
 import triton
 
 sys.path.insert(0, os.getcwd())
-import kernel  # noqa: E402
+import kernel
 
 y = torch.zeros(kernel.BLOCKS * kernel.THREADS, dtype=torch.float32, device="cuda")
 call = 0
