@@ -41,7 +41,7 @@ VALUE_COLUMNS = ("y_value_50", "value", "median", "p50", "y_value", "val")
 PREFERRED_METRIC_NAMES = ("speed", "latency", "time", "runtime", "duration")
 # rates are higher-is-better: named (tflops, gbps, bandwidth, ...) or a unit per second ("triton (GB/s)",
 # "TFLOP/s", "tokens/s": triton.testing.perf_report names a provider's column "<line> (<ylabel>)")
-HIGHER_IS_BETTER = re.compile(r"tflops|gflops|gbps|gb_s|bandwidth|throughput|speedup|ops_per|items_per|\w/s\b", re.I)
+HIGHER_IS_BETTER = re.compile(r"tflops|gflops|gbps|gb_s|bandwidth|throughput|speedup|ops_per|items_per|\w/s(ec)?\b", re.I)
 TIME_NAME = re.compile(r"(^|_)(ms|us|ns|s|sec|time|latency|runtime|duration|median|mean|p50)($|_)", re.I)
 
 

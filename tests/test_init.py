@@ -150,7 +150,7 @@ def test_init_reads_several_same_shaped_perf_report_files_as_one_glob(tmp_path):
 
 
 @pytest.mark.parametrize("metric, higher", [("triton (GB/s)", True), ("TFLOP/s", True), ("tokens/s", True),
-                                            ("gbps", True), ("ms", False), ("us_per_call", False)])
+                                            ("gbps", True), ("samples/sec", True), ("ms/step", False), ("ms", False), ("us_per_call", False)])
 def test_rates_per_second_are_higher_is_better(metric, higher):
     from kopt_mcp.init import HIGHER_IS_BETTER
 
