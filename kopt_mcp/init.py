@@ -39,7 +39,9 @@ SELECTORS = {
 METRIC_NAME_COLUMNS = ("metric_name", "metric", "measurement")
 VALUE_COLUMNS = ("y_value_50", "value", "median", "p50", "y_value", "val")
 PREFERRED_METRIC_NAMES = ("speed", "latency", "time", "runtime", "duration")
-HIGHER_IS_BETTER = re.compile(r"tflops|gflops|gbps|gb_s|bandwidth|throughput|speedup|ops_per|items_per", re.I)
+# rates are higher-is-better: named (tflops, gbps, bandwidth, ...) or a unit per second ("triton (GB/s)",
+# "TFLOP/s", "tokens/s": triton.testing.perf_report names a provider's column "<line> (<ylabel>)")
+HIGHER_IS_BETTER = re.compile(r"tflops|gflops|gbps|gb_s|bandwidth|throughput|speedup|ops_per|items_per|\w/s(ec)?\b", re.I)
 TIME_NAME = re.compile(r"(^|_)(ms|us|ns|s|sec|time|latency|runtime|duration|median|mean|p50)($|_)", re.I)
 
 
@@ -76,6 +78,28 @@ def _result_files(repo: Path) -> dict[str, tuple[int, int]]:
     return out
 
 
+_TRACEBACK_FILE = re.compile(r'File "([^"]+)"')
+
+
+def installed_copy_hint(repo: Path, log: str) -> str:
+    """A hint when a failed run's traceback passes through a copy of the repository's own package
+    installed elsewhere (site-packages, a wheel, another checkout) while the repository holds it
+    under `src/<pkg>` or `<pkg>`: then the benchmark ran that copy, not the repository's sources
+    (Liger-Kernel's benchmark imported an installed liger_kernel). '' when there is none."""
+    repo = repo.resolve()
+    for path in _TRACEBACK_FILE.findall(log):
+        p = Path(path)
+        if not p.is_absolute() or p.resolve().is_relative_to(repo):
+            continue
+        for i, part in enumerate(p.parts[:-1]):
+            for root in ("src", "."):
+                if part.isidentifier() and (repo / root / part / "__init__.py").is_file():
+                    where = str(Path(*p.parts[:i])) if i else "/"
+                    return (f"\nThe run imported {part} from {where}, not from this repository's {root}/{part}: "
+                            f"put the sources first: `PYTHONPATH={root}${{PYTHONPATH:+:$PYTHONPATH}} <command>`")
+    return ""
+
+
 def run_twice(repo: Path, command: str, timeout_s: float = 600.0, runs: int = 2) -> list[Run]:
     """Run `command` `runs` times in `repo`; per run, the .csv/.json files it wrote or changed (with
     their content before that run) and its log. Every file is put back as it was before the first
@@ -92,7 +116,7 @@ def run_twice(repo: Path, command: str, timeout_s: float = 600.0, runs: int = 2)
                 r = run_command(command, repo, {}, timeout_s, Path(tmp) / f"run{i}.log")
                 if r.timed_out or r.exit_code != 0:
                     raise InitError(f"`{command}` {'timed out' if r.timed_out else f'exited {r.exit_code}'} in {repo}; "
-                                    f"log tail: {r.log_tail[-800:]}")
+                                    f"log tail: {r.log_tail[-800:]}{installed_copy_hint(repo, r.log_tail)}")
                 changed = {p: (before.get(p), (repo / p).read_bytes()) for p, s in _result_files(repo).items()
                            if stamp.get(p) != s}
                 out.append(Run(files=changed, log=(Path(tmp) / f"run{i}.log").read_bytes()))
@@ -161,6 +185,22 @@ def _metric_column(df, pytest_benchmark: bool) -> str:
                     "pass --results to the file the benchmark writes its timings to")
 
 
+def _shared_glob(paths: list[str], run: Run) -> str | None:
+    """One glob for several result files of the same folder depth, file suffix and header (a
+    perf_report per mode: results/fwd/rms-norm.csv, results/bwd/rms-norm.csv -> results/*/rms-norm.csv):
+    the path segments that differ become `*`. None for fewer than two files or files of other shapes."""
+    if len(paths) < 2:
+        return None
+    parts = [Path(p).parts for p in paths]
+    heads = {(run.files[p][1] or b"").split(b"\n", 1)[0].strip() for p in paths}
+    if len({len(x) for x in parts}) != 1 or len({Path(p).suffix for p in paths}) != 1 or len(heads) != 1:
+        return None
+    glob = [seg if len({x[i] for x in parts}) == 1 else "*" for i, seg in enumerate(parts[0])]
+    if glob[-1] == "*":
+        glob[-1] = "*" + Path(paths[0]).suffix
+    return "/".join(glob)
+
+
 def analyse(runs: list[Run], log_name: str = "benchmark.log", results: str | None = None,
             kernel: str | None = None, provider: str | None = None, mode: str | None = None,
             metric_name: str | None = None) -> tuple[dict, list[str]]:
@@ -171,12 +211,16 @@ def analyse(runs: list[Run], log_name: str = "benchmark.log", results: str | Non
 
     findings: list[str] = []
     written = [p for p in runs[0].files if results is None or Path(p).match(results) or p == results]
-    if len(written) > 1:
+    shared = _shared_glob(written, runs[0])
+    if shared:
+        findings.append(f"the benchmark wrote {len(written)} result files of one shape ({', '.join(written[:5])}): "
+                        f"reading them all as {shared!r}; each file's rows are classes of their own (result_file)")
+    elif len(written) > 1:
         findings.append(f"the benchmark wrote {len(written)} result files ({', '.join(written[:5])}); using "
                         f"{written[0]} (pass --results GLOB to choose)")
     if written:
         path = written[0]
-        keys: dict = {"csv": path, "format": "auto"}
+        keys: dict = {"csv": shared or path, "format": "auto"}
         probe = BenchmarkSection(command="x", metric="x", **keys)
         contents = [r.files.get(path, (None, None)) for r in runs]
         after = _frame(probe, path, contents[0][1])
@@ -255,8 +299,9 @@ def _unit(keys: dict, runs: list[Run], log_name: str) -> str | None:
     if keys["format"] == "stdout":
         files = [ResultFile(path=log_name, after=runs[0].log)]
     else:
-        before, after = runs[0].files[keys["csv"]]
-        files = [ResultFile(path=keys["csv"], before=before, after=after, tracked=before is not None)]
+        paths = [p for p in runs[0].files if p == keys["csv"] or Path(p).match(keys["csv"])]
+        files = [ResultFile(path=p, before=runs[0].files[p][0], after=runs[0].files[p][1],
+                            tracked=runs[0].files[p][0] is not None) for p in paths]
     try:
         return read_results(files, bench).unit
     except MetricsError:
@@ -382,7 +427,7 @@ def propose(repo: Path, command: str | None, results: str | None = None, kernel:
         hits = sorted(p for p in repo.glob(results) if p.is_file())
         if not hits:
             raise InitError(f"no file matches --results {results!r} under {repo}")
-        runs = [Run(files={str(hits[0].relative_to(repo)): (None, hits[0].read_bytes())})]
+        runs = [Run(files={str(h.relative_to(repo)): (None, h.read_bytes()) for h in hits})]
     keys, findings = analyse(runs, results=results, kernel=kernel, provider=provider, mode=mode,
                              metric_name=metric_name)
     unit = _unit(keys, runs, "benchmark.log")

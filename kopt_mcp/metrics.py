@@ -176,9 +176,14 @@ def _is_error_column(c: str, bench: BenchmarkSection) -> bool:
     return c in bench.correctness_columns or bool(_ERROR_NAME.search(c))
 
 
+#: a column name's trailing unit, as triton.testing.perf_report writes it: "triton (GB/s)" -> " (GB/s)"
+_UNIT_SUFFIX = re.compile(r"\s\([^()]+\)$")
+
+
 def found_config_columns(df: pd.DataFrame, bench: BenchmarkSection, fmt: str = "csv") -> list[str]:
-    """Config columns: configured ones, or those that are neither metric, error, measurement, nor
-    a `never_config` column (nor, for long CSVs, the metric-name/value/unit columns; for
+    """Config columns: configured ones, or those that are neither metric, error, measurement (also a
+    column carrying the metric's unit suffix, another provider's `torch (GB/s)` beside the metric
+    `triton (GB/s)`), nor a `never_config` column (nor, for long CSVs, the metric-name/value/unit columns; for
     pytest-benchmark, `fullname`/`param`/`stats.*`/`options.*`/`extra_info.*`; for stdout, columns
     of non-integral numbers, the other providers' measurements of a printed table)."""
     if bench.config_columns:
@@ -186,11 +191,14 @@ def found_config_columns(df: pd.DataFrame, bench: BenchmarkSection, fmt: str = "
     skip = {bench.metric, *bench.correctness_columns, bench.metric_name_column, bench.value_column, bench.unit_column}
     if bench.correctness:  # columns the correctness expression reads are measurements, not config
         skip |= set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", bench.correctness)) & set(map(str, df.columns))
+    unit = _UNIT_SUFFIX.search(bench.metric)
     cols = []
     for c in df.columns:
         c = str(c)
         if c in skip or c.startswith("__") or _is_error_column(c, bench) or c.lower().startswith(MEASUREMENT_PREFIXES):
             continue
+        if unit and c.endswith(unit.group(0)):
+            continue  # another provider's measurement in the metric's unit (perf_report: "torch (GB/s)")
         if fmt == "pytest-benchmark" and c.startswith(PYTEST_BENCHMARK_NOT_CONFIG):
             continue
         if fmt == "stdout" and df[c].dtype.kind == "f" and not (df[c].dropna() % 1 == 0).all():
@@ -299,6 +307,7 @@ def _frames(files: list[ResultFile], bench: BenchmarkSection) -> tuple[pd.DataFr
         fmt = reader.name
         df["__stale"] = _stale_mask(f, reader, df)
         df["__file"] = f.name
+        df["__path"] = f.path
         df["__row"] = range(1, len(df) + 1)
         frames.append(df)
     df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
@@ -381,12 +390,36 @@ def _row_correct(df: pd.DataFrame, bench: BenchmarkSection) -> pd.Series:
     return ok
 
 
+#: the class column naming the result file, when one run's counted rows come from several files
+RESULT_FILE_COLUMN = "result_file"
+
+
+def result_file_labels(paths: pd.Series) -> pd.Series:
+    """Each path relative to the folder the paths share (`results/fwd/rms-norm.csv` and
+    `results/bwd/rms-norm.csv` -> `fwd/rms-norm.csv`, `bwd/rms-norm.csv`), POSIX separators."""
+    root = os.path.commonpath([os.path.dirname(p) for p in paths.unique()])
+    return paths.map(lambda p: Path(os.path.relpath(p, root)).as_posix())
+
+
+def _files_merge(df: pd.DataFrame, cols: list[str]) -> bool:
+    """True when some config class would hold rows of more than one result file."""
+    if df["__path"].nunique() < 2 or RESULT_FILE_COLUMN in cols:
+        return False
+    if not cols:
+        return True
+    return bool(df.groupby(cols, sort=False, dropna=False)["__path"].nunique().max() > 1)
+
+
 def read_results(files: list[ResultFile], bench: BenchmarkSection) -> MetricTable:
     """Parse one run's result files (or its log, for format stdout) into a per-class table.
 
     Steps: read each file with its reader; mark stale rows (`_stale_mask`); apply `[benchmark] rows`;
     drop stale rows (all counted rows stale: MetricsError naming them and the likely cause); check
     the metric (finite numbers, one unit); find config columns; apply the correctness rule; group.
+    When rows of several files would fall into one config class (a glob such as
+    `results/*/rms-norm.csv` matching a forward and a backward table of the same shapes), the file
+    is a config column too (`result_file`, the path below the folder the files share), so rows of
+    different files never merge into one class; files of distinct classes combine as they are.
     Raises MetricsError for: unreadable content, a missing metric/correctness/config column (listing
     the columns seen), a `rows` query that fails or selects nothing, stale results, a NaN/inf or
     non-numeric metric value, several units, no rows.
@@ -427,6 +460,9 @@ def read_results(files: list[ResultFile], bench: BenchmarkSection) -> MetricTabl
     if len(stale):
         warnings.append(f"{len(stale)} counted row(s) were left unchanged by this run and do not count: "
                         f"{_describe_rows(stale, cols, 3)}")
+    if _files_merge(df, cols):
+        df[RESULT_FILE_COLUMN] = result_file_labels(df["__path"])
+        cols = [RESULT_FILE_COLUMN, *cols]
     df["__ok"] = _row_correct(df, bench)
     err_cols = [c for c in df.columns if not c.startswith("__") and _is_error_column(c, bench)]
     classes: list[ClassRow] = []

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from kopt_mcp.cli import main
-from kopt_mcp.config import TargetConfig, load_config
+from kopt_mcp.config import BenchmarkSection, TargetConfig, load_config
 from kopt_mcp.demo import prepare_repo
 from kopt_mcp.init import InitError, Run, analyse, propose
 
@@ -132,3 +132,40 @@ def test_target_kernel_regex_from_one_trace(tmp_path):
 
     assert regex == "^" + __import__("re").escape(parse_ncu_csv(recorded).kernels[0].name) + "$"
     assert kernel_regex(tmp_path, "exit 3", profiler=Replay()) == (None, "the profiled run exited 3")
+
+
+def test_init_reads_several_same_shaped_perf_report_files_as_one_glob(tmp_path):
+    """triton-kernels' perf_report writes results/{fwd,bwd}/rms-norm.csv (GB/s, a column per provider)."""
+    repo = tmp_path / "repo"
+    for mode in ("fwd", "bwd"):
+        (repo / "results" / mode).mkdir(parents=True)
+        shutil.copy(FIX / "triton_perf_report_rms_norm.csv", repo / "results" / mode / "rms-norm.csv")
+    p = propose(repo, None, results="results/*/rms-norm.csv", profile=False)
+    raw = tomllib.loads(p.toml)
+    raw["benchmark"]["command"] = "python benchmarks/rms_norm.py"  # commented out: --results ran nothing
+    b = BenchmarkSection(**raw["benchmark"])
+    assert (b.csv, b.metric, b.higher_is_better) == ("results/*/rms-norm.csv", "triton (GB/s)", True)
+    assert b.config_columns == ["seq_len"]  # "torch (GB/s)", "torch_compile (GB/s)": measurements
+    assert "reading them all as 'results/*/rms-norm.csv'" in p.toml
+
+
+@pytest.mark.parametrize("metric, higher", [("triton (GB/s)", True), ("TFLOP/s", True), ("tokens/s", True),
+                                            ("gbps", True), ("samples/sec", True), ("ms/step", False), ("ms", False), ("us_per_call", False)])
+def test_rates_per_second_are_higher_is_better(metric, higher):
+    from kopt_mcp.init import HIGHER_IS_BETTER
+
+    assert bool(HIGHER_IS_BETTER.search(metric)) is higher
+
+
+def test_a_failed_run_through_an_installed_copy_of_the_package_says_to_put_the_sources_first(tmp_path):
+    from kopt_mcp.init import installed_copy_hint
+
+    log = (ROOT / "tests" / "fixtures" / "init" / "liger_installed_copy.log").read_text()
+    (tmp_path / "src" / "liger_kernel").mkdir(parents=True)
+    (tmp_path / "src" / "liger_kernel" / "__init__.py").write_text("")
+    hint = installed_copy_hint(tmp_path, log)
+    assert "imported liger_kernel from /tmp/site, not from this repository's src/liger_kernel" in hint
+    assert "`PYTHONPATH=src${PYTHONPATH:+:$PYTHONPATH} <command>`" in hint
+    assert "repository's ./liger_kernel" in installed_copy_hint(tmp_path / "src", log)  # a flat layout
+    (tmp_path / "other").mkdir()
+    assert installed_copy_hint(tmp_path / "other", log) == ""  # no package of that name here: no hint

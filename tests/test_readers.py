@@ -228,3 +228,30 @@ def test_capture_before_in_a_snapshot_checkout_without_git_counts_files_as_track
     b = bench(csv="*.csv")
     assert [t for _, t in capture_before(tmp_path, b).values()] == [False]  # no repository: not known
     assert [t for _, t in capture_before(tmp_path, b, all_tracked=True).values()] == [True]
+
+
+# --- triton.testing.perf_report: one same-named file per mode, a column per provider ----------------
+
+TK_PERF_REPORT = (FIX / "triton_perf_report_rms_norm.csv").read_bytes()
+
+
+def test_same_shaped_files_of_several_folders_are_classes_of_their_own():
+    b = bench(csv="results/*/rms-norm.csv", metric="triton (GB/s)", higher_is_better=True)
+    files = [ResultFile(path=f"/run/results/{m}/rms-norm.csv", after=TK_PERF_REPORT) for m in ("bwd", "fwd")]
+    t = read_results(files, b)
+    assert t.config_columns == ["result_file", "seq_len"]  # not the other providers' "(GB/s)" columns
+    assert len(t.classes) == 32 and t.classes[0].key == "result_file=bwd/rms-norm.csv,seq_len=256"
+    assert t.values()["result_file=fwd/rms-norm.csv,seq_len=4096"] == pytest.approx(2907.998996)
+    configured = read_results(files, bench(csv="results/*/rms-norm.csv", metric="triton (GB/s)",
+                                           config_columns=["seq_len"]))
+    assert len(configured.classes) == 32  # configured columns alone would merge fwd and bwd rows
+
+
+def test_files_of_distinct_classes_combine_without_a_file_column():
+    b = bench(csv="results/*.csv", metric="triton (GB/s)", config_columns=["seq_len"])
+    lines = TK_PERF_REPORT.decode().splitlines(keepends=True)
+    head, rows = lines[0], lines[1:]
+    files = [ResultFile(path="/run/results/a.csv", after=(head + "".join(rows[:8])).encode()),
+             ResultFile(path="/run/results/b.csv", after=(head + "".join(rows[8:])).encode())]
+    t = read_results(files, b)
+    assert t.config_columns == ["seq_len"] and len(t.classes) == 16

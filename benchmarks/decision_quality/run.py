@@ -7,6 +7,9 @@ how often the candidate was kept (verdict `improved`), the verdicts, the paired 
 candidate runs per verdict, and the wall seconds of the GPU lease per verdict.
 
     python benchmarks/decision_quality/run.py --device gpu --trials 20 --out OUT_DIR   (NVIDIA GPU, cupy)
+    python benchmarks/decision_quality/run.py --device gpu-dobench --trials 20 --out OUT_DIR
+        (NVIDIA GPU, torch + Triton: the same planted kernel timed by triton.testing.do_bench, a
+        time-driven harness whose launch count differs from run to run; --effects picks a subset)
     python benchmarks/decision_quality/run.py --device cpu --trials 3 --out OUT_DIR    (CI: NumPy)
     python benchmarks/decision_quality/run.py --merge A.json B.json --out OUT_DIR       (one table of several runs)
 
@@ -43,9 +46,22 @@ CPU_EFFECTS = {"identical": (0.0, None), "-30%": (-30.0, 0.66), "+20%": (20.0, N
 MAX_CANDIDATE_RUNS = 3
 
 
+def effects_for(device: str, names: str | None = None) -> dict[str, tuple[float, float | None]]:
+    """The planted effects of `device` (gpu and gpu-dobench share GPU_EFFECTS), or the subset
+    `names` (comma-separated, in the device's order). Raises SystemExit naming the valid effects."""
+    effects = CPU_EFFECTS if device == "cpu" else GPU_EFFECTS
+    if not names:
+        return effects
+    wanted = [n.strip() for n in names.split(",") if n.strip()]
+    unknown = [n for n in wanted if n not in effects]
+    if unknown:
+        raise SystemExit(f"unknown effect(s) {unknown}: choose from {list(effects)}")
+    return {k: v for k, v in effects.items() if k in wanted}
+
+
 def make_repo(kind: str, dest: Path) -> Path:
-    """A fresh git repository holding the planted-effect example (repo_gpu or repo_cpu)."""
-    shutil.copytree(HERE / f"repo_{kind}", dest)
+    """A fresh git repository holding the planted-effect example (repo_gpu, repo_gpu_dobench or repo_cpu)."""
+    shutil.copytree(HERE / f"repo_{kind.replace('-', '_')}", dest)
     (dest / ".gitignore").write_text("results/\n__pycache__/\n")
     for args in (["init", "-q", "-b", "main"], ["add", "-A"],
                  ["-c", "user.name=bench", "-c", "user.email=bench@localhost", "commit", "-q", "-m", "planted"]):
@@ -61,7 +77,9 @@ def set_work(workspace: Path, base: int, pct: float) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--device", choices=("gpu", "cpu"))
+    ap.add_argument("--device", choices=("gpu", "gpu-dobench", "cpu"))
+    ap.add_argument("--effects", default=None,
+                    help="comma-separated subset of the device's planted effects (e.g. 'identical,-1%%,+1%%')")
     ap.add_argument("--trials", type=int, default=20)
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--lease-dir", type=Path, default=None)
@@ -78,7 +96,7 @@ def main() -> int:
     from kopt_mcp.referee import Referee
     from kopt_mcp.rules.verdict import KEEP_RULES
 
-    effects = GPU_EFFECTS if a.device == "gpu" else CPU_EFFECTS
+    effects = effects_for(a.device, a.effects)
     a.out.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix="kopt-dq-"))
     repo = make_repo(a.device, tmp / "repo")
@@ -90,7 +108,7 @@ def main() -> int:
     baseline_s = time.perf_counter() - t0
     assert baseline.baseline_recorded, baseline.reason
     g = ref.cfg.gates
-    meta = {"device": a.device, "baseline_s": round(baseline_s, 2), "baseline_runs": g.baseline_runs,
+    meta = {"device": a.device, "effects": list(effects), "baseline_s": round(baseline_s, 2), "baseline_runs": g.baseline_runs,
             "noise_pct": g.noise_pct, "confirmations": g.confirmations, "confidence": g.confidence,
             "screen_confidence": g.screen_confidence, "max_rounds": g.max_rounds,
             "min_gpu_gain_pct": g.min_gpu_gain_pct, "profiler": ref.profiler().name, "rules": KEEP_RULES}
@@ -133,7 +151,7 @@ def merge(files: list[Path], out: Path) -> int:
     differ = {k for m in metas for k in m if k != "baseline_s" and m.get(k) != metas[0].get(k)}
     if differ:
         raise SystemExit(f"cannot merge runs whose {', '.join(sorted(differ))} differ")
-    effects = GPU_EFFECTS if metas[0]["device"] == "gpu" else CPU_EFFECTS
+    effects = effects_for(metas[0]["device"], ",".join(metas[0].get("effects", [])) or None)
     rows = {name: [t for r in runs for t in r["rows"].get(name, [])] for name in effects}
     meta = {**metas[0], "baseline_s": max(m["baseline_s"] for m in metas), "merged_runs": len(runs)}
     out.mkdir(parents=True, exist_ok=True)

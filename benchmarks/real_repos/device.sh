@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# On the GPU machine (no network), from the root of a checkout that carries .whl/ (gpu_suite.sh's
+# wheels) and .devstage/ (whl/: this branch's kopt_mcp wheel + the liger_kernel wheel; src/liger,
+# src/tk: the projects' snapshots and their commit shas (liger.sha, tk.sha); benchmarks/real_repos/,
+# benchmarks/decision_quality/: the drivers, copied from this repository; not under the checkout's
+# own root, whose kopt_mcp/ they would import instead of the wheel's):
+#   bash .devstage/benchmarks/real_repos/device.sh PHASE:SECONDS ...
+# PHASE: liger | tk (benchmarks/real_repos/run.py on that project) | dq (the do_bench decision-quality
+# benchmark). SECONDS: the phase's hard limit (timeout kills it; its drivers stop starting new steps
+# about 100 s before), or `rest`: until TOTAL (default 570) seconds after the start. Results go to
+# $OUT/<phase>/. LIGER_FLAGS / TK_FLAGS: more run.py flags (e.g. --skip-init, --only win,broken);
+# DQ_EFFECTS: the decision-quality effects (default identical,-1%,+1%).
+set -uo pipefail
+END=$((SECONDS + ${TOTAL:-570}))
+ROOT=$PWD
+STAGE=$ROOT/.devstage
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+if [[ ! -f /tmp/site/.kopt-installed ]]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+    $(ls .whl/*.whl | grep -v '/kopt_mcp-') "$STAGE"/whl/*.whl || { echo "wheel install failed" >&2; exit 2; }
+  touch /tmp/site/.kopt-installed
+fi
+export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$(dirname "$(command -v python3)"):$PATH PYTHONUNBUFFERED=1
+command -v python >/dev/null || { mkdir -p /tmp/pybin && ln -sf "$(command -v python3)" /tmp/pybin/python && export PATH=/tmp/pybin:$PATH; }
+cd /tmp  # never import the checkout's own kopt_mcp/ (python -m puts the cwd first)
+{ date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; python3 --version
+  python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
+  python3 -c "import kopt_mcp, liger_kernel; print('kopt_mcp', kopt_mcp.__file__, 'liger_kernel', liger_kernel.__file__)"
+  python3 -c "from importlib.metadata import version as v; print('cupti-python', v('cupti-python'), 'transformers', v('transformers'))"
+} > "$OUT/device.txt" 2>&1
+for spec in "$@"; do
+  phase=${spec%%:*}; secs=${spec##*:}; mkdir -p "$OUT/$phase"
+  [[ $secs == rest ]] && secs=$((END - SECONDS))
+  (( secs > 60 )) || { echo "== $phase skipped: $secs s left"; continue; }
+  echo "== $phase ($secs s) $(date -u +%T)"
+  case $phase in
+    liger) timeout -k 10 "$secs" python3 "$STAGE/benchmarks/real_repos/run.py" --project liger --src "$STAGE/src/liger" \
+             --commit "$(cat "$STAGE/src/liger.sha")" --out "$OUT/liger" --deadline-s $((secs - 100)) ${LIGER_FLAGS:-} ;;
+    tk) timeout -k 10 "$secs" python3 "$STAGE/benchmarks/real_repos/run.py" --project triton-kernels --src "$STAGE/src/tk" \
+          --commit "$(cat "$STAGE/src/tk.sha")" --out "$OUT/tk" --deadline-s $((secs - 120)) ${TK_FLAGS:-} ;;
+    dq) timeout -k 10 "$secs" python3 "$STAGE/benchmarks/decision_quality/run.py" --device gpu-dobench --trials 20 \
+          --effects "${DQ_EFFECTS:-identical,-1%,+1%}" --out "$OUT/dq" --max-seconds $((secs - 40)) ;;
+  esac 2>&1 | tee "$OUT/$phase/log.txt"
+  echo "== $phase exit ${PIPESTATUS[0]} $(date -u +%T)"
+done

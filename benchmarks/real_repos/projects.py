@@ -1,0 +1,308 @@
+"""The two public kernel projects of the real-repository check (issue 15 item 8): where to get them,
+their own benchmark and test commands, the kopt.toml used, and the four scripted candidates.
+
+Every candidate is an edit of the project's kernel source made by exact text replacement (an edit
+whose anchor text is not found exactly once raises EditError, so a changed upstream file is never
+edited blindly). Expected verdicts: identical -> tie (never kept), win -> improved, slowdown ->
+regressed, broken -> incorrect.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+class EditError(RuntimeError):
+    """A candidate's anchor text is not in the file exactly once: the upstream file changed."""
+
+
+def replace_once(path: Path, old: str, new: str) -> None:
+    """Replace the one occurrence of `old` in `path` by `new`. Raises EditError if `old` occurs 0 or 2+ times."""
+    text = path.read_text()
+    n = text.count(old)
+    if n != 1:
+        raise EditError(f"{path}: anchor found {n} times (want 1): {old[:80]!r}")
+    path.write_text(text.replace(old, new))
+
+
+@dataclass
+class Candidate:
+    """One scripted candidate: a name, the verdict a correct referee gives, what it does, and its edit."""
+
+    name: str
+    expected: str
+    hypothesis: str
+    file: str
+    old: str = ""
+    new: str = ""
+    append: str = ""
+
+    def apply(self, workspace: Path) -> None:
+        """Edit the workspace copy of `file` (append text, or replace `old` by `new`)."""
+        path = workspace / self.file
+        if self.append:
+            path.write_text(path.read_text() + self.append)
+        else:
+            replace_once(path, self.old, self.new)
+
+
+@dataclass
+class Project:
+    """A fetched public project: its GitHub name, the paths to take from its snapshot, the benchmark
+    command (as the project documents it), `kopt-mcp init` flags, the hand-finished kopt.toml, and the
+    candidates in the order they are tried."""
+
+    name: str
+    github: str
+    paths: list[str]
+    command: str
+    init_flags: list[str]
+    toml: str
+    candidates: list[Candidate] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------- linkedin/Liger-Kernel (RMSNorm)
+LIGER_OPS = "src/liger_kernel/ops/rms_norm.py"
+LIGER_SM = '''    if W is not None:
+        # fp32 for numerical stability especially.
+        _dW = torch.empty((sm_count, n_cols), dtype=torch.float32, device=W.device)'''
+
+LIGER_FWD_CALL = '''        if BLOCK_SIZE > 256 or n_rows < 4096 * 8 or row_mode:
+            _rms_norm_forward_kernel[(n_rows,)](
+                Y,
+                Y.stride(0),
+                X,
+                X.stride(0),
+                W,
+                W.stride(0) if elementwise_affine else 0,
+                RSTD,
+                RSTD.stride(0),
+                n_cols,
+                eps,
+                offset,
+                casting_mode,
+                elementwise_affine=elementwise_affine,
+                BLOCK_SIZE=BLOCK_SIZE,
+                num_warps=num_warps,
+                **kernel_args,  # XPU-specific optimization
+            )
+'''
+
+LIGER = Project(
+    name="liger",
+    github="linkedin/Liger-Kernel",
+    paths=["src", "benchmark", "test", "pyproject.toml", "setup.py", "README.md", "LICENSE"],
+    command="python benchmark/scripts/benchmark_rms_norm.py --overwrite",
+    init_flags=["--kernel", "rms_norm", "--provider", "liger", "--metric-name", "speed"],
+    toml='''# Liger-Kernel RMSNorm: the project's own benchmark, unmodified. It rewrites the tracked
+# benchmark/data/all_benchmark_data.csv (2,480 rows, every kernel and provider) with --overwrite.
+[benchmark]
+# src/ first: the session's worktree sources, not an installed copy (the wheel only gives the
+# benchmark's importlib.metadata.version("liger-kernel") its answer)
+command = "PYTHONPATH=src${PYTHONPATH:+:$PYTHONPATH} python benchmark/scripts/benchmark_rms_norm.py --overwrite"
+csv = "benchmark/data/all_benchmark_data.csv"
+format = "csv-long"
+metric = "speed"
+metric_name_column = "metric_name"
+value_column = "y_value_50"
+rows = "kernel_name == 'rms_norm' and kernel_provider == 'liger'"
+higher_is_better = false
+timeout_s = 300
+
+[correctness]
+command = "PYTHONPATH=src${PYTHONPATH:+:$PYTHONPATH} python -m pytest -q -x -p no:cacheprovider test/transformers/test_rms_norm.py -k correctness"
+timeout_s = 600
+
+[profiler]
+kernel = "_rms_norm_(forward|backward)_kernel"
+
+[protect]
+# not benchmark/data/: the benchmark rewrites its tracked CSV there
+paths = ["benchmark/scripts/", "test/"]
+''',
+    candidates=[
+        Candidate("identical", "tie", "a comment only", LIGER_OPS,
+                  append="\n# kopt-mcp real-repository check: a comment, no code change\n"),
+        Candidate("win", "improved",
+                  "backward: 4 programs per SM instead of 1 (more loads in flight in the row loop)", LIGER_OPS,
+                  old=LIGER_SM, new="    sm_count *= 4  # more programs: more memory requests in flight\n" + LIGER_SM),
+        Candidate("slowdown", "regressed", "forward: the kernel launched twice (a wasted extra pass)", LIGER_OPS,
+                  old=LIGER_FWD_CALL, new=LIGER_FWD_CALL + LIGER_FWD_CALL),
+        Candidate("broken", "incorrect", "forward: off-by-one column mask (the last column is never written)",
+                  LIGER_OPS,
+                  old="    row_idx = tl.program_id(0).to(tl.int64)\n    col_offsets = tl.arange(0, BLOCK_SIZE)\n"
+                      "    mask = col_offsets < n_cols\n",
+                  new="    row_idx = tl.program_id(0).to(tl.int64)\n    col_offsets = tl.arange(0, BLOCK_SIZE)\n"
+                      "    mask = col_offsets < n_cols - 1\n"),
+    ],
+)
+
+# ---------------------------------------------------------- ai-compiler-study/triton-kernels (RMSNorm)
+TK_NORM = "triton_kernels/kernels/normalization.py"
+TK_BWD_KERNEL_OLD = '''    row = tl.program_id(0)
+    X += row * stride
+    dY += row * stride
+    dX += row * stride
+    dW += row * stride
+    cols = tl.arange(0, BLOCK_SIZE)
+    mask = cols < N
+    dy = tl.load(dY + cols, mask=mask, other=0.0)
+    x = tl.load(X + cols, mask=mask, other=0.0)
+    w = tl.load(W + cols, mask=mask, other=0.0)
+    rstd = tl.load(Rstd + row)
+
+    m = dy * w
+    dx = rstd * m
+    dx += rstd * -(1 / N) * rstd * rstd * tl.sum(m * x, axis=0) * x
+    dw = dy * (x * rstd)
+
+    tl.store(dX + cols, dx, mask=mask)
+    tl.store(dW + cols, dw, mask=mask)
+'''
+# BLOCK_M rows per program; dW gets one partial sum per program instead of one row per input row
+TK_BWD_KERNEL_NEW = '''    pid = tl.program_id(0)
+    rows = pid * BLOCK_M + tl.arange(0, BLOCK_M)[:, None]
+    cols = tl.arange(0, BLOCK_SIZE)[None, :]
+    row_mask = rows < M
+    mask = row_mask & (cols < N)
+    dy = tl.load(dY + rows * stride + cols, mask=mask, other=0.0)
+    x = tl.load(X + rows * stride + cols, mask=mask, other=0.0)
+    w = tl.load(W + cols, mask=cols < N, other=0.0)
+    rstd = tl.load(Rstd + rows, mask=row_mask, other=0.0)
+
+    m = dy * w
+    dx = rstd * m
+    dx += rstd * -(1 / N) * rstd * rstd * tl.sum(m * x, axis=1)[:, None] * x
+    dw = tl.sum(dy * (x * rstd), axis=0)
+
+    tl.store(dX + rows * stride + cols, dx, mask=mask)
+    wcols = tl.arange(0, BLOCK_SIZE)
+    tl.store(dW + pid * N + wcols, dw, mask=wcols < N)
+'''
+TK_BWD_SIG_OLD = "    stride,\n    N,\n    BLOCK_SIZE: tl.constexpr,\n):\n    row = tl.program_id(0)"
+TK_BWD_SIG_NEW = "    stride,\n    N,\n    M,\n    BLOCK_M: tl.constexpr,\n    BLOCK_SIZE: tl.constexpr,\n):\n    row = tl.program_id(0)"
+TK_BWD_CALL_OLD = '''        dw = torch.empty_like(x)
+        _rms_norm_bwd[(M,)](
+            dy_arg,
+            dx,
+            dw,
+            x,
+            w,
+            r,
+            x.stride(0),
+            N,
+            BLOCK_SIZE=ctx.BLOCK_SIZE,
+            num_warps=ctx.num_warps,
+        )
+'''
+TK_BWD_CALL_NEW = '''        BLOCK_M = 8
+        programs = triton.cdiv(M, BLOCK_M)
+        dw = torch.empty((programs, N), dtype=torch.float32, device=x.device)
+        _rms_norm_bwd[(programs,)](
+            dy_arg,
+            dx,
+            dw,
+            x,
+            w,
+            r,
+            x.stride(0),
+            N,
+            M,
+            BLOCK_M=BLOCK_M,
+            BLOCK_SIZE=ctx.BLOCK_SIZE,
+            num_warps=ctx.num_warps,
+        )
+'''
+TK_FWD_CALL = '''        _rms_norm_fwd[(M // BLOCK_M,)](
+            x_arg,
+            y,
+            scale,
+            rstd,
+            N,
+            eps,
+            BLOCK_M=BLOCK_M,
+            BLOCK_N=BLOCK_N,
+            num_warps=num_warps,
+            num_ctas=1,
+        )
+'''
+
+
+class TkWin(Candidate):
+    """triton-kernels' backward with BLOCK_M rows per program and per-program dW partial sums (three edits)."""
+
+    def apply(self, workspace: Path) -> None:
+        path = workspace / self.file
+        replace_once(path, TK_BWD_SIG_OLD, TK_BWD_SIG_NEW)
+        replace_once(path, TK_BWD_KERNEL_OLD, TK_BWD_KERNEL_NEW)
+        replace_once(path, TK_BWD_CALL_OLD, TK_BWD_CALL_NEW)
+        text = path.read_text()
+        path.write_text(text.replace("        dw = torch.sum(dw, dim=0)\n",
+                                     "        dw = torch.sum(dw, dim=0).to(w.dtype)\n"))
+
+
+TRITON_KERNELS = Project(
+    name="triton-kernels",
+    github="ai-compiler-study/triton-kernels",
+    paths=["triton_kernels", "benchmarks", "tests", "setup.py", "README.md", "LICENSE", ".gitignore"],
+    command="PYTHONPATH=.${PYTHONPATH:+:$PYTHONPATH} python benchmarks/rms_norm.py",
+    init_flags=[],
+    toml='''# ai-compiler-study/triton-kernels RMSNorm: the project's own triton.testing.perf_report benchmark,
+# unmodified. It writes results/fwd/rms-norm.csv and results/bwd/rms-norm.csv (GB/s per provider,
+# one column each: triton, torch_compile, torch) and prints both tables.
+[benchmark]
+# the README installs the package with `pip install -e .`; here the worktree's own sources go first.
+# The file runs unmodified, but on torch 2.11 its torch_compile provider's backward (retain_graph=True)
+# fails ("compiled with non-empty donated buffers"): the command turns that optimisation off first.
+command = "PYTHONPATH=.${PYTHONPATH:+:$PYTHONPATH} python -c \\"import runpy, torch._functorch.config as c; c.donated_buffer = False; runpy.run_path('benchmarks/rms_norm.py', run_name='__main__')\\""
+csv = "results/*/rms-norm.csv"
+format = "csv"
+metric = "triton (GB/s)"   # perf_report names each provider column "<line_name> (<ylabel>)"
+higher_is_better = true
+config_columns = ["seq_len"]       # the other providers' columns are measurements, not config
+timeout_s = 600
+
+[correctness]
+command = "PYTHONPATH=.${PYTHONPATH:+:$PYTHONPATH} python -m pytest -q -x -p no:cacheprovider tests/test_rms_norm.py"
+timeout_s = 600
+
+[profiler]
+kernel = "_rms_norm_(fwd|bwd)"
+
+[protect]
+paths = ["benchmarks/", "tests/"]
+''',
+    candidates=[
+        Candidate("identical", "tie", "a comment only", TK_NORM,
+                  append="\n# kopt-mcp real-repository check: a comment, no code change\n"),
+        TkWin("win", "improved", "backward: 8 rows per program, dW as one partial sum per program "
+              "(writes M/8 instead of M rows of dW; torch.sum reads 8x less)", TK_NORM),
+        Candidate("broken", "incorrect", "forward: off-by-one column mask (the last column is never written)",
+                  TK_NORM, old="    col_mask = col_index < N\n", new="    col_mask = col_index < N - 1\n"),
+        Candidate("slowdown", "regressed", "forward: the kernel launched twice (a wasted extra pass)", TK_NORM,
+                  old=TK_FWD_CALL, new=TK_FWD_CALL + TK_FWD_CALL),
+    ],
+)
+
+PROJECTS = {p.name: p for p in (LIGER, TRITON_KERNELS)}
+
+# ------------------------------------------- the bundled CPU example: the driver's own test (no GPU)
+_CPU_TOML = Path(__file__).resolve().parents[2] / "examples" / "cpu_softmax" / "kopt.toml"
+CPU_SOFTMAX = Project(
+    name="cpu-softmax",
+    github="kopt-mcp/examples/cpu_softmax",
+    paths=["bench.py", "kernel.py", "reference.py"],
+    command="python bench.py",
+    init_flags=[],
+    toml=(_CPU_TOML.read_text() if _CPU_TOML.exists() else "")  # absent where only the drivers are copied
+    .replace("[warmup]\ncommand = \"python bench.py\"\n", ""),
+    candidates=[
+        Candidate("identical", "tie", "a comment only", "kernel.py",
+                  append="\n# kopt-mcp real-repository check: a comment, no code change\n"),
+        Candidate("broken", "incorrect", "a shifted exponent", "kernel.py",
+                  old="out[i] = [math.exp(v - lse) for v in row]",
+                  new="out[i] = [math.exp(v - lse + 0.1) for v in row]"),
+    ],
+)
+PROJECTS[CPU_SOFTMAX.name] = CPU_SOFTMAX

@@ -1,0 +1,186 @@
+"""Real-repository check (issue 15 item 8): the refereed loop on a fetched public kernel project with
+its own, unmodified benchmark command, driven in-process through kopt_mcp.referee.Referee by a
+scripted agent that tries four candidates (projects.py): identical -> tie, a real win -> improved, a
+slowdown -> regressed, a broken kernel -> incorrect.
+
+    python benchmarks/real_repos/run.py --project liger --src DIR --commit SHA --out OUT [--deadline-s S]
+
+DIR holds the project's files (a `git archive` of the snapshot, projects.Project.paths); the script
+commits them to a fresh git repository, runs `kopt-mcp init --command` on it (the proposal and its
+log go to OUT/<project>-init.toml / -init.log), commits the hand-finished kopt.toml (projects.py),
+records the baseline, then each candidate through save_and_test. After every step it writes
+OUT/<project>.json and OUT/<project>.md (verdicts, numbers, seconds) and copies the session's
+ledger; no new step starts once --deadline-s seconds have passed. Exit 0 when every candidate that
+ran got its expected verdict, 1 otherwise, 2 when the baseline failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+import tomllib
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parents[1]))
+
+from projects import PROJECTS, Project
+
+GIT_ID = ["-c", "user.name=kopt-real", "-c", "user.email=kopt-real@localhost"]
+
+
+def git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", *GIT_ID, *args], cwd=repo, check=True, capture_output=True)
+
+
+def make_repo(src: Path, dest: Path, project: Project, commit: str) -> Path:
+    """`src` copied to `dest` and committed as the upstream snapshot (one commit)."""
+    shutil.copytree(src, dest)
+    git(dest, "init", "-q", "-b", "main")
+    git(dest, "add", "-A")
+    git(dest, "commit", "-q", "-m", f"{project.github} at {commit} (unmodified)")
+    return dest
+
+
+def run_init(repo: Path, project: Project, out: Path) -> dict:
+    """`kopt-mcp init --command` on the unmodified repository; its proposal and log saved to OUT."""
+    t = time.perf_counter()
+    p = subprocess.run([sys.executable, "-m", "kopt_mcp.cli", "init", "--repo", str(repo), "--command",
+                        project.command, *project.init_flags], capture_output=True, text=True, timeout=900, check=False)
+    secs = time.perf_counter() - t
+    (out / f"{project.name}-init.toml").write_text(p.stdout)
+    (out / f"{project.name}-init.log").write_text(p.stderr)
+    return {"exit_code": p.returncode, "seconds": round(secs, 1)}
+
+
+def verdict_record(cand, v, secs: float) -> dict:
+    """The numbers of one verdict (VerdictResult) for the results file."""
+    return {"candidate": cand.name, "expected": cand.expected, "verdict": v.verdict,
+            "right": v.verdict == cand.expected, "hypothesis": cand.hypothesis, "reason": v.reason,
+            "seconds": round(secs, 1), "rounds": v.rounds, "gpu_best_us": v.gpu_best_us,
+            "gpu_candidate_us": v.gpu_candidate_us, "gpu_delta_pct": v.gpu_delta_pct,
+            "target_deltas_pct": v.target_deltas_pct, "divergent_classes": v.divergent_classes,
+            "class_errors": v.class_errors, "warnings": v.warnings,
+            "classes": [{"key": c.key, "best": c.best, "candidate": c.candidate, "mean_pct": c.mean_pct}
+                        for c in v.classes]}
+
+
+def write(out: Path, project: Project, result: dict) -> None:
+    (out / f"{project.name}.json").write_text(json.dumps(result, indent=1, default=str))
+    lines = [f"# {project.github} at {result['commit']}: the refereed loop with its own benchmark", "",
+             f"Command (kopt.toml): `{result.get('toml_command', project.command)}`. Device: {result.get('device')}. "
+             f"Versions: {result.get('versions')}.", ""]
+    init = result.get("init")
+    if init:
+        lines += [f"`kopt-mcp init --command`: exit {init['exit_code']}, {init['seconds']} s "
+                  f"(proposal: {project.name}-init.toml).", ""]
+    b = result.get("baseline")
+    if b:
+        lines += [f"Baseline: ok={b['ok']}, {b['seconds']} s, {len(b['classes'])} config classes, "
+                  f"reason: {b['reason'][:300]}", ""]
+    lines += ["| candidate | expected | verdict | right | GPU time BEST -> candidate (us) | GPU delta | "
+              "mean script delta over classes | rounds | s |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in result["verdicts"]:
+        ds = [d for d in r["target_deltas_pct"] if d is not None]
+        mean = f"{sum(ds) / len(ds):+.2f}%" if ds else "n/a"
+        gpu = (f"{r['gpu_best_us']:.1f} -> {r['gpu_candidate_us']:.1f}"
+               if r["gpu_best_us"] is not None and r["gpu_candidate_us"] is not None else "n/a")
+        gd = f"{r['gpu_delta_pct']:+.2f}%" if r["gpu_delta_pct"] is not None else "n/a"
+        lines.append(f"| {r['candidate']} | {r['expected']} | {r['verdict']} | {'yes' if r['right'] else 'NO'} | "
+                     f"{gpu} | {gd} | {mean} | {r['rounds']} | {r['seconds']} |")
+    lines += [""] + [f"- {r['candidate']}: {r['reason']}" for r in result["verdicts"]]
+    if result.get("skipped"):
+        lines += ["", f"Not run (deadline): {', '.join(result['skipped'])}"]
+    (out / f"{project.name}.md").write_text("\n".join(lines) + "\n")
+
+
+def versions() -> str:
+    code = ("import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, "
+            "torch.cuda.get_device_name() if torch.cuda.is_available() else 'no GPU')")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False)
+    return (p.stdout.strip() or p.stderr.strip()[-300:]) + f", Python {platform.python_version()}"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--project", choices=sorted(PROJECTS), required=True)
+    ap.add_argument("--src", type=Path, required=True, help="the project's files (git archive of the snapshot)")
+    ap.add_argument("--commit", required=True, help="the snapshot's commit sha (recorded)")
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--deadline-s", type=float, default=None, help="start no step after this many seconds")
+    ap.add_argument("--skip-init", action="store_true", help="do not run `kopt-mcp init --command` first")
+    ap.add_argument("--only", default=None, help="comma-separated candidate names (default: all, in order)")
+    a = ap.parse_args()
+    project = PROJECTS[a.project]
+    # a `timeout` (SIGTERM) still runs the finally below: the ledger and the first run are kept
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(124))
+    a.out.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    left = lambda: None if a.deadline_s is None else a.deadline_s - (time.perf_counter() - t0)
+    tmp = Path(tempfile.mkdtemp(prefix=f"kopt-real-{project.name}-"))
+    repo = make_repo(a.src, tmp / "repo", project, a.commit)
+    result: dict = {"project": project.github, "commit": a.commit, "command": project.command,
+                    "versions": versions(), "verdicts": [], "skipped": []}
+    if not a.skip_init:
+        result["init"] = run_init(repo, project, a.out)
+        print(f"init: {result['init']}", flush=True)
+    (repo / "kopt.toml").write_text(project.toml)
+    result["toml_command"] = tomllib.loads(project.toml)["benchmark"]["command"]
+    git(repo, "add", "kopt.toml")
+    git(repo, "commit", "-q", "-m", "kopt.toml (kopt-mcp init's proposal, finished by hand)")
+    write(a.out, project, result)
+
+    from kopt_mcp.referee import Referee
+
+    ref = Referee(repo, tag="real", lease_dir=tmp / "leases")
+    code = 0
+    try:
+        t = time.perf_counter()
+        b = ref.run_benchmark()
+        result["device"] = b.device.model_dump() if b.device else None
+        result["baseline"] = {"ok": b.ok and b.baseline_recorded, "reason": b.reason, "seconds": round(time.perf_counter() - t, 1),
+                              "classes": [c.model_dump() for c in b.classes], "log_tail": b.log_tail[-2000:]}
+        print(f"baseline: ok={b.ok} recorded={b.baseline_recorded} {result['baseline']['seconds']} s: {b.reason[:300]}",
+              flush=True)
+        write(a.out, project, result)
+        if not b.baseline_recorded:
+            return 2
+        wanted = a.only.split(",") if a.only else [c.name for c in project.candidates]
+        for cand in (c for c in project.candidates if c.name in wanted):
+            if left() is not None and left() <= 0:
+                result["skipped"].append(cand.name)
+                continue
+            cand.apply(ref.workspace_path)
+            t = time.perf_counter()
+            v = ref.save_and_test("global", cand.hypothesis)
+            rec = verdict_record(cand, v, time.perf_counter() - t)
+            result["verdicts"].append(rec)
+            code |= 0 if rec["right"] else 1
+            print(f"{cand.name}: {v.verdict} (expected {cand.expected}) in {rec['seconds']} s: {v.reason[:400]}", flush=True)
+            if v.verdict in ("improved", "incorrect", "divergent"):
+                ref.revert_to_best(f"real-repository check: {cand.name} done")
+            write(a.out, project, result)
+    finally:
+        runs = sorted((ref.state_dir / "runs").glob("*"))
+        if runs:  # the baseline's first run: its log and result files, as the benchmark wrote them
+            with tarfile.open(a.out / f"{project.name}-first-run.tar.gz", "w:gz") as tar:
+                tar.add(runs[0], arcname=runs[0].name)
+        ledger = ref.state_dir / "ledger.jsonl"
+        if ledger.exists():
+            shutil.copy(ledger, a.out / f"{project.name}-ledger.jsonl")
+        write(a.out, project, result)
+        ref.close()
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

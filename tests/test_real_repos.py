@@ -1,0 +1,67 @@
+"""The real-repository driver (benchmarks/real_repos): candidate edits by exact anchor text, and one
+end-to-end run on the bundled CPU example (the GPU projects run on the H100: benchmarks/results/
+2026-11-24-h100-real-repos.md). Also the decision-quality benchmark's effect subsets."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks" / "real_repos"))
+sys.path.insert(0, str(ROOT / "benchmarks" / "decision_quality"))
+
+from projects import PROJECTS, Candidate, EditError, replace_once
+from run import effects_for
+
+RUN = ROOT / "benchmarks" / "real_repos" / "run.py"
+
+
+def test_an_edit_whose_anchor_is_missing_or_repeated_is_refused(tmp_path):
+    f = tmp_path / "k.py"
+    f.write_text("a = 1\nb = 1\n")
+    with pytest.raises(EditError, match="found 0 times"):
+        replace_once(f, "c = 1\n", "c = 2\n")
+    with pytest.raises(EditError, match="found 2 times"):
+        replace_once(f, " = 1\n", " = 2\n")
+    Candidate("x", "tie", "", "k.py", old="b = 1\n", new="b = 2\n").apply(tmp_path)
+    assert f.read_text() == "a = 1\nb = 2\n"
+
+
+def test_every_gpu_project_tries_the_four_verdicts():
+    for name in ("liger", "triton-kernels"):
+        assert {(c.name, c.expected) for c in PROJECTS[name].candidates} == {
+            ("identical", "tie"), ("win", "improved"), ("slowdown", "regressed"), ("broken", "incorrect")}
+
+
+def test_the_driver_on_the_cpu_example_records_an_incorrect_candidate(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    for f in ("bench.py", "kernel.py", "reference.py"):
+        shutil.copy(ROOT / "examples" / "cpu_softmax" / f, src / f)
+    out = tmp_path / "out"
+    r = subprocess.run([sys.executable, str(RUN), "--project", "cpu-softmax", "--src", str(src), "--commit",
+                        "test", "--out", str(out), "--skip-init", "--only", "broken"],
+                       capture_output=True, text=True, timeout=600, cwd=tmp_path, check=False,
+                       env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    result = json.loads((out / "cpu-softmax.json").read_text())
+    assert result["baseline"]["ok"] and [v["verdict"] for v in result["verdicts"]] == ["incorrect"]
+    assert "| broken | incorrect | incorrect | yes |" in (out / "cpu-softmax.md").read_text()
+    events = [json.loads(line)["event"] for line in (out / "cpu-softmax-ledger.jsonl").read_text().splitlines()]
+    assert "session_started" in events and len(events) > 3
+    with tarfile.open(out / "cpu-softmax-first-run.tar.gz") as tar:
+        assert any(n.endswith("bench.csv") for n in tar.getnames())
+
+
+def test_decision_quality_effect_subsets():
+    assert list(effects_for("gpu-dobench", "identical, -1%,+1%")) == ["identical", "-1%", "+1%"]
+    assert list(effects_for("gpu")) == list(effects_for("gpu-dobench"))
+    with pytest.raises(SystemExit, match="unknown effect"):
+        effects_for("cpu", "-1%")
