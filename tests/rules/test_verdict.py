@@ -40,23 +40,46 @@ def run(rounds, target="n=1", hib=False, noise=1.0, conf=2, hist=None, max_round
 # --- regressed ------------------------------------------------------------------------------------
 
 
-def test_slower_beyond_noise_is_regressed():
-    d = run([one(100.0, 102.0)])
+def test_slower_beyond_noise_is_confirmed_in_a_second_round_then_regressed():
+    d = run([one(100.0, 102.0)])  # the script metric alone never counts a regression on one round
+    assert (d.outcome, d.needs_round) == ("tie", True) and "confirming round" in d.reason
+    d = run([one(100.0, 102.0), one(100.0, 101.9)])
     assert (d.outcome, d.needs_round) == ("regressed", False)
-    assert d.target_deltas_pct == [pytest.approx(-2.0)]
+    assert d.target_deltas_pct == [pytest.approx(-2.0), pytest.approx(-1.9)]
 
 
 def test_slower_exactly_noise_is_regressed():
-    assert run([one(100.0, 101.0)]).outcome == "regressed"
+    assert run([one(100.0, 101.0)] * 2).outcome == "regressed"
 
 
 def test_regression_wins_over_better_other_classes():
-    d = run([R({"a": 100.0, "b": 100.0}, {"a": 105.0, "b": 50.0})], target="a")
+    d = run([R({"a": 100.0, "b": 100.0}, {"a": 105.0, "b": 50.0})] * 2, target="a")
     assert d.outcome == "regressed"
 
 
 def test_lower_value_is_regressed_when_higher_is_better():
-    assert run([one(100.0, 95.0)], hib=True).outcome == "regressed"
+    assert run([one(100.0, 95.0)] * 2, hib=True).outcome == "regressed"
+
+
+def test_with_a_budget_of_one_round_one_round_counts_a_regression():
+    assert run([one(100.0, 102.0)], max_rounds=1).outcome == "regressed"
+
+
+def test_one_run_hit_by_a_burst_is_no_regression():
+    # quiet history; the candidate's first run was hit by a burst of a neighbour's load (measured
+    # live: -85.6% on an identical candidate, 2026-11-23); the next rounds show no change
+    d = run([one(100.0, 185.6)], noise=5.0)
+    assert (d.outcome, d.needs_round) == ("tie", True)
+    d = run([one(100.0, 185.6), one(100.0, 100.4)], noise=5.0)
+    assert (d.outcome, d.needs_round) == ("tie", True)
+    d = run([one(100.0, 185.6), one(100.0, 100.4), one(100.0, 99.8)], noise=5.0)
+    assert (d.outcome, d.needs_round) == ("tie", False) and "not a significant slowdown" in d.reason
+
+
+def test_a_slowdown_seen_twice_but_spread_wide_is_not_yet_a_regression():
+    # identical candidate under a steady CPU hog (measured live, 2026-11-24): -6.0%, -15.3%
+    d = run([one(100.0, 106.2), one(100.0, 116.5)], noise=5.0)
+    assert (d.outcome, d.needs_round) == ("tie", True)
 
 
 # --- clear improvement ------------------------------------------------------------------------------
@@ -248,7 +271,7 @@ def test_with_a_profiler_a_faster_last_run_but_slower_mean_is_not_passed():
     assert (d.outcome, d.needs_round) == ("tie", False)
 
 
-def test_with_a_profiler_regressions_are_still_regressed():
+def test_with_a_profiler_one_round_still_counts_a_regression():
     assert screen([one(100.0, 102.0)]).outcome == "regressed"
 
 
@@ -285,7 +308,7 @@ def test_regression_under_heavy_noise_is_measured_again_before_it_counts():
     noisy = history(["n=1"], jitter=0.05)
     assert run([one(100.0, 102.0)], hist=noisy).needs_round is True
     d = run([one(100.0, 102.0)] * 3, hist=noisy)
-    assert (d.outcome, "not significantly" in d.reason) == ("tie", True)
+    assert (d.outcome, "not a significant slowdown" in d.reason) == ("tie", True)
 
 
 def test_the_round_budget_is_never_exceeded():
