@@ -132,6 +132,22 @@ def test_noise_is_pooled_from_the_latest_best_runs_only():
     assert run([r, r], target="a", hist=recent_quiet + old_noisy).target_interval.lo_pct < 0
 
 
+def test_noise_of_an_older_best_at_another_level_is_left_out(monkeypatch):
+    # the slow baseline (level 3000, spreading 2x under a bursty load) was replaced by a 30x faster
+    # BEST; its spread says nothing about the new BEST's runs
+    import kopt_mcp.rules.verdict as v
+
+    slow = [[{"n=1": x} for x in (3000.0, 6000.0, 1500.0, 4000.0, 2000.0)] for _ in range(2)]
+    rounds = [one(100.0, 60.0), one(100.4, 60.1)]
+    d = run(rounds, hist=slow, noise=7.0)
+    assert d.outcome == "improved" and d.target_interval.df == 2  # this attempt's BEST runs and deltas only
+    monkeypatch.setattr(v, "LEVEL_FACTOR", float("inf"))
+    assert run(rounds, hist=slow, noise=7.0).outcome == "tie"  # the old BEST's spread hid a 40% win
+    monkeypatch.undo()
+    same_level_noisy = [[{"n=1": x} for x in (100.0, 200.0, 60.0, 130.0, 70.0)] for _ in range(2)]
+    assert run(rounds, hist=same_level_noisy, noise=7.0).outcome == "tie"  # noise at this level counts
+
+
 def test_deltas_own_spread_widens_a_bound_from_a_quiet_history():
     d = run([one(100.0, 94.0), one(100.0, 60.0)], noise=5.0)  # +6% and +40%: own SD ~24%
     assert d.outcome == "tie" and d.needs_round
