@@ -4,7 +4,7 @@ numbers a verdict under load was made of, to replay through the rules (tests/rul
     python benchmarks/load/extract.py SESSION_STATE_DIR --device "..." --load "..." > tests/fixtures/load/NAME.json
 
 SESSION_STATE_DIR is the folder holding ledger.jsonl and runs/ (a demo's `--keep DIR` puts it at
-DIR/<repo>/.git/kopt/<tag>/). Output: {"device", "load", "metric", "higher_is_better", "baseline":
+DIR/<repo>/.git/kopt/<tag>/). Output: {"device", "load", "expect", "metric", "higher_is_better", "baseline":
 [run...], "attempts": [{"attempt", "verdict", "target", "rounds": [{"best": run, "candidate": run}],
 "committed": bool}]} where a run is {class key: metric}. Rounds are read from the run folders
 NNNN-candidate[-k] and NNNN-best[-k] (round k); the verdict and target from the ledger.
@@ -68,9 +68,13 @@ def main() -> int:
     ap.add_argument("--higher-is-better", action="store_true")
     ap.add_argument("--device", required=True, help="the machine, in words")
     ap.add_argument("--load", required=True, help="the load during the session, in words")
+    ap.add_argument("--expect", choices=("exact", "safe"), default="exact",
+                    help="what a replay asserts: every verdict as the scenario expects (exact), or only that "
+                    "nothing is kept or counted as a regression that should not be (safe: a load beyond the "
+                    "one the rules promise to handle)")
     a = ap.parse_args()
     data = extract(a.state_dir, a.metric, a.config_columns.split(","))
-    print(json.dumps({"device": a.device, "load": a.load, "metric": a.metric,
+    print(json.dumps({"device": a.device, "load": a.load, "expect": a.expect, "metric": a.metric,
                       "higher_is_better": a.higher_is_better, **data}, indent=1))
     return 0
 

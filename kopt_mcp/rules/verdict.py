@@ -127,7 +127,7 @@ def _median(xs: list[float]) -> float:
 def _series_noise(history: list[list[dict[str, float]]], rounds: list[Round], key: str) -> NoiseEstimate:
     """Run-to-run noise of one series (a class key or `global`) from the BEST runs of the latest
     earlier leases (`history`, back to RECENT_NOISE_DF degrees of freedom) and of this attempt's
-    rounds (one more group: the same lease). Earlier groups at another level (median beyond
+    rounds (two more groups, same lease: BEST's runs and the candidate's runs). Earlier groups at another level (median beyond
     LEVEL_FACTOR of this attempt's BEST median) are left out: under a bursty CPU load the demo's
     slow Python BEST spread 20x between runs, and after the 30x faster kernel was committed that
     spread, pooled into the new BEST's noise, hid a 2x regression and a 55% win (2026-11-24)."""
@@ -149,6 +149,10 @@ def _series_noise(history: list[list[dict[str, float]]], rounds: list[Round], ke
         recent.append(g)
         df += max(0, len(g) - 1)
     recent.append(now)
+    # the candidate's runs in this lease: its run-to-run spread is part of every delta's variance
+    # (a delta is one BEST run and one candidate run), and right after a commit, when no earlier
+    # group is at the new BEST's level, they double the degrees of freedom of the noise of now
+    recent.append([v for v in (value(r.candidate) for r in rounds) if v is not None])
     return noise_from_groups(recent)
 
 

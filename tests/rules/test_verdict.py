@@ -140,7 +140,7 @@ def test_noise_of_an_older_best_at_another_level_is_left_out(monkeypatch):
     slow = [[{"n=1": x} for x in (3000.0, 6000.0, 1500.0, 4000.0, 2000.0)] for _ in range(2)]
     rounds = [one(100.0, 60.0), one(100.4, 60.1)]
     d = run(rounds, hist=slow, noise=7.0)
-    assert d.outcome == "improved" and d.target_interval.df == 2  # this attempt's BEST runs and deltas only
+    assert d.outcome == "improved" and d.target_interval.df == 3  # this attempt's runs and deltas only
     monkeypatch.setattr(v, "LEVEL_FACTOR", float("inf"))
     assert run(rounds, hist=slow, noise=7.0).outcome == "tie"  # the old BEST's spread hid a 40% win
     monkeypatch.undo()
@@ -309,7 +309,8 @@ def test_without_any_noise_estimate_one_round_is_never_enough():
     assert (d.outcome, d.needs_round) == ("tie", True)
     assert math.isinf(d.target_interval.lo_pct)
     d = run([one(100.0, 95.0), one(100.0, 94.9)], hist=[])
-    assert d.outcome == "improved" and d.target_interval.df == 2  # the deltas (1) + BEST run twice (1)
+    # the deltas (1) + BEST run twice (1) + the candidate run twice (1)
+    assert d.outcome == "improved" and d.target_interval.df == 3
 
 
 def test_clear_win_under_heavy_noise_is_measured_again_then_tie():
@@ -414,7 +415,8 @@ def test_global_target_with_a_zero_metric_is_a_verdict_error():
 def test_a_split_under_a_changing_load_is_divergent_by_the_attempts_own_spread():
     # the demo's transposed kernel on a loaded CPU (2026-11-23): BEST's own runs jumped by ~50%
     # between leases (noisy history), the paired deltas per class were steady
-    noisy = history(["a", "b", "c"], jitter=0.5, leases=3)
+    levels = {"a": 400.0, "b": 230.0, "c": 200.0}  # BEST's level, as in the rounds below
+    noisy = [[{k: v * f for k, v in levels.items()} for f in (1.0, 1.5, 0.5, 1.25, 0.75)] for _ in range(3)]
     rounds = [R({"a": 372.3, "b": 209.5, "c": 181.1}, {"a": 225.3, "b": 219.1, "c": 270.4}),
               R({"a": 500.0, "b": 300.0, "c": 250.0}, {"a": 286.6, "b": 302.8, "c": 404.1}),
               R({"a": 372.3, "b": 209.5, "c": 181.1}, {"a": 215.0, "b": 218.6, "c": 294.9})]

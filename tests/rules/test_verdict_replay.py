@@ -4,7 +4,7 @@ Each fixture under tests/fixtures/load/ holds every measured run of one `kopt-mc
 (benchmarks/load/extract.py; how it was measured is in the fixture's "device" and "load"). The
 replay feeds the rounds to `decide` one at a time, as the referee does (the baseline's runs and
 each attempt's BEST runs become the noise history), and compares each verdict with what the
-demo's scenario expects. Where the rules ask for more rounds than the session measured (it ran
+demo's scenario expects (the fixture's "expect" says how strictly). Where the rules ask for more rounds than the session measured (it ran
 under other rules), that attempt is undecided: its recorded rounds still join the history, and
 every fixture must leave at least 3 attempts decided.
 """
@@ -57,23 +57,16 @@ def scenario_expectations() -> list[str]:
 
 
 @pytest.mark.parametrize("fixture", sorted(p.name for p in FIXTURES.glob("demo-*.json")))
-def test_the_demo_measured_under_a_cpu_hog_gets_every_expected_verdict(fixture):
+def test_the_demo_measured_under_load_gets_its_verdicts(fixture):
+    # "exact": measured under the load the rules promise to handle (a CPU hog on both cores): every
+    # verdict as the scenario expects. "safe": heavier (several experiments and the hog side by
+    # side, load average 9): a verdict may fall back to tie, but nothing is kept, counted as a
+    # regression or split that the scenario does not say
     session = json.loads((FIXTURES / fixture).read_text())
     expect = scenario_expectations()
     got = replay(session, policy())
     decided = {n: d for n, d in got.items() if d is not None}
     assert len(decided) >= 3, f"only attempts {sorted(decided)} decided on the recorded rounds"
     for n, d in decided.items():
-        assert d.outcome == expect[n - 1], f"attempt {n}: {d.outcome}, expected {expect[n - 1]}: {d.reason}"
-
-
-def test_without_the_level_filter_the_old_bests_spread_hides_the_bursty_demos_verdicts(monkeypatch):
-    # the failure the level filter fixes, on the same numbers: the slow Python BEST's 20x spread
-    # under the bursty hog, pooled into the vectorised BEST's noise, made a 2x regression and a
-    # 55% win ties (the demo failed at step 2 and stopped, 2026-11-24)
-    import kopt_mcp.rules.verdict as v
-
-    session = json.loads((FIXTURES / "demo-bursty-2026-11-24.json").read_text())
-    monkeypatch.setattr(v, "LEVEL_FACTOR", float("inf"))
-    got = replay(session, policy())
-    assert (got[2].outcome, got[5].outcome) == ("tie", "tie")
+        ok = d.outcome == expect[n - 1] or (session["expect"] == "safe" and d.outcome == "tie")
+        assert ok, f"attempt {n}: {d.outcome}, expected {expect[n - 1]}: {d.reason}"
