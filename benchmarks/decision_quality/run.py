@@ -152,7 +152,7 @@ def merge(files: list[Path], out: Path) -> int:
 def report(out: Path, effects, rows: dict[str, list[dict]], meta: dict) -> int:
     """Write decision_quality.md (the table) and .json ({"meta", "rows"}) into `out`; 0 when every
     target is met, else 1. Effects with no trial yet are left out."""
-    n = min((len(v) for v in rows.values()), default=0)
+    n = min((len(v) for v in rows.values() if v), default=0)
     runs = f", {meta['merged_runs']} runs merged" if meta.get("merged_runs") else ""
     lines = [f"# Decision quality ({meta['device']}, {n} trials per effect{runs})", "",
              f"Baseline ({meta['baseline_runs']} runs + profiles): {meta['baseline_s']:.1f} s. Profiler: "
