@@ -17,7 +17,7 @@ and waits (until SIGTERM, Ctrl-C or `--max-seconds`); each experiment then runs 
 Writes OUT/runs.jsonl (one line per repetition: i, exit code, seconds, the load average at the end)
 and OUT/summary.md; each repetition's stdout+stderr goes to OUT/run-{i}.log. The hogs are ended
 (SIGKILL, by pid) when the command ends, on Ctrl-C and on SIGTERM; they also end by themselves after
-`--max-seconds` (default 3600) so that a killed harness leaves nothing spinning. Exit 0 when every
+`--max-seconds` (default 7200) so that a killed harness leaves nothing spinning. Exit 0 when every
 repetition exited 0, else 1.
 """
 
@@ -76,8 +76,8 @@ def main() -> int:
     ap.add_argument("--pattern", choices=("steady", "bursty"), default="steady")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--repeat", type=int, default=1)
-    ap.add_argument("--timeout", type=float, default=1800.0, help="seconds per repetition (then killed: a failure)")
-    ap.add_argument("--max-seconds", type=float, default=3600.0, help="the hogs end by themselves after this")
+    ap.add_argument("--timeout", type=float, default=7200.0, help="seconds per repetition (then killed: a failure)")
+    ap.add_argument("--max-seconds", type=float, default=7200.0, help="the hogs end by themselves after this")
     ap.add_argument("--out", type=Path, default=None, help="where runs.jsonl, summary.md and the logs go")
     ap.add_argument("--hogs-only", action="store_true", help="start the hogs and wait; run no command")
     ap.add_argument("--no-hogs", action="store_true", help="run the command without hogs of its own "
