@@ -127,10 +127,11 @@ def _median(xs: list[float]) -> float:
 def _series_noise(history: list[list[dict[str, float]]], rounds: list[Round], key: str) -> NoiseEstimate:
     """Run-to-run noise of one series (a class key or `global`) from the BEST runs of the latest
     earlier leases (`history`, back to RECENT_NOISE_DF degrees of freedom) and of this attempt's
-    rounds (two more groups, same lease: BEST's runs and the candidate's runs). Earlier groups at another level (median beyond
-    LEVEL_FACTOR of this attempt's BEST median) are left out: under a bursty CPU load the demo's
-    slow Python BEST spread 20x between runs, and after the 30x faster kernel was committed that
-    spread, pooled into the new BEST's noise, hid a 2x regression and a 55% win (2026-11-24)."""
+    rounds (two more groups, same lease: BEST's runs and the candidate's runs). Earlier groups at
+    another level (median beyond LEVEL_FACTOR of this attempt's BEST median) are left out: under a
+    bursty CPU load the demo's slow Python BEST spread 20x between runs, and after the 30x faster
+    kernel was committed that spread, pooled into the new BEST's noise, hid a 2x regression and a
+    55% win (2026-11-24)."""
     def value(run: dict[str, float]) -> float | None:
         try:
             return target_value(run, key)
