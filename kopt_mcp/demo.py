@@ -106,18 +106,27 @@ class Demo:
             else:
                 self.out.print(f"trace: {escape('; '.join(trace['notes']))}")
             for i, step in enumerate(self.steps, 1):
-                await self._step(c, ws, i, step)
+                if not await self._step(c, ws, i, step):
+                    break
             perf = await c.read_resource("kopt://performance.md")
             self.out.rule("performance.md")
             sys.stdout.write(perf.contents[0].text)
             sys.stdout.flush()
         return not self.failures
 
-    async def _step(self, c: Client, ws: Path, i: int, step: dict) -> None:
+    async def _step(self, c: Client, ws: Path, i: int, step: dict) -> bool:
+        """Play one step; False when the scenario cannot go on (its patch does not apply to the tree
+        the earlier steps left, e.g. after an earlier step missed its verdict)."""
         name, expect = step["name"], step["expect"]
         self.out.rule(f"step {i}: {name}")
         if step.get("patch"):
-            subprocess.run(["git", "apply", "--whitespace=nowarn", str(self.example / step["patch"])], cwd=ws, check=True)
+            r = subprocess.run(["git", "apply", "--whitespace=nowarn", str(self.example / step["patch"])], cwd=ws,
+                               capture_output=True, text=True, check=False)
+            if r.returncode != 0:
+                self.failures.append(f"step {i} {name}: {step['patch']} does not apply to the tree the earlier "
+                                     f"steps left ({r.stderr.strip()[:200]}); the scenario stops here")
+                self.out.print(f"  [red]{escape(self.failures[-1])}[/red]")
+                return False
         v = await self._call(c, "save_and_test", {"target": step.get("target", "global"),
                                                   "hypothesis": step.get("hypothesis", name)})
         ok = v["verdict"] == expect
@@ -138,6 +147,7 @@ class Demo:
                            f" ({escape(cm['reason'])})")
             if not cm["committed"]:
                 self.failures.append(f"step {i} {name}: commit_improvement refused: {cm['reason']}")
+        return True
 
     def _table(self, title: str, metric: str, classes: list[dict]) -> None:
         t = Table(title=title)

@@ -12,20 +12,20 @@ RUN = Path(__file__).resolve().parents[1] / "benchmarks" / "decision_quality" / 
 
 
 def test_cpu_planted_effects_meet_their_targets(tmp_path):
+    # effects too large for load to flip (benchmarks/results/2026-11-24-cpu-load-*.md): identical and
+    # +20% are never kept, -75% (4x less work) always is; -30%, whose keep share falls under heavy
+    # load, is measured by the benchmark, not here
     out = tmp_path / "out"
-    r = subprocess.run([sys.executable, str(RUN), "--device", "cpu", "--trials", "3", "--out", str(out),
-                        "--lease-dir", str(tmp_path / "leases")], capture_output=True, text=True, timeout=600,
-                       check=False)
-    # exit 1 = a target missed: the keep share of -30% (>= 66%) can miss on a heavily loaded machine
-    # (2026-11-23, load average 9 on 2 cores: 8 of 18 kept, the rest tie); what noise cannot flip is
-    # asserted below
-    assert r.returncode in (0, 1), r.stdout[-3000:] + r.stderr[-3000:]
+    r = subprocess.run([sys.executable, str(RUN), "--device", "cpu", "--trials", "3", "--effects", "identical,-75%,+20%",
+                        "--out", str(out), "--lease-dir", str(tmp_path / "leases")], capture_output=True, text=True,
+                       timeout=900, check=False)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]  # every target met
     rows = json.loads((out / "decision_quality.json").read_text())["rows"]
     assert all(v["verdict"] != "improved" for v in rows["identical"] + rows["+20%"])  # never kept
-    assert all(v["verdict"] in ("improved", "tie") for v in rows["-30%"])  # a win is never called worse
-    assert sum(d for v in rows["-30%"] for d in v["target_deltas_pct"]) > 0  # and the deltas see it
+    assert [v["verdict"] for v in rows["-75%"]] == ["improved"] * 3  # always kept
     assert all(v["candidate_runs"] <= 3 for vs in rows.values() for v in vs)
-    assert "| identical | 0/3" in (out / "decision_quality.md").read_text()
+    md = (out / "decision_quality.md").read_text()
+    assert "| identical | 0/3" in md and "| -75% | 3/3 (100%)" in md and "| +20% | 0/3" in md
 
 
 def test_merge_pools_the_trials_of_several_runs_and_refuses_different_gates(tmp_path):

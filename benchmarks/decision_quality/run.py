@@ -19,7 +19,7 @@ trials}) after every round of trials, so a run cut off by a time limit keeps wha
 a target is missed.
 Targets (issue 4): identical and slower never kept; -1% and -2% kept >= 95%; -0.5% >= 80%;
 at most 3 candidate runs per verdict. The CPU version plants larger effects (a shared 2-core VM
-is noisier) and checks the same "never keep a non-improvement" rule.
+is noisier) and checks the same "never keep a non-improvement" rule; -75% must be kept every time.
 """
 
 from __future__ import annotations
@@ -42,7 +42,9 @@ sys.path.insert(0, str(ROOT))
 # effect: % change of work (- = less work = faster); target: minimum kept share, or None = never kept
 GPU_EFFECTS = {"identical": (0.0, None), "-0.5%": (-0.5, 0.80), "-1%": (-1.0, 0.95), "-2%": (-2.0, 0.95),
                "-5%": (-5.0, 0.95), "+1%": (1.0, None), "+2%": (2.0, None)}
-CPU_EFFECTS = {"identical": (0.0, None), "-30%": (-30.0, 0.66), "+20%": (20.0, None)}
+# -75% (4x less work): so large that no load seen on the 2-core VM hides it (kept every time);
+# -30%: how much of a moderate win survives the load (recorded; 8 of 18 kept under load average 9)
+CPU_EFFECTS = {"identical": (0.0, None), "-30%": (-30.0, 0.66), "-75%": (-75.0, 1.0), "+20%": (20.0, None)}
 MAX_CANDIDATE_RUNS = 3
 
 
@@ -83,6 +85,8 @@ def main() -> int:
     ap.add_argument("--trials", type=int, default=20)
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--lease-dir", type=Path, default=None)
+    ap.add_argument("--effects", default=None,
+                    help="comma-separated planted effects to run (default: all of the device's), e.g. identical,-30%%")
     ap.add_argument("--max-seconds", type=float, default=None,
                     help="start no new round of trials that would likely end past this many seconds")
     ap.add_argument("--merge", type=Path, nargs="+", default=None,
@@ -161,7 +165,7 @@ def merge(files: list[Path], out: Path) -> int:
 def report(out: Path, effects, rows: dict[str, list[dict]], meta: dict) -> int:
     """Write decision_quality.md (the table) and .json ({"meta", "rows"}) into `out`; 0 when every
     target is met, else 1. Effects with no trial yet are left out."""
-    n = min((len(v) for v in rows.values()), default=0)
+    n = min((len(v) for v in rows.values() if v), default=0)
     runs = f", {meta['merged_runs']} runs merged" if meta.get("merged_runs") else ""
     lines = [f"# Decision quality ({meta['device']}, {n} trials per effect{runs})", "",
              f"Baseline ({meta['baseline_runs']} runs + profiles): {meta['baseline_s']:.1f} s. Profiler: "

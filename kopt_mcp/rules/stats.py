@@ -7,8 +7,9 @@ the rounds' deltas and a one-sided Student-t confidence bound on it:
     lo = mean - t(confidence, df) * se,   hi = mean + t(confidence, df) * se,   se = sd_delta / sqrt(n)
 
 sd_delta (the spread of one round's delta under no effect) is pooled from two sources: the
-deltas' own scatter around their mean (df n-1), and repeated BEST runs in one lease during this
-session (the baseline's repeats and the BEST runs of earlier multi-round attempts), taken as
+deltas' own scatter around their mean (df n-1), and repeated runs of one tree in one lease during
+this session (the baseline's repeats, the BEST runs of earlier multi-round attempts, and this
+attempt's BEST and candidate runs: `verdict._series_noise` picks the groups), taken as
 successive differences so that slow drift, which a paired round cancels, is not counted as noise. A delta is the
 difference of two runs, so a run-to-run SD s gives sd_delta = sqrt(2) * s. Values are compared on
 a log scale (100 * ln v ~ % of v). With no degree of freedom at all both bounds are infinite: the

@@ -113,26 +113,47 @@ class Policy(BaseModel):
 #: freedom (plus this attempt's): noise measured an hour ago, under another load or of an older
 #: BEST_COMMIT (a slow baseline's spread), does not describe the runs of now
 RECENT_NOISE_DF = 8
+#: a group of earlier BEST runs whose median lies more than this factor from this attempt's BEST
+#: (either way) measured another tree (an older BEST_COMMIT) or the machine in another state, not
+#: the runs of now: it is left out of the noise estimate
+LEVEL_FACTOR = 2.0
+
+
+def _median(xs: list[float]) -> float:
+    s = sorted(xs)
+    return (s[(len(s) - 1) // 2] + s[len(s) // 2]) / 2.0
 
 
 def _series_noise(history: list[list[dict[str, float]]], rounds: list[Round], key: str) -> NoiseEstimate:
     """Run-to-run noise of one series (a class key or `global`) from the BEST runs of the latest
     earlier leases (`history`, back to RECENT_NOISE_DF degrees of freedom) and of this attempt's
-    rounds (one more group: the same lease)."""
+    rounds (two more groups, same lease: BEST's runs and the candidate's runs). Earlier groups at
+    another level (median beyond LEVEL_FACTOR of this attempt's BEST median) are left out: under a
+    bursty CPU load the demo's slow Python BEST spread 20x between runs, and after the 30x faster
+    kernel was committed that spread, pooled into the new BEST's noise, hid a 2x regression and a
+    55% win (2026-11-24)."""
     def value(run: dict[str, float]) -> float | None:
         try:
             return target_value(run, key)
         except (KeyError, ValueError):  # a class missing from an old group, or a value <= 0
             return None
 
+    now = [target_value(r.best, key) for r in rounds]
+    level = _median(now) if all(v > 0 for v in now) else None
     groups = [[v for v in map(value, g) if v is not None] for g in history]
+    if level is not None:
+        groups = [g for g in groups if g and 1.0 / LEVEL_FACTOR <= _median(g) / level <= LEVEL_FACTOR]
     recent, df = [], 0
     for g in reversed(groups):  # the latest groups, back to RECENT_NOISE_DF degrees of freedom
         if df >= RECENT_NOISE_DF:
             break
         recent.append(g)
         df += max(0, len(g) - 1)
-    recent.append([target_value(r.best, key) for r in rounds])
+    recent.append(now)
+    # the candidate's runs in this lease: its run-to-run spread is part of every delta's variance
+    # (a delta is one BEST run and one candidate run), and right after a commit, when no earlier
+    # group is at the new BEST's level, they double the degrees of freedom of the noise of now
+    recent.append([v for v in (value(r.candidate) for r in rounds) if v is not None])
     return noise_from_groups(recent)
 
 
@@ -186,7 +207,9 @@ def decide(rounds: list[Round], target: str, higher_is_better: bool, policy: Pol
     noise estimate. With m = mean target delta (%, + = better) and lo/hi its one-sided bounds
     at policy.confidence (`stats.paired_interval`), rules in order:
 
-    1. m <= -noise and hi < 0 -> regressed (slower beyond the noise threshold, and significant).
+    1. m <= -noise, measured in at least K = min(2, policy.script_rounds) rounds of which K each lost
+       >= noise and none gained, and hi' < 0 -> regressed (slower beyond the noise threshold,
+       confirmed and significant; hi' is the guarded bound, below).
     2. m >= noise and lo' > 0 (clear win), measured in at least K = min(2, policy.script_rounds)
        rounds of which K each gained >= noise and none lost: another class worse by >= noise in
        every round and with hi < 0 -> divergent (after at least 2 rounds); else improved.
@@ -203,12 +226,15 @@ def decide(rounds: list[Round], target: str, higher_is_better: bool, policy: Pol
     deltas. The noise is pooled from the latest BEST runs only (RECENT_NOISE_DF). The script metric alone keeps a candidate only
     on a win seen in two rounds under the conditions of now: a CPU's load changes within minutes
     and one round under a burst of a neighbour's load looks like a win (identical candidates were
-    kept 1 time in 8 with a CPU hog on both cores before this rule).
+    kept 1 time in 8 with a CPU hog on both cores before this rule). It counts a regression (which
+    feeds the stop rule) on the same evidence: one run of an identical candidate hit by a burst
+    measured -86%.
 
     With policy.profiler_confirms, rules 2 and 3 become one screen: m > 0 and the last delta > 0
     and no worse class -> improved, to be confirmed by the keep metric (`apply_keep_metric`), the
     second measurement in a row; a last delta <= 0 within the noise -> needs_round while the
-    budget lasts, else tie. Divergence and rule 1 are unchanged.
+    budget lasts, else tie. Divergence is unchanged; rule 1 there is m <= -noise and hi < 0 after
+    any number of rounds (a GPU behind the idle gate does not see a neighbour's bursts).
     Raises VerdictError for an unknown target or classes that differ between runs.
     """
     keys = _check(rounds, target)
@@ -262,11 +288,24 @@ def decide(rounds: list[Round], target: str, higher_is_better: bool, policy: Pol
     gstat = giv.shown()
     need = min(2, policy.script_rounds)
     if change == "worse":
-        if tiv.hi_pct < 0:
-            return out("regressed", f"target {target} changed {shown}, {stat}: slower beyond the {noise:g}% noise "
-                       "threshold")
-        return measure_more("slower beyond the noise threshold but not yet significant: measuring again",
-                            f"target {target} changed {shown}, {stat}: slower, but not significantly")
+        if policy.profiler_confirms:  # a quiet GPU: one significant round decides, as before
+            if tiv.hi_pct < 0:
+                return out("regressed", f"target {target} changed {shown}, {stat}: slower beyond the {noise:g}% "
+                           "noise threshold")
+            return measure_more("slower beyond the noise threshold but not yet significant: measuring again",
+                                f"target {target} changed {shown}, {stat}: slower, but not significantly")
+        # the script metric alone: a regression, like a win, must be seen in `need` rounds (one run hit
+        # by a burst of a neighbour's load looked like -86% on an identical candidate)
+        slower = sum(d <= -noise for d in tds)
+        if n >= need and slower >= need and max(tds) < 0 and giv.hi_pct < 0:
+            return out("regressed", f"target {target} changed {shown}, {gstat}: slower beyond the {noise:g}% noise "
+                       f"threshold in {slower} rounds")
+        if n < need:
+            return measure_more("slower beyond the noise threshold: taking the confirming round (the script metric "
+                                "alone decides)", f"target {target} changed {shown}, {gstat}: not confirmed")
+        return measure_more("slower beyond the noise threshold but not yet significant and confirmed: measuring again",
+                            f"target {target} changed {shown}, {gstat}: not a significant slowdown confirmed in "
+                            f"{need} rounds (each <= -{noise:g}%, none faster)")
     if policy.profiler_confirms:
         if m > 0 and tds[-1] > 0:
             if worse and change == "better":
@@ -390,7 +429,8 @@ def apply_keep_metric(gpu_best_us: float | None, gpu_candidate_us: float | None,
 GPU_SPREAD_WINDOW = 10
 #: names the keep rules in force, recorded with decision-quality results so that runs of different
 #: rules are never pooled (benchmarks/decision_quality/run.py --merge); change it with the rules
-KEEP_RULES = "2026-11-23: script screen; A/B/A profiles; floor max(min_gain, 2x own spread, 5x median spread)"
+KEEP_RULES = ("2026-11-24: script screen; script-only regressions confirmed; noise at BEST's level + candidate runs; "
+              "A/B/A profiles; floor max(min_gain, 2x own spread, 5x median spread)")
 #: multiple of the median recent spread a gain must clear (see gpu_gain_floor)
 SPREAD_MEDIAN_FACTOR = 5.0
 
