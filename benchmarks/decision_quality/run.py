@@ -85,8 +85,6 @@ def main() -> int:
     ap.add_argument("--trials", type=int, default=20)
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--lease-dir", type=Path, default=None)
-    ap.add_argument("--effects", default=None,
-                    help="comma-separated planted effects to run (default: all of the device's), e.g. identical,-30%%")
     ap.add_argument("--max-seconds", type=float, default=None,
                     help="start no new round of trials that would likely end past this many seconds")
     ap.add_argument("--merge", type=Path, nargs="+", default=None,
