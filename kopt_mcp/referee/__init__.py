@@ -10,6 +10,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from kopt_mcp.executor import DeviceLost
 from kopt_mcp.gpus.base import GpuProbe
 from kopt_mcp.referee import attempt, commit, ops
 from kopt_mcp.referee.core import Cancelled, RefereeError, Session, StateSaveError
@@ -33,12 +34,12 @@ def operation(fn):
             self.cancel = cancel or threading.Event()
             settle(self)
             try:
-                result = fn(self, *args, **kwargs)
+                result = _retry_once(self, fn, args, kwargs)
             except Cancelled:
-                self.gate.release()
-                self.device = None
                 self.store.log("cancelled", operation=fn.__name__)
                 raise
+            finally:
+                self.release_job()  # per-job leases: no device is held between calls
             if fn.__name__ in REPORTED:  # the HTML report follows every verdict, commit, revert and stop
                 from kopt_mcp.report_html import write_session_report
 
@@ -46,6 +47,21 @@ def operation(fn):
             return result
 
     return run
+
+
+def _retry_once(sess: Session, fn, args, kwargs):
+    """`fn` once more on a new job lease when its device was lost (DeviceLost); lost again: a
+    RefereeError saying so. (save_and_test handles a lost device itself: its verdict is `failed`.)"""
+    try:
+        return fn(sess, *args, **kwargs)
+    except DeviceLost as e:
+        sess.device_lost(e, retrying=True)
+    try:
+        return fn(sess, *args, **kwargs)
+    except DeviceLost as e:
+        sess.device_lost(e, retrying=False)
+        raise RefereeError(f"{fn.__name__}: the device was lost twice ({e}); nothing was recorded from the lost "
+                           "runs. Call again when the machines are back") from e
 
 
 class Referee(Session):

@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from kopt_mcp import faults, vcs
 from kopt_mcp.ledger import now_iso
 from kopt_mcp.profilers.base import ProfilerError
+from kopt_mcp.executor import DeviceLost
 from kopt_mcp.referee.core import Cancelled, Progress, RefereeError, Session, StateSaveError
-from kopt_mcp.referee.measure import Measurement, measure_snapshot
+from kopt_mcp.referee.measure import Measurement
 from kopt_mcp.referee.ops import Tampered, judge_run_changes, protected_paths, workspace_moved
 from kopt_mcp.results import VerdictResult
 from kopt_mcp.rules.protect import FileChange, describe, touched_protected, unsafe_symlinks
@@ -50,6 +51,13 @@ class Attempt:
     cand_values: dict[str, float] = field(default_factory=dict)
     class_errors: dict = field(default_factory=dict)
     class_gpu_us: dict[str, float] | None = None
+    lost_devices: list[str] = field(default_factory=list)
+
+    def measured_again(self) -> None:
+        """Forget the measurements (the device was lost: the whole measuring call runs again on
+        a new lease); the runs made so far stay listed."""
+        self.checked, self.decision, self.keep, self.rounds, self.cand_values = set(), None, None, 0, {}
+        self.class_errors, self.class_gpu_us = {}, None
 
 
 def save_and_test(sess: Session, target: str = GLOBAL, hypothesis: str = "",
@@ -87,7 +95,7 @@ def save_and_test(sess: Session, target: str = GLOBAL, hypothesis: str = "",
     sess.store.log("snapshot", attempt=n, commit=frozen, tree=snap.tree, ref=sess.attempt_ref(n))
     try:
         try:
-            return _judge(sess, a, progress)
+            return _judge_on_one_device(sess, a, progress)
         except Tampered as e:
             return finish(sess, a, "rejected", str(e), revert=True)
     except Cancelled:
@@ -104,6 +112,25 @@ def save_and_test(sess: Session, target: str = GLOBAL, hypothesis: str = "",
             s.end_job()
             sess.save()
         raise
+
+
+def _judge_on_one_device(sess: Session, a: Attempt, progress: Progress | None) -> VerdictResult:
+    """`_judge` on one job lease; its device lost (DeviceLost): once more from the start on a new
+    lease (so every A/B pair stays on one device), lost again: verdict `failed` (reverted)."""
+    for last in (False, True):
+        try:
+            return _judge(sess, a, progress)
+        except DeviceLost as e:
+            a.lost_devices.append(sess.device_id or "?")
+            sess.device_lost(e, retrying=not last)
+            if last:
+                return finish(sess, a, "failed", f"the device was lost twice during the measurements ({e}); "
+                              "the candidate was archived and reverted: call save_and_test again when the "
+                              "machines are back", revert=True, reset=True)
+            a.measured_again()
+            a.warnings.append(f"the device was lost during the measurements ({e}): measured again from the "
+                              "start on another lease")
+    raise AssertionError("unreachable")
 
 
 def _judge(sess: Session, a: Attempt, progress: Progress | None) -> VerdictResult:
@@ -194,8 +221,7 @@ def measure_run(sess: Session, a: Attempt, tree: str, label: str) -> Measurement
     first run); BEST passed it at the baseline. Raises Tampered."""
     check = "candidate" in label and tree not in a.checked
     a.checked.add(tree)
-    m = measure_snapshot(sess.cfg, sess.ws, tree, sess.store.run_dir(a.n, label), sess.env(),
-                         sess.cancel, sess.pid_dir, check, run=sess.services.run)
+    m = sess.measure(tree, sess.store.run_dir(a.n, label), check)
     a.runs.append(m.run_dir)
     verify_run(sess, a, m.changes, tree)
     return m
@@ -268,7 +294,8 @@ def finish(sess: Session, a: Attempt, verdict: str, reason: str, revert: bool, r
     sess.record("attempt", attempt=n, verdict=verdict, reason=reason, target=a.target,
                 hypothesis=a.hypothesis, changed=a.changed, patch=str(patch_path),
                 classes=[x.model_dump() for x in d.classes] if d else [], runs=a.runs,
-                gpu=keep.model_dump() if keep else None, reverted=revert)
+                gpu=keep.model_dump() if keep else None, reverted=revert, device=sess.device_id,
+                **({"lost_devices": a.lost_devices} if a.lost_devices else {}))
     if verdict == "regressed" and should_stop(s.regressions, sess.cfg.gates.max_consecutive_regressions):
         stop = f"{s.regressions.consecutive} consecutive measured regressions"
     s.end_job()  # the verdict and the phase are saved together with the end of the job

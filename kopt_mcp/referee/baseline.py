@@ -10,7 +10,6 @@ import statistics
 from kopt_mcp import faults, vcs
 from kopt_mcp.profilers.base import ProfilerError, exact_names_regex, target_gpu_time
 from kopt_mcp.referee.core import BASELINE_MESSAGE, Progress, RefereeError, Session
-from kopt_mcp.referee.measure import measure_snapshot, profile_snapshot
 from kopt_mcp.referee.ops import bench_result, judge_run_changes, protected_paths
 from kopt_mcp.referee.report import perf_rows
 from kopt_mcp.results import BenchmarkResult
@@ -39,8 +38,7 @@ def baseline(sess: Session, progress: Progress | None) -> BenchmarkResult:
             progress(i, steps, f"baseline: run {i + 1} of {runs} of unmodified BEST_COMMIT")
         label = "baseline" if i == 0 else f"baseline-r{i + 1}"
         # the [correctness] command once, with the first run
-        mi = measure_snapshot(cfg, sess.ws, best_tree, sess.store.run_dir(0, label), sess.env(), sess.cancel,
-                              sess.pid_dir, check=i == 0, run=sess.services.run)
+        mi = sess.measure(best_tree, sess.store.run_dir(0, label), check=i == 0)
         _baseline_changes(sess, mi.changes)
         if mi.gate.kind != "ok":
             sess.store.log("baseline_failed", reason=mi.gate.reason, run_dir=mi.run_dir)
@@ -57,8 +55,7 @@ def baseline(sess: Session, progress: Progress | None) -> BenchmarkResult:
     for i in range(profiles_due):
         if progress:
             progress(runs + i, steps, f"baseline: profiling with {prof.name} ({i + 1} of {profiles_due})")
-        p = profile_snapshot(cfg, prof, sess.ws, best_tree, sess.store.run_dir(0, "baseline-profile"),
-                             sess.env(), sess.cancel, sess.pid_dir, run=sess.services.run)
+        p = sess.profile(prof, best_tree, sess.store.run_dir(0, "baseline-profile"))
         _baseline_changes(sess, p.changes)
         if p.trace is None:
             raise RefereeError(f"profiling the baseline failed: {p.error}. Fix it, or set [profiler] "
@@ -91,6 +88,7 @@ def baseline(sess: Session, progress: Progress | None) -> BenchmarkResult:
     # queued with its performance.md rows; performance.md is rendered from the ledger
     rec = sess.record("baseline", best_commit=s.best.commit, metrics=s.best.metrics, runs=group, gpu_us=gpu_us,
                       kernels=kernels, gpu_profiles_us=profiles, device=sess.device.model_dump(),
+                      device_id=sess.device_id,
                       run_dir=m.run_dir, rows=rows)
     sess.write_performance()
     faults.point("baseline.after_perf_written")

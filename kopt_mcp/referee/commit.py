@@ -119,7 +119,7 @@ def _commit(sess: Session, message: str, progress: Progress | None) -> CommitRes
     sha = vcs.commit_snapshot(sess.ws, a.tree, {"performance.md": perf.read_bytes()}, s.best.commit,
                               f"{title}\n\nkopt-mcp attempt {p.attempt}, target {p.target}: {d.reason}")
     faults.point("commit_improvement.after_git_commit")
-    adopt_best(sess, p.attempt, sha, cand.values(), gpu_us, formatted=formatted,
+    adopt_best(sess, p.attempt, sha, cand.values(), gpu_us, formatted=formatted, device=sess.device_id,
                classes=[c.model_dump() for c in d.classes], rows=rows)
     s.end_job()
     sess.save()

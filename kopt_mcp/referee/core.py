@@ -50,19 +50,24 @@ import threading
 from collections.abc import Callable
 from datetime import date
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import git
 
 from kopt_mcp import faults, vcs
 from kopt_mcp.config import ConfigFile, TargetConfig
 from kopt_mcp.errors import StateError
-from kopt_mcp.gpus.gate import GateOutcome, GpuGate
+from kopt_mcp.executor import Executor, JobLease
+from kopt_mcp.gpus.gate import GateOutcome
 from kopt_mcp.ledger import Store, atomic_write, new_record, render_performance
 from kopt_mcp.profilers.base import Profiler
 from kopt_mcp.referee.services import Services
 from kopt_mcp.results import DeviceInfo
 from kopt_mcp.rules.verdict import Policy
 from kopt_mcp.session import SessionState
+
+if TYPE_CHECKING:
+    from kopt_mcp.referee.measure import Measurement, Profiled
 
 Progress = Callable[[float, float, str], None]
 BASELINE_MESSAGE = "kopt: baseline"
@@ -95,7 +100,7 @@ def short(e: BaseException) -> str:
 class Session:
     """One optimization session on one repository, as values: paths, the git repository and
     workspace, the frozen `config`/`cfg`, the `state` (kopt_mcp.session.SessionState), its `store`,
-    the `services`, the GPU `gate` and the `device` of the current lease. Built by
+    the `services`, the `executor` handing out job leases and the `device` of the latest one. Built by
     `opening.open_session`; the operations take it as their first argument.
 
     `lock` serializes operations; `cancel` is the running operation's cancel event; `problems`
@@ -106,7 +111,6 @@ class Session:
     config: ConfigFile
     cfg: TargetConfig
     state: SessionState
-    gate: GpuGate
     best_tree: git.Repo | None
 
     def __init__(self, repo: Path, config_path: Path | None = None, tag: str | None = None,
@@ -122,7 +126,11 @@ class Session:
         self.lock = threading.RLock()
         self.cancel = threading.Event()
         self.problems: list[str] = []
-        self.device: DeviceInfo | None = None
+        self.device: DeviceInfo | None = None  # the device of the latest job lease
+        self.executor: Executor | None = None  # set by opening.open_session
+        self.job: JobLease | None = None  # this call's job lease
+        self.job_outcome: GateOutcome | None = None
+        self.last_device: str | None = None  # preferred at the next lease
         cache = self.repo_path / ".kopt" / "cache"
         self.cache_dirs = {"TRITON_CACHE_DIR": str(cache / "triton"),
                            "TORCH_EXTENSIONS_DIR": str(cache / "torch_extensions"),
@@ -216,12 +224,20 @@ class Session:
                 "these commits from the branch (their diff is in the attempt's archived patch); a commit puts "
                 "their content in one new commit on top of BEST_COMMIT")]
 
+    # -- the job lease: one device for one measuring call (kopt_mcp.executor) ----------------
+
     def lease(self, progress: Progress | None, stop_now: bool = True) -> GateOutcome:
-        """Acquire (or keep) the device lease. With none after the whole wait the session must stop
-        (reason `no idle GPU: ...`): at once, or by the caller after its own clean-up (stop_now=False)."""
-        outcome = self.gate.acquire(progress=progress, cancel=self.cancel, own_pids=frozenset({os.getpid()}))
-        if outcome.lease is None:
-            self.device = None
+        """Take the job lease for this measuring call (or keep the one it holds): every run of the
+        call goes to that device (`measure`, `profile`), so A/B pairs share one GPU; the device
+        used last is preferred. With none after the whole wait the session must stop (reason `no
+        idle GPU: ...`): at once, or by the caller after its own clean-up (stop_now=False).
+        Raises Cancelled when the client cancelled the wait. The lease ends with the operation
+        (`release_job`, called by referee.operation)."""
+        if self.job is not None:
+            return self.job_outcome
+        grant = self.executor.acquire(progress=progress, cancel=self.cancel, prefer=self.last_device)
+        outcome = grant.outcome
+        if grant.lease is None:
             if outcome.reason == "cancelled":
                 raise Cancelled("cancelled while waiting for an idle GPU")
             if stop_now:
@@ -229,10 +245,45 @@ class Session:
 
                 stop(self, f"no idle GPU: {outcome.reason}")
             return outcome
-        le = outcome.lease
-        self.device = DeviceInfo(vendor=le.vendor, index=le.index, name=le.name, env=le.env,
-                                 note=outcome.device_note)
+        self.job, self.job_outcome = grant.lease, outcome
+        self.device = grant.lease.device
+        self.last_device = getattr(grant.lease, "uuid", None) or grant.lease.device_id
         return outcome
+
+    def release_job(self) -> None:
+        """End this call's job lease (no-op without one); the device stays in `device` for status."""
+        job, self.job, self.job_outcome = self.job, None, None
+        if job is not None:
+            job.release()
+
+    def device_lost(self, error: Exception, retrying: bool) -> None:
+        """The job lease's device went away (DeviceLost): log it, drop the lease and the preference
+        for that device; the caller retries the whole measuring call once (`retrying`) or gives up."""
+        self.store.log("device_lost", device=self.device_id, error=str(error)[:500], retrying=retrying)
+        self.last_device = None
+        self.release_job()
+
+    @property
+    def device_id(self) -> str | None:
+        """The ledger's name of the device this call holds (`nvidia:0:<uuid>`), or None."""
+        return self.job.device_id if self.job is not None else None
+
+    def measure(self, tree: str, run_dir: Path, check: bool = True) -> Measurement:
+        """One benchmark run of snapshot `tree` on this call's job lease (referee.measure); take the
+        lease first (`lease`). Raises DeviceLost when the device went away."""
+        return self.job.measure(self.cfg, self.ws, tree, run_dir, self.env(), check=check,
+                                base=self._best_tree_id(), cancel=self.cancel, pid_dir=self.pid_dir)
+
+    def profile(self, profiler: Profiler, tree: str, run_dir: Path) -> Profiled:
+        """One profiled run of snapshot `tree` on this call's job lease. Raises DeviceLost."""
+        return self.job.profile(self.cfg, profiler, self.ws, tree, run_dir, self.env(), base=self._best_tree_id(),
+                                cancel=self.cancel, pid_dir=self.pid_dir)
+
+    def _best_tree_id(self) -> str | None:
+        try:
+            return vcs.tree_of(self.ws, self.state.best.commit)
+        except (git.GitCommandError, ValueError):
+            return None
 
     def env(self) -> dict[str, str]:
         """Environment for every benchmark run: the device binding and the shared JIT caches."""
@@ -263,8 +314,11 @@ class Session:
         return vcs.snapshot(self.ws, self.state.best.commit, self.state.benchmark_outputs).tree
 
     def close(self) -> None:
-        """Release the GPU lease and the server lock."""
-        self.gate.release()
+        """Release every job lease and the server lock."""
+        self.release_job()
+        executor = getattr(self, "executor", None)
+        if executor is not None:
+            executor.close()
         lock = getattr(self, "_server_lock", None)
         if lock is not None and lock.is_locked:
             lock.release()

@@ -7,7 +7,6 @@ from __future__ import annotations
 from kopt_mcp.profilers.base import ProfilerError, exact_names_regex, target_durations, target_gpu_time, target_launches
 from kopt_mcp.referee.attempt import Attempt, verify_run
 from kopt_mcp.referee.core import Session
-from kopt_mcp.referee.measure import profile_snapshot
 from kopt_mcp.rules.keep import judge_groups
 from kopt_mcp.rules.verdict import KeepDecision, apply_keep_metric, gpu_gain_floor
 
@@ -90,8 +89,7 @@ def _profile_target(sess: Session, a: Attempt, prof, label: str, tree: str):
     """One profiled run of snapshot `tree` in a disposable checkout, verified afterwards: (target
     GPU time us, target names, launches, per-launch us or None, the trace), or a not-kept KeepDecision
     saying why it could not be read. Raises Tampered."""
-    p = profile_snapshot(sess.cfg, prof, sess.ws, tree, sess.store.run_dir(a.n, label), sess.env(),
-                         sess.cancel, sess.pid_dir, run=sess.services.run)
+    p = sess.profile(prof, tree, sess.store.run_dir(a.n, label))
     a.runs.append(str(p.log_path.rsplit("/", 1)[0]))
     verify_run(sess, a, p.changes, tree)
     who = "the candidate" if label.startswith("candidate") else "BEST_COMMIT"

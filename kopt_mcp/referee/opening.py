@@ -16,8 +16,7 @@ from kopt_mcp import vcs
 from kopt_mcp.config import load_config
 from kopt_mcp.gpus import make_probe
 from kopt_mcp.gpus.cpu import CpuLoadProbe
-from kopt_mcp.gpus.gate import GpuGate, IdleThresholds
-from kopt_mcp.gpus.lease import LeaseManager
+from kopt_mcp.gpus.gate import IdleThresholds
 from kopt_mcp.ledger import now_iso
 from kopt_mcp.referee.core import RefereeError, Session, lease_dir_default, short
 from kopt_mcp.referee.recovery import clear_stale_locks, settle
@@ -131,12 +130,19 @@ def _open_state(sess: Session) -> None:
 
 
 def _open_gate(sess: Session) -> None:
-    """The GPU gate from `[gates]` and the session's services (probe, clock, sleep, lease dir)."""
+    """The session's executor: `services.executor(sess)`, else `local_executor(sess)`."""
+    sess.executor = sess.services.executor(sess) if sess.services.executor is not None else local_executor(sess)
+
+
+def local_executor(sess: Session):
+    """The local executor (kopt_mcp.executor_local.LocalExecutor) over the GPU gate of `[gates]`
+    and the session's services (probe, clock, sleep, lease dir, runner)."""
+    from kopt_mcp.executor_local import LocalExecutor
+
     gates, sv = sess.cfg.gates, sess.services
-    probe = sv.probe or make_probe(gates.gpu_probe)
-    sess.gate = GpuGate(probe, LeaseManager(sv.lease_dir or lease_dir_default(), sess.tag),
-                        IdleThresholds(util_pct=gates.idle_util_pct, mem_mib=gates.idle_mem_mib,
-                                       cpu_pct=gates.idle_cpu_pct),
-                        wait_s=gates.gpu_wait_s, poll_s=gates.gpu_poll_s,
-                        cpu_probe=CpuLoadProbe() if gates.idle_cpu_pct < 100 else None,
-                        cpu_wait_s=gates.cpu_wait_s, sleep=sv.sleep, clock=sv.clock)
+    return LocalExecutor(
+        probe=sv.probe or make_probe(gates.gpu_probe), lease_dir=sv.lease_dir or lease_dir_default(), tag=sess.tag,
+        thresholds=IdleThresholds(util_pct=gates.idle_util_pct, mem_mib=gates.idle_mem_mib, cpu_pct=gates.idle_cpu_pct),
+        wait_s=gates.gpu_wait_s, poll_s=gates.gpu_poll_s,
+        cpu_probe=CpuLoadProbe() if gates.idle_cpu_pct < 100 else None, cpu_wait_s=gates.cpu_wait_s,
+        sleep=sv.sleep, clock=sv.clock, run=sv.run)

@@ -13,7 +13,7 @@ from kopt_mcp import faults, vcs
 from kopt_mcp.metrics import improvement_pct
 from kopt_mcp.profilers.base import ProfilerError, target_gpu_time
 from kopt_mcp.referee.core import Progress, RefereeError, Session
-from kopt_mcp.referee.measure import Measurement, checkout, measure_snapshot, profile_snapshot, raise_if_cancelled
+from kopt_mcp.referee.measure import Measurement, checkout, raise_if_cancelled
 from kopt_mcp.results import (
     AttemptResult,
     BenchmarkResult,
@@ -102,10 +102,13 @@ def status(sess: Session) -> StatusResult:
 
 
 def find_idle_gpu(sess: Session, progress: Progress | None = None) -> GpuResult:
-    """The availability gate: lease an idle device (waiting up to gpu_wait_s), or stop."""
+    """The availability gate as a probe: find an idle device (waiting up to gpu_wait_s), or stop.
+    The lease found is NOT kept: it ends with this call (every measuring call leases its own
+    device, preferring this one)."""
     require(sess.state, "find_idle_gpu")
     out = sess.lease(progress)
-    sess.store.log("gpu_gate", leased=out.lease is not None, reason=out.reason, waited_s=out.waited_s)
+    sess.store.log("gpu_gate", leased=out.lease is not None, reason=out.reason, waited_s=out.waited_s,
+                   device=sess.device_id)
     return GpuResult(leased=out.lease is not None, device=sess.device, checks=out.checks,
                      waited_s=out.waited_s, reason=out.reason or out.device_note,
                      stopped=sess.state.phase == Phase.stopped)
@@ -149,11 +152,10 @@ def run_benchmark(sess: Session, progress: Progress | None = None) -> BenchmarkR
     if progress:
         progress(0, 1, "running the benchmark on the workspace")
     tree = sess.workspace_tree()
-    m = measure_snapshot(sess.cfg, sess.ws, tree, sess.store.run_dir(n, "check"), sess.env(), sess.cancel,
-                         sess.pid_dir, run=sess.services.run)
+    m = sess.measure(tree, sess.store.run_dir(n, "check"))
     note = run_note(sess, m.changes)
     sess.store.log("run_benchmark", gate=m.gate.kind, values=m.values(), run_dir=m.run_dir, snapshot=tree,
-                   changes=[c._asdict() for c in m.changes])
+                   changes=[c._asdict() for c in m.changes], device=sess.device_id)
     res = bench_result(sess, "workspace", m, recorded=False)
     return res.model_copy(update={"reason": "; ".join(x for x in (res.reason, note) if x)}) if note else res
 
@@ -175,8 +177,7 @@ def kernel_trace_analysis(sess: Session, top: int = 10, progress: Progress | Non
     if progress:
         progress(0, 1, f"profiling the workspace with {prof.name}")
     tree = sess.workspace_tree()
-    p = profile_snapshot(sess.cfg, prof, sess.ws, tree, run_dir, sess.env(), sess.cancel, sess.pid_dir,
-                         run=sess.services.run)
+    p = sess.profile(prof, tree, run_dir)
     if p.trace is None:
         raise RefereeError(f"profiling failed: {p.error} (log: {p.log_path})")
     notes = list(p.trace.warnings)
@@ -192,7 +193,7 @@ def kernel_trace_analysis(sess: Session, top: int = 10, progress: Progress | Non
     target = next((k for k in p.trace.kernels if k.name in names), None)
     bottleneck = classify(target) if target is not None else None
     rows = [KernelRow(**k.model_dump(), short_name=short_kernel_name(k.name)) for k in p.trace.kernels[:top]]
-    sess.store.log("trace", run_dir=str(run_dir), target_gpu_us=gpu_us, target_kernels=names, backend=prof.name,
+    sess.store.log("trace", run_dir=str(run_dir), device=sess.device_id, target_gpu_us=gpu_us, target_kernels=names, backend=prof.name,
                    bottleneck=bottleneck.model_dump() if bottleneck else None,
                    total_gpu_us=p.trace.total_gpu_us,
                    kernels=[{"name": k.short_name, "calls": k.calls, "total_us": k.total_us,
@@ -225,7 +226,7 @@ def warm_up_harness(sess: Session, progress: Progress | None = None) -> WarmupRe
             ok = ok and r.exit_code == 0
             tail = r.log_tail[-1000:]
         changes = vcs.run_changes(sess.ws, tree, co)
-    sess.store.log("warmup", cold_s=times[0], warm_s=times[1], ok=ok, snapshot=tree,
+    sess.store.log("warmup", cold_s=times[0], warm_s=times[1], ok=ok, snapshot=tree, device=sess.device_id,
                    changes=[c._asdict() for c in changes])
     return WarmupResult(command=cmd, cold_s=times[0], warm_s=times[1], ok=ok,
                         cache_dirs=sess.cache_dirs, log_tail=tail)

@@ -11,7 +11,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from kopt_mcp.executor import Executor
 from kopt_mcp.gpus.base import GpuProbe
 from kopt_mcp.profilers import make_profiler
 from kopt_mcp.profilers.base import Profiler
@@ -32,7 +34,8 @@ class Services:
     - `run`: runs one command (the format command, the warm-up runs, every benchmark run);
     - `clock` (s, monotonic) and `sleep(s)` (None: real waiting, cut short by a cancel) for the
       GPU gate's waiting;
-    - `lease_dir`: where GPU lease files live (None: $KOPT_LEASE_DIR, else /tmp/kopt-mcp-leases).
+    - `lease_dir`: where GPU lease files live (None: $KOPT_LEASE_DIR, else /tmp/kopt-mcp-leases);
+    - `executor`: where measuring jobs run (None: this host; a Ray executor beyond it).
     """
 
     probe: GpuProbe | None = None
@@ -41,3 +44,6 @@ class Services:
     clock: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] | None = None
     lease_dir: Path | None = None
+    #: builds the session's executor (kopt_mcp.executor.Executor) from the opened session; None:
+    #: the local one (kopt_mcp.executor_local.LocalExecutor over this host's GPU gate)
+    executor: Callable[[Any], Executor] | None = None
