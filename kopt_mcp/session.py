@@ -26,7 +26,8 @@ from kopt_mcp.rules.stop import RegressionCounter, RegressionNote
 #: groups of repeated BEST runs (one per lease) kept for the noise estimate of rules/stats.py
 NOISE_GROUPS_KEPT = 20
 
-Verdict = Literal["improved", "tie", "regressed", "divergent", "incorrect", "abandoned", "failed", "rejected"]
+Verdict = Literal["improved", "tie", "regressed", "divergent", "incorrect", "abandoned", "failed", "rejected",
+                  "conflict"]
 
 
 class Phase(str, Enum):
@@ -61,6 +62,9 @@ class PendingImprovement(BaseModel):
     kernels: list[str]
     target_delta_pct: float
     metric_used: str
+    #: the BEST_COMMIT it was judged against (None in states saved before this field existed): when
+    #: BEST has moved since, commit_improvement re-applies it onto the newest BEST and re-measures
+    base: str | None = None
 
 
 class LastVerdict(BaseModel):

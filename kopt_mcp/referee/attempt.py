@@ -259,7 +259,7 @@ def _improved(sess: Session, a: Attempt, reason: str) -> VerdictResult:
         candidate_metrics=a.cand_values, candidate_gpu_us=keep.gpu_candidate_us,
         candidate_class_gpu_us=a.class_gpu_us,
         kernels=sess.state.best.kernels, target_delta_pct=sum(d.target_deltas_pct) / len(d.target_deltas_pct),
-        metric_used=keep.metric_used))
+        metric_used=keep.metric_used, base=sess.state.best.commit))
     return finish(sess, a, "improved", reason, revert=False)
 
 

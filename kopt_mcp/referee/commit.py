@@ -48,6 +48,11 @@ def _commit(sess: Session, message: str, progress: Progress | None) -> CommitRes
                 best_tree=vcs.tree_of(sess.ws, s.best.commit), class_gpu_us=p.candidate_class_gpu_us)
     s.begin_job("commit_improvement", attempt=p.attempt)
     sess.save()
+    reapplied = bool(p.base and p.base != s.best.commit)
+    if reapplied:  # BEST moved since the verdict (another slot committed): onto the newest BEST first
+        refused = _reapply(sess, a, p.base)
+        if refused is not None:
+            return refused
     formatted = False
     if cfg.format.command:
         if progress:
@@ -59,7 +64,7 @@ def _commit(sess: Session, message: str, progress: Progress | None) -> CommitRes
         if r.exit_code != 0:
             raise RefereeError(f"the format command failed (exit {r.exit_code}): {r.log_tail[-500:]}")
         new = sess.workspace_tree()
-        formatted = new != p.tree
+        formatted = new != a.tree
         if formatted:
             refused = _formatted_snapshot(sess, a, new)
             if refused:
@@ -89,7 +94,7 @@ def _commit(sess: Session, message: str, progress: Progress | None) -> CommitRes
                          f"{d.target_deltas_pct[-1]:+.2f}%" + (f", worse: {', '.join(worse)}" if worse else ""),
                          formatted, d.classes)
     gpu_us = p.candidate_gpu_us
-    if formatted and gpu_us is not None:
+    if (formatted or reapplied) and gpu_us is not None:  # a new tree: its GPU time is measured again
         from kopt_mcp.referee.keep_metric import keep_metric
 
         a.decision = d
@@ -120,6 +125,7 @@ def _commit(sess: Session, message: str, progress: Progress | None) -> CommitRes
                               f"{title}\n\nkopt-mcp attempt {p.attempt}, target {p.target}: {d.reason}")
     faults.point("commit_improvement.after_git_commit")
     adopt_best(sess, p.attempt, sha, cand.values(), gpu_us, formatted=formatted, device=sess.device_id,
+               **({"reapplied_from": p.base} if reapplied else {}),
                classes=[c.model_dump() for c in d.classes], rows=rows)
     s.end_job()
     sess.save()
@@ -128,6 +134,50 @@ def _commit(sess: Session, message: str, progress: Progress | None) -> CommitRes
                         f"{d.target_deltas_pct[-1]:+.2f}%, no other class worse beyond {g.noise_pct:g}%); "
                         "the save_and_test verdict stands", commit=sha, best_commit=sha, formatted=formatted,
                         classes=d.classes, next_actions=next_actions(s))
+
+
+def _reapply(sess: Session, a: Attempt, judged_against: str) -> CommitResult | None:
+    """BEST moved from `judged_against` since the verdict: merge the attempt's frozen snapshot onto
+    the newest BEST (referee.reapply). Clean: the workspace holds the merged tree, frozen as
+    `.../attempts/NNNN-reapplied` and measured against the newest BEST by the caller (None is
+    returned). Overlapping edits: the verdict `conflict` (candidate archived, workspace reset to
+    the newest BEST, phase ready), returned as a not-committed CommitResult."""
+    from kopt_mcp.referee.reapply import reapply
+
+    s, n = sess.state, a.n
+    frozen = sess.ws.git.rev_parse(sess.attempt_ref(n)).strip()
+    out = reapply(sess.ws, frozen, s.best.commit)
+    if out.tree is None:
+        return _conflict(sess, a, judged_against, out.conflicts)
+    vcs.reset_to(sess.ws, s.best.commit)
+    vcs.restore_tree(sess.ws, out.tree)
+    faults.point("commit_improvement.after_reapply")
+    ref = sess.attempt_ref(n, "-reapplied")
+    vcs.freeze(sess.ws, out.tree, s.best.commit, ref, f"kopt-mcp attempt {n}: re-applied onto the newest BEST")
+    sess.store.log("snapshot", attempt=n, tree=out.tree, ref=ref, reapplied=True, judged_against=judged_against,
+                   best_commit=s.best.commit)
+    a.tree = out.tree
+    return None
+
+
+def _conflict(sess: Session, a: Attempt, judged_against: str, paths: list[str]) -> CommitResult:
+    """The verdict `conflict`: the candidate (its diff against the BEST it was judged against) is
+    archived, the workspace reset to the newest BEST, the pending improvement dropped."""
+    s = sess.state
+    patch, _ = vcs.diff_tree(sess.ws, judged_against, a.tree)
+    path = sess.store.archive(a.n, "conflict", patch)
+    vcs.reset_to(sess.ws, s.best.commit)
+    reason = (f"BEST moved from {judged_against[:12]} to {s.best.commit[:12]} since attempt {a.n} was judged, and "
+              f"its change overlaps the newer BEST in {', '.join(paths) or 'some files'}: not committed (archived as "
+              f"{path.name}). Start again from the newest BEST (the workspace is reset to it)")
+    s.ruled(a.n, "conflict", a.target, reason)
+    s.commit_refused()
+    sess.record("attempt", attempt=a.n, verdict="conflict", reason=reason, target=a.target, hypothesis=a.hypothesis,
+                changed=paths, patch=str(path), reverted=True, judged_against=judged_against,
+                best_commit=s.best.commit)
+    sess.save()
+    return CommitResult(committed=False, reason=reason, commit=None, best_commit=s.best.commit, formatted=False,
+                        classes=[], next_actions=next_actions(s))
 
 
 def _formatted_snapshot(sess: Session, a: Attempt, tree: str) -> str | None:
