@@ -181,6 +181,14 @@ class SessionState(BaseModel):
         self.kept += 1
         return old
 
+    def best_moved(self, commit: str, metrics: dict[str, float], gpu_us: float | None, kernels: list[str]) -> None:
+        """Another candidate slot moved the session's BEST to `commit` (with its metrics, GPU time in
+        us and target kernels): this slot judges against it from now on; a slot still waiting for
+        the baseline is ready (the session's baseline exists). Its own counters are untouched."""
+        self.best = Best(commit=commit, metrics=dict(metrics), gpu_us=gpu_us, kernels=list(kernels))
+        if self.phase == Phase.needs_baseline:
+            self.phase = Phase.ready
+
     def commit_refused(self) -> None:
         """commit_improvement did not keep the pending candidate (reverted): phase ready, counter reset."""
         self.dropped_candidate()

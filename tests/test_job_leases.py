@@ -45,7 +45,7 @@ def test_the_device_used_last_is_preferred_when_idle(tmp_path):
     first = ex.acquire(prefer=X8_UUIDS[1]).lease
     assert first.device.index == 1  # GPU 0 is idle too, but the session used GPU 1 last
     first.release()
-    [r0, r1] = NvidiaSmiProbe(SmiReplay(X8_IDLE)).read()[:2]
+    r1 = NvidiaSmiProbe(SmiReplay(X8_IDLE)).read()[1]
     assert other.try_acquire(r1) is not None  # another server's job holds GPU 1 now
     assert ex.acquire(prefer=X8_UUIDS[1]).lease.device.index == 0  # so another idle GPU is taken
     other.release()

@@ -53,8 +53,12 @@ def _another_slot_commits(ref, files: dict[str, str]) -> str:
     the newest BEST of the shared line (branch and state), as the serialized commit step leaves it."""
     best = git.Repo(ref.best_path)
     new = _commit(best, ref.state.best.commit, files)
+    from kopt_mcp.referee.slots import best_lock, publish
+
     ref.repo.git.update_ref(f"refs/heads/{ref.branch}", new)
     ref.state.best.commit = new
+    with best_lock(ref):
+        publish(ref)  # the shared BEST (best.json) every slot follows
     ref.save()
     return new
 

@@ -10,13 +10,17 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+import git
+
+from kopt_mcp import vcs
 from kopt_mcp.executor import DeviceLost
 from kopt_mcp.gpus.base import GpuProbe
 from kopt_mcp.referee import attempt, commit, ops
-from kopt_mcp.referee.core import Cancelled, RefereeError, Session, StateSaveError
+from kopt_mcp.referee.core import Cancelled, RefereeError, Session, StateSaveError, short
 from kopt_mcp.referee.opening import open_session
 from kopt_mcp.referee.recovery import settle
 from kopt_mcp.referee.services import Services
+from kopt_mcp.referee.slots import sync
 
 #: operations after which the session's HTML report is rewritten (they can record a verdict, a
 #: commit, a revert, the baseline or a stop)
@@ -33,6 +37,14 @@ def operation(fn):
         with self.lock:
             self.cancel = cancel or threading.Event()
             settle(self)
+            if not self.state.in_progress:
+                try:
+                    sync(self)  # another candidate slot moved BEST: judge against the newest one
+                except (git.GitCommandError, vcs.VcsError) as e:
+                    raise RefereeError(
+                        f"another slot moved BEST and following it failed ({short(e)}): check `git -C "
+                        f"{self.workspace_path} status`, remove a stale lock file if a git process was killed, "
+                        "then call again") from e
             try:
                 result = _retry_once(self, fn, args, kwargs)
             except Cancelled:
@@ -69,16 +81,17 @@ class Referee(Session):
 
     `services` injects the probe, profiler, runner and clock (referee.services.Services); the
     keyword arguments `probe`, `lease_dir`, `sleep` and `clock` replace single fields of it.
+    `slot`: the candidate slot to open (None: the main one; referee/slots.py).
     Raises RefereeError when the session cannot open (another server on the repository, a
     session's own worktree, a changed frozen config) and ConfigError for a bad config."""
 
     def __init__(self, repo: Path, config_path: Path | None = None, tag: str | None = None,
                  probe: GpuProbe | None = None, lease_dir: Path | None = None,
                  sleep: Callable[[float], None] | None = None, clock: Callable[[], float] | None = None,
-                 services: Services | None = None) -> None:
+                 services: Services | None = None, slot: str | None = None) -> None:
         changes = {k: v for k, v in (("probe", probe), ("lease_dir", lease_dir), ("sleep", sleep),
                                      ("clock", clock)) if v is not None}
-        super().__init__(repo, config_path, tag, dataclasses.replace(services or Services(), **changes))
+        super().__init__(repo, config_path, tag, dataclasses.replace(services or Services(), **changes), slot)
         open_session(self)
 
     status = ops.status  # read-only, no lock: a snapshot of the state
@@ -96,4 +109,4 @@ class Referee(Session):
         return ops.judge_run_changes(self, changes, who)
 
 
-__all__ = ["Referee", "RefereeError", "Session", "Services", "StateSaveError", "Cancelled", "operation"]
+__all__ = ["Cancelled", "Referee", "RefereeError", "Services", "Session", "StateSaveError", "operation"]

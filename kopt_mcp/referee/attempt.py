@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kopt_mcp import faults, vcs
+from kopt_mcp.executor import DeviceLost
 from kopt_mcp.ledger import now_iso
 from kopt_mcp.profilers.base import ProfilerError
-from kopt_mcp.executor import DeviceLost
 from kopt_mcp.referee.core import Cancelled, Progress, RefereeError, Session, StateSaveError
 from kopt_mcp.referee.measure import Measurement
 from kopt_mcp.referee.ops import Tampered, judge_run_changes, protected_paths, workspace_moved

@@ -12,6 +12,7 @@ from kopt_mcp.profilers.base import ProfilerError, exact_names_regex, target_gpu
 from kopt_mcp.referee.core import BASELINE_MESSAGE, Progress, RefereeError, Session
 from kopt_mcp.referee.ops import bench_result, judge_run_changes, protected_paths
 from kopt_mcp.referee.report import perf_rows
+from kopt_mcp.referee.slots import best_lock, publish
 from kopt_mcp.results import BenchmarkResult
 from kopt_mcp.rules.keep import class_gpu_times, group_spread_pct, target_median_us
 from kopt_mcp.rules.protect import FileChange, describe, touched_protected
@@ -98,6 +99,8 @@ def baseline(sess: Session, progress: Progress | None) -> BenchmarkResult:
     vcs.ensure_best_worktree(sess.repo, sess.best_path, commit)
     faults.point("baseline.after_best_worktree")
     s.baseline_committed(commit)
+    with best_lock(sess):
+        publish(sess)  # the session's BEST, for every candidate slot
     sess.save()  # the commit point: the baseline record is committed with the phase
     return bench_result(sess, "baseline (BEST_COMMIT)", m, recorded=True)
 

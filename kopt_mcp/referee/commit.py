@@ -26,8 +26,12 @@ def commit_improvement(sess: Session, message: str = "", progress: Progress | No
     else the exact tested tree restored; the phase stays `improved`). Raises SessionError outside
     phase improved, RefereeError when the workspace changed since the verdict or the format
     command fails."""
+    from kopt_mcp.referee.slots import best_lock, sync
+
     try:
-        return _commit(sess, message, progress)
+        with best_lock(sess):  # the serialized commit step: BEST moves one slot at a time
+            sync(sess)
+            return _commit(sess, message, progress)
     finally:
         job = sess.state.in_progress
         if job and job.get("tool") == "commit_improvement":

@@ -6,7 +6,8 @@ commit point. The operations are plain functions over a Session, one module per 
     ops.py       status, find_idle_gpu, run_benchmark, trace, warm-up, revert, get_attempt
     baseline.py  the baseline of unmodified BEST_COMMIT
     attempt.py   save_and_test over an explicit `Attempt` record (keep_metric.py: the profiled A/B/A)
-    commit.py    commit_improvement
+    commit.py    commit_improvement (the serialized commit step; reapply.py: onto a newer BEST)
+    slots.py     candidate slots: several agents on one session and one BEST line
 
 `Referee` (referee/__init__.py) is the Session with the operations as methods, each serialized by
 `lock` and cancellable (`operation`). Phase changes are methods of `SessionState` (kopt_mcp.session).
@@ -114,13 +115,19 @@ class Session:
     best_tree: git.Repo | None
 
     def __init__(self, repo: Path, config_path: Path | None = None, tag: str | None = None,
-                 services: Services | None = None) -> None:
+                 services: Services | None = None, slot: str | None = None) -> None:
+        from kopt_mcp.referee.slots import check_slot_name
+
         self.repo_path = repo.resolve()
         self.repo = vcs.open_repo(self.repo_path)
         self.tag = tag or default_tag()
-        self.branch = f"kernel-opt/{self.tag}"
-        self.workspace_path = self.repo_path / ".kopt" / "worktrees" / self.tag
-        self.best_path = self.repo_path / ".kopt" / "worktrees" / f"{self.tag}-best"
+        #: the candidate slot (None: the main one, on the BEST line's branch; referee/slots.py)
+        self.slot = check_slot_name(slot) if slot else None
+        name = f"{self.tag}@{self.slot}" if self.slot else self.tag
+        self.branch = f"kopt-slot/{self.tag}/{self.slot}" if self.slot else f"kernel-opt/{self.tag}"
+        self.ref_prefix = f"refs/kopt/{self.tag}/slots/{self.slot}" if self.slot else f"refs/kopt/{self.tag}"
+        self.workspace_path = self.repo_path / ".kopt" / "worktrees" / name
+        self.best_path = self.repo_path / ".kopt" / "worktrees" / f"{name}-best"
         self.config_path = (config_path or self.repo_path / "kopt.toml").resolve()
         self.services = services or Services()
         self.lock = threading.RLock()
@@ -140,7 +147,8 @@ class Session:
 
         vcs.ensure_excluded(self.repo)
         self.kopt_dir = kopt_dir(self.repo)
-        self.state_dir = session_dir(self.repo, self.tag)
+        self.state_dir = session_dir(self.repo, self.tag) / "slots" / self.slot if self.slot else \
+            session_dir(self.repo, self.tag)
         self.pid_dir = self.kopt_dir / "pids"
         self.store = Store(self.state_dir)
 
@@ -192,7 +200,9 @@ class Session:
     def write_performance(self, extra: list[dict] | None = None) -> None:
         """Render performance.md from the ledger, the queued records and `extra` records (the ones
         about to be committed) into the workspace (atomic)."""
-        events = self.store.ledger() + list(self.state.outbox) + list(extra or [])
+        from kopt_mcp.referee.slots import shared_events
+
+        events = shared_events(self) + list(self.state.outbox) + list(extra or [])
         atomic_write(self.workspace_path / "performance.md", render_performance(events, self.cfg.benchmark.metric))
 
     # -- small helpers shared by the operations ---------------------------------------------
@@ -200,7 +210,7 @@ class Session:
     def attempt_ref(self, n: int, suffix: str = "") -> str:
         """The hidden ref holding attempt `n`'s frozen snapshot (a commit whose parent is the
         BEST_COMMIT it was judged against)."""
-        return f"refs/kopt/{self.tag}/attempts/{n:04d}{suffix}"
+        return f"{self.ref_prefix}/attempts/{n:04d}{suffix}"
 
     def check_branch(self) -> None:
         """Refuse to touch a workspace that was switched to another branch or detached."""

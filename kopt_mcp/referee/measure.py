@@ -30,9 +30,9 @@ from pydantic import BaseModel
 
 from kopt_mcp import vcs
 from kopt_mcp.config import TargetConfig
-from kopt_mcp.referee.core import Cancelled
 from kopt_mcp.metrics import MetricsError, MetricTable, capture_before, collect_results, read_results
 from kopt_mcp.profilers.base import KernelTrace, Profiler, ProfilerError
+from kopt_mcp.referee.core import Cancelled
 from kopt_mcp.rules.correctness import GateResult, RunFacts, correctness_gate, failed_tests
 from kopt_mcp.rules.protect import FileChange
 from kopt_mcp.runner import RunResult, run_command

@@ -32,23 +32,29 @@ def open_session(sess: Session) -> None:
     sess.kopt_dir.mkdir(parents=True, exist_ok=True)
     # one server per git repository (keyed by its common git dir, shared by every worktree):
     # two sessions on one repository would race on git and the GPUs
-    sess._server_lock = FileLock(str(sess.kopt_dir / "server.lock"))
-    holder = sess.kopt_dir / "server.json"
+    lock_name = f"server@{sess.slot}" if sess.slot else "server"  # one process per slot
+    sess._server_lock = FileLock(str(sess.kopt_dir / f"{lock_name}.lock"))
+    holder = sess.kopt_dir / f"{lock_name}.json"
     try:
         sess._server_lock.acquire(timeout=0)
     except Timeout as e:
         other = holder.read_text(encoding="utf-8").strip() if holder.exists() else "unknown session"
+        if sess.slot:
+            raise RefereeError(f"another kopt-mcp server already runs slot {sess.slot!r} of this repository "
+                               f"({other}): one process per slot; pass another --slot") from e
         raise RefereeError(
             f"another kopt-mcp server already runs on this git repository ({other}; common git dir "
             f"{sess.kopt_dir.parent}): stop it first; one server per repository: its workspace and "
-            "the repository's other worktrees cannot host a second session") from e
+            "the repository's other worktrees cannot host a second session. A second agent on the same "
+            "session: start it with `--slot NAME` (or `--slot auto`)") from e
     try:
         refuse_nested(sess)
         # every run of this repository's server is recorded while it lasts: a run a killed server
         # left behind is ended before anything else (runner.end_leftovers)
         ended = end_leftovers(sess.pid_dir)
         holder.write_text(json.dumps({"tag": sess.tag, "pid": os.getpid(), "repo": str(sess.repo_path),
-                                      "since": now_iso()}) + "\n", encoding="utf-8")
+                                      "since": now_iso(), **({"slot": sess.slot} if sess.slot else {})}) + "\n",
+                          encoding="utf-8")
         _open_state(sess)
         _open_gate(sess)
         if ended:
@@ -61,7 +67,7 @@ def open_session(sess: Session) -> None:
 
 def refuse_nested(sess: Session) -> None:
     """Refuse a repository path that is a session's own worktree (workspace or BEST)."""
-    for state in sorted(sess.kopt_dir.glob("*/state.json")):
+    for state in sorted([*sess.kopt_dir.glob("*/state.json"), *sess.kopt_dir.glob("*/slots/*/state.json")]):
         try:
             saved = json.loads(state.read_text(encoding="utf-8"))
         except (OSError, ValueError):
@@ -88,7 +94,8 @@ def _open_state(sess: Session) -> None:
     if saved is None:
         sess.config = load_config(sess.config_path)
         sess.cfg = sess.config.target
-        sess.ws = vcs.create_workspace(sess.repo, sess.workspace_path, sess.branch)
+        sess.ws = _create_slot_workspace(sess) if sess.slot else vcs.create_workspace(
+            sess.repo, sess.workspace_path, sess.branch)
         head = vcs.head_sha(sess.ws)
         try:
             base_md = sess.ws.git.show(f"{head}:performance.md")
@@ -127,6 +134,25 @@ def _open_state(sess: Session) -> None:
         sess.problems.append(f"the BEST worktree {sess.best_path} could not be checked out at "
                              f"{sess.state.best.commit[:12]} ({short(e)}): measuring calls will fail until "
                              "it is fixed (remove the folder and `git worktree prune`, then restart)")
+
+
+def _create_slot_workspace(sess: Session):
+    """A candidate slot's workspace on its own branch, made from the session's BEST (the shared
+    best.json, else the BEST line's branch, else HEAD). Raises VcsError when the branch or the folder
+    exists already."""
+    from kopt_mcp.referee.slots import read_shared
+
+    shared = read_shared(sess)
+    line = f"kernel-opt/{sess.tag}"
+    start = shared["commit"] if shared else (line if line in [h.name for h in sess.repo.heads] else "HEAD")
+    if sess.branch in [h.name for h in sess.repo.heads] or sess.workspace_path.exists():
+        raise vcs.VcsError(f"slot {sess.slot!r}: branch {sess.branch} or folder {sess.workspace_path} exists but "
+                           "holds no slot state: pass another --slot, or remove them")
+    sess.workspace_path.parent.mkdir(parents=True, exist_ok=True)
+    sess.repo.git.worktree("add", "-b", sess.branch, str(sess.workspace_path), start)
+    import git as _git
+
+    return _git.Repo(sess.workspace_path)
 
 
 def _open_gate(sess: Session) -> None:

@@ -14,6 +14,7 @@ from kopt_mcp.metrics import improvement_pct
 from kopt_mcp.profilers.base import ProfilerError, target_gpu_time
 from kopt_mcp.referee.core import Progress, RefereeError, Session
 from kopt_mcp.referee.measure import Measurement, checkout, raise_if_cancelled
+from kopt_mcp.referee.slots import slots_status
 from kopt_mcp.results import (
     AttemptResult,
     BenchmarkResult,
@@ -98,7 +99,8 @@ def status(sess: Session) -> StatusResult:
         repairs_used=s.repair.repairs_used if s.repair else None,
         last_verdict=s.last.model_dump() if s.last else None, stop_reason=s.stop_reason,
         config_sha256=s.config_sha256, config_changed=sess.config.changed(), device=sess.device,
-        next_actions=next_actions(s), state_dir=str(sess.state_dir), problems=list(sess.problems))
+        next_actions=next_actions(s), state_dir=str(sess.state_dir), problems=list(sess.problems),
+        slots=slots_status(sess))
 
 
 def find_idle_gpu(sess: Session, progress: Progress | None = None) -> GpuResult:

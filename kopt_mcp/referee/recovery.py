@@ -116,6 +116,9 @@ def _recover_baseline(sess: Session, base: str) -> str:
     if head.hexsha != base and head.message.strip() == BASELINE_MESSAGE and [c.hexsha for c in head.parents] == [base]:
         sess.ws.git.reset("-q", "--soft", base)  # the commit goes; the files stay as they are
         dropped = f"dropped the half-done baseline commit {head.hexsha[:12]}; "
+        from kopt_mcp.referee.slots import unpublish
+
+        unpublish(sess, head.hexsha)  # slots must not adopt a baseline that is gone
     restore_performance_md(sess, base)
     s.best.commit = base
     return f"{dropped}performance.md restored; run_benchmark records the baseline again"
@@ -126,9 +129,13 @@ def adopt_best(sess: Session, attempt: int, sha: str, metrics: dict[str, float],
     """A keep is committed as `sha`: BEST_COMMIT moves there with its metrics (SessionState.adopted),
     the BEST worktree follows, counters reset, the `commit` record (with `rows`, its performance.md
     rows) is queued. The caller saves the state (the commit point)."""
+    from kopt_mcp.referee.slots import best_lock, publish
+
     vcs.ensure_best_worktree(sess.repo, sess.best_path, sha)
     faults.point("commit_improvement.after_best_worktree")
     old = sess.state.adopted(sha, metrics, gpu_us)
+    with best_lock(sess):
+        publish(sess)  # the session's BEST: the BEST line's branch and best.json
     sess.record("commit", attempt=attempt, commit=sha, previous=old, metrics=metrics, gpu_us=gpu_us,
                 **log_fields)
 
