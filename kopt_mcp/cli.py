@@ -11,6 +11,7 @@ Subcommands are added in `_parser` (one `sub.add_parser` block each) and dispatc
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -40,6 +41,10 @@ def _parser() -> argparse.ArgumentParser:
                        description="Run the MCP server for one kernel repository (stdio by default).")
     _repo_options(s)
     s.add_argument("--tag", default=None, help="session tag: branch kernel-opt/<tag> (default: today's date)")
+    s.add_argument("--slot", default=None, metavar="NAME",
+                   help="join the session as another agent: candidate slot NAME (own workspace, repair counter and "
+                   "pending verdict; one BEST line for all); `auto`: a fresh name for this process (default: the "
+                   "main slot)")
     t = s.add_argument_group("which tools to expose (default: all)")
     t.add_argument("--tools", type=_tool_list, default=None, metavar="A,B,C",
                    help="expose only these tools, comma-separated (e.g. status,run_benchmark,plot_progress)")
@@ -84,9 +89,10 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def open_session(repo: Path, config: Path | None, tag: str | None):
-    """The session's Referee, or the StartupError that says why it could not open (never raises
-    for a bad repository, config, git state or a second server on the same repository)."""
+def open_session(repo: Path, config: Path | None, tag: str | None, slot: str | None = None):
+    """The session's Referee (of candidate slot `slot`; "auto": a fresh name per process; None:
+    the main slot), or the StartupError that says why it could not open (never raises for a bad
+    repository, config, git state or a second server on the same slot)."""
     from kopt_mcp.errors import StartupError
     from kopt_mcp.tools.errors import error_text
 
@@ -101,7 +107,9 @@ def open_session(repo: Path, config: Path | None, tag: str | None):
     try:
         from kopt_mcp.referee import Referee
 
-        return Referee(repo, config, tag)
+        if slot == "auto":
+            slot = f"agent-{os.getpid()}"
+        return Referee(repo, config, tag, slot=slot)
     except Exception as e:  # every start-up failure becomes the text every tool returns
         return StartupError(f"kopt-mcp could not open a session on {repo}: {error_text(e, repo, 'serve')}")
 
@@ -128,11 +136,11 @@ def _serve(args: argparse.Namespace) -> int:
         except TokenError as e:
             print(f"kopt-mcp serve: {e}", file=sys.stderr)
             return 2
-    ref = open_session(args.repo, args.config, args.tag)
+    ref = open_session(args.repo, args.config, args.tag, args.slot)
     if isinstance(ref, StartupError):
         print(f"kopt-mcp serve: {ref}\nkopt-mcp serve: still serving, so the client can show this error: every "
               "tool returns it", file=sys.stderr, flush=True)
-    mcp = build_server(ref, args.tools, args.read_only)
+    mcp = build_server(ref, args.tools, args.read_only, slot_per_session=args.http)
     if args.http:
         from kopt_mcp.http import serve_http
 

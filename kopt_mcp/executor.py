@@ -7,7 +7,8 @@ while the agent thinks). All runs of one lease use one device, so the A/B pairs 
 run on one GPU; `JobLease.device` names it and the ledger records it for every run.
 
 Implementations:
-- local (this host's GPU gate and cross-process lease files; runs in disposable checkouts here);
+- local (kopt_mcp.executor_local.LocalExecutor: this host's GPU gate and cross-process lease files;
+  runs in disposable checkouts here; every acquire its own gate, so one process can hold several);
 - Ray (`[cluster] ray_address`): the lease is a Ray actor holding `num_gpus=1` on a node whose GPU
   passed the idle gate there; snapshots are shipped through Ray's object store (BEST's tree once,
   a candidate as its diff against `base`) and logs, metrics and traces come back into `run_dir`.
@@ -47,6 +48,10 @@ class JobLease(Protocol):
     run returns with `run.cancelled` set (the caller raises Cancelled)."""
 
     device: DeviceInfo
+    #: how the ledger names the device: "<vendor>:<index>:<uuid>" locally ("cpu" for the CPU),
+    #: e.g. "<node>:nvidia:<index>:<uuid>" on Ray; also what `Executor.acquire(prefer=...)` takes
+    #: when the lease has no `uuid` attribute (the local lease's `uuid` is the probe's GPU uuid)
+    device_id: str
 
     def measure(self, cfg: TargetConfig, ws: git.Repo, tree: str, run_dir: Path, env: dict[str, str], *,
                 check: bool = True, base: str | None = None, cancel: threading.Event | None = None,

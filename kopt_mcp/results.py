@@ -251,6 +251,8 @@ class StatusResult(BaseModel):
     next_actions: list[str]
     state_dir: str = Field(default="", description="the session's files (state, ledger, attempts, runs), "
                            "outside every tree a benchmark runs in")
+    slots: list[dict] = Field(default_factory=list, description="every candidate slot of the session (one per "
+                              "agent): slot, phase, attempts, kept, consecutive_regressions, last_verdict")
     problems: list[str] = Field(default_factory=list, description="what recovery at start could not fix, and "
                                 "a ledger whose hash chain does not verify (truncated, edited, deleted)")
 

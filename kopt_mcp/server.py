@@ -49,18 +49,29 @@ class KoptServer(MCPServer):
                                         f"{', '.join(near)} (resources/list shows all)") from e
 
 
-def build_server(ref: Referee | StartupError, tools: list[str] | None = None, read_only: bool = False) -> MCPServer:
+def build_server(ref: Referee | StartupError, tools: list[str] | None = None, read_only: bool = False,
+                 slot_per_session: bool = False) -> MCPServer:
     """An MCPServer bound to one session's Referee (closed when the server shuts down), or, given the
     StartupError that kept the session from opening, a server whose every tool returns that error.
-    `tools` / `read_only` expose a subset (see tools.select_tools; ValueError for unknown names)."""
+    `tools` / `read_only` expose a subset (see tools.select_tools; ValueError for unknown names).
+    `slot_per_session` (streamable HTTP): each concurrent MCP session gets its own candidate slot
+    (kopt_mcp.slot_pool); resources and prompts show the main slot."""
     error = ref if isinstance(ref, StartupError) else None
     session = None if error else ref
+    pool = None
+    if session is not None and slot_per_session:
+        from kopt_mcp.slot_pool import SlotPool
+
+        pool = SlotPool(session, lambda name: Referee(session.repo_path, session.config_path, session.tag,
+                                                       services=session.services, slot=name))
 
     @asynccontextmanager
     async def lifespan(_server: MCPServer) -> AsyncIterator[dict]:
         try:
-            yield {"referee": session, "startup_error": error}
+            yield {"referee": session, "startup_error": error, "slots": pool}
         finally:
+            if pool is not None:
+                pool.close()
             if session is not None:
                 session.close()
 

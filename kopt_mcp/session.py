@@ -13,6 +13,7 @@ Phases and the tools each allows (anything else is refused with what to call ins
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from enum import Enum
 from typing import Literal
 
@@ -20,12 +21,13 @@ from pydantic import BaseModel, Field
 
 from kopt_mcp.errors import StateError
 from kopt_mcp.rules.repair import RepairState
-from kopt_mcp.rules.stop import RegressionCounter
+from kopt_mcp.rules.stop import RegressionCounter, RegressionNote
 
 #: groups of repeated BEST runs (one per lease) kept for the noise estimate of rules/stats.py
 NOISE_GROUPS_KEPT = 20
 
-Verdict = Literal["improved", "tie", "regressed", "divergent", "incorrect", "abandoned", "failed", "rejected"]
+Verdict = Literal["improved", "tie", "regressed", "divergent", "incorrect", "abandoned", "failed", "rejected",
+                  "conflict"]
 
 
 class Phase(str, Enum):
@@ -60,6 +62,9 @@ class PendingImprovement(BaseModel):
     kernels: list[str]
     target_delta_pct: float
     metric_used: str
+    #: the BEST_COMMIT it was judged against (None in states saved before this field existed): when
+    #: BEST has moved since, commit_improvement re-applies it onto the newest BEST and re-measures
+    base: str | None = None
 
 
 class LastVerdict(BaseModel):
@@ -106,6 +111,97 @@ class SessionState(BaseModel):
     #: keeps BEST's version). A protected file is never one.
     benchmark_outputs: list[str] = Field(default_factory=list)
 
+    # -- phase transitions (the referee calls these; it never assigns phase or counters itself) --
+
+    def begin_job(self, tool: str, **fields: object) -> None:
+        """Mark a job as in progress (`tool`, when it started, `fields` such as the attempt): saved
+        before the job's first git step, so a killed server's recovery knows what to undo."""
+        self.in_progress = {**({"attempt": fields.pop("attempt")} if "attempt" in fields else {}),
+                            "tool": tool, "since": _now(), **fields}
+
+    def end_job(self) -> None:
+        """The job is over (its result is saved in the same atomic write)."""
+        self.in_progress = None
+
+    def new_attempt(self) -> int:
+        """Take the next attempt number (1, 2, ...) and return it."""
+        n = self.next_attempt
+        self.next_attempt += 1
+        return n
+
+    def baseline_recorded(self, metrics: dict[str, float], gpu_us: float | None, kernels: list[str]) -> None:
+        """The baseline of BEST_COMMIT was measured: BEST's per-class metrics and GPU time (us) are
+        set and the phase moves from needs_baseline to ready. Raises SessionError in another phase."""
+        if self.phase != Phase.needs_baseline:
+            raise SessionError(f"the baseline is recorded once, in phase needs_baseline (phase {self.phase.value})")
+        self.best.metrics, self.best.gpu_us, self.best.kernels = dict(metrics), gpu_us, list(kernels)
+
+    def baseline_committed(self, commit: str) -> None:
+        """The baseline's performance.md is committed as `commit`: BEST_COMMIT moves there, phase ready."""
+        self.best.commit = commit
+        self.phase = Phase.ready
+        self.in_progress = None
+
+    def dropped_candidate(self) -> None:
+        """The candidate left the workspace (reverted, abandoned, interrupted, not kept): a repair or
+        a pending improvement is dropped and the phase returns to ready (needs_baseline and
+        stopped stay as they are)."""
+        if self.phase in (Phase.repairing, Phase.improved):
+            self.phase = Phase.ready
+        self.repair, self.pending = None, None
+
+    def repairing(self, repair: RepairState) -> None:
+        """An `incorrect` verdict: the candidate stays in place under repair (`repair`: the attempt
+        that first failed and the repairs used)."""
+        self.repair, self.phase = repair, Phase.repairing
+
+    def improved(self, pending: PendingImprovement) -> None:
+        """An `improved` verdict: `pending` (the exact tested tree) waits for commit_improvement."""
+        self.pending, self.repair, self.phase = pending, None, Phase.improved
+
+    def regressed(self, note: RegressionNote) -> None:
+        """A `regressed` verdict: the consecutive-regression counter +1, `note` joins its window."""
+        self.regressions = self.regressions.regressed(note)
+
+    def reset_regressions(self) -> None:
+        """A verdict or commit that resets the consecutive-regression counter (its window stays)."""
+        self.regressions = self.regressions.reset()
+
+    def ruled(self, attempt: int, verdict: Verdict, target: str, reason: str) -> None:
+        """Remember the latest verdict (for status)."""
+        self.last = LastVerdict(attempt=attempt, verdict=verdict, target=target, reason=reason)
+
+    def adopted(self, commit: str, metrics: dict[str, float], gpu_us: float | None) -> str:
+        """A keep was committed as `commit`: BEST_COMMIT moves there with its metrics (GPU time in
+        us), the pending improvement is done, counters reset, `kept` +1. Returns the old BEST_COMMIT."""
+        old = self.best.commit
+        self.best.commit, self.best.metrics, self.best.gpu_us = commit, dict(metrics), gpu_us
+        self.phase, self.pending, self.repair = Phase.ready, None, None
+        self.reset_regressions()
+        self.kept += 1
+        return old
+
+    def best_moved(self, commit: str, metrics: dict[str, float], gpu_us: float | None, kernels: list[str]) -> None:
+        """Another candidate slot moved the session's BEST to `commit` (with its metrics, GPU time in
+        us and target kernels): this slot judges against it from now on; a slot still waiting for
+        the baseline is ready (the session's baseline exists). Its own counters are untouched."""
+        self.best = Best(commit=commit, metrics=dict(metrics), gpu_us=gpu_us, kernels=list(kernels))
+        if self.phase == Phase.needs_baseline:
+            self.phase = Phase.ready
+
+    def commit_refused(self) -> None:
+        """commit_improvement did not keep the pending candidate (reverted): phase ready, counter reset."""
+        self.dropped_candidate()
+        self.in_progress = None
+        self.reset_regressions()
+
+    def stopped_now(self, reason: str) -> bool:
+        """Stop the session with `reason` (terminal). Returns False when it had stopped already."""
+        if self.phase == Phase.stopped:
+            return False
+        self.phase, self.stop_reason, self.stopped_at = Phase.stopped, reason, _now()
+        return True
+
     def record_gpu_spread(self, first_us: float, second_us: float, keep: int = NOISE_GROUPS_KEPT) -> float:
         """Remember the spread between two adjacent profiled runs of BEST_COMMIT (target GPU time,
         us, both > 0): |first - second| / mean * 100 joins `gpu_spreads_pct` (the latest `keep`).
@@ -134,6 +230,11 @@ def spread_pct(first_us: float, second_us: float) -> float:
     if first_us <= 0 or second_us <= 0:
         raise ValueError(f"GPU times must be positive, got {first_us} and {second_us} us")
     return abs(first_us - second_us) / ((first_us + second_us) / 2.0) * 100.0
+
+
+def _now() -> str:
+    """UTC time, ISO 8601 to the second (as ledger.now_iso)."""
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 class SessionError(StateError, RuntimeError):

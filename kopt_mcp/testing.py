@@ -22,8 +22,10 @@ import kernel
 # runs are counted per kernel.py content, outside the (disposable) tree the benchmark runs in
 count_file = pathlib.Path(RUNS_DIR) / (hashlib.sha256(k_source).hexdigest()[:16] + ".runs")
 count_file.parent.mkdir(parents=True, exist_ok=True)
-k = int(count_file.read_text()) if count_file.exists() else 0
-count_file.write_text(str(k + 1))
+with open(count_file, "ab") as f:  # one byte per run, appended atomically: concurrent runs count right
+    f.write(b".")
+    f.flush()
+    k = f.tell() - 1
 os.makedirs("results", exist_ok=True)
 if getattr(kernel, "SLEEP_S", 0):
     time.sleep(kernel.SLEEP_S)
@@ -121,3 +123,27 @@ class FakeClock:
     def sleep(self, seconds: float) -> None:
         self.slept.append(seconds)
         self.now += seconds
+
+
+class RecordingRunner:
+    """A runner for `Services.run` that runs each command for real (kopt_mcp.runner.run_command)
+    and records (command, cwd, env) of every call in `calls`, so a test can see which device a run
+    was bound to and how many runs an operation made."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, Path, dict[str, str]]] = []
+
+    def __call__(self, command: str, cwd: Path, env: dict[str, str], timeout_s: float, log_path: Path, **kw):
+        from kopt_mcp.runner import run_command
+
+        self.calls.append((command, Path(cwd), dict(env)))
+        return run_command(command, cwd, env, timeout_s, log_path, **kw)
+
+
+def fake_services(clock: FakeClock | None = None, **fields):
+    """`Services` for tests: the gate waits on `clock` (a FakeClock, made when None: no real
+    sleeping); `fields` replace others (probe, profiler, run, lease_dir)."""
+    from kopt_mcp.referee.services import Services
+
+    clock = clock or FakeClock()
+    return Services(clock=clock, sleep=clock.sleep, **fields)

@@ -348,3 +348,30 @@ def test_http_server_with_a_missing_repository_still_serves_the_error(tmp_path, 
         assert "does not exist" in s.stderr() and s.stdout() == ""
     finally:
         s.stop()
+
+
+@pytest.mark.timeout(240)
+def test_two_http_clients_get_two_candidate_slots(server):
+    """Two HTTP clients at once, each naming its slot (header Kopt-Slot): each has its own workspace,
+    so one's revert never archives the other's candidate; a client without the header is the main slot."""
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+
+    async def main():
+        with anyio.fail_after(120):
+            async with (httpx2.AsyncClient(headers={**auth, "Kopt-Slot": "alice"}, timeout=120) as h1,
+                        httpx2.AsyncClient(headers={**auth, "Kopt-Slot": "bob"}, timeout=120) as h2,
+                        httpx2.AsyncClient(headers=auth, timeout=120) as h3,
+                        Client(streamable_http_client(server.url, http_client=h1)) as c1,
+                        Client(streamable_http_client(server.url, http_client=h2)) as c2,
+                        Client(streamable_http_client(server.url, http_client=h3)) as c3):
+                ws_b = Path((await c2.call_tool("status", {})).structured_content["workspace"])
+                (ws_b / "kernel.py").write_text("TIMES = {}\n")  # bob's edit in progress
+                r = (await c1.call_tool("revert_to_best", {"reason": "alice gives up"})).structured_content
+                s = [(await c.call_tool("status", {})).structured_content for c in (c1, c2, c3)]
+                return r, s, ws_b
+
+    r, (alice, bob, main_slot), ws_b = anyio.run(main)
+    assert alice["workspace"].endswith("http@alice") and bob["workspace"].endswith("http@bob")
+    assert main_slot["workspace"].endswith("worktrees/http")
+    assert r["changed_files"] == [] and (ws_b / "kernel.py").read_text() == "TIMES = {}\n"  # bob's edit stays
+    assert {s["slot"] for s in main_slot["slots"]} == {"main", "alice", "bob"}

@@ -463,6 +463,9 @@ def test_no_idle_gpu_for_the_whole_wait_stops_with_summary(toy_repo, make_refere
 
 
 def test_two_servers_on_one_idle_gpu_never_both_run_on_it(tmp_path, make_referee):
+    """Per-job leases: the GPU is leased for one measuring call only. While one server's job holds
+    it, another server's gate finds it leased (and waits); between jobs (the agent thinking),
+    the other server gets it: a second agent never waits the first one's whole session."""
     from kopt_mcp.gpus.smi import NvidiaSmiProbe
     from kopt_mcp.testing import FakeClock, make_toy_repo
     from tests.conftest import FIXTURES
@@ -474,14 +477,19 @@ def test_two_servers_on_one_idle_gpu_never_both_run_on_it(tmp_path, make_referee
         return next(text for flag, text in idle.items() if any(a.startswith(flag) for a in cmd))
 
     first = make_referee(make_toy_repo(tmp_path / "a", {"1": 100.0}), tag="a", probe=NvidiaSmiProbe(run=run))
-    assert first.find_idle_gpu().leased
+    found = first.find_idle_gpu()
+    assert found.leased and first.executor.held == []  # a probe: the lease is not kept after the call
     clock = FakeClock()
     second = make_referee(make_toy_repo(tmp_path / "b", {"1": 100.0}), tag="b", probe=NvidiaSmiProbe(run=run),
                           sleep=clock.sleep, clock=clock)
-    out = second.find_idle_gpu()
-    assert not out.leased and out.stopped
-    assert any("leased by kopt-mcp" in b for c in out.checks for b in c.busy)
-    first.close()  # the first server ends: its lease is free for the next session on this host
+    assert second.find_idle_gpu().leased  # the first server is idle between jobs: no waiting
+    first.lease(None)  # a measuring call of the first server holds the GPU now
+    try:
+        out = second.find_idle_gpu()
+        assert not out.leased and out.stopped
+        assert any("leased by kopt-mcp" in b for c in out.checks for b in c.busy)
+    finally:
+        first.release_job()
     third = make_referee(make_toy_repo(tmp_path / "c", {"1": 100.0}), tag="c", probe=NvidiaSmiProbe(run=run))
     assert third.find_idle_gpu().leased
 

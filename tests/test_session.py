@@ -155,3 +155,97 @@ def test_spreads_are_recorded_from_times_or_directly_and_bad_values_refused():
     with pytest.raises(ValueError, match="positive"):
         s.record_gpu_spread(0.0, 1.0)
     assert len(s.gpu_spreads_pct) == 2  # refused values change nothing
+
+
+# -- phase transitions: methods of SessionState, each tested directly ------------------------------
+
+def _pending(n: int = 3):
+    from kopt_mcp.session import PendingImprovement
+
+    return PendingImprovement(attempt=n, tree="t" * 40, target="global", hypothesis="h", candidate_metrics={"1": 90.0},
+                              candidate_gpu_us=9.0, kernels=["k"], target_delta_pct=10.0, metric_used="script metric")
+
+
+def _note(n: int):
+    from kopt_mcp.rules.stop import RegressionNote
+
+    return RegressionNote(attempt=n, at="2026-01-01T00:00:00+00:00", target="global", hypothesis="h", change_pct=-5.0)
+
+
+def test_jobs_and_attempt_numbers():
+    s = state(Phase.ready)
+    assert (s.new_attempt(), s.new_attempt(), s.next_attempt) == (1, 2, 3)
+    s.begin_job("save_and_test", attempt=2)
+    assert s.in_progress["tool"] == "save_and_test" and s.in_progress["attempt"] == 2 and s.in_progress["since"]
+    s.begin_job("baseline", base="abc")
+    assert s.in_progress["base"] == "abc" and "attempt" not in s.in_progress
+    s.end_job()
+    assert s.in_progress is None
+
+
+def test_baseline_sets_best_then_commit_moves_to_ready():
+    s = state(Phase.needs_baseline)
+    s.begin_job("baseline", base=s.best.commit)
+    s.baseline_recorded({"1": 100.0}, 12.5, ["k"])
+    assert (s.best.metrics, s.best.gpu_us, s.best.kernels, s.phase) == ({"1": 100.0}, 12.5, ["k"], Phase.needs_baseline)
+    s.baseline_committed("b" * 40)
+    assert (s.best.commit, s.phase, s.in_progress) == ("b" * 40, Phase.ready, None)
+    with pytest.raises(SessionError, match="once"):
+        s.baseline_recorded({"1": 1.0}, None, [])
+
+
+def test_incorrect_then_improved_then_adopted():
+    from kopt_mcp.rules.repair import RepairState
+
+    s = state(Phase.ready, regressions=state(Phase.ready).regressions.regressed(_note(1)))
+    s.repairing(RepairState(first_attempt=2, target="global", hypothesis="h"))
+    assert s.phase == Phase.repairing and s.repair.first_attempt == 2
+    s.improved(_pending(3))
+    assert (s.phase, s.repair, s.pending.attempt) == (Phase.improved, None, 3)
+    old = s.best.commit
+    assert s.adopted("c" * 40, {"1": 90.0}, 9.0) == old
+    assert (s.phase, s.pending, s.best.commit, s.best.metrics, s.best.gpu_us, s.kept) == (
+        Phase.ready, None, "c" * 40, {"1": 90.0}, 9.0, 1)
+    assert s.regressions.consecutive == 0 and len(s.regressions.window) == 1  # the window stays
+
+
+@pytest.mark.parametrize("phase", [Phase.repairing, Phase.improved, Phase.ready])
+def test_dropping_a_candidate_returns_to_ready(phase):
+    s = state(phase, pending=_pending() if phase == Phase.improved else None)
+    s.dropped_candidate()
+    assert (s.phase, s.pending, s.repair) == (Phase.ready, None, None)
+
+
+@pytest.mark.parametrize("phase", [Phase.needs_baseline, Phase.stopped])
+def test_dropping_a_candidate_keeps_needs_baseline_and_stopped(phase):
+    s = state(phase)
+    s.dropped_candidate()
+    assert s.phase == phase
+
+
+def test_regressions_count_and_reset_and_verdicts_are_remembered():
+    s = state(Phase.ready)
+    for n in range(1, 8):
+        s.regressed(_note(n))
+    assert s.regressions.consecutive == 7 and [x.attempt for x in s.regressions.window] == [3, 4, 5, 6, 7]
+    s.reset_regressions()
+    assert s.regressions.consecutive == 0
+    s.ruled(7, "regressed", "global", "slower")
+    assert (s.last.attempt, s.last.verdict, s.last.reason) == (7, "regressed", "slower")
+
+
+def test_commit_refused_drops_the_pending_candidate_and_resets():
+    s = state(Phase.improved, pending=_pending())
+    s.regressed(_note(1))
+    s.begin_job("commit_improvement", attempt=3)
+    s.commit_refused()
+    assert (s.phase, s.pending, s.in_progress, s.regressions.consecutive) == (Phase.ready, None, None, 0)
+
+
+def test_stop_is_terminal_and_happens_once():
+    s = state(Phase.ready)
+    assert s.stopped_now("5 consecutive measured regressions") is True
+    at = s.stopped_at
+    assert (s.phase, s.stop_reason) == (Phase.stopped, "5 consecutive measured regressions") and at
+    assert s.stopped_now("no idle GPU") is False
+    assert (s.stop_reason, s.stopped_at) == ("5 consecutive measured regressions", at)

@@ -164,8 +164,11 @@ class GpuGate:
 
     def acquire(self, progress: Callable[[float, float, str], None] | None = None,
                 cancel: threading.Event | None = None,
-                own_pids: frozenset[int] = frozenset()) -> GateOutcome:
+                own_pids: frozenset[int] = frozenset(), prefer: str | None = None) -> GateOutcome:
         """Find an idle GPU and lease it, waiting up to `wait_s` s; see the module docstring.
+
+        `prefer`: the uuid of the GPU to try first (the one the session used last); another idle
+        GPU is taken when it is busy or gone.
 
         Probe "none": a cpu Lease, at once or after the CPU gate's wait (never None but for
         `cancel`); `cpu_load` then holds the last CPU-load sample. A held lease whose GPU shows no foreign compute
@@ -186,6 +189,8 @@ class GpuGate:
                                    reason="cancelled")
             readings = self.probe.read()
             polls += 1
+            if prefer is not None:  # stable: the preferred GPU first, the others in probe order
+                readings = sorted(readings, key=lambda r: r.uuid != prefer)
             if not readings:
                 return GateOutcome(lease=None, waited_s=self._clock() - start, polls=polls,
                                    reason=f"the probe '{self.probe.name}' sees no GPU")

@@ -1,15 +1,112 @@
-"""The referee: the domain operations behind the MCP tools (one per tool), composed from mixins:
+"""The referee: the domain operations behind the MCP tools, as plain functions over a `Session`
+(referee/core.py says which module holds what). `Referee` is an opened Session with those
+operations as methods, each serialized by the session lock and cancellable (`operation`)."""
 
-core.py (session open/resume, locks, lease, stop) -> ops.py (status, gate, run_benchmark/baseline,
-trace, warm-up, revert, get_attempt) -> attempt.py (save_and_test) -> commit.py (commit_improvement).
-"""
+from __future__ import annotations
 
-from kopt_mcp.referee.commit import CommitMixin
-from kopt_mcp.referee.core import RefereeError
+import dataclasses
+import functools
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import git
+
+from kopt_mcp import vcs
+from kopt_mcp.executor import DeviceLost
+from kopt_mcp.gpus.base import GpuProbe
+from kopt_mcp.referee import attempt, commit, ops
+from kopt_mcp.referee.core import Cancelled, RefereeError, Session, StateSaveError, short
+from kopt_mcp.referee.opening import open_session
+from kopt_mcp.referee.recovery import settle
+from kopt_mcp.referee.services import Services
+from kopt_mcp.referee.slots import sync
+
+#: operations after which the session's HTML report is rewritten (they can record a verdict, a
+#: commit, a revert, the baseline or a stop)
+REPORTED = frozenset({"save_and_test", "commit_improvement", "revert_to_best", "run_benchmark", "find_idle_gpu"})
 
 
-class Referee(CommitMixin):
-    """One optimization session on one repository (see the mixins for each operation)."""
+def operation(fn):
+    """Make `fn(session, ...)` one referee operation: serialized by the session lock, cancellable
+    through the `cancel` event the caller passes (set it to kill the running process tree and
+    unwind), preceded by recovery of a half-done job (recovery.settle)."""
+
+    @functools.wraps(fn)
+    def run(self: Session, *args, cancel: threading.Event | None = None, **kwargs):
+        with self.lock:
+            self.cancel = cancel or threading.Event()
+            settle(self)
+            if not self.state.in_progress:
+                try:
+                    sync(self)  # another candidate slot moved BEST: judge against the newest one
+                except (git.GitCommandError, vcs.VcsError) as e:
+                    raise RefereeError(
+                        f"another slot moved BEST and following it failed ({short(e)}): check `git -C "
+                        f"{self.workspace_path} status`, remove a stale lock file if a git process was killed, "
+                        "then call again") from e
+            try:
+                result = _retry_once(self, fn, args, kwargs)
+            except Cancelled:
+                self.store.log("cancelled", operation=fn.__name__)
+                raise
+            finally:
+                self.release_job()  # per-job leases: no device is held between calls
+            if fn.__name__ in REPORTED:  # the HTML report follows every verdict, commit, revert and stop
+                from kopt_mcp.report_html import write_session_report
+
+                write_session_report(self)  # never raises: a failure is logged, the verdict stands
+            return result
+
+    return run
 
 
-__all__ = ["Referee", "RefereeError"]
+def _retry_once(sess: Session, fn, args, kwargs):
+    """`fn` once more on a new job lease when its device was lost (DeviceLost); lost again: a
+    RefereeError saying so. (save_and_test handles a lost device itself: its verdict is `failed`.)"""
+    try:
+        return fn(sess, *args, **kwargs)
+    except DeviceLost as e:
+        sess.device_lost(e, retrying=True)
+    try:
+        return fn(sess, *args, **kwargs)
+    except DeviceLost as e:
+        sess.device_lost(e, retrying=False)
+        raise RefereeError(f"{fn.__name__}: the device was lost twice ({e}); nothing was recorded from the lost "
+                           "runs. Call again when the machines are back") from e
+
+
+class Referee(Session):
+    """One optimization session on one repository: opened (or resumed) at construction.
+
+    `services` injects the probe, profiler, runner and clock (referee.services.Services); the
+    keyword arguments `probe`, `lease_dir`, `sleep` and `clock` replace single fields of it.
+    `slot`: the candidate slot to open (None: the main one; referee/slots.py).
+    Raises RefereeError when the session cannot open (another server on the repository, a
+    session's own worktree, a changed frozen config) and ConfigError for a bad config."""
+
+    def __init__(self, repo: Path, config_path: Path | None = None, tag: str | None = None,
+                 probe: GpuProbe | None = None, lease_dir: Path | None = None,
+                 sleep: Callable[[float], None] | None = None, clock: Callable[[], float] | None = None,
+                 services: Services | None = None, slot: str | None = None) -> None:
+        changes = {k: v for k, v in (("probe", probe), ("lease_dir", lease_dir), ("sleep", sleep),
+                                     ("clock", clock)) if v is not None}
+        super().__init__(repo, config_path, tag, dataclasses.replace(services or Services(), **changes), slot)
+        open_session(self)
+
+    status = ops.status  # read-only, no lock: a snapshot of the state
+    find_idle_gpu = operation(ops.find_idle_gpu)
+    run_benchmark = operation(ops.run_benchmark)
+    kernel_trace_analysis = operation(ops.kernel_trace_analysis)
+    warm_up_harness = operation(ops.warm_up_harness)
+    revert_to_best = operation(ops.revert_to_best)
+    get_attempt = operation(ops.get_attempt)
+    save_and_test = operation(attempt.save_and_test)
+    commit_improvement = operation(commit.commit_improvement)
+
+    def judge_run_changes(self, changes, who: str):
+        """ops.judge_run_changes on this session."""
+        return ops.judge_run_changes(self, changes, who)
+
+
+__all__ = ["Cancelled", "Referee", "RefereeError", "Services", "Session", "StateSaveError", "operation"]

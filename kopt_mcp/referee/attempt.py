@@ -2,355 +2,316 @@
 (`refs/kopt/<tag>/attempts/NNNN`), check protected paths and symlinks, measure candidate vs BEST in
 the same lease (candidate, BEST; then BEST, candidate for a confirming round), each run in a
 disposable checkout of its own snapshot that is verified afterwards, apply every gate and return
-the verdict. Every outcome but `improved` and `incorrect` reverts (after archiving)."""
+the verdict. Every outcome but `improved` and `incorrect` reverts (after archiving).
+
+One attempt's working values travel in an explicit `Attempt` record (no hidden per-call state on
+the session); commit_improvement's re-measure uses the same record and helpers."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from kopt_mcp import faults, vcs
+from kopt_mcp.executor import DeviceLost
 from kopt_mcp.ledger import now_iso
-from kopt_mcp.profilers.base import (ProfilerError, exact_names_regex, target_durations, target_gpu_time,
-                                     target_launches)
-from kopt_mcp.referee.core import Cancelled, Progress, RefereeError, StateSaveError, operation
-from kopt_mcp.referee.measure import Measurement, measure_snapshot, profile_snapshot
-from kopt_mcp.referee.ops import OpsMixin, Tampered, protected_paths
+from kopt_mcp.profilers.base import ProfilerError
+from kopt_mcp.referee.core import Cancelled, Progress, RefereeError, Session, StateSaveError
+from kopt_mcp.referee.measure import Measurement
+from kopt_mcp.referee.ops import Tampered, judge_run_changes, protected_paths, workspace_moved
 from kopt_mcp.results import VerdictResult
-from kopt_mcp.rules.keep import judge_groups
 from kopt_mcp.rules.protect import FileChange, describe, touched_protected, unsafe_symlinks
 from kopt_mcp.rules.repair import after_incorrect
 from kopt_mcp.rules.stop import RegressionNote, should_stop
-from kopt_mcp.rules.verdict import (GLOBAL, KeepDecision, Round, VerdictError, apply_keep_metric, decide,
-                                   gpu_gain_floor)
-from kopt_mcp.session import LastVerdict, PendingImprovement, Phase, next_actions, require
+from kopt_mcp.rules.verdict import GLOBAL, KeepDecision, Round, ScriptDecision, VerdictError, decide
+from kopt_mcp.session import PendingImprovement, Phase, next_actions, require
 
 
-class AttemptMixin(OpsMixin):
-    @operation
-    def save_and_test(self, target: str = GLOBAL, hypothesis: str = "",
-                      progress: Progress | None = None) -> VerdictResult:
-        """Test the workspace's candidate against BEST_COMMIT and rule on it (see module docstring)."""
-        with self.lock:
-            require(self.state, "save_and_test")
-            s = self.state
-            keys = list(s.best.metrics)
-            if target != GLOBAL and target not in keys:
-                raise RefereeError(f"target {target!r} is no config class; use 'global' or one of: {', '.join(keys)}")
-            self.check_branch()
-            warnings = self.moved_head_warnings()
-            if self.config.changed():
-                warnings.append("kopt.toml changed on disk; the frozen config of session start still applies")
-            snap = vcs.snapshot(self.ws, s.best.commit, s.benchmark_outputs)
-            patch, changed = vcs.diff_tree(self.ws, s.best.commit, snap.tree)
-            if snap.left_out:
-                warnings.append(_left_out_warning(snap.left_out))
-            if not changed:
-                raise RefereeError("the workspace has no change against BEST_COMMIT: edit the kernel in "
-                                   f"{self.workspace_path} first, then call save_and_test")
-            n = s.next_attempt
-            s.next_attempt += 1
-            # state first, then the patch: a crash in between leaves an attempt number that recovery
-            # archives from the (untouched) tree; never a patch a later attempt could overwrite
-            s.in_progress = {"attempt": n, "tool": "save_and_test", "since": now_iso()}
-            self.save()
-            self.store.archive(n, "pending", patch)
-            faults.point("save_and_test.after_archive")
-            frozen = vcs.freeze(self.ws, snap.tree, s.best.commit, self.attempt_ref(n),
-                                f"kopt-mcp attempt {n}: the tested snapshot")
-            self._ctx = {"n": n, "target": target, "hypothesis": hypothesis, "warnings": warnings,
-                         "changed": changed, "runs": [], "tree": snap.tree,
-                         "best_tree": vcs.tree_of(self.ws, s.best.commit)}
-            self.store.log("snapshot", attempt=n, commit=frozen, tree=snap.tree, ref=self.attempt_ref(n))
-            try:
-                try:
-                    return self._judge(progress)
-                except Tampered as e:
-                    return self._finish("rejected", str(e), revert=True)
-            except Cancelled:
-                path = self.store.relabel(n, "pending", "cancelled")  # the tree stays as it was: nothing lost
-                self.record("attempt", attempt=n, verdict="cancelled", target=target, hypothesis=hypothesis,
-                            changed=changed, runs=self._ctx["runs"], reverted=False, patch=str(path))
-                s.in_progress = None
-                self.save()
-                raise
-            except StateSaveError:
-                raise  # the saved job marker stays: the next call recovers the attempt
-            except BaseException:
-                if s.in_progress:  # an error before the verdict: the candidate stays in place
-                    s.in_progress = None
-                    self.save()
-                raise
+@dataclass
+class Attempt:
+    """One attempt being judged (save_and_test) or re-measured (commit_improvement).
 
-    # -- the steps -------------------------------------------------------------------------
+    `n`: its number; `tree` / `best_tree`: the candidate's and BEST's snapshot tree ids; `changed`:
+    repo-relative paths of its diff; `runs`: run folders so far; `checked`: trees whose
+    [correctness] command ran; `decision` / `keep`: the script-metric and keep-metric decisions
+    once made; `rounds`: paired rounds run; `cand_values`: the candidate's last per-class metrics;
+    `class_errors` / `class_gpu_us`: per-class error numbers and GPU time (us) when known."""
 
-    def _judge(self, progress: Progress | None) -> VerdictResult:
-        c = self._ctx
-        hits = touched_protected(c["changed"], protected_paths(self))
-        if hits:
-            return self._finish("rejected", f"the candidate changes protected file(s) {', '.join(hits)}: the "
-                                "benchmark, oracle, config and performance.md are fixed for the session; make "
-                                "the change in the kernel only", revert=True)
-        links = vcs.symlinks(self.ws, c["tree"])
-        unsafe = unsafe_symlinks([p for p in c["changed"] if p in links], links, protected_paths(self))
-        if unsafe:
-            return self._finish("rejected", "; ".join(unsafe) + ": a symlink may not lead into a protected path "
-                                "or out of the repository (writes through it would change what is fixed or escape "
-                                "the checkout); copy the file instead", revert=True)
-        gate = self.lease(progress, stop_now=False)
-        if gate.lease is None:
-            stop = None if gate.reason == "cancelled" else f"no idle GPU: {gate.reason}"
-            return self._finish("failed", stop or "cancelled while waiting for a GPU", revert=True, stop=stop)
-        # a profiler that records each launch gives a second, independent paired test (the keep metric)
+    n: int
+    target: str
+    hypothesis: str
+    tree: str
+    best_tree: str
+    changed: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    runs: list[str] = field(default_factory=list)
+    checked: set[str] = field(default_factory=set)
+    decision: ScriptDecision | None = None
+    keep: KeepDecision | None = None
+    rounds: int = 0
+    cand_values: dict[str, float] = field(default_factory=dict)
+    class_errors: dict = field(default_factory=dict)
+    class_gpu_us: dict[str, float] | None = None
+    lost_devices: list[str] = field(default_factory=list)
+
+    def measured_again(self) -> None:
+        """Forget the measurements (the device was lost: the whole measuring call runs again on
+        a new lease); the runs made so far stay listed."""
+        self.checked, self.decision, self.keep, self.rounds, self.cand_values = set(), None, None, 0, {}
+        self.class_errors, self.class_gpu_us = {}, None
+
+
+def save_and_test(sess: Session, target: str = GLOBAL, hypothesis: str = "",
+                  progress: Progress | None = None) -> VerdictResult:
+    """Test the workspace's candidate against BEST_COMMIT and rule on it (see module docstring).
+    Raises SessionError in a phase that does not allow it, RefereeError for an unknown target or
+    a workspace without changes, Cancelled when the client cancels (the tree stays as it was)."""
+    s = sess.state
+    require(s, "save_and_test")
+    keys = list(s.best.metrics)
+    if target != GLOBAL and target not in keys:
+        raise RefereeError(f"target {target!r} is no config class; use 'global' or one of: {', '.join(keys)}")
+    sess.check_branch()
+    warnings = sess.moved_head_warnings()
+    if sess.config.changed():
+        warnings.append("kopt.toml changed on disk; the frozen config of session start still applies")
+    snap = vcs.snapshot(sess.ws, s.best.commit, s.benchmark_outputs)
+    patch, changed = vcs.diff_tree(sess.ws, s.best.commit, snap.tree)
+    if snap.left_out:
+        warnings.append(_left_out_warning(snap.left_out))
+    if not changed:
+        raise RefereeError("the workspace has no change against BEST_COMMIT: edit the kernel in "
+                           f"{sess.workspace_path} first, then call save_and_test")
+    n = s.new_attempt()
+    # state first, then the patch: a crash in between leaves an attempt number that recovery
+    # archives from the (untouched) tree; never a patch a later attempt could overwrite
+    s.begin_job("save_and_test", attempt=n)
+    sess.save()
+    sess.store.archive(n, "pending", patch)
+    faults.point("save_and_test.after_archive")
+    frozen = vcs.freeze(sess.ws, snap.tree, s.best.commit, sess.attempt_ref(n),
+                        f"kopt-mcp attempt {n}: the tested snapshot")
+    a = Attempt(n=n, target=target, hypothesis=hypothesis, tree=snap.tree,
+                best_tree=vcs.tree_of(sess.ws, s.best.commit), changed=changed, warnings=warnings)
+    sess.store.log("snapshot", attempt=n, commit=frozen, tree=snap.tree, ref=sess.attempt_ref(n))
+    try:
         try:
-            prof = self.profiler()
-            screening, profiled = prof.per_launch, prof.name != "none"
-        except ProfilerError:  # reported where the keep metric runs; the script test stays strict
-            screening = profiled = False
-        # progress counts runs: the first pair, at most max_rounds - 1 more pairs, then 3 profiled runs
-        total = 2.0 + 2.0 * (self.cfg.gates.max_rounds - 1) + (3.0 if profiled else 0.0)
-        if progress:
-            progress(0, total, f"attempt {c['n']}: run 1: the candidate")
-        cand = self._measure(c["tree"], "candidate")
-        faults.point("save_and_test.after_candidate_run")
-        if cand.gate.kind == "failed":
-            return self._finish("failed", cand.gate.reason, revert=True, reset=True)
-        if cand.gate.kind == "incorrect":
-            if cand.table is not None:  # per-class error numbers for the agent's repair
-                c["class_errors"] = cand.table.failing_errors()
-                summary = cand.table.failing_summary()
-                return self._incorrect(f"{cand.gate.reason}" + (f" ({summary})" if summary else ""))
-            return self._incorrect(cand.gate.reason)
-        if progress:
-            progress(1, total, f"attempt {c['n']}: run 2: BEST_COMMIT in the same lease")
-        best = self._measure(c["best_tree"], "best")
-        faults.point("save_and_test.after_best_run")
-        if best.gate.kind != "ok":
-            raise RefereeError(f"BEST_COMMIT itself failed to run just now ({best.gate.reason}): the machine "
-                               "changed, not the candidate. The candidate is still in place; call save_and_test again")
-        rounds = [Round(best=best.values(), candidate=cand.values())]
-        policy, s = self.policy(screening=screening), self.state
+            return _judge_on_one_device(sess, a, progress)
+        except Tampered as e:
+            return finish(sess, a, "rejected", str(e), revert=True)
+    except Cancelled:
+        path = sess.store.relabel(n, "pending", "cancelled")  # the tree stays as it was: nothing lost
+        sess.record("attempt", attempt=n, verdict="cancelled", target=target, hypothesis=hypothesis,
+                    changed=changed, runs=a.runs, reverted=False, patch=str(path))
+        s.end_job()
+        sess.save()
+        raise
+    except StateSaveError:
+        raise  # the saved job marker stays: the next call recovers the attempt
+    except BaseException:
+        if s.in_progress:  # an error before the verdict: the candidate stays in place
+            s.end_job()
+            sess.save()
+        raise
+
+
+def _judge_on_one_device(sess: Session, a: Attempt, progress: Progress | None) -> VerdictResult:
+    """`_judge` on one job lease; its device lost (DeviceLost): once more from the start on a new
+    lease (so every A/B pair stays on one device), lost again: verdict `failed` (reverted)."""
+    for last in (False, True):
         try:
-            d = decide(rounds, c["target"], self.cfg.benchmark.higher_is_better, policy, s.noise_history)
-            while d.needs_round:
-                if progress:
-                    progress(2 * len(rounds), total, f"attempt {c['n']}: runs {2 * len(rounds) + 1}-"
-                             f"{2 * len(rounds) + 2}: paired round {len(rounds) + 1} of at most {policy.max_rounds} "
-                             f"({d.reason})")
-                b2 = self._measure(c["best_tree"], "best")
-                c2 = self._measure(c["tree"], "candidate")
-                if b2.gate.kind != "ok" or c2.gate.kind != "ok":
-                    bad = c2 if c2.gate.kind != "ok" else b2
-                    return self._finish("failed", f"the confirming run failed: {bad.gate.reason}", revert=True, reset=True)
-                rounds.append(Round(best=b2.values(), candidate=c2.values()))
-                d = decide(rounds, c["target"], self.cfg.benchmark.higher_is_better, policy, s.noise_history)
-        except VerdictError as e:
-            return self._finish("failed", str(e), revert=True, reset=True)
-        s.record_best_runs([r.best for r in rounds])  # BEST ran len(rounds) times in this lease
-        c.update(decision=d, rounds=len(rounds), cand_values=rounds[-1].candidate)
-        if d.outcome != "improved":
-            return self._finish(d.outcome, d.reason, revert=True, reset=d.outcome != "regressed")
-        if progress and profiled:
-            total = 2.0 * len(rounds) + 3.0  # no more script rounds: the profiled runs are the rest
-            progress(2 * len(rounds), total, f"attempt {c['n']}: runs {2 * len(rounds) + 1}-{2 * len(rounds) + 3}: "
-                     "profiling BEST, the candidate, BEST again (keep metric)")
-        tiv = d.target_interval  # a clear, significant script win that GPU time then denies is suspect
-        suspect = bool(tiv and tiv.mean_pct >= self.cfg.gates.noise_pct and tiv.lo_pct > 0)
-        # every candidate run counts against [gates] max_rounds: the script rounds, then the profiled runs
-        keep = self._keep_metric(suspect, candidate_runs=max(1, self.cfg.gates.max_rounds - len(rounds)))
-        c["keep"] = keep
-        if not keep.kept:
-            return self._finish("tie", keep.reason, revert=True, reset=True)
-        return self._improved(f"{d.reason}; {keep.reason}")
+            return _judge(sess, a, progress)
+        except DeviceLost as e:
+            a.lost_devices.append(sess.device_id or "?")
+            sess.device_lost(e, retrying=not last)
+            if last:
+                return finish(sess, a, "failed", f"the device was lost twice during the measurements ({e}); "
+                              "the candidate was archived and reverted: call save_and_test again when the "
+                              "machines are back", revert=True, reset=True)
+            a.measured_again()
+            a.warnings.append(f"the device was lost during the measurements ({e}): measured again from the "
+                              "start on another lease")
+    raise AssertionError("unreachable")
 
-    def _measure(self, tree: str, label: str) -> Measurement:
-        """One run of snapshot `tree` (the attempt's candidate or BEST) in a disposable checkout,
-        verified afterwards (`_verify_run`). The [correctness] command runs once per candidate tree (its
-        first run); BEST passed it at the baseline. Raises Tampered."""
-        checked = self._ctx.setdefault("checked", set())
-        check = "candidate" in label and tree not in checked
-        checked.add(tree)
-        m = measure_snapshot(self.cfg, self.ws, tree, self.store.run_dir(self._ctx["n"], label), self.env(),
-                             self.cancel, self.pid_dir, check)
-        self._ctx["runs"].append(m.run_dir)
-        self._verify_run(m.changes, tree)
-        return m
 
-    def _verify_run(self, changes: list[FileChange], tree: str) -> None:
-        """What a run of `tree` changed in its checkout: a protected file raises Tampered (named);
-        a run of BEST adds its other changes to the benchmark outputs; a candidate's other changes
-        become a warning."""
-        is_best = tree == self._ctx.get("best_tree")
-        rest = self.judge_run_changes(changes, "the run of BEST_COMMIT" if is_best else "the run")
-        if rest and not is_best:
-            w = (describe(rest) + " in its checkout: reported only, the tested snapshot (not the tree left "
-                 "after the run) is what is judged and committed")
-            if w not in self._ctx["warnings"]:
-                self._ctx["warnings"].append(w)
+def _judge(sess: Session, a: Attempt, progress: Progress | None) -> VerdictResult:
+    from kopt_mcp.referee.keep_metric import keep_metric
 
-    def _keep_metric(self, suspect: bool = True, candidate_runs: int = 1) -> KeepDecision:
-        """The keep metric from adjacent profiled runs in this lease: BEST, candidate, BEST again
-        (A/B/A). The candidate is compared with the mean of the two BEST runs (launch by launch
-        where both have per-launch times), which cancels a drift that is linear over the three runs;
-        the two BEST runs' spread joins the session's spreads and sets the floor a gain must clear
-        (rules.verdict.gpu_gain_floor). When only this attempt's own spread stops a gain that clears
-        the rest of the floor (BEST's level jumped during the attempt) and `candidate_runs` allows a
-        second profiled candidate run, it measures candidate, BEST once more and judges the later
-        triple. A failed profile, or a trace without the target kernels, is never kept (no fallback
-        to a weaker metric). `candidate_runs`: profiled candidate runs allowed (>= 1)."""
-        try:
-            prof = self.profiler()
-        except ProfilerError as e:
-            prof, lost = None, str(e)
-        else:
-            lost = "the profiler backend is now \"none\""
-        if prof is None or (prof.name == "none" and self.state.best.gpu_us is not None):
-            # the baseline was judged on GPU time: the script metric alone would be a weaker keep metric
-            return KeepDecision(kept=False, gpu_best_us=self.state.best.gpu_us, gpu_candidate_us=None,
-                                gpu_delta_pct=None, metric_used="profiler GPU time", reason=(
-                                    f"the session's keep metric is profiler GPU time, but {lost}: not kept (the keep "
-                                    "decision never falls back to a weaker metric). Restore the profiler (e.g. "
-                                    "cupti-python, ncu or rocprofv3 where the server runs), or start a new session "
-                                    "with [profiler] backend = \"none\""))
-        if prof.name == "none":
-            return apply_keep_metric(None, None, [])
-        g = self.cfg.gates
-        best_tree, cand_tree = self._ctx["best_tree"], self._ctx["tree"]
-        before = self._profile_target(prof, "best-profile", best_tree)
-        if isinstance(before, KeepDecision):
-            return before
-        runs_left = max(1, candidate_runs)
-        while True:
-            cand = self._profile_target(prof, "candidate-profile", cand_tree)
-            if isinstance(cand, KeepDecision):
-                return cand
-            after = self._profile_target(prof, "best-profile-after", best_tree)
-            if isinstance(after, KeepDecision):
-                return after
-            if all(x[4].groups is not None for x in (before, cand, after)):
-                # per launch group (kernel + grid/block), median launch: robust to time-driven
-                # repetition (do_bench), warm-up launches and input-generation kernels (rules/keep.py)
-                keep = judge_groups(before[4], cand[4], after[4],
-                                    self.cfg.profiler.kernel or exact_names_regex(self.state.best.kernels),
-                                    recent_spreads_pct=self.state.gpu_spreads_pct, min_gain_pct=g.min_gpu_gain_pct,
-                                    confidence=g.confidence, suspect=suspect, classes=list(self.state.best.metrics))
-                if keep.spread_pct is None:  # BEST's profiles could not be compared: nothing to learn
-                    return keep
-                spread = self.state.record_spread_pct(keep.spread_pct)
-                floor = keep.floor
-                self._ctx["class_gpu_us"] = keep.class_gpu_us
-            else:
-                (b1, _, calls_b, dur_b1, _), (c, names_c, calls_c, dur_c, _), (b2, _, _, dur_b2, _) = before, cand, after
-                spread = self.state.record_gpu_spread(b1, b2)
-                floor = gpu_gain_floor(self.state.gpu_spreads_pct, spread, g.min_gpu_gain_pct)
-                best_launches = (None if dur_b1 is None or dur_b2 is None else
-                                 [(x + y) / 2.0 for x, y in zip(dur_b1, dur_b2)] if len(dur_b1) == len(dur_b2)
-                                 else dur_b1)
-                keep = apply_keep_metric((b1 + b2) / 2.0, c, names_c, calls_b, calls_c, best_launches, dur_c,
-                                         confidence=g.confidence, min_gain_pct=floor.pct, suspect=suspect)
-                keep.reason += (f" (BEST profiled before and after the candidate: {b1:.1f} and {b2:.1f} us, spread "
-                                f"{spread:.3f}%; {floor.shown()})")
-            jumped = (not keep.kept and floor.binding == "own_spread" and keep.gpu_delta_pct is not None
-                      and keep.gpu_delta_pct > floor.rest_pct)
-            runs_left -= 1
-            if not jumped or runs_left == 0:
-                return keep
-            before = after
-            self._ctx["warnings"].append(
-                f"BEST's GPU time moved {spread:.3f}% between its profiles around the candidate: profiled the "
-                "candidate and BEST once more")
+    hits = touched_protected(a.changed, protected_paths(sess))
+    if hits:
+        return finish(sess, a, "rejected", f"the candidate changes protected file(s) {', '.join(hits)}: the "
+                      "benchmark, oracle, config and performance.md are fixed for the session; make "
+                      "the change in the kernel only", revert=True)
+    links = vcs.symlinks(sess.ws, a.tree)
+    unsafe = unsafe_symlinks([p for p in a.changed if p in links], links, protected_paths(sess))
+    if unsafe:
+        return finish(sess, a, "rejected", "; ".join(unsafe) + ": a symlink may not lead into a protected path "
+                      "or out of the repository (writes through it would change what is fixed or escape "
+                      "the checkout); copy the file instead", revert=True)
+    gate = sess.lease(progress, stop_now=False)
+    if gate.lease is None:
+        stop = None if gate.reason == "cancelled" else f"no idle GPU: {gate.reason}"
+        return finish(sess, a, "failed", stop or "cancelled while waiting for a GPU", revert=True, stop=stop)
+    # a profiler that records each launch gives a second, independent paired test (the keep metric)
+    try:
+        prof = sess.profiler()
+        screening, profiled = prof.per_launch, prof.name != "none"
+    except ProfilerError:  # reported where the keep metric runs; the script test stays strict
+        screening = profiled = False
+    g = sess.cfg.gates
+    # progress counts runs: the first pair, at most max_rounds - 1 more pairs, then 3 profiled runs
+    total = 2.0 + 2.0 * (g.max_rounds - 1) + (3.0 if profiled else 0.0)
+    if progress:
+        progress(0, total, f"attempt {a.n}: run 1: the candidate")
+    cand = measure_run(sess, a, a.tree, "candidate")
+    faults.point("save_and_test.after_candidate_run")
+    if cand.gate.kind == "failed":
+        return finish(sess, a, "failed", cand.gate.reason, revert=True, reset=True)
+    if cand.gate.kind == "incorrect":
+        if cand.table is not None:  # per-class error numbers for the agent's repair
+            a.class_errors = cand.table.failing_errors()
+            summary = cand.table.failing_summary()
+            return _incorrect(sess, a, f"{cand.gate.reason}" + (f" ({summary})" if summary else ""))
+        return _incorrect(sess, a, cand.gate.reason)
+    if progress:
+        progress(1, total, f"attempt {a.n}: run 2: BEST_COMMIT in the same lease")
+    best = measure_run(sess, a, a.best_tree, "best")
+    faults.point("save_and_test.after_best_run")
+    if best.gate.kind != "ok":
+        raise RefereeError(f"BEST_COMMIT itself failed to run just now ({best.gate.reason}): the machine "
+                           "changed, not the candidate. The candidate is still in place; call save_and_test again")
+    rounds = [Round(best=best.values(), candidate=cand.values())]
+    policy, s, hib = sess.policy(screening=screening), sess.state, sess.cfg.benchmark.higher_is_better
+    try:
+        d = decide(rounds, a.target, hib, policy, s.noise_history)
+        while d.needs_round:
+            if progress:
+                progress(2 * len(rounds), total, f"attempt {a.n}: runs {2 * len(rounds) + 1}-"
+                         f"{2 * len(rounds) + 2}: paired round {len(rounds) + 1} of at most {policy.max_rounds} "
+                         f"({d.reason})")
+            b2 = measure_run(sess, a, a.best_tree, "best")
+            c2 = measure_run(sess, a, a.tree, "candidate")
+            if b2.gate.kind != "ok" or c2.gate.kind != "ok":
+                bad = c2 if c2.gate.kind != "ok" else b2
+                return finish(sess, a, "failed", f"the confirming run failed: {bad.gate.reason}", revert=True,
+                              reset=True)
+            rounds.append(Round(best=b2.values(), candidate=c2.values()))
+            d = decide(rounds, a.target, hib, policy, s.noise_history)
+    except VerdictError as e:
+        return finish(sess, a, "failed", str(e), revert=True, reset=True)
+    s.record_best_runs([r.best for r in rounds])  # BEST ran len(rounds) times in this lease
+    a.decision, a.rounds, a.cand_values = d, len(rounds), rounds[-1].candidate
+    if d.outcome != "improved":
+        return finish(sess, a, d.outcome, d.reason, revert=True, reset=d.outcome != "regressed")
+    if progress and profiled:
+        total = 2.0 * len(rounds) + 3.0  # no more script rounds: the profiled runs are the rest
+        progress(2 * len(rounds), total, f"attempt {a.n}: runs {2 * len(rounds) + 1}-{2 * len(rounds) + 3}: "
+                 "profiling BEST, the candidate, BEST again (keep metric)")
+    tiv = d.target_interval  # a clear, significant script win that GPU time then denies is suspect
+    suspect = bool(tiv and tiv.mean_pct >= g.noise_pct and tiv.lo_pct > 0)
+    # every candidate run counts against [gates] max_rounds: the script rounds, then the profiled runs
+    a.keep = keep_metric(sess, a, suspect, candidate_runs=max(1, g.max_rounds - len(rounds)))
+    if not a.keep.kept:
+        return finish(sess, a, "tie", a.keep.reason, revert=True, reset=True)
+    return _improved(sess, a, f"{d.reason}; {a.keep.reason}")
 
-    def _profile_target(self, prof, label: str, tree: str):
-        """One profiled run of snapshot `tree` in a disposable checkout, verified afterwards: (target
-        GPU time us, target names, launches, per-launch us or None, the trace), or a not-kept KeepDecision
-        saying why it could not be read. Raises Tampered."""
-        p = profile_snapshot(self.cfg, prof, self.ws, tree, self.store.run_dir(self._ctx["n"], label), self.env(),
-                             self.cancel, self.pid_dir)
-        self._ctx["runs"].append(str(p.log_path.rsplit("/", 1)[0]))
-        self._verify_run(p.changes, tree)
-        who = "the candidate" if label.startswith("candidate") else "BEST_COMMIT"
-        if p.trace is None:
-            return KeepDecision(kept=False, gpu_best_us=None, gpu_candidate_us=None, gpu_delta_pct=None,
-                                metric_used="profiler GPU time",
-                                reason=f"profiling {who} failed ({p.error}): not kept, the keep decision never "
-                                "falls back to a weaker metric")
-        try:
-            us, names = target_gpu_time(p.trace, self.cfg.profiler.kernel or exact_names_regex(self.state.best.kernels))
-        except ProfilerError as e:
-            return KeepDecision(kept=False, gpu_best_us=None, gpu_candidate_us=None, gpu_delta_pct=None,
-                                metric_used="profiler GPU time", reason=f"profiling {who}: {e}: not kept")
-        return us, names, target_launches(p.trace, names), target_durations(p.trace, names), p.trace
 
-    def _incorrect(self, reason: str) -> VerdictResult:
-        s, c, g = self.state, self._ctx, self.cfg.gates
-        outcome, rep = after_incorrect(s.repair, c["n"], c["target"], c["hypothesis"], g.max_repairs)
-        if outcome == "abandoned":
-            s.repair = None
-            return self._finish("abandoned", f"{reason}; still incorrect after {g.max_repairs} repair attempt(s): "
-                                "abandoned (patch archived, tree reverted; not counted as a regression)",
-                                revert=True, reset=True)
-        s.repair = rep
-        s.phase = Phase.repairing
-        left = g.max_repairs - rep.repairs_used
-        return self._finish("incorrect", f"{reason}; {left} repair attempt(s) left", revert=False, repairs_left=left)
+def measure_run(sess: Session, a: Attempt, tree: str, label: str) -> Measurement:
+    """One run of snapshot `tree` (the attempt's candidate or BEST) in a disposable checkout,
+    verified afterwards (`verify_run`). The [correctness] command runs once per candidate tree (its
+    first run); BEST passed it at the baseline. Raises Tampered."""
+    check = "candidate" in label and tree not in a.checked
+    a.checked.add(tree)
+    m = sess.measure(tree, sess.store.run_dir(a.n, label), check)
+    a.runs.append(m.run_dir)
+    verify_run(sess, a, m.changes, tree)
+    return m
 
-    def _improved(self, reason: str) -> VerdictResult:
-        s, c = self.state, self._ctx
-        d, keep = c["decision"], c["keep"]
-        s.pending = PendingImprovement(
-            attempt=c["n"], tree=c["tree"], target=c["target"], hypothesis=c["hypothesis"],
-            candidate_metrics=c["cand_values"], candidate_gpu_us=keep.gpu_candidate_us,
-            candidate_class_gpu_us=c.get("class_gpu_us"),
-            kernels=s.best.kernels, target_delta_pct=sum(d.target_deltas_pct) / len(d.target_deltas_pct),
-            metric_used=keep.metric_used)
-        s.phase = Phase.improved
-        s.repair = None
-        return self._finish("improved", reason, revert=False)
 
-    def _finish(self, verdict: str, reason: str, revert: bool, reset: bool = False,
-                repairs_left: int | None = None, stop: str | None = None) -> VerdictResult:
-        s, c = self.state, self._ctx
-        n = c["n"]
-        d, keep = c.get("decision"), c.get("keep")
-        moved = self.workspace_moved(c["tree"])
-        if moved:  # the tested snapshot is archived; what the run left in the workspace is not kept
-            verdict, revert, repairs_left, reason = "rejected", True, None, moved + (
-                f" (the measurements said: {verdict}, {reason})" if verdict != "rejected" else f"; {reason}")
-        patch_path = self.store.relabel(n, "pending", verdict)
-        if revert:
-            faults.point("save_and_test.before_revert")
-            vcs.reset_to(self.ws, s.best.commit)
-            faults.point("save_and_test.after_revert")
-            if s.phase in (Phase.repairing, Phase.improved):
-                s.phase = Phase.ready
-            s.repair, s.pending = None, None
-        if verdict == "regressed":
-            change = sum(d.target_deltas_pct) / len(d.target_deltas_pct)
-            s.regressions = s.regressions.regressed(RegressionNote(
-                attempt=n, at=now_iso(), target=c["target"], hypothesis=c["hypothesis"], change_pct=change))
-        elif reset:
-            s.regressions = s.regressions.reset()
-        s.last = LastVerdict(attempt=n, verdict=verdict, target=c["target"], reason=reason)
-        # queued, not written: the verdict record, the phase and the end of the job are committed
-        # together by the next save (see referee/core.py), so a kill never leaves a verdict in the
-        # ledger that recovery would contradict with `interrupted`
-        self.record("attempt", attempt=n, verdict=verdict, reason=reason, target=c["target"],
-                    hypothesis=c["hypothesis"], changed=c["changed"], patch=str(patch_path),
-                    classes=[x.model_dump() for x in d.classes] if d else [], runs=c["runs"],
-                    gpu=keep.model_dump() if keep else None, reverted=revert)
-        if verdict == "regressed" and should_stop(s.regressions, self.cfg.gates.max_consecutive_regressions):
-            stop = f"{s.regressions.consecutive} consecutive measured regressions"
-        s.in_progress = None  # the verdict and the phase are saved together with the end of the job
-        if stop:  # after the revert, so the Stop Summary commit sits on top of BEST_COMMIT
-            self.stop(stop)
-        self.save()
-        return VerdictResult(
-            attempt=n, verdict=verdict, reason=reason, target=c["target"], metric=self.cfg.benchmark.metric,
-            metric_used=keep.metric_used if keep else ("script metric" if d else "none"),
-            classes=d.classes if d else [], target_deltas_pct=d.target_deltas_pct if d else [],
-            divergent_classes=d.worse_classes if d else [], class_errors=c.get("class_errors", {}),
-            gpu_best_us=keep.gpu_best_us if keep else None, gpu_candidate_us=keep.gpu_candidate_us if keep else None,
-            gpu_delta_pct=keep.gpu_delta_pct if keep else None, rounds=c.get("rounds", 0), reverted=revert,
-            repairs_left=repairs_left, patch_path=str(patch_path), run_dirs=c["runs"], device=self.device,
-            consecutive_regressions=s.regressions.consecutive, stopped=s.phase == Phase.stopped,
-            stop_reason=s.stop_reason, warnings=c["warnings"], next_actions=next_actions(s))
+def verify_run(sess: Session, a: Attempt, changes: list[FileChange], tree: str) -> None:
+    """What a run of `tree` changed in its checkout: a protected file raises Tampered (named);
+    a run of BEST adds its other changes to the benchmark outputs; a candidate's other changes
+    become a warning."""
+    is_best = tree == a.best_tree
+    rest = judge_run_changes(sess, changes, "the run of BEST_COMMIT" if is_best else "the run")
+    if rest and not is_best:
+        w = (describe(rest) + " in its checkout: reported only, the tested snapshot (not the tree left "
+             "after the run) is what is judged and committed")
+        if w not in a.warnings:
+            a.warnings.append(w)
+
+
+def _incorrect(sess: Session, a: Attempt, reason: str) -> VerdictResult:
+    s, g = sess.state, sess.cfg.gates
+    outcome, rep = after_incorrect(s.repair, a.n, a.target, a.hypothesis, g.max_repairs)
+    if outcome == "abandoned":
+        return finish(sess, a, "abandoned", f"{reason}; still incorrect after {g.max_repairs} repair attempt(s): "
+                      "abandoned (patch archived, tree reverted; not counted as a regression)",
+                      revert=True, reset=True)
+    s.repairing(rep)
+    left = g.max_repairs - rep.repairs_used
+    return finish(sess, a, "incorrect", f"{reason}; {left} repair attempt(s) left", revert=False, repairs_left=left)
+
+
+def _improved(sess: Session, a: Attempt, reason: str) -> VerdictResult:
+    d, keep = a.decision, a.keep
+    sess.state.improved(PendingImprovement(
+        attempt=a.n, tree=a.tree, target=a.target, hypothesis=a.hypothesis,
+        candidate_metrics=a.cand_values, candidate_gpu_us=keep.gpu_candidate_us,
+        candidate_class_gpu_us=a.class_gpu_us,
+        kernels=sess.state.best.kernels, target_delta_pct=sum(d.target_deltas_pct) / len(d.target_deltas_pct),
+        metric_used=keep.metric_used, base=sess.state.best.commit))
+    return finish(sess, a, "improved", reason, revert=False)
+
+
+def finish(sess: Session, a: Attempt, verdict: str, reason: str, revert: bool, reset: bool = False,
+           repairs_left: int | None = None, stop: str | None = None) -> VerdictResult:
+    """Rule `verdict` on attempt `a`: relabel its patch, revert (after archiving) when `revert`,
+    move the counters (`reset`: a verdict that resets the regression counter), queue the `attempt`
+    record, stop the session when the stop rule says so (or `stop` names a reason), and save:
+    the commit point of the attempt. A workspace changed during the runs turns any verdict into
+    `rejected`."""
+    s, d, keep, n = sess.state, a.decision, a.keep, a.n
+    moved = workspace_moved(sess, a.tree)
+    if moved:  # the tested snapshot is archived; what the run left in the workspace is not kept
+        verdict, revert, repairs_left, reason = "rejected", True, None, moved + (
+            f" (the measurements said: {verdict}, {reason})" if verdict != "rejected" else f"; {reason}")
+    patch_path = sess.store.relabel(n, "pending", verdict)
+    if revert:
+        faults.point("save_and_test.before_revert")
+        vcs.reset_to(sess.ws, s.best.commit)
+        faults.point("save_and_test.after_revert")
+        s.dropped_candidate()
+    if verdict == "regressed":
+        change = sum(d.target_deltas_pct) / len(d.target_deltas_pct)
+        s.regressed(RegressionNote(attempt=n, at=now_iso(), target=a.target, hypothesis=a.hypothesis,
+                                   change_pct=change))
+    elif reset:
+        s.reset_regressions()
+    s.ruled(n, verdict, a.target, reason)
+    # queued, not written: the verdict record, the phase and the end of the job are committed
+    # together by the next save (see referee/core.py), so a kill never leaves a verdict in the
+    # ledger that recovery would contradict with `interrupted`
+    sess.record("attempt", attempt=n, verdict=verdict, reason=reason, target=a.target,
+                hypothesis=a.hypothesis, changed=a.changed, patch=str(patch_path),
+                classes=[x.model_dump() for x in d.classes] if d else [], runs=a.runs,
+                gpu=keep.model_dump() if keep else None, reverted=revert, device=sess.device_id,
+                **({"lost_devices": a.lost_devices} if a.lost_devices else {}))
+    if verdict == "regressed" and should_stop(s.regressions, sess.cfg.gates.max_consecutive_regressions):
+        stop = f"{s.regressions.consecutive} consecutive measured regressions"
+    s.end_job()  # the verdict and the phase are saved together with the end of the job
+    if stop:  # after the revert, so the Stop Summary commit sits on top of BEST_COMMIT
+        sess.stop(stop)
+    sess.save()
+    return VerdictResult(
+        attempt=n, verdict=verdict, reason=reason, target=a.target, metric=sess.cfg.benchmark.metric,
+        metric_used=keep.metric_used if keep else ("script metric" if d else "none"),
+        classes=d.classes if d else [], target_deltas_pct=d.target_deltas_pct if d else [],
+        divergent_classes=d.worse_classes if d else [], class_errors=a.class_errors,
+        gpu_best_us=keep.gpu_best_us if keep else None, gpu_candidate_us=keep.gpu_candidate_us if keep else None,
+        gpu_delta_pct=keep.gpu_delta_pct if keep else None, rounds=a.rounds, reverted=revert,
+        repairs_left=repairs_left, patch_path=str(patch_path), run_dirs=a.runs, device=sess.device,
+        consecutive_regressions=s.regressions.consecutive, stopped=s.phase == Phase.stopped,
+        stop_reason=s.stop_reason, warnings=a.warnings, next_actions=next_actions(s))
 
 
 def _left_out_warning(paths: list[str]) -> str:

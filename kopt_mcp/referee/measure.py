@@ -20,7 +20,7 @@ import stat
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -30,12 +30,14 @@ from pydantic import BaseModel
 
 from kopt_mcp import vcs
 from kopt_mcp.config import TargetConfig
-from kopt_mcp.referee.core import Cancelled
 from kopt_mcp.metrics import MetricsError, MetricTable, capture_before, collect_results, read_results
 from kopt_mcp.profilers.base import KernelTrace, Profiler, ProfilerError
+from kopt_mcp.referee.core import Cancelled
 from kopt_mcp.rules.correctness import GateResult, RunFacts, correctness_gate, failed_tests
 from kopt_mcp.rules.protect import FileChange
 from kopt_mcp.runner import RunResult, run_command
+
+Runner = Callable[..., RunResult]
 
 RUN_ROOT_ENV = "KOPT_RUN_ROOT"
 
@@ -146,16 +148,19 @@ class Measurement(BaseModel):
 
 
 def measure(cfg: TargetConfig, tree: Path, run_dir: Path, env: dict[str, str],
-            cancel: threading.Event | None = None, pid_dir: Path | None = None, check: bool = True) -> Measurement:
+            cancel: threading.Event | None = None, pid_dir: Path | None = None, check: bool = True,
+            run: Runner = run_command) -> Measurement:
     """Run the benchmark in `tree` (a checkout root); logs and a copy of the CSVs go to `run_dir`.
     `pid_dir`: where each run is recorded while it lasts (runner.end_leftovers); `check`: also run
-    the [correctness] command (the referee asks once per candidate tree, not after every run)."""
+    the [correctness] command (the referee asks once per candidate tree, not after every run);
+    `run`: the runner (Services.run)."""
     b = cfg.benchmark
     cwd = tree / b.workdir
     # result files as they were (a fresh checkout holds only the snapshot's tracked files): rows the run
     # leaves unchanged are stale
     before = capture_before(cwd, b, all_tracked=True)
-    run = run_command(b.command, cwd, env, b.timeout_s, run_dir / "benchmark.log", cancel=cancel, pid_dir=pid_dir)
+    runner, run = run, run(b.command, cwd, env, b.timeout_s, run_dir / "benchmark.log", cancel=cancel,
+                           pid_dir=pid_dir)
     raise_if_cancelled(run)
     table, err, failing, tests = None, None, [], []
     check_exit, check_timeout = None, False
@@ -170,8 +175,8 @@ def measure(cfg: TargetConfig, tree: Path, run_dir: Path, env: dict[str, str],
         except MetricsError as e:
             err = str(e)
         if table is not None and cfg.correctness.command and check:
-            chk = run_command(cfg.correctness.command, tree, env, cfg.correctness.timeout_s,
-                              run_dir / "correctness.log", cancel=cancel, pid_dir=pid_dir)
+            chk = runner(cfg.correctness.command, tree, env, cfg.correctness.timeout_s,
+                         run_dir / "correctness.log", cancel=cancel, pid_dir=pid_dir)
             raise_if_cancelled(chk)
             check_exit, check_timeout = chk.exit_code, chk.timed_out
             if chk.exit_code not in (None, 0):
@@ -193,13 +198,14 @@ class Profiled(BaseModel):
 
 
 def profile(cfg: TargetConfig, profiler: Profiler, tree: Path, run_dir: Path, env: dict[str, str],
-            cancel: threading.Event | None = None, pid_dir: Path | None = None) -> Profiled:
-    """Run the benchmark under `profiler` in `tree` (env gets KOPT_PROFILE=1) and parse the trace."""
+            cancel: threading.Event | None = None, pid_dir: Path | None = None, run: Runner = run_command) -> Profiled:
+    """Run the benchmark under `profiler` in `tree` (env gets KOPT_PROFILE=1) and parse the trace;
+    `run`: the runner (Services.run)."""
     cwd = tree / cfg.benchmark.workdir
     log = run_dir / "profile.log"
     cmd = profiler.wrap(cfg.benchmark.command, run_dir)
-    run = run_command(cmd, cwd, {**env, "KOPT_PROFILE": "1"}, cfg.profiler.timeout_s, log, cancel=cancel,
-                      pid_dir=pid_dir)
+    run = run(cmd, cwd, {**env, "KOPT_PROFILE": "1"}, cfg.profiler.timeout_s, log, cancel=cancel,
+              pid_dir=pid_dir)
     raise_if_cancelled(run)
     if run.timed_out:
         return Profiled(trace=None, log_path=str(log),
@@ -215,20 +221,20 @@ def profile(cfg: TargetConfig, profiler: Profiler, tree: Path, run_dir: Path, en
 
 def measure_snapshot(cfg: TargetConfig, ws: git.Repo, tree: str, run_dir: Path, env: dict[str, str],
                      cancel: threading.Event | None = None, pid_dir: Path | None = None,
-                     check: bool = True) -> Measurement:
+                     check: bool = True, run: Runner = run_command) -> Measurement:
     """`measure` in a disposable checkout of tree object `tree`; `changes` lists what the run changed
     there (vcs.run_changes)."""
     with checkout(ws, tree, _repo_name(ws)) as co:
-        m = measure(cfg, co, run_dir, env, cancel, pid_dir, check)
+        m = measure(cfg, co, run_dir, env, cancel, pid_dir, check, run)
         changes = vcs.run_changes(ws, tree, co)
     return m.model_copy(update={"snapshot": tree, "changes": changes})
 
 
 def profile_snapshot(cfg: TargetConfig, profiler: Profiler, ws: git.Repo, tree: str, run_dir: Path,
                      env: dict[str, str], cancel: threading.Event | None = None,
-                     pid_dir: Path | None = None) -> Profiled:
+                     pid_dir: Path | None = None, run: Runner = run_command) -> Profiled:
     """`profile` in a disposable checkout of tree object `tree`, with the run's `changes`."""
     with checkout(ws, tree, _repo_name(ws)) as co:
-        p = profile(cfg, profiler, co, run_dir, env, cancel, pid_dir)
+        p = profile(cfg, profiler, co, run_dir, env, cancel, pid_dir, run)
         changes = vcs.run_changes(ws, tree, co)
     return p.model_copy(update={"snapshot": tree, "changes": changes})

@@ -37,7 +37,14 @@ def referee(ctx: Context) -> Referee:
     ref = state.get("referee")
     if ref is None:
         raise state.get("startup_error") or StartupError("the session is not open: restart kopt-mcp serve")
-    return ref
+    pool = state.get("slots")  # streamable HTTP: one candidate slot per MCP session (kopt_mcp.slot_pool)
+    if pool is None:
+        return ref
+    request = getattr(ctx.request_context, "request", None)
+    headers = request.headers if request is not None else {}
+    if headers.get("kopt-slot"):
+        return pool.named(headers["kopt-slot"])
+    return pool.for_session(headers["mcp-session-id"]) if headers.get("mcp-session-id") else ref
 
 
 def _repo_of(ctx: Context | None) -> Path | None:

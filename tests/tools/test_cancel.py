@@ -57,6 +57,6 @@ async def test_cancelled_save_and_test_kills_the_run_and_changes_nothing(ref, tm
     assert after["phase"] == before.phase and after["best_commit"] == before.best_commit
     assert after["consecutive_regressions"] == before.consecutive_regressions
     assert "SLEEP_S = 300" in (ws / "kernel.py").read_text()  # the candidate is still in place
-    assert ref.gate.held is None  # lease released
+    assert ref.job is None and ref.executor.held == []  # the job lease released
     assert list(ref.store.attempts.glob("*-cancelled.patch"))  # and its diff archived
     assert list(runs.iterdir()) == []  # the run's checkout is removed

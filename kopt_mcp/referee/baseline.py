@@ -1,0 +1,135 @@
+"""The baseline: `baseline_runs` runs and (with a profiler) BASELINE_PROFILES profiled runs of
+unmodified BEST_COMMIT; their median is BEST's metric, the profiles' spreads the first noise
+estimate of GPU time. Recorded in the ledger, rendered into performance.md and committed
+(`kopt: baseline`); BEST_COMMIT moves to that commit and the phase to ready."""
+
+from __future__ import annotations
+
+import statistics
+
+from kopt_mcp import faults, vcs
+from kopt_mcp.profilers.base import ProfilerError, exact_names_regex, target_gpu_time
+from kopt_mcp.referee.core import BASELINE_MESSAGE, Progress, RefereeError, Session
+from kopt_mcp.referee.ops import bench_result, judge_run_changes, protected_paths
+from kopt_mcp.referee.report import perf_rows
+from kopt_mcp.referee.slots import best_lock, publish
+from kopt_mcp.results import BenchmarkResult
+from kopt_mcp.rules.keep import class_gpu_times, group_spread_pct, target_median_us
+from kopt_mcp.rules.protect import FileChange, describe, touched_protected
+from kopt_mcp.session import spread_pct
+
+#: profiled runs of unmodified BEST_COMMIT at the baseline, back to back: their spreads are the
+#: first estimate of the process-to-process shift of GPU time (rules.verdict.gpu_gain_floor)
+BASELINE_PROFILES = 4
+
+
+def baseline(sess: Session, progress: Progress | None) -> BenchmarkResult:
+    """Measure and record the baseline (module docstring); the device is leased by the caller.
+    Raises RefereeError when the unmodified benchmark fails its gate or writes a protected file,
+    or when profiling it fails (the text says what to fix)."""
+    cfg = sess.cfg
+    runs = cfg.gates.baseline_runs
+    prof = sess.profiler()
+    profiles_due = BASELINE_PROFILES if prof.name != "none" else 0
+    steps = runs + profiles_due  # the progress total
+    group, m = [], None
+    best_tree = vcs.tree_of(sess.ws, sess.state.best.commit)
+    for i in range(runs):
+        if progress:
+            progress(i, steps, f"baseline: run {i + 1} of {runs} of unmodified BEST_COMMIT")
+        label = "baseline" if i == 0 else f"baseline-r{i + 1}"
+        # the [correctness] command once, with the first run
+        mi = sess.measure(best_tree, sess.store.run_dir(0, label), check=i == 0)
+        _baseline_changes(sess, mi.changes)
+        if mi.gate.kind != "ok":
+            sess.store.log("baseline_failed", reason=mi.gate.reason, run_dir=mi.run_dir)
+            raise RefereeError(
+                f"the unmodified benchmark does not pass the correctness gate ({mi.gate.reason}); fix the "
+                f"repository or kopt.toml and start again. Log: {mi.run.log_path}")
+        m = m or mi  # the first run is the one shown in the result
+        group.append(mi.values())
+    baseline_values = {k: statistics.median(g[k] for g in group) for k in group[0]}
+    gpu_us, kernels, note = None, [], "no profiler: the script metric is the keep metric"
+    class_gpu_us: dict[str, float] | None = None
+    profiles: list[float] = []  # adjacent profiled runs: the first spreads for the keep metric's floor
+    traces = []
+    for i in range(profiles_due):
+        if progress:
+            progress(runs + i, steps, f"baseline: profiling with {prof.name} ({i + 1} of {profiles_due})")
+        p = sess.profile(prof, best_tree, sess.store.run_dir(0, "baseline-profile"))
+        _baseline_changes(sess, p.changes)
+        if p.trace is None:
+            raise RefereeError(f"profiling the baseline failed: {p.error}. Fix it, or set [profiler] "
+                               "backend = \"none\" to decide on the script metric alone")
+        try:
+            us, names = target_gpu_time(p.trace, cfg.profiler.kernel or exact_names_regex(kernels))
+        except ProfilerError as e:
+            raise RefereeError(str(e)) from e
+        profiles.append(us)
+        traces.append(p.trace)
+        if i == 0:
+            gpu_us, kernels = us, names
+    regex = cfg.profiler.kernel or exact_names_regex(kernels)
+    spreads = _baseline_spreads(traces, profiles, regex)
+    if traces and traces[0].groups is not None:  # the keep metric's quantity: the median launch per group
+        gpu_us = target_median_us(traces[0], regex)[0]
+        class_gpu_us = class_gpu_times(traces[0], list(baseline_values), regex)
+    if profiles:
+        note = f"keep metric: profiler GPU time of {', '.join(k[:60] for k in kernels)}"
+    s = sess.state
+    s.begin_job("baseline", base=s.best.commit)
+    sess.save()  # the marker first: a kill below leaves something recovery can undo
+    s.baseline_recorded(baseline_values, gpu_us, kernels)
+    s.record_best_runs(group)
+    for spread in spreads:
+        s.record_spread_pct(spread)
+    rows = [r.model_dump() for r in perf_rows(
+        "baseline", s.best.commit, cfg.benchmark.command, "global", kernels, s.best.metrics,
+        gpu_us, None, f"unmodified BEST_COMMIT on {sess.device.name}; {note}", class_gpu_us=class_gpu_us)]
+    # queued with its performance.md rows; performance.md is rendered from the ledger
+    rec = sess.record("baseline", best_commit=s.best.commit, metrics=s.best.metrics, runs=group, gpu_us=gpu_us,
+                      kernels=kernels, gpu_profiles_us=profiles, device=sess.device.model_dump(),
+                      device_id=sess.device_id,
+                      run_dir=m.run_dir, rows=rows)
+    sess.write_performance()
+    faults.point("baseline.after_perf_written")
+    commit = rec["best_commit"] = vcs.commit_paths(sess.ws, ["performance.md"], BASELINE_MESSAGE)
+    s.best.commit = commit  # recovery compares the workspace's HEAD with the marker's base
+    faults.point("baseline.after_git_commit")
+    vcs.ensure_best_worktree(sess.repo, sess.best_path, commit)
+    faults.point("baseline.after_best_worktree")
+    s.baseline_committed(commit)
+    with best_lock(sess):
+        publish(sess)  # the session's BEST, for every candidate slot
+    sess.save()  # the commit point: the baseline record is committed with the phase
+    return bench_result(sess, "baseline (BEST_COMMIT)", m, recorded=True)
+
+
+def _baseline_changes(sess: Session, changes: list[FileChange]) -> None:
+    """A run of the unchanged benchmark: its writes to tracked files become benchmark outputs;
+    a write to a protected file stops the baseline (RefereeError: the repository must change)."""
+    hits = touched_protected([c.path for c in changes], protected_paths(sess))
+    if hits:
+        bad = [c for c in changes if c.path in hits]
+        raise RefereeError(
+            f"{describe(bad, 'the unmodified benchmark')}, a protected file: a benchmark may not write its "
+            "own harness, oracle, config or performance.md (every candidate would be rejected). Make it write "
+            "its outputs elsewhere (an ignored folder such as results/), then start again")
+    judge_run_changes(sess, changes, "the run of BEST_COMMIT")
+
+
+def _baseline_spreads(traces: list, totals_us: list[float], kernel_regex: str | None) -> list[float]:
+    """Spreads (%) between the baseline's adjacent profiles of BEST_COMMIT: by launch group
+    (rules.keep.group_spread_pct, median launch per kernel + grid/block) where both traces carry
+    launch groups, so a harness that picks its own repetition count (do_bench) does not inflate
+    them; else between the target kernels' totals (us, one per trace, all > 0)."""
+    out = []
+    for (t1, u1), (t2, u2) in zip(zip(traces, totals_us), zip(traces[1:], totals_us[1:])):
+        if t1.groups is not None and t2.groups is not None:
+            try:
+                out.append(group_spread_pct(t1, t2, kernel_regex))
+                continue
+            except ProfilerError:
+                pass
+        out.append(spread_pct(u1, u2))
+    return out
