@@ -190,7 +190,8 @@ class Baseline(_OnSlot):
     gpu_us: float | None = None
     kernels: list[str] = []
     gpu_profiles_us: list[float] = []
-    device: DeviceRecord | str | None = None  # type: ignore[assignment]  # a DeviceInfo dump until issue 13
+    device: DeviceRecord | str | None = None  # type: ignore[assignment]  # the DeviceInfo dump
+    device_id: str | None = None  # the job lease's device, e.g. "nvidia:0:GPU-<uuid>"
     run_dir: str = ""
     rows: list[PerfRow] = []
 
@@ -212,6 +213,11 @@ class Attempt(_OnSlot):
     runs: list[str] = []
     gpu: GpuKeep | None = None
     reverted: bool | None = None
+    #: devices whose lease was lost mid-call (DeviceLost) before the call was retried on a new lease
+    lost_devices: list[str] = []
+    #: verdict `conflict`: the BEST the candidate was judged against, and the newer BEST it overlaps
+    judged_against: str | None = None
+    best_commit: str | None = None
 
 
 class Commit(_OnSlot):
@@ -231,6 +237,9 @@ class Commit(_OnSlot):
     classes: list[ClassChange] = []
     rows: list[PerfRow] = []
     recovered: bool = False
+    #: the BEST_COMMIT the candidate was judged against, when another slot moved BEST before this
+    #: commit and the candidate was re-applied onto the newest BEST and re-measured
+    reapplied_from: str | None = None
 
 
 class CommitRefused(_OnSlot):
@@ -289,6 +298,10 @@ class Snapshot(_OnSlot):
     tree: str = ""
     ref: str = ""
     formatted: bool = False
+    #: re-applied onto the newest BEST (another slot committed first): judged against, merged onto
+    reapplied: bool = False
+    judged_against: str | None = None
+    best_commit: str | None = None
 
 
 class RunBenchmark(_OnSlot):
@@ -345,6 +358,29 @@ class GpuGate(_OnSlot):
     waited_s: float | None = None
 
 
+class BestMoved(_Event):
+    """Another candidate slot moved BEST (the serialized commit step): this slot follows it from
+    `previous` to `best_commit`; `by` names the slot that committed, `action` what happened to this
+    slot's workspace (edits re-applied, or archived as `conflict`)."""
+
+    required = ("best_commit",)
+    event: Literal["best_moved"]
+    previous: str = ""
+    best_commit: str = ""
+    by: str | None = None
+    action: str = ""
+
+
+class DeviceLost(_Event):
+    """A job lease's device or node was lost mid-call (executor.DeviceLost): `retrying` on a new
+    lease, or not (the call then ends `failed`)."""
+
+    event: Literal["device_lost"]
+    device: str | None = None
+    error: str = ""
+    retrying: bool | None = None
+
+
 class BenchmarkOutputs(_Event):
     """Tracked files a run of unchanged BEST_COMMIT writes: `added` now, all `outputs` so far."""
 
@@ -396,7 +432,7 @@ class Other(BaseModel):
 
 
 TYPED = (SessionStarted, Baseline, Attempt, Commit, CommitRefused, Revert, Stopped, Recovered, Snapshot,
-         RunBenchmark, BaselineFailed, Trace, Warmup, GpuGate, BenchmarkOutputs, CancelledOp, LeftoversEnded,
+         RunBenchmark, BaselineFailed, Trace, Warmup, GpuGate, BestMoved, DeviceLost, BenchmarkOutputs, CancelledOp, LeftoversEnded,
          StaleGitLocksRemoved, StopSummaryCommitFailed)
 #: event kind -> its model
 EVENTS: dict[str, type[_Event]] = {get_args(m.model_fields["event"].annotation)[0]: m for m in TYPED}
