@@ -1,0 +1,161 @@
+"""The node side of a Ray lease: what the lease's actor does on the node (plain Python, no Ray needed).
+
+`RayExecutor` wraps `NodeJob` with `ray.remote` and starts one per lease, pinned to a node and
+holding one unit of the GPU resource there. The job first runs the idle gate on its node (the
+configured probe, only the GPU(s) Ray assigned to it; the node's lease files, so a local kopt-mcp
+there never shares the GPU), then takes shipped snapshots (`add`) and runs the benchmark or the
+profiler in disposable checkouts of them with `referee.measure.measure_snapshot` /
+`profile_snapshot` (the same code as a local run: containment, correctness gate, run changes
+against the snapshot's blob hashes), and sends back the result with the run folder's files.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import tempfile
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from kopt_mcp.cluster.shipping import NodeRepo, collect, node_env
+from kopt_mcp.config import GatesSection, TargetConfig
+from kopt_mcp.gpus.base import GpuProbe, GpuReading
+from kopt_mcp.gpus.gate import GateOutcome, GpuGate, IdleThresholds
+from kopt_mcp.gpus.lease import LeaseManager
+
+#: where a node keeps the JIT caches of the repositories measured there, across leases
+CACHE_DIR = "kopt-mcp-node-cache"
+
+
+class _Only:
+    """A probe that shows only the GPUs with the given indices (those Ray assigned to the lease)."""
+
+    def __init__(self, probe: GpuProbe, indices: set[int]) -> None:
+        self.probe, self.indices, self.name = probe, indices, probe.name
+
+    def read(self) -> list[GpuReading]:
+        return [r for r in self.probe.read() if r.index in self.indices]
+
+
+def _ray_context() -> tuple[str, str, list[int]]:
+    """(node id, node ip, GPU indices Ray assigned to this worker), or ("", "", []) outside Ray."""
+    try:
+        import ray
+    except ImportError:
+        return "", "", []
+    if not ray.is_initialized():
+        return "", "", []
+    ids = []
+    for g in ray.get_gpu_ids():
+        try:
+            ids.append(int(g))
+        except (TypeError, ValueError):
+            pass
+    return ray.get_runtime_context().get_node_id(), ray.util.get_node_ip_address(), ids
+
+
+class NodeJob:
+    """One lease's work on its node. `tag`: the session's tag (written into the node's lease
+    file); `gates`: the [gates] section (thresholds, gpu_probe, gpu_poll_s); `probe_factory()`: the
+    probe to use instead of `make_probe(gates.gpu_probe)` (tests: recorded outputs); `lease_dir`:
+    the node's lease folder (None: its default, $KOPT_LEASE_DIR or /tmp/kopt-mcp-leases).
+    Everything it writes lives in one temporary folder, removed by `close`."""
+
+    def __init__(self, tag: str, gates: GatesSection, probe_factory: Callable[[], GpuProbe] | None = None,
+                 lease_dir: str | None = None) -> None:
+        self.tag, self.gates, self.probe_factory, self.lease_dir = tag, gates, probe_factory, lease_dir
+        self.root = Path(tempfile.mkdtemp(prefix="kopt-node-"))
+        self.pid_dir = self.root / "pids"
+        self.cache_root = Path(tempfile.gettempdir()) / CACHE_DIR
+        self.store: NodeRepo | None = None
+        self.gpu_gate: GpuGate | None = None
+        self.binding: dict[str, str] = {}
+        self._cancel = threading.Event()
+        self._lock = threading.Lock()
+
+    def gate(self) -> tuple[GateOutcome, dict[str, Any]]:
+        """Run the idle gate once on this node (no waiting: the executor waits and tries other nodes).
+
+        Returns (outcome, node facts: node_id, ip, host, gpu_ids). With a lease the job keeps it
+        until `close`. Raises ProbeError when the probe cannot read the GPUs."""
+        from kopt_mcp.gpus import make_probe
+        from kopt_mcp.gpus.cpu import CpuLoadProbe
+
+        node_id, ip, gpu_ids = _ray_context()
+        probe = self.probe_factory() if self.probe_factory is not None else make_probe(self.gates.gpu_probe)
+        if gpu_ids and probe.name != "none":
+            probe = _Only(probe, set(gpu_ids))
+        g = self.gates
+        self.gpu_gate = GpuGate(probe, LeaseManager(Path(self.lease_dir) if self.lease_dir else None, self.tag),
+                                IdleThresholds(util_pct=g.idle_util_pct, mem_mib=g.idle_mem_mib, cpu_pct=g.idle_cpu_pct),
+                                wait_s=0.0, poll_s=g.gpu_poll_s,
+                                cpu_probe=CpuLoadProbe() if g.idle_cpu_pct < 100 else None, cpu_wait_s=0.0)
+        outcome = self.gpu_gate.acquire()
+        if outcome.lease is not None:
+            self.binding = dict(outcome.lease.env)
+        return outcome, {"node_id": node_id, "ip": ip, "host": socket.gethostname(), "gpu_ids": gpu_ids}
+
+    def _repo(self, name: str) -> NodeRepo:
+        if self.store is None:
+            self.store = NodeRepo(self.root / "repo" / (name or "tree"))
+        return self.store
+
+    def has(self, tree: str, name: str = "tree") -> bool:
+        """True when snapshot `tree` is complete here."""
+        return self._repo(name).has(tree)
+
+    def add(self, data: bytes, tree: str, name: str = "tree") -> int:
+        """Add a shipped pack (shipping.pack) that completes `tree`; `name`: the user's repository
+        folder name. Returns the pack's size in bytes. Raises ShipError."""
+        self._repo(name).add(data, tree)
+        return len(data)
+
+    def _run(self, work: Callable[[NodeRepo, Path, threading.Event], Any], tree: str) -> dict[str, Any]:
+        """Run `work(store, run_dir, cancel)` for snapshot `tree`; the result with the run folder's files."""
+        from kopt_mcp.referee.core import Cancelled
+        from kopt_mcp.cluster.shipping import ShipError
+
+        if self.store is None or not self.store.has(tree):
+            raise ShipError(f"snapshot {tree[:12]} was not shipped to this node: `add` its pack first")
+        with self._lock:  # one run at a time on the lease's device
+            self._cancel.clear()
+            run_dir = Path(tempfile.mkdtemp(prefix="run-", dir=self.root))
+            try:
+                try:
+                    result = work(self.store, run_dir, self._cancel)
+                except Cancelled as e:
+                    return {"cancelled": str(e)}
+                return {"result": result, "run_dir": str(run_dir), "files": collect(run_dir)}
+            finally:
+                shutil.rmtree(run_dir, ignore_errors=True)
+
+    def measure(self, cfg: TargetConfig, tree: str, env: dict[str, str], check: bool = True) -> dict[str, Any]:
+        """referee.measure.measure_snapshot of `tree` here, bound to this lease's device.
+        Returns {"result": Measurement, "run_dir": node path, "files": {relative path: bytes}} or
+        {"cancelled": message}. Raises ShipError when `tree` was not shipped."""
+        from kopt_mcp.referee.measure import measure_snapshot
+
+        return self._run(lambda store, run_dir, cancel: measure_snapshot(
+            cfg, store.repo, tree, run_dir, node_env(env, self.binding, self.cache_root), cancel, self.pid_dir,
+            check), tree)
+
+    def profile(self, cfg: TargetConfig, profiler: Any, tree: str, env: dict[str, str]) -> dict[str, Any]:
+        """referee.measure.profile_snapshot of `tree` here; returns as `measure` (result: Profiled)."""
+        from kopt_mcp.referee.measure import profile_snapshot
+
+        return self._run(lambda store, run_dir, cancel: profile_snapshot(
+            cfg, profiler, store.repo, tree, run_dir, node_env(env, self.binding, self.cache_root), cancel,
+            self.pid_dir), tree)
+
+    def cancel(self) -> None:
+        """Cancel the run in progress (its process tree is killed; it returns {"cancelled": ...})."""
+        self._cancel.set()
+
+    def close(self) -> None:
+        """Give back the node's lease file and remove this job's folder (idempotent)."""
+        self._cancel.set()
+        if self.gpu_gate is not None:
+            self.gpu_gate.release()
+        shutil.rmtree(self.root, ignore_errors=True)
