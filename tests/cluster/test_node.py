@@ -1,0 +1,74 @@
+"""The lease actor's work on its node, run in this process (no Ray): idle gate, shipped snapshots,
+measure/profile with the local code, run changes judged against the shipped blobs, cancel."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from kopt_mcp.cluster.node import NodeJob
+from kopt_mcp.cluster.shipping import ShipError, pack
+from kopt_mcp.profilers.none import NoProfiler
+from kopt_mcp.rules.protect import FileChange
+from tests.cluster.conftest import TAMPER, switch_probe
+
+
+@pytest.fixture
+def job(toy, tmp_path):
+    j = NodeJob("t", toy.cfg.gates, lease_dir=str(tmp_path / "leases"))
+    yield j
+    j.close()
+    assert not j.root.exists()
+
+
+def test_gate_leases_an_idle_gpu_and_refuses_a_busy_one(toy, tmp_path):
+    probe = switch_probe(tmp_path / "switch")
+    idle = NodeJob("t", toy.cfg.gates, probe, lease_dir=str(tmp_path / "leases"))
+    outcome, facts = idle.gate()
+    assert outcome.lease is not None and outcome.lease.uuid.startswith("GPU-12d4823c")
+    assert idle.binding == {"CUDA_VISIBLE_DEVICES": "0"} and facts["gpu_ids"] == []
+    idle.close()  # gives the node's lease file back
+    probe.set_busy("", True)
+    busy = NodeJob("t", toy.cfg.gates, probe, lease_dir=str(tmp_path / "leases"))
+    outcome, _ = busy.gate()
+    assert outcome.lease is None and "utilization 99%" in outcome.reason
+    busy.close()
+
+
+def test_measure_runs_the_shipped_candidate_and_returns_its_files(toy, job):
+    assert job.gate()[0].lease.vendor == "cpu"  # the toy config has gpu_probe = "none"
+    cand = toy.candidate({"1": 50.0, "2": 200.0})
+    job.add(pack(toy.ws, toy.best), toy.best, "repo")
+    job.add(pack(toy.ws, cand, toy.best), cand, "repo")
+    out = job.measure(toy.cfg, cand, {"TRITON_CACHE_DIR": "/nowhere/cache/triton"})
+    m = out["result"]
+    assert m.values() == {"n=1": 50.0, "n=2": 200.0} and m.gate.kind == "ok" and m.snapshot == cand and m.changes == []
+    assert {"benchmark.log", "bench.csv"} <= set(out["files"]) and b"toy benchmark run" in out["files"]["benchmark.log"]
+    assert m.run.log_path.startswith(out["run_dir"])
+    assert "/kopt-run-" in m.tree and m.tree.endswith("/repo")  # checkouts are named like the user's repo
+
+
+def test_a_run_that_rewrites_the_harness_is_reported(toy, job):
+    cand = toy.candidate({"1": 50.0, "2": 200.0}, extra=TAMPER)
+    job.add(pack(toy.ws, cand), cand)
+    m = job.measure(toy.cfg, cand, {})["result"]
+    assert FileChange("rewrote", "bench.py") in m.changes
+
+
+def test_profile_and_an_unshipped_tree(toy, job):
+    job.add(pack(toy.ws, toy.best), toy.best)
+    p = job.profile(toy.cfg, NoProfiler(), toy.best, {})["result"]
+    assert p.error is None and p.trace.backend == "none" and p.snapshot == toy.best
+    with pytest.raises(ShipError, match="was not shipped"):
+        job.measure(toy.cfg, toy.candidate({"1": 1.0, "2": 1.0}), {})
+
+
+def test_cancel_kills_the_run(toy, job):
+    cand = toy.candidate({"1": 50.0, "2": 200.0}, SLEEP_S=60)
+    job.add(pack(toy.ws, cand), cand)
+    threading.Timer(1.0, job.cancel).start()
+    t0 = time.monotonic()
+    out = job.measure(toy.cfg, cand, {})
+    assert "cancelled" in out and time.monotonic() - t0 < 30

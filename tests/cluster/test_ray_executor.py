@@ -1,0 +1,162 @@
+"""The Ray executor on a real local Ray cluster on loopback: a head and two worker nodes (fake GPUs
+as the custom resource `kopt_gpu`, each node's GPU a recorded nvidia-smi replay that a test can make
+busy), running the CPU toy repository's benchmark. One cluster serves the whole module."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import pytest
+
+# Ray replaces a loopback address by the host's routable one unless clusters are "off" for this
+# process; set before Ray is imported so the nodes (which inherit the environment) do the same
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+ray = pytest.importorskip("ray", reason='Ray is not installed: pip install "kopt-mcp[ray]" to run the cluster tests')
+
+from ray.cluster_utils import Cluster  # noqa: E402
+
+from kopt_mcp.cluster.ray_executor import RayExecutor  # noqa: E402
+from kopt_mcp.config import ClusterSection  # noqa: E402
+from kopt_mcp.executor import DeviceLost  # noqa: E402
+from kopt_mcp.profilers.none import NoProfiler  # noqa: E402
+from kopt_mcp.referee.core import Cancelled  # noqa: E402
+from tests.cluster.conftest import switch_probe  # noqa: E402
+
+LOOPBACK = "127.0.0.1"
+FAKE_GPU = "kopt_gpu"
+
+
+class Local:
+    """The running cluster: its nodes by name ("a", "b"), their Ray node ids, the busy switch."""
+
+    def __init__(self, root) -> None:
+        self.root = root
+        self.cluster = Cluster(initialize_head=True, head_node_args=dict(
+            num_cpus=1, node_ip_address=LOOPBACK, include_dashboard=False,
+            # a dead node is noticed in about 2 s instead of 15
+            _system_config={"health_check_initial_delay_ms": 0, "health_check_period_ms": 500,
+                            "health_check_failure_threshold": 3}))
+        self.nodes = {}
+        self.ids = {}
+        for name in ("a", "b"):
+            self.add(name)
+        ray.init(address=self.cluster.address, _node_ip_address=LOOPBACK, log_to_driver=False, namespace="kopt-test")
+        self.probe = switch_probe(root / "switch")
+
+    def add(self, name: str):
+        node = self.cluster.add_node(num_cpus=1, resources={FAKE_GPU: 1}, node_ip_address=LOOPBACK,
+                                     env_vars={"KOPT_FAKE_NODE": name,
+                                               "KOPT_LEASE_DIR": str(self.root / name / "leases")})
+        self.nodes[name], self.ids[name] = node, node.node_id
+        return node
+
+    def executor(self, gates, **kw) -> RayExecutor:
+        return RayExecutor(ClusterSection(ray_address=self.cluster.address, gpu_resource=FAKE_GPU,
+                                          start_timeout_s=60), gates, tag="t", probe_factory=self.probe, **kw)
+
+    def name_of(self, lease) -> str:
+        return next(n for n, i in self.ids.items() if i == lease.node_id)
+
+
+@pytest.fixture(scope="module")
+def local(tmp_path_factory):
+    import ray._private.ray_constants as rc
+
+    rc.ENABLE_RAY_CLUSTER = False  # in case Ray was imported before this module set the variable
+    c = Local(tmp_path_factory.mktemp("ray"))
+    yield c
+    ray.shutdown()
+    c.cluster.shutdown()
+
+
+@pytest.fixture
+def executor(local, toy):
+    ex = local.executor(toy.cfg.gates.model_copy(update={"gpu_wait_s": 0.0, "gpu_poll_s": 1.0}))
+    for n in ("a", "b", "c"):
+        local.probe.set_busy(n, False)
+    yield ex
+    ex.close()
+
+
+def test_measure_and_profile_on_a_node_come_back_with_values_and_logs(local, toy, executor, tmp_path):
+    grant = executor.acquire()
+    lease = grant.lease
+    assert lease is not None and local.name_of(lease) in ("a", "b")
+    assert "Ray node 127.0.0.1" in lease.device.name and lease.device.env == {"CUDA_VISIBLE_DEVICES": "0"}
+    assert grant.outcome.lease.uuid.startswith("GPU-12d4823c")  # the node's gate read its (recorded) GPU
+
+    best = lease.measure(toy.cfg, toy.ws, toy.best, tmp_path / "r1", {})
+    assert best.values() == {"n=1": 100.0, "n=2": 200.0} and best.gate.kind == "ok" and best.changes == []
+    assert best.run.log_path == str(tmp_path / "r1" / "benchmark.log") and best.run_dir == str(tmp_path / "r1")
+    assert "toy benchmark run" in (tmp_path / "r1" / "benchmark.log").read_text()
+    assert (tmp_path / "r1" / "bench.csv").is_file()
+
+    cand = toy.candidate({"1": 50.0, "2": 200.0})
+    m = lease.measure(toy.cfg, toy.ws, cand, tmp_path / "r2", {}, base=toy.best)
+    assert m.values() == {"n=1": 50.0, "n=2": 200.0} and m.snapshot == cand
+    assert lease.trees == {toy.best, cand}
+
+    p = lease.profile(toy.cfg, NoProfiler(), toy.ws, cand, tmp_path / "r3", {}, base=toy.best)
+    assert p.error is None and p.trace.backend == "none" and p.log_path == str(tmp_path / "r3" / "profile.log")
+    assert (tmp_path / "r3" / "profile.log").is_file()
+
+    lease.release()
+    lease.release()  # idempotent
+    assert executor.leases == []
+    with pytest.raises(DeviceLost, match="already released"):
+        lease.measure(toy.cfg, toy.ws, cand, tmp_path / "r4", {})
+
+
+def test_a_busy_gpu_sends_the_job_to_the_other_node(local, toy, executor):
+    local.probe.set_busy("a", True)
+    for _ in range(2):  # never node a, however the nodes are ordered
+        lease = executor.acquire().lease
+        assert lease is not None and local.name_of(lease) == "b"
+        lease.release()
+    local.probe.set_busy("b", True)
+    grant = executor.acquire()
+    assert grant.lease is None and grant.outcome.reason.startswith("no idle GPU on the Ray cluster after 0 s")
+    assert grant.outcome.reason.count("utilization 99%") == 2 and local.ids["a"][:8] in grant.outcome.reason
+
+
+def test_prefer_takes_the_named_node_when_idle(local, executor):
+    lease = executor.acquire(prefer=f"{local.ids['b']}:0").lease
+    assert local.name_of(lease) == "b" and lease.key == f"{local.ids['b']}:0"
+    lease.release()
+
+
+def test_cancel_kills_the_run_on_the_node(toy, executor, tmp_path):
+    lease = executor.acquire().lease
+    cand = toy.candidate({"1": 50.0, "2": 200.0}, SLEEP_S=120)
+    cancel = threading.Event()
+    threading.Timer(3.0, cancel.set).start()
+    t0 = time.monotonic()
+    with pytest.raises(Cancelled):
+        lease.measure(toy.cfg, toy.ws, cand, tmp_path / "r", {}, cancel=cancel)
+    assert time.monotonic() - t0 < 60
+    lease.release()
+
+
+def test_a_node_lost_mid_run_raises_device_lost_and_the_retry_lands_on_another(local, toy, executor, tmp_path):
+    node_c = local.add("c")
+    local.probe.set_busy("a", True)
+    local.probe.set_busy("b", True)
+    lease = executor.acquire().lease
+    assert lease is not None and local.name_of(lease) == "c"
+    cand = toy.candidate({"1": 50.0, "2": 200.0}, SLEEP_S=120)
+    threading.Timer(4.0, local.cluster.remove_node, (node_c,), {"allow_graceful": False}).start()
+    t0 = time.monotonic()
+    with pytest.raises(DeviceLost, match="was lost during the run"):
+        lease.measure(toy.cfg, toy.ws, cand, tmp_path / "lost", {}, base=toy.best)
+    assert time.monotonic() - t0 < 100
+    lease.release()  # a lost lease releases without waiting for its node
+
+    local.probe.set_busy("a", False)
+    local.probe.set_busy("b", False)
+    retry = executor.acquire(prefer=lease.key).lease  # the dead node is not offered again
+    assert retry is not None and local.name_of(retry) in ("a", "b")
+    fast = toy.candidate({"1": 50.0, "2": 200.0})
+    assert retry.measure(toy.cfg, toy.ws, fast, tmp_path / "retry", {}, base=toy.best).values()["n=1"] == 50.0
+    retry.release()
