@@ -7,10 +7,18 @@ there never shares the GPU), then takes shipped snapshots (`add`) and runs the b
 profiler in disposable checkouts of them with `referee.measure.measure_snapshot` /
 `profile_snapshot` (the same code as a local run: containment, correctness gate, run changes
 against the snapshot's blob hashes), and sends back the result with the run folder's files.
+
+A job whose worker dies without `close` (the node's raylet killed, the worker crashed) cannot end
+its run: Ray SIGKILLs a dying worker's children, the run's launcher among them, so the benchmark
+would be orphaned with the GPU. The next job started on that host ends such leftovers first
+(`sweep_dead_jobs`: every process still in a dead job's recorded run sessions) and removes the
+dead job's folder.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import socket
 import tempfile
@@ -18,6 +26,8 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import psutil
 
 from kopt_mcp.cluster.shipping import NodeRepo, collect, node_env
 from kopt_mcp.config import GatesSection, TargetConfig
@@ -27,6 +37,59 @@ from kopt_mcp.gpus.lease import LeaseManager
 
 #: where a node keeps the JIT caches of the repositories measured there, across leases
 CACHE_DIR = "kopt-mcp-node-cache"
+JOB_PREFIX = "kopt-node-"
+OWNER_FILE = "owner.json"
+
+
+def _alive(pid: int, create_time: float) -> bool:
+    """True when `pid` is the process started at `create_time` (epoch s) and not a zombie."""
+    try:
+        p = psutil.Process(pid)
+        return abs(p.create_time() - create_time) <= 0.5 and p.status() != psutil.STATUS_ZOMBIE
+    except (psutil.Error, TypeError, ValueError):
+        return False
+
+
+def _end_session(sid: int, since: float) -> list[int]:
+    """SIGKILL every process of session `sid` started at or after `since` (epoch s); their pids."""
+    procs = []
+    for q in psutil.process_iter():
+        try:
+            if q.pid != os.getpid() and os.getsid(q.pid) == sid and q.create_time() >= since - 0.5:
+                procs.append(q)
+        except (psutil.Error, OSError):
+            pass
+    for q in procs:
+        try:
+            q.kill()
+        except psutil.Error:
+            pass
+    psutil.wait_procs(procs, timeout=5)
+    return [q.pid for q in procs]
+
+
+def sweep_dead_jobs(base: Path | None = None) -> list[int]:
+    """End what jobs that died without `close` left on this host (module docstring): for each
+    `kopt-node-*` folder under `base` (default: the temp dir) whose owner process is gone, kill the
+    processes of every run it recorded (the runs' sessions: the launcher was their leader) and
+    remove the folder. Jobs of live workers and folders without an owner file are left alone.
+    Returns the pids killed. Never raises for unreadable records."""
+    killed: list[int] = []
+    for d in (base or Path(tempfile.gettempdir())).glob(JOB_PREFIX + "*"):
+        try:
+            owner = json.loads((d / OWNER_FILE).read_text(encoding="utf-8"))
+            if _alive(int(owner["pid"]), float(owner["create_time"])):
+                continue
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        for rec in sorted((d / "pids").glob("*.json")):
+            try:
+                r = json.loads(rec.read_text(encoding="utf-8"))
+                killed += _end_session(int(r["pid"]), float(r["create_time"]))
+            except (OSError, ValueError, KeyError, TypeError):
+                pass
+        shutil.rmtree(d, ignore_errors=True)
+    return killed
 
 
 class _Only:
@@ -61,12 +124,17 @@ class NodeJob:
     file); `gates`: the [gates] section (thresholds, gpu_probe, gpu_poll_s); `probe_factory()`: the
     probe to use instead of `make_probe(gates.gpu_probe)` (tests: recorded outputs); `lease_dir`:
     the node's lease folder (None: its default, $KOPT_LEASE_DIR or /tmp/kopt-mcp-leases).
-    Everything it writes lives in one temporary folder, removed by `close`."""
+    Everything it writes lives in one temporary folder, removed by `close`; starting, it ends what
+    dead jobs left on this host (`sweep_dead_jobs`; the pids killed are in `swept`)."""
 
     def __init__(self, tag: str, gates: GatesSection, probe_factory: Callable[[], GpuProbe] | None = None,
                  lease_dir: str | None = None) -> None:
         self.tag, self.gates, self.probe_factory, self.lease_dir = tag, gates, probe_factory, lease_dir
-        self.root = Path(tempfile.mkdtemp(prefix="kopt-node-"))
+        self.swept = sweep_dead_jobs()
+        self.root = Path(tempfile.mkdtemp(prefix=JOB_PREFIX))
+        me = psutil.Process()
+        (self.root / OWNER_FILE).write_text(json.dumps({"pid": me.pid, "create_time": me.create_time()}),
+                                            encoding="utf-8")
         self.pid_dir = self.root / "pids"
         self.cache_root = Path(tempfile.gettempdir()) / CACHE_DIR
         self.store: NodeRepo | None = None

@@ -120,6 +120,7 @@ class RayLease:
                 asked = True
             if time.monotonic() > deadline:
                 self.lost = True
+                self.executor.lost_nodes.add(self.node_id)
                 ray.kill(self.actor)
                 raise DeviceLost(f"the Ray node {self.label} did not answer in {limit_s:g} s: its actor was "
                                  "killed; the measuring call is retried once on a new lease")
@@ -132,6 +133,7 @@ class RayLease:
             raise
         except _lost_errors() as e:
             self.lost = True
+            self.executor.lost_nodes.add(self.node_id)
             raise DeviceLost(f"the Ray node {self.label} (GPU {self.index}) was lost during the run "
                              f"({type(e).__name__}): the measuring call is retried once on a new lease, "
                              "then ruled failed") from e
@@ -220,6 +222,7 @@ class RayExecutor:
     sleep: Callable[[float], None] | None = None
     clock: Callable[[], float] = time.monotonic
     leases: list[RayLease] = field(default_factory=list)
+    lost_nodes: set[str] = field(default_factory=set)
     _packs: OrderedDict = field(default_factory=OrderedDict)
 
     def __post_init__(self) -> None:
@@ -246,7 +249,8 @@ class RayExecutor:
         return ref
 
     def nodes(self, prefer: str | None = None) -> list[_Node]:
-        """The alive nodes that have `gpu_resource`, the one `prefer` names ("<node id>[:index]") first."""
+        """The alive nodes that have `gpu_resource`: the one `prefer` names ("<node id>[:index]") first,
+        nodes where a lease was lost last (a retry goes elsewhere when it can)."""
         res = self.cluster.gpu_resource
         out = []
         for n in ray.nodes():
@@ -254,9 +258,8 @@ class RayExecutor:
             if n.get("Alive") and units > 0:
                 label = f"{n.get('NodeManagerAddress', '?')} ({n['NodeID'][:8]})"
                 out.append(_Node(n["NodeID"], label, units))
-        if prefer:
-            want = prefer.split(":", 1)[0]
-            out.sort(key=lambda x: x.node_id != want)
+        want = prefer.split(":", 1)[0] if prefer else None
+        out.sort(key=lambda x: (x.node_id in self.lost_nodes, x.node_id != want))
         return out
 
     def _start(self, node: _Node, cancel: threading.Event | None) -> tuple[Any, Any]:
@@ -278,25 +281,25 @@ class RayExecutor:
                 return actor, ref
         return actor, None
 
-    def _try(self, node: _Node, cancel: threading.Event | None) -> tuple[RayLease | None, GateOutcome | None, str]:
-        """One gate on `node`: (lease, its outcome, "") or (None, outcome or None, why not)."""
+    def _try(self, node: _Node, cancel: threading.Event | None) -> tuple[RayLease | None, GateOutcome | None, str, Any]:
+        """One gate on `node`: (lease, its outcome, "", None), or (None, outcome or None, why not,
+        the refused actor still holding its GPU, or None when there is none: the caller kills it)."""
         actor, ref = self._start(node, cancel)
         if ref is None:
             ray.kill(actor)
             return None, None, (f"every {self.cluster.gpu_resource} there is held by other Ray jobs (the lease's "
-                                f"actor did not start in {self.cluster.start_timeout_s:g} s)")
+                                f"actor did not start in {self.cluster.start_timeout_s:g} s)"), None
         try:
             outcome, facts = ray.get(ref)
         except rex.RayTaskError as e:
             ray.kill(actor)
-            return None, None, f"the idle gate failed there: {getattr(e, 'cause', e)}"
+            return None, None, f"the idle gate failed there: {getattr(e, 'cause', e)}", None
         except _lost_errors() as e:
             ray.kill(actor)
-            return None, None, f"the node was lost during its idle gate ({type(e).__name__})"
+            return None, None, f"the node was lost during its idle gate ({type(e).__name__})", None
         lease = outcome.lease
         if lease is None:
-            ray.kill(actor)
-            return None, outcome, outcome.reason or "busy"
+            return None, outcome, outcome.reason or "busy", actor
         host = facts.get("host") or node.label
         label = f"{facts.get('ip') or '?'} ({node.node_id[:8]}, {host})"
         note = f"Ray node {label}, GPU {lease.index} {lease.uuid}" + (
@@ -305,7 +308,23 @@ class RayExecutor:
                             env=dict(lease.env), note=note)
         rl = RayLease(self, actor, device, node.node_id, lease.index, label)
         self.leases.append(rl)
-        return rl, outcome, ""
+        return rl, outcome, "", None
+
+    def _on_node(self, node: _Node, cancel: threading.Event | None) -> tuple[RayLease | None, GateOutcome | None, str]:
+        """Up to one try per unit of the resource on `node`: a refused actor keeps its busy GPU until
+        the node is done, so Ray assigns the next try another one. (lease, outcome, why not)."""
+        refused: list[Any] = []
+        outcome, reason = None, ""
+        try:
+            for _ in range(node.units):
+                lease, outcome, reason, actor = self._try(node, cancel)
+                if lease is not None or actor is None:
+                    return lease, outcome, reason
+                refused.append(actor)
+            return None, outcome, reason
+        finally:
+            for a in refused:
+                ray.kill(a)
 
     def acquire(self, progress: Progress | None = None, cancel: threading.Event | None = None,
                 prefer: str | None = None) -> RayGrant:
@@ -327,7 +346,7 @@ class RayExecutor:
             checks: list[GpuCheck] = []
             nodes = self.nodes(prefer)
             for node in nodes:
-                lease, outcome, reason = self._try(node, cancel)
+                lease, outcome, reason = self._on_node(node, cancel)
                 if lease is not None and outcome is not None:
                     return RayGrant(lease, outcome.model_copy(update={"waited_s": self.clock() - start,
                                                                       "polls": polls}))

@@ -72,3 +72,32 @@ def test_cancel_kills_the_run(toy, job):
     t0 = time.monotonic()
     out = job.measure(toy.cfg, cand, {})
     assert "cancelled" in out and time.monotonic() - t0 < 30
+
+
+def test_sweep_ends_the_runs_of_a_dead_job_and_leaves_live_ones(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    import psutil
+
+    from kopt_mcp.cluster.node import sweep_dead_jobs
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone_created = psutil.Process(gone.pid).create_time()
+    gone.wait()
+    # a run the dead job's launcher left: a process in the launcher's session, still holding the GPU
+    orphan = subprocess.Popen(["sleep", "120"], start_new_session=True)
+    dead = tmp_path / "kopt-node-dead"
+    (dead / "pids").mkdir(parents=True)
+    (dead / "owner.json").write_text(json.dumps({"pid": gone.pid, "create_time": gone_created}))
+    (dead / "pids" / f"{orphan.pid}.json").write_text(json.dumps(
+        {"pid": orphan.pid, "create_time": psutil.Process(orphan.pid).create_time()}))
+    live = tmp_path / "kopt-node-live"
+    live.mkdir()
+    me = psutil.Process()
+    (live / "owner.json").write_text(json.dumps({"pid": me.pid, "create_time": me.create_time()}))
+
+    assert sweep_dead_jobs(tmp_path) == [orphan.pid]
+    assert not psutil.pid_exists(orphan.pid)  # killed (and reaped by the sweep: it was our child)
+    assert not dead.exists() and live.exists()

@@ -28,6 +28,29 @@ LOOPBACK = "127.0.0.1"
 FAKE_GPU = "kopt_gpu"
 
 
+def node_processes(name: str) -> dict[int, str]:
+    """pid -> command line of this host's processes started for fake node `name` (its environment says so)."""
+    import psutil
+
+    out = {}
+    for q in psutil.process_iter(["cmdline"]):
+        try:
+            if q.environ().get("KOPT_FAKE_NODE") == name:
+                out[q.pid] = " ".join(q.info["cmdline"] or [])
+        except psutil.Error:
+            pass
+    return out
+
+
+def wait_for(cond, timeout_s: float = 30.0) -> bool:
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        if cond():
+            return True
+        time.sleep(0.5)
+    return cond()
+
+
 class Local:
     """The running cluster: its nodes by name ("a", "b"), their Ray node ids, the busy switch."""
 
@@ -127,6 +150,28 @@ def test_prefer_takes_the_named_node_when_idle(local, executor):
     lease.release()
 
 
+def test_nodes_where_a_lease_was_lost_go_last_even_when_preferred(local, executor):
+    executor.lost_nodes.add(local.ids["a"])
+    order = [n.node_id for n in executor.nodes(prefer=f"{local.ids['a']}:0")]
+    assert order[-1] == local.ids["a"] and local.ids["b"] in order
+
+
+def test_no_node_with_the_resource_waits_then_says_what_to_check(local, toy):
+    from kopt_mcp.testing import FakeClock
+
+    clock = FakeClock()
+    seen = []
+    ex = RayExecutor(ClusterSection(ray_address=local.cluster.address, gpu_resource="no_such_gpu"),
+                     toy.cfg.gates.model_copy(update={"gpu_wait_s": 2.0, "gpu_poll_s": 1.0}),
+                     sleep=clock.sleep, clock=clock)
+    grant = ex.acquire(progress=lambda w, t, msg: seen.append(msg))
+    assert grant.lease is None and "no alive node of the Ray cluster has the resource 'no_such_gpu'" in grant.outcome.reason
+    assert clock.slept == [1.0, 1.0] and len(seen) == 2 and grant.outcome.polls == 3
+    cancel = threading.Event()
+    cancel.set()
+    assert ex.acquire(cancel=cancel).outcome.reason == "cancelled"
+
+
 def test_cancel_kills_the_run_on_the_node(toy, executor, tmp_path):
     lease = executor.acquire().lease
     cand = toy.candidate({"1": 50.0, "2": 200.0}, SLEEP_S=120)
@@ -151,12 +196,16 @@ def test_a_node_lost_mid_run_raises_device_lost_and_the_retry_lands_on_another(l
     with pytest.raises(DeviceLost, match="was lost during the run"):
         lease.measure(toy.cfg, toy.ws, cand, tmp_path / "lost", {}, base=toy.best)
     assert time.monotonic() - t0 < 100
+    assert lease.node_id in executor.lost_nodes
     lease.release()  # a lost lease releases without waiting for its node
+    # Ray SIGKILLs the dying worker's children (the run's launcher): only the benchmark may be left
+    assert wait_for(lambda: all("bench.py" in c for c in node_processes("c").values()))
 
     local.probe.set_busy("a", False)
     local.probe.set_busy("b", False)
     retry = executor.acquire(prefer=lease.key).lease  # the dead node is not offered again
     assert retry is not None and local.name_of(retry) in ("a", "b")
+    assert node_processes("c") == {}  # the new job on this host ended the dead job's orphaned benchmark
     fast = toy.candidate({"1": 50.0, "2": 200.0})
     assert retry.measure(toy.cfg, toy.ws, fast, tmp_path / "retry", {}, base=toy.best).values()["n=1"] == 50.0
     retry.release()
