@@ -10,9 +10,6 @@ import time
 
 import pytest
 
-# Ray replaces a loopback address by the host's routable one unless clusters are "off" for this
-# process; set before Ray is imported so the nodes (which inherit the environment) do the same
-os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 ray = pytest.importorskip("ray", reason='Ray is not installed: pip install "kopt-mcp[ray]" to run the cluster tests')
 
 from ray.cluster_utils import Cluster  # noqa: E402
@@ -83,15 +80,29 @@ class Local:
         return next(n for n, i in self.ids.items() if i == lease.node_id)
 
 
+LOOPBACK_ONLY = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+
+
 @pytest.fixture(scope="module")
 def local(tmp_path_factory):
+    """Ray replaces a loopback address by the host's routable one unless "clusters" are off: off in
+    this process (read at call time) and in the nodes (they inherit the environment), for this module."""
     import ray._private.ray_constants as rc
 
-    rc.ENABLE_RAY_CLUSTER = False  # in case Ray was imported before this module set the variable
-    c = Local(tmp_path_factory.mktemp("ray"))
-    yield c
-    ray.shutdown()
-    c.cluster.shutdown()
+    before_env, before_flag = os.environ.get(LOOPBACK_ONLY), rc.ENABLE_RAY_CLUSTER
+    os.environ[LOOPBACK_ONLY] = "0"
+    rc.ENABLE_RAY_CLUSTER = False
+    try:
+        c = Local(tmp_path_factory.mktemp("ray"))
+        yield c
+        ray.shutdown()
+        c.cluster.shutdown()
+    finally:
+        rc.ENABLE_RAY_CLUSTER = before_flag
+        if before_env is None:
+            os.environ.pop(LOOPBACK_ONLY, None)
+        else:
+            os.environ[LOOPBACK_ONLY] = before_env
 
 
 @pytest.fixture
@@ -209,3 +220,27 @@ def test_a_node_lost_mid_run_raises_device_lost_and_the_retry_lands_on_another(l
     fast = toy.candidate({"1": 50.0, "2": 200.0})
     assert retry.measure(toy.cfg, toy.ws, fast, tmp_path / "retry", {}, base=toy.best).values()["n=1"] == 50.0
     retry.release()
+
+
+def test_a_server_process_joins_by_address_and_prints_nothing_on_stdout(local, toy):
+    """What `serve` does: connect by [cluster] ray_address, lease, release; under stdio MCP stdout is
+    the protocol, so Ray must not write a byte there."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys\n"
+        "from kopt_mcp.cluster.ray_executor import RayExecutor\n"
+        "from kopt_mcp.config import ClusterSection, GatesSection\n"
+        "ex = RayExecutor(ClusterSection(ray_address=sys.argv[1], gpu_resource='kopt_gpu'),\n"
+        "                 GatesSection.model_validate_json(sys.argv[2]), tag='stdio')\n"
+        "grant = ex.acquire()\n"
+        "sys.stderr.write('device: ' + grant.lease.device.name + '\\n')\n"
+        "ex.close()\n"
+    )
+    gates = toy.cfg.gates.model_copy(update={"gpu_wait_s": 0.0}).model_dump_json()  # gpu_probe none: the node's CPU
+    out = subprocess.run([sys.executable, "-c", script, local.cluster.address, gates], capture_output=True,
+                         timeout=300, cwd=toy.path)
+    assert out.returncode == 0, out.stderr.decode()[-2000:]
+    assert out.stdout == b""
+    assert b"device: " in out.stderr and b"on Ray node 127.0.0.1" in out.stderr
