@@ -182,8 +182,8 @@ class NodeJob:
 
     def _run(self, work: Callable[[NodeRepo, Path, threading.Event], Any], tree: str) -> dict[str, Any]:
         """Run `work(store, run_dir, cancel)` for snapshot `tree`; the result with the run folder's files."""
-        from kopt_mcp.referee.core import Cancelled
         from kopt_mcp.cluster.shipping import ShipError
+        from kopt_mcp.referee.core import Cancelled
 
         if self.store is None or not self.store.has(tree):
             raise ShipError(f"snapshot {tree[:12]} was not shipped to this node: `add` its pack first")

@@ -20,6 +20,7 @@ stdout is the protocol.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections import OrderedDict
@@ -91,14 +92,15 @@ class _Node:
 class RayLease:
     """One measuring call's hold on one GPU of one Ray node (kopt_mcp.executor.JobLease).
 
-    `device.name` says GPU and node; `key` is "<node id>:<GPU index>" (give it back as `prefer`).
+    `device.name` says GPU and node; `device_id` ("<node id>:<vendor>:<index>:<uuid>") is how the
+    ledger names it and what `RayExecutor.acquire(prefer=...)` takes back.
     Every method raises DeviceLost when the node or its actor is gone."""
 
     def __init__(self, executor: RayExecutor, actor: Any, device: DeviceInfo, node_id: str, index: int,
-                 label: str) -> None:
+                 label: str, uuid: str = "") -> None:
         self.executor, self.actor, self.device = executor, actor, device
         self.node_id, self.index, self.label = node_id, index, label
-        self.key = f"{node_id}:{index}"
+        self.device_id = f"{node_id}:{device.vendor}:{index}:{uuid}"
         self.trees: set[str] = set()
         self.released = False
         self.lost = False
@@ -195,10 +197,8 @@ class RayLease:
         self.released = True
         self.executor._forget(self)
         if not self.lost:
-            try:
+            with contextlib.suppress(Exception):  # the actor is killed below whatever happened
                 ray.wait([self.actor.close.remote()], timeout=CLOSE_WAIT_S)
-            except Exception:  # noqa: BLE001 - the actor is killed below whatever happened
-                pass
         ray.kill(self.actor)
 
 
@@ -249,7 +249,7 @@ class RayExecutor:
         return ref
 
     def nodes(self, prefer: str | None = None) -> list[_Node]:
-        """The alive nodes that have `gpu_resource`: the one `prefer` names ("<node id>[:index]") first,
+        """The alive nodes that have `gpu_resource`: the one `prefer` names ("<node id>[:...]") first,
         nodes where a lease was lost last (a retry goes elsewhere when it can)."""
         res = self.cluster.gpu_resource
         out = []
@@ -306,7 +306,7 @@ class RayExecutor:
             f"; {outcome.device_note}" if outcome.device_note else "")
         device = DeviceInfo(vendor=lease.vendor, index=lease.index, name=f"{lease.name} on Ray node {label}",
                             env=dict(lease.env), note=note)
-        rl = RayLease(self, actor, device, node.node_id, lease.index, label)
+        rl = RayLease(self, actor, device, node.node_id, lease.index, label, lease.uuid)
         self.leases.append(rl)
         return rl, outcome, "", None
 
@@ -330,7 +330,7 @@ class RayExecutor:
                 prefer: str | None = None) -> RayGrant:
         """A lease on an idle GPU of the cluster (module docstring), waiting up to [gates] gpu_wait_s s.
 
-        `progress(waited_s, wait_s, message)` between rounds; `prefer`: a RayLease.key (its node is
+        `progress(waited_s, wait_s, message)` between rounds; `prefer`: a RayLease.device_id (its node is
         tried first). Returns RayGrant(lease None) with the reason after the wait ("no idle GPU on
         the Ray cluster after N s: node ...: why; ..."), on `cancel` ("cancelled"), never raises
         for a busy or lost node."""
