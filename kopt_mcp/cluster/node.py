@@ -27,6 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import filelock
 import psutil
 
 from kopt_mcp.cluster.shipping import NodeRepo, collect, node_env
@@ -123,12 +124,16 @@ class NodeJob:
     """One lease's work on its node. `tag`: the session's tag (written into the node's lease
     file); `gates`: the [gates] section (thresholds, gpu_probe, gpu_poll_s); `probe_factory()`: the
     probe to use instead of `make_probe(gates.gpu_probe)` (tests: recorded outputs); `lease_dir`:
-    the node's lease folder (None: its default, $KOPT_LEASE_DIR or /tmp/kopt-mcp-leases).
-    Everything it writes lives in one temporary folder, removed by `close`; starting, it ends what
+    the node's lease folder (None: its default, $KOPT_LEASE_DIR or /tmp/kopt-mcp-leases); `cache_root`:
+    the host's lasting folder (shipped snapshots in `repos/<name>`, JIT caches; None: CACHE_DIR
+    in the temp dir).
+    The shipped snapshots go to the host's store under `cache_root` (kept: the next lease on the
+    host finds BEST there); everything else lives in one temporary folder, removed by `close`.
+    Starting, it ends what
     dead jobs left on this host (`sweep_dead_jobs`; the pids killed are in `swept`)."""
 
     def __init__(self, tag: str, gates: GatesSection, probe_factory: Callable[[], GpuProbe] | None = None,
-                 lease_dir: str | None = None) -> None:
+                 lease_dir: str | None = None, cache_root: str | None = None) -> None:
         self.tag, self.gates, self.probe_factory, self.lease_dir = tag, gates, probe_factory, lease_dir
         self.swept = sweep_dead_jobs()
         self.root = Path(tempfile.mkdtemp(prefix=JOB_PREFIX))
@@ -136,7 +141,7 @@ class NodeJob:
         (self.root / OWNER_FILE).write_text(json.dumps({"pid": me.pid, "create_time": me.create_time()}),
                                             encoding="utf-8")
         self.pid_dir = self.root / "pids"
-        self.cache_root = Path(tempfile.gettempdir()) / CACHE_DIR
+        self.cache_root = Path(cache_root) if cache_root else Path(tempfile.gettempdir()) / CACHE_DIR
         self.store: NodeRepo | None = None
         self.gpu_gate: GpuGate | None = None
         self.binding: dict[str, str] = {}
@@ -165,9 +170,18 @@ class NodeJob:
             self.binding = dict(outcome.lease.env)
         return outcome, {"node_id": node_id, "ip": ip, "host": socket.gethostname(), "gpu_ids": gpu_ids}
 
+    def _store_lock(self, name: str) -> filelock.FileLock:
+        d = self.cache_root / "repos"
+        d.mkdir(parents=True, exist_ok=True)
+        return filelock.FileLock(str(d / f".{name or 'tree'}.lock"))
+
     def _repo(self, name: str) -> NodeRepo:
+        """The host's snapshot store for repositories named `name` (shared by the jobs on this host,
+        so BEST travels once per host; objects are content-addressed, so same-named repositories
+        share it safely)."""
         if self.store is None:
-            self.store = NodeRepo(self.root / "repo" / (name or "tree"))
+            with self._store_lock(name):
+                self.store = NodeRepo(self.cache_root / "repos" / (name or "tree"))
         return self.store
 
     def has(self, tree: str, name: str = "tree") -> bool:
@@ -177,7 +191,9 @@ class NodeJob:
     def add(self, data: bytes, tree: str, name: str = "tree") -> int:
         """Add a shipped pack (shipping.pack) that completes `tree`; `name`: the user's repository
         folder name. Returns the pack's size in bytes. Raises ShipError."""
-        self._repo(name).add(data, tree)
+        store = self._repo(name)
+        with self._store_lock(name):
+            store.add(data, tree)
         return len(data)
 
     def _run(self, work: Callable[[NodeRepo, Path, threading.Event], Any], tree: str) -> dict[str, Any]:

@@ -102,6 +102,8 @@ class RayLease:
         self.node_id, self.index, self.label = node_id, index, label
         self.device_id = f"{node_id}:{device.vendor}:{index}:{uuid}"
         self.trees: set[str] = set()
+        #: (tree, pack bytes) of every pack this lease sent (a tree its host already had is not sent)
+        self.sent: list[tuple[str, int]] = []
         self.released = False
         self.lost = False
 
@@ -141,15 +143,19 @@ class RayLease:
                              "then ruled failed") from e
 
     def _ship(self, ws: git.Repo, tree: str, base: str | None) -> None:
-        """Make snapshot `tree` complete on the node: BEST (`base`) as a full pack first if it is not
-        there, then `tree` as a thin pack against it (or full without a base)."""
+        """Make snapshot `tree` complete on the node: nothing when its host has it already (from an
+        earlier lease), else BEST (`base`) as a full pack first if needed, then `tree` as a thin pack
+        against it (or full without a base)."""
         if tree in self.trees:
             return
         name = repo_name(ws)
+        if self._get(self.actor.has.remote(tree, name), ANSWER_SLACK_S):
+            self.trees.add(tree)
+            return
         if base and base != tree and base not in self.trees:
             self._ship(ws, base, None)
         ref = self.executor.packed(ws, tree, base if base and base != tree else None)
-        self._get(self.actor.add.remote(ref, tree, name), ANSWER_SLACK_S)
+        self.sent.append((tree, self._get(self.actor.add.remote(ref, tree, name), ANSWER_SLACK_S)))
         self.trees.add(tree)
 
     def _fetch(self, out: dict[str, Any], run_dir: Path) -> Any:

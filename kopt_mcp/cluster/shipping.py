@@ -8,7 +8,8 @@ content-addressed, so the node runs exactly the frozen snapshot the referee name
 does not produce that tree id is refused), and `vcs.export` / `vcs.run_changes` work there as
 they do locally: the run's changes are judged against the shipped snapshot's own blob hashes.
 
-Cost on the toy repository: a full pack is about 1 KiB; a one-file candidate's pack about 200 bytes.
+Measured on the toy repository (4 files, loaded 2-core machine): BEST's full pack 1107 bytes, a
+one-file candidate's thin pack 225 bytes; packing both about 26 ms, adding both on the node about 62 ms.
 """
 
 from __future__ import annotations

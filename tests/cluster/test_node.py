@@ -17,7 +17,7 @@ from tests.cluster.conftest import TAMPER, switch_probe
 
 @pytest.fixture
 def job(toy, tmp_path):
-    j = NodeJob("t", toy.cfg.gates, lease_dir=str(tmp_path / "leases"))
+    j = NodeJob("t", toy.cfg.gates, lease_dir=str(tmp_path / "leases"), cache_root=str(tmp_path / "cache"))
     yield j
     j.close()
     assert not j.root.exists()
@@ -55,6 +55,15 @@ def test_a_run_that_rewrites_the_harness_is_reported(toy, job):
     job.add(pack(toy.ws, cand), cand)
     m = job.measure(toy.cfg, cand, {})["result"]
     assert FileChange("rewrote", "bench.py") in m.changes
+
+
+def test_the_next_job_on_the_host_has_the_snapshot_already(toy, job, tmp_path):
+    job.add(pack(toy.ws, toy.best), toy.best, "repo")
+    job.close()
+    later = NodeJob("t", toy.cfg.gates, lease_dir=str(tmp_path / "leases"), cache_root=str(tmp_path / "cache"))
+    assert later.has(toy.best, "repo") and not later.has(toy.candidate({"1": 1.0, "2": 1.0}), "repo")
+    assert later.measure(toy.cfg, toy.best, {})["result"].values() == {"n=1": 100.0, "n=2": 200.0}
+    later.close()
 
 
 def test_profile_and_an_unshipped_tree(toy, job):

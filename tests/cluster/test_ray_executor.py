@@ -131,6 +131,8 @@ def test_measure_and_profile_on_a_node_come_back_with_values_and_logs(local, toy
     m = lease.measure(toy.cfg, toy.ws, cand, tmp_path / "r2", {}, base=toy.best)
     assert m.values() == {"n=1": 50.0, "n=2": 200.0} and m.snapshot == cand
     assert lease.trees == {toy.best, cand}
+    (best_tree, full), (cand_tree, diff) = lease.sent
+    assert (best_tree, cand_tree) == (toy.best, cand) and diff < full  # the candidate went as its diff
 
     p = lease.profile(toy.cfg, NoProfiler(), toy.ws, cand, tmp_path / "r3", {}, base=toy.best)
     assert p.error is None and p.trace.backend == "none" and p.log_path == str(tmp_path / "r3" / "profile.log")
@@ -139,6 +141,10 @@ def test_measure_and_profile_on_a_node_come_back_with_values_and_logs(local, toy
     lease.release()
     lease.release()  # idempotent
     assert executor.leases == []
+    again = executor.acquire(prefer=lease.device_id).lease  # the next call's lease on that host
+    m2 = again.measure(toy.cfg, toy.ws, cand, tmp_path / "r5", {}, base=toy.best)
+    assert m2.values() == {"n=1": 50.0, "n=2": 200.0} and again.sent == []  # nothing shipped twice
+    again.release()
     with pytest.raises(DeviceLost, match="already released"):
         lease.measure(toy.cfg, toy.ws, cand, tmp_path / "r4", {})
 
