@@ -126,11 +126,9 @@ class NodeJob:
     probe to use instead of `make_probe(gates.gpu_probe)` (tests: recorded outputs); `lease_dir`:
     the node's lease folder (None: its default, $KOPT_LEASE_DIR or /tmp/kopt-mcp-leases); `cache_root`:
     the host's lasting folder (shipped snapshots in `repos/<name>`, JIT caches; None: CACHE_DIR
-    in the temp dir).
-    The shipped snapshots go to the host's store under `cache_root` (kept: the next lease on the
-    host finds BEST there); everything else lives in one temporary folder, removed by `close`.
-    Starting, it ends what
-    dead jobs left on this host (`sweep_dead_jobs`; the pids killed are in `swept`)."""
+    in the temp dir). Shipped snapshots stay in that store (the next lease on the host finds BEST
+    there); everything else lives in one temporary folder, removed by `close`. Starting, it ends
+    what dead jobs left on this host (`sweep_dead_jobs`; the pids killed are in `swept`)."""
 
     def __init__(self, tag: str, gates: GatesSection, probe_factory: Callable[[], GpuProbe] | None = None,
                  lease_dir: str | None = None, cache_root: str | None = None) -> None:
