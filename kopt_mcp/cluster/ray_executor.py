@@ -68,6 +68,15 @@ def _lost_errors() -> tuple[type[BaseException], ...]:
     return tuple(getattr(rex, n) for n in names if isinstance(getattr(rex, n, None), type))
 
 
+def executor_for(cfg: TargetConfig, tag: str = "", **kw: Any) -> RayExecutor | None:
+    """The session's Ray executor when `cfg`'s [cluster] ray_address is set, else None (measure on
+    this host). `kw`: RayExecutor's other arguments (probe_factory, lease_dir, sleep, clock).
+    Raises ImportError with the install line when ray_address is set and Ray is missing."""
+    if not cfg.cluster.ray_address:
+        return None
+    return RayExecutor(cfg.cluster, cfg.gates, tag=tag, **kw)
+
+
 def repo_name(ws: git.Repo) -> str:
     """The user's repository folder name (checkouts on the node are named like it), else "tree"."""
     common = Path(ws.common_dir).resolve()

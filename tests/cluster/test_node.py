@@ -110,3 +110,13 @@ def test_sweep_ends_the_runs_of_a_dead_job_and_leaves_live_ones(tmp_path):
     assert sweep_dead_jobs(tmp_path) == [orphan.pid]
     assert not psutil.pid_exists(orphan.pid)  # killed (and reaped by the sweep: it was our child)
     assert not dead.exists() and live.exists()
+
+
+def test_executor_for_is_none_without_ray_address_and_names_the_install_line_without_ray(toy, monkeypatch):
+    from kopt_mcp.cluster import ray_executor
+
+    assert ray_executor.executor_for(toy.cfg) is None  # measure on this host
+    cfg = toy.cfg.model_copy(update={"cluster": toy.cfg.cluster.model_copy(update={"ray_address": "10.0.0.5:6379"})})
+    monkeypatch.setattr(ray_executor, "ray", None)
+    with pytest.raises(ImportError, match=r'pip install "kopt-mcp\[ray\]"'):
+        ray_executor.executor_for(cfg, "t")
