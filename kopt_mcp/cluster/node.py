@@ -223,9 +223,27 @@ class NodeJob:
             cfg, store.repo, tree, run_dir, node_env(env, self.binding, self.cache_root), cancel, self.pid_dir,
             check), tree)
 
+    def make_profiler(self, backend: str, detail: bool = False) -> Any:
+        """profilers.make_profiler for [profiler] `backend` as this node sees its tools and its
+        lease's vendor (the server may have neither). Raises ProfilerError as make_profiler."""
+        from kopt_mcp.profilers import make_profiler
+
+        vendor = "cpu"
+        if self.gpu_gate is not None and self.gpu_gate.held is not None:
+            vendor = self.gpu_gate.held.vendor
+        return make_profiler(backend, vendor, detail=detail)
+
     def profile(self, cfg: TargetConfig, profiler: Any, tree: str, env: dict[str, str]) -> dict[str, Any]:
-        """referee.measure.profile_snapshot of `tree` here; returns as `measure` (result: Profiled)."""
-        from kopt_mcp.referee.measure import profile_snapshot
+        """referee.measure.profile_snapshot of `tree` here; returns as `measure` (result: Profiled).
+        A profiler this node lacks gives a Profiled with the error (nothing runs)."""
+        from kopt_mcp.referee.measure import Profiled, profile_snapshot
+
+        if not profiler.available():
+            host = socket.gethostname()
+            return {"result": Profiled(trace=None, log_path="", snapshot=tree, error=(
+                f"the profiler {profiler.name!r} is not available on the Ray node {host}: install it there "
+                "(cupti-python, ncu or rocprofv3, as on the server) or set [profiler] backend")),
+                "run_dir": "", "files": {}}
 
         return self._run(lambda store, run_dir, cancel: profile_snapshot(
             cfg, profiler, store.repo, tree, run_dir, node_env(env, self.binding, self.cache_root), cancel,

@@ -175,7 +175,7 @@ class RayLease:
             raise Cancelled(out["cancelled"])
         run_dir.mkdir(parents=True, exist_ok=True)
         restore(out["files"], run_dir)
-        return relocate(out["result"], out["run_dir"], str(run_dir))
+        return relocate(out["result"], out["run_dir"], str(run_dir)) if out["run_dir"] else out["result"]
 
     def measure(self, cfg: TargetConfig, ws: git.Repo, tree: str, run_dir: Path, env: dict[str, str], *,
                 check: bool = True, base: str | None = None, cancel: threading.Event | None = None,
@@ -198,6 +198,13 @@ class RayLease:
         self._ship(ws, tree, base)
         limit = cfg.profiler.timeout_s + ANSWER_SLACK_S
         return self._fetch(self._get(self.actor.profile.remote(cfg, profiler, tree, env), limit, cancel), run_dir)
+
+    def make_profiler(self, backend: str, detail: bool = False) -> Any:
+        """The profiler for [profiler] `backend` chosen on the node (its tools, its GPU's vendor),
+        for `profile`: "auto" on a server without GPU tools would pick none. Raises ProfilerError
+        (as profilers.make_profiler, on the node) or DeviceLost."""
+        self._live()
+        return self._get(self.actor.make_profiler.remote(backend, detail), ANSWER_SLACK_S)
 
     def _live(self) -> None:
         if self.released:
@@ -226,7 +233,8 @@ class RayExecutor:
     (written into the nodes' lease files); `probe_factory()`: builds the probe on each node instead
     of make_probe(gates.gpu_probe) (tests: kopt_mcp.cluster.testing.NodeSwitchProbe); `lease_dir`:
     the nodes' lease folder (None: each node's default). `sleep(s)` / `clock() -> s`: injectable.
-    Connects to Ray (ray.init(address=ray_address)) on first use unless already connected.
+    Connects to Ray (ray.init(address=ray_address)) on first use unless already connected. Safe to
+    share between threads (several candidate slots each holding their own lease).
     Raises ImportError naming the install line when Ray is missing."""
 
     cluster: ClusterSection
@@ -239,6 +247,7 @@ class RayExecutor:
     leases: list[RayLease] = field(default_factory=list)
     lost_nodes: set[str] = field(default_factory=set)
     _packs: OrderedDict = field(default_factory=OrderedDict)
+    _mutex: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
         need_ray()
@@ -254,13 +263,15 @@ class RayExecutor:
         """The object-store reference of the pack carrying `tree` (against `base`), made once and
         reused (the last PACK_CACHE packs are kept)."""
         key = (tree, base)
-        if key in self._packs:
-            self._packs.move_to_end(key)
-            return self._packs[key]
+        with self._mutex:
+            if key in self._packs:
+                self._packs.move_to_end(key)
+                return self._packs[key]
         ref = ray.put(pack(ws, tree, base))
-        self._packs[key] = ref
-        while len(self._packs) > PACK_CACHE:
-            self._packs.popitem(last=False)
+        with self._mutex:
+            self._packs[key] = ref
+            while len(self._packs) > PACK_CACHE:
+                self._packs.popitem(last=False)
         return ref
 
     def nodes(self, prefer: str | None = None) -> list[_Node]:
@@ -309,9 +320,9 @@ class RayExecutor:
         except rex.RayTaskError as e:
             ray.kill(actor)
             return None, None, f"the idle gate failed there: {getattr(e, 'cause', e)}", None
-        except _lost_errors() as e:
+        except rex.RayError as e:  # died, unschedulable (the node went away since it was listed), ...
             ray.kill(actor)
-            return None, None, f"the node was lost during its idle gate ({type(e).__name__})", None
+            return None, None, f"the lease's actor could not run there ({type(e).__name__}: {str(e)[:200]})", None
         lease = outcome.lease
         if lease is None:
             return None, outcome, outcome.reason or "busy", actor
@@ -322,7 +333,8 @@ class RayExecutor:
         device = DeviceInfo(vendor=lease.vendor, index=lease.index, name=f"{lease.name} on Ray node {label}",
                             env=dict(lease.env), note=note)
         rl = RayLease(self, actor, device, node.node_id, lease.index, label, lease.uuid)
-        self.leases.append(rl)
+        with self._mutex:
+            self.leases.append(rl)
         return rl, outcome, "", None
 
     def _on_node(self, node: _Node, cancel: threading.Event | None) -> tuple[RayLease | None, GateOutcome | None, str]:
@@ -388,11 +400,15 @@ class RayExecutor:
                 time.sleep(pause)
 
     def _forget(self, lease: RayLease) -> None:
-        if lease in self.leases:
-            self.leases.remove(lease)
+        with self._mutex:
+            if lease in self.leases:
+                self.leases.remove(lease)
 
     def close(self) -> None:
         """Release every lease this executor holds and drop its packs (server shutdown)."""
-        for lease in list(self.leases):
+        with self._mutex:
+            held = list(self.leases)
+        for lease in held:
             lease.release()
-        self._packs.clear()
+        with self._mutex:
+            self._packs.clear()

@@ -120,3 +120,13 @@ def test_executor_for_is_none_without_ray_address_and_names_the_install_line_wit
     monkeypatch.setattr(ray_executor, "ray", None)
     with pytest.raises(ImportError, match=r'pip install "kopt-mcp\[ray\]"'):
         ray_executor.executor_for(cfg, "t")
+
+
+def test_the_node_picks_the_profiler_and_refuses_one_it_lacks(toy, job):
+    from kopt_mcp.profilers.ncu import NcuProfiler
+
+    job.gate()
+    assert job.make_profiler("auto").name == "none"  # the toy's node leases the CPU: no GPU profiler
+    job.add(pack(toy.ws, toy.best), toy.best)
+    p = job.profile(toy.cfg, NcuProfiler(binary="no-such-ncu-here"), toy.best, {})["result"]
+    assert p.trace is None and "'ncu' is not available on the Ray node" in p.error

@@ -134,7 +134,9 @@ def test_measure_and_profile_on_a_node_come_back_with_values_and_logs(local, toy
     (best_tree, full), (cand_tree, diff) = lease.sent
     assert (best_tree, cand_tree) == (toy.best, cand) and diff < full  # the candidate went as its diff
 
-    p = lease.profile(toy.cfg, NoProfiler(), toy.ws, cand, tmp_path / "r3", {}, base=toy.best)
+    prof = lease.make_profiler("auto")  # chosen on the node: no CUPTI or ncu there
+    assert isinstance(prof, NoProfiler)
+    p = lease.profile(toy.cfg, prof, toy.ws, cand, tmp_path / "r3", {}, base=toy.best)
     assert p.error is None and p.trace.backend == "none" and p.log_path == str(tmp_path / "r3" / "profile.log")
     assert (tmp_path / "r3" / "profile.log").is_file()
 
