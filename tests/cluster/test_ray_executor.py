@@ -254,3 +254,35 @@ def test_a_server_process_joins_by_address_and_prints_nothing_on_stdout(local, t
     assert out.returncode == 0, out.stderr.decode()[-2000:]
     assert out.stdout == b""
     assert b"device: " in out.stderr and b"on Ray node 127.0.0.1" in out.stderr
+
+
+def test_the_cpu_example_on_a_node_best_a_candidate_and_a_wrong_one(local, executor, tmp_path):
+    """The bundled CPU example (examples/cpu_softmax) through one Ray lease: BEST and the vectorized
+    candidate pass with the same config classes; the in-place candidate that overwrites the caller's
+    input comes back `incorrect`, with its log. No timing is judged (the machine is loaded)."""
+    import git
+
+    from kopt_mcp import vcs
+    from kopt_mcp.config import load_config
+    from kopt_mcp.demo import prepare_repo
+    from kopt_mcp.paths import examples_dir
+
+    example = examples_dir() / "cpu_softmax"
+    repo = prepare_repo(example, tmp_path / "cpu_softmax")
+    ws, cfg = git.Repo(repo), load_config(repo / "kopt.toml").target
+    best = vcs.tree_of(ws, "HEAD")
+    trees = []
+    for patch in ("01-vectorize.patch", "04-inplace-buggy.patch"):  # as the demo applies them
+        ws.git.apply("--whitespace=nowarn", str(example / "candidates" / patch))
+        trees.append(vcs.snapshot_tree(ws))
+    ws.git.checkout("--", ".")
+    vectorized, buggy = trees
+
+    lease = executor.acquire().lease
+    b = lease.measure(cfg, ws, best, tmp_path / "best", {})
+    assert b.gate.kind == "ok" and b.values() and all(k.startswith("rows=") for k in b.values())
+    v = lease.measure(cfg, ws, vectorized, tmp_path / "vectorized", {}, base=best)
+    assert v.gate.kind == "ok" and set(v.values()) == set(b.values())
+    w = lease.measure(cfg, ws, buggy, tmp_path / "buggy", {}, base=best)
+    assert w.gate.kind == "incorrect" and w.table.failing() and (tmp_path / "buggy" / "benchmark.log").is_file()
+    lease.release()
