@@ -8,6 +8,10 @@ profiler in disposable checkouts of them with `referee.measure.measure_snapshot`
 `profile_snapshot` (the same code as a local run: containment, correctness gate, run changes
 against the snapshot's blob hashes), and sends back the result with the run folder's files.
 
+Before every run the snapshot's objects in the store are re-hashed (`NodeRepo.verify`): the
+store lasts on the host, and git trusts object files by name, so an object rewritten there would
+otherwise pass unnoticed into the next checkout (of BEST as well).
+
 A job whose worker dies without `close` (the node's raylet killed, the worker crashed) cannot end
 its run: Ray SIGKILLs a dying worker's children, the run's launcher among them, so the benchmark
 would be orphaned with the GPU. The next job started on that host ends such leftovers first
@@ -201,6 +205,14 @@ class NodeJob:
 
         if self.store is None or not self.store.has(tree):
             raise ShipError(f"snapshot {tree[:12]} was not shipped to this node: `add` its pack first")
+        try:
+            self.store.verify(tree)
+        except ShipError as e:  # drop the damaged store: the next call ships the snapshot anew
+            self.store.repo.close()
+            with self._store_lock(self.store.path.name):
+                shutil.rmtree(self.store.path, ignore_errors=True)
+            self.store = None
+            raise ShipError(f"{e}; the node's snapshot store was removed: call again to ship it anew") from e
         with self._lock:  # one run at a time on the lease's device
             self._cancel.clear()
             run_dir = Path(tempfile.mkdtemp(prefix="run-", dir=self.root))
@@ -256,6 +268,8 @@ class NodeJob:
     def close(self) -> None:
         """Give back the node's lease file and remove this job's folder (idempotent)."""
         self._cancel.set()
+        if self.store is not None:
+            self.store.repo.close()  # its persistent `git cat-file` processes
         if self.gpu_gate is not None:
             self.gpu_gate.release()
         shutil.rmtree(self.root, ignore_errors=True)

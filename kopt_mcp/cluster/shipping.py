@@ -93,6 +93,29 @@ class NodeRepo:
                             "(ship the full snapshot instead of a diff)")
 
 
+    def verify(self, tree: str) -> int:
+        """Re-hash every object reachable from `tree` (trees and blobs) and check it against its
+        name: git trusts object files by name, so one rewritten on the node (by a run that found the
+        store) would otherwise make the next checkout of that snapshot differ from what the referee
+        named. Returns the bytes hashed. Raises ShipError naming the object and its path."""
+        total = 0
+        for line in self.repo.git.rev_list("--objects", tree).splitlines():
+            oid, _, path = line.partition(" ")
+            try:
+                stream = self.repo.odb.stream(bytes.fromhex(oid))
+                data = stream.read()
+            except Exception as e:
+                raise ShipError(f"snapshot {tree[:12]} on this node: object {oid[:12]} ({path or 'root'}) cannot be "
+                                f"read: {e}") from e
+            h = hashlib.new("sha1" if len(oid) == 40 else "sha256")
+            h.update(stream.type + b" " + str(len(data)).encode() + b"\0" + data)
+            if h.hexdigest() != oid:
+                raise ShipError(f"snapshot {tree[:12]} on this node is damaged: object {oid[:12]} ({path or 'root'}) "
+                                "no longer hashes to its name (rewritten on the node, e.g. by a run)")
+            total += len(data)
+        return total
+
+
 def collect(run_dir: Path, limit: int = MAX_RETURN_BYTES) -> dict[str, bytes]:
     """Every regular file under `run_dir` as {relative posix path: bytes} (links are skipped).
     Raises ShipError when they add up to more than `limit` bytes (name the biggest)."""

@@ -66,6 +66,17 @@ def test_the_next_job_on_the_host_has_the_snapshot_already(toy, job, tmp_path):
     later.close()
 
 
+def test_a_damaged_store_is_refused_and_dropped_then_shipped_anew(toy, job):
+    from tests.cluster.test_shipping import tamper_bench
+
+    tamper_bench(job._repo("repo"), toy, b"print('no work')\n")
+    with pytest.raises(ShipError, match="no longer hashes to its name.*call again to ship it anew"):
+        job.measure(toy.cfg, toy.best, {})
+    assert job.store is None and not job.has(toy.best, "repo")
+    job.add(pack(toy.ws, toy.best), toy.best, "repo")
+    assert job.measure(toy.cfg, toy.best, {})["result"].values() == {"n=1": 100.0, "n=2": 200.0}
+
+
 def test_profile_and_an_unshipped_tree(toy, job):
     job.add(pack(toy.ws, toy.best), toy.best)
     p = job.profile(toy.cfg, NoProfiler(), toy.best, {})["result"]

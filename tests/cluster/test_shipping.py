@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import tempfile
+
 import pytest
 
 from kopt_mcp import vcs
@@ -79,3 +81,31 @@ def test_node_env_binds_the_node_gpu_and_keeps_caches_on_the_node(tmp_path):
     assert out["TRITON_CACHE_DIR"].startswith(str(tmp_path / "cache")) and out["TRITON_CACHE_DIR"].endswith("-triton")
     again = node_env(env, {}, tmp_path / "cache")
     assert again["TRITON_CACHE_DIR"] == out["TRITON_CACHE_DIR"] and "CUDA_VISIBLE_DEVICES" not in again
+
+
+def test_verify_catches_an_object_rewritten_in_the_node_store(toy, tmp_path):
+    """The cheat: a run finds the node's snapshot store and rewrites the harness's blob there, so the
+    next checkout of BEST (or of any tree sharing it) would run a different bench.py."""
+    node = NodeRepo(tmp_path / "node" / "repo")
+    blob = tamper_bench(node, toy, b"print('no work')\n")
+    vcs.export(node.repo, toy.best, tmp_path / "out")
+    assert (tmp_path / "out" / "bench.py").read_bytes() == b"print('no work')\n"  # git itself does not notice
+    with pytest.raises(ShipError, match=f"object {blob[:12]} \\(bench.py\\) no longer hashes"):
+        node.verify(toy.best)
+
+
+def tamper_bench(node: NodeRepo, toy, fake: bytes) -> str:
+    """Put BEST into `node` as loose objects, then rewrite bench.py's blob file with `fake`; its id."""
+    import zlib
+
+    data = pack(toy.ws, toy.best)
+    with tempfile.TemporaryFile() as f:
+        f.write(data)
+        f.seek(0)
+        node.repo.git.execute(["git", "unpack-objects", "-q"], istream=f)
+    assert node.has(toy.best) and node.verify(toy.best) > 0
+    blob = toy.ws.git.rev_parse(f"{toy.best}:bench.py")
+    loose = node.path / ".git" / "objects" / blob[:2] / blob[2:]
+    loose.chmod(0o644)
+    loose.write_bytes(zlib.compress(b"blob %d\0" % len(fake) + fake))
+    return blob
