@@ -8,9 +8,10 @@ profiler in disposable checkouts of them with `referee.measure.measure_snapshot`
 `profile_snapshot` (the same code as a local run: containment, correctness gate, run changes
 against the snapshot's blob hashes), and sends back the result with the run folder's files.
 
-Before every run the snapshot's objects in the store are re-hashed (`NodeRepo.verify`): the
-store lasts on the host, and git trusts object files by name, so an object rewritten there would
-otherwise pass unnoticed into the next checkout (of BEST as well).
+Each job keeps the snapshots shipped to it in a store of its own. Before every run the snapshot's
+objects there are re-hashed (`NodeRepo.verify`): git trusts object files by name, so an object
+that a run rewrote in the store would otherwise pass unnoticed into the next checkout (BEST's, in
+the A/B pairs); a damaged store is dropped and the lease ships the snapshots anew.
 
 A job whose worker dies without `close` (the node's raylet killed, the worker crashed) cannot end
 its run: Ray SIGKILLs a dying worker's children, the run's launcher among them, so the benchmark
@@ -31,7 +32,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import filelock
 import psutil
 
 from kopt_mcp.cluster.shipping import NodeRepo, collect, node_env
@@ -40,8 +40,10 @@ from kopt_mcp.gpus.base import GpuProbe, GpuReading
 from kopt_mcp.gpus.gate import GateOutcome, GpuGate, IdleThresholds
 from kopt_mcp.gpus.lease import LeaseManager
 
-#: where a node keeps the JIT caches of the repositories measured there, across leases
+#: where a node host keeps the JIT caches across leases: $KOPT_NODE_CACHE, else this folder of the
+#: temp dir
 CACHE_DIR = "kopt-mcp-node-cache"
+CACHE_ENV = "KOPT_NODE_CACHE"
 JOB_PREFIX = "kopt-node-"
 OWNER_FILE = "owner.json"
 
@@ -129,10 +131,9 @@ class NodeJob:
     file); `gates`: the [gates] section (thresholds, gpu_probe, gpu_poll_s); `probe_factory()`: the
     probe to use instead of `make_probe(gates.gpu_probe)` (tests: recorded outputs); `lease_dir`:
     the node's lease folder (None: its default, $KOPT_LEASE_DIR or /tmp/kopt-mcp-leases); `cache_root`:
-    the host's lasting folder (shipped snapshots in `repos/<name>`, JIT caches; None: CACHE_DIR
-    in the temp dir). Shipped snapshots stay in that store (the next lease on the host finds BEST
-    there); everything else lives in one temporary folder, removed by `close`. Starting, it ends
-    what dead jobs left on this host (`sweep_dead_jobs`; the pids killed are in `swept`)."""
+    the host's lasting folder for JIT caches (None: $KOPT_NODE_CACHE, else CACHE_DIR in the temp
+    dir). Everything else, shipped snapshots included, lives in one temporary folder of the job,
+    removed by `close`. Starting, it ends what dead jobs left on this host (`sweep_dead_jobs`; the pids killed are in `swept`)."""
 
     def __init__(self, tag: str, gates: GatesSection, probe_factory: Callable[[], GpuProbe] | None = None,
                  lease_dir: str | None = None, cache_root: str | None = None) -> None:
@@ -143,7 +144,7 @@ class NodeJob:
         (self.root / OWNER_FILE).write_text(json.dumps({"pid": me.pid, "create_time": me.create_time()}),
                                             encoding="utf-8")
         self.pid_dir = self.root / "pids"
-        self.cache_root = Path(cache_root) if cache_root else Path(tempfile.gettempdir()) / CACHE_DIR
+        self.cache_root = Path(cache_root or os.environ.get(CACHE_ENV) or Path(tempfile.gettempdir()) / CACHE_DIR)
         self.store: NodeRepo | None = None
         self.gpu_gate: GpuGate | None = None
         self.binding: dict[str, str] = {}
@@ -172,19 +173,17 @@ class NodeJob:
             self.binding = dict(outcome.lease.env)
         return outcome, {"node_id": node_id, "ip": ip, "host": socket.gethostname(), "gpu_ids": gpu_ids}
 
-    def _store_lock(self, name: str) -> filelock.FileLock:
-        d = self.cache_root / "repos"
-        d.mkdir(parents=True, exist_ok=True)
-        return filelock.FileLock(str(d / f".{name or 'tree'}.lock"))
-
     def _repo(self, name: str) -> NodeRepo:
-        """The host's snapshot store for repositories named `name` (shared by the jobs on this host,
-        so BEST travels once per host; objects are content-addressed, so same-named repositories
-        share it safely)."""
+        """This job's snapshot store (in its own folder: what a run damages there harms no other job)."""
         if self.store is None:
-            with self._store_lock(name):
-                self.store = NodeRepo(self.cache_root / "repos" / (name or "tree"))
+            self.store = NodeRepo(self.root / "repo" / (name or "tree"))
         return self.store
+
+    def _drop_store(self) -> None:
+        if self.store is not None:
+            self.store.repo.close()  # its persistent `git cat-file` processes
+            shutil.rmtree(self.store.path, ignore_errors=True)
+            self.store = None
 
     def has(self, tree: str, name: str = "tree") -> bool:
         """True when snapshot `tree` is complete here."""
@@ -193,26 +192,23 @@ class NodeJob:
     def add(self, data: bytes, tree: str, name: str = "tree") -> int:
         """Add a shipped pack (shipping.pack) that completes `tree`; `name`: the user's repository
         folder name. Returns the pack's size in bytes. Raises ShipError."""
-        store = self._repo(name)
-        with self._store_lock(name):
-            store.add(data, tree)
+        self._repo(name).add(data, tree)
         return len(data)
 
     def _run(self, work: Callable[[NodeRepo, Path, threading.Event], Any], tree: str) -> dict[str, Any]:
         """Run `work(store, run_dir, cancel)` for snapshot `tree`; the result with the run folder's files."""
-        from kopt_mcp.cluster.shipping import ShipError
+        from kopt_mcp.cluster.shipping import ShipError, SnapshotMissing
         from kopt_mcp.referee.core import Cancelled
 
-        if self.store is None or not self.store.has(tree):
-            raise ShipError(f"snapshot {tree[:12]} was not shipped to this node: `add` its pack first")
+        if self.store is None:
+            raise SnapshotMissing(f"snapshot {tree[:12]} was not shipped to this node: `add` its pack first")
         try:
+            if not self.store.has(tree):  # shipped trees are complete: incomplete means damaged
+                raise ShipError(f"snapshot {tree[:12]} is missing on this node or its objects cannot be read")
             self.store.verify(tree)
-        except ShipError as e:  # drop the damaged store: the next call ships the snapshot anew
-            self.store.repo.close()
-            with self._store_lock(self.store.path.name):
-                shutil.rmtree(self.store.path, ignore_errors=True)
-            self.store = None
-            raise ShipError(f"{e}; the node's snapshot store was removed: call again to ship it anew") from e
+        except ShipError as e:  # drop the damaged store: the next call ships the snapshots anew
+            self._drop_store()
+            raise SnapshotMissing(f"{e}; the job's snapshot store was removed: call again to ship it anew") from e
         with self._lock:  # one run at a time on the lease's device
             self._cancel.clear()
             run_dir = Path(tempfile.mkdtemp(prefix="run-", dir=self.root))
@@ -268,8 +264,7 @@ class NodeJob:
     def close(self) -> None:
         """Give back the node's lease file and remove this job's folder (idempotent)."""
         self._cancel.set()
-        if self.store is not None:
-            self.store.repo.close()  # its persistent `git cat-file` processes
+        self._drop_store()
         if self.gpu_gate is not None:
             self.gpu_gate.release()
         shutil.rmtree(self.root, ignore_errors=True)

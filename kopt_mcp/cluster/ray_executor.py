@@ -32,7 +32,7 @@ from typing import Any
 import git
 
 from kopt_mcp.cluster.node import NodeJob
-from kopt_mcp.cluster.shipping import pack, relocate, restore
+from kopt_mcp.cluster.shipping import SnapshotMissing, pack, relocate, restore
 from kopt_mcp.config import ClusterSection, GatesSection, TargetConfig
 from kopt_mcp.executor import DeviceLost, Progress
 from kopt_mcp.gpus.base import GpuProbe
@@ -152,9 +152,9 @@ class RayLease:
                              "then ruled failed") from e
 
     def _ship(self, ws: git.Repo, tree: str, base: str | None) -> None:
-        """Make snapshot `tree` complete on the node: nothing when its host has it already (from an
-        earlier lease), else BEST (`base`) as a full pack first if needed, then `tree` as a thin pack
-        against it (or full without a base)."""
+        """Make snapshot `tree` complete on the node's job: nothing when it has it already, else BEST
+        (`base`) as a full pack first if needed, then `tree` as a thin pack against it (or full
+        without a base). The packs' object-store references are the executor's, reused by every lease."""
         if tree in self.trees:
             return
         name = repo_name(ws)
@@ -177,6 +177,21 @@ class RayLease:
         restore(out["files"], run_dir)
         return relocate(out["result"], out["run_dir"], str(run_dir)) if out["run_dir"] else out["result"]
 
+    def _run(self, ws: git.Repo, tree: str, base: str | None, run_dir: Path, limit: float,
+             cancel: threading.Event | None, call: Callable[[], Any]) -> Any:
+        """Ship `tree`, run `call()` on the node, fetch its files into `run_dir`. A snapshot the node
+        found damaged in its store (rewritten there, e.g. by an earlier run) is shipped anew once."""
+        self._live()
+        for again in (False, True):
+            self._ship(ws, tree, base)
+            try:
+                return self._fetch(self._get(call(), limit, cancel), run_dir)
+            except SnapshotMissing:
+                if again:
+                    raise
+                self.trees.clear()  # the node dropped its store: everything goes again
+        raise AssertionError("unreachable")
+
     def measure(self, cfg: TargetConfig, ws: git.Repo, tree: str, run_dir: Path, env: dict[str, str], *,
                 check: bool = True, base: str | None = None, cancel: threading.Event | None = None,
                 pid_dir: Path | None = None) -> Any:
@@ -184,20 +199,16 @@ class RayLease:
         against `base` where given); as referee.measure.measure_snapshot, with `run_dir` filled from
         the node. `pid_dir` is the node's own (the run is recorded there). Raises DeviceLost,
         Cancelled (`cancel` set), ShipError, or what measure_snapshot raises on the node."""
-        self._live()
-        self._ship(ws, tree, base)
         limit = cfg.benchmark.timeout_s + cfg.correctness.timeout_s + ANSWER_SLACK_S
-        return self._fetch(self._get(self.actor.measure.remote(cfg, tree, env, check), limit, cancel), run_dir)
+        return self._run(ws, tree, base, run_dir, limit, cancel, lambda: self.actor.measure.remote(cfg, tree, env, check))
 
     def profile(self, cfg: TargetConfig, profiler: Any, ws: git.Repo, tree: str, run_dir: Path,
                 env: dict[str, str], *, base: str | None = None, cancel: threading.Event | None = None,
                 pid_dir: Path | None = None) -> Any:
         """Run the benchmark under `profiler` on the node (the profiler object is sent as it is: the
         node needs the same tools); as referee.measure.profile_snapshot. Raises as `measure`."""
-        self._live()
-        self._ship(ws, tree, base)
         limit = cfg.profiler.timeout_s + ANSWER_SLACK_S
-        return self._fetch(self._get(self.actor.profile.remote(cfg, profiler, tree, env), limit, cancel), run_dir)
+        return self._run(ws, tree, base, run_dir, limit, cancel, lambda: self.actor.profile.remote(cfg, profiler, tree, env))
 
     def make_profiler(self, backend: str, detail: bool = False) -> Any:
         """The profiler for [profiler] `backend` chosen on the node (its tools, its GPU's vendor),

@@ -36,6 +36,10 @@ class ShipError(MeasurementError, RuntimeError):
     """A snapshot could not be shipped or rebuilt on the node; the message says which and why."""
 
 
+class SnapshotMissing(ShipError):
+    """The node does not hold the snapshot (not shipped, or its damaged store was dropped): ship it again."""
+
+
 def pack(ws: git.Repo, tree: str, base: str | None = None) -> bytes:
     """The git pack (bytes) that carries tree object `tree` to a repository holding `base`.
 

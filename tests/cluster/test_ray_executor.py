@@ -68,7 +68,8 @@ class Local:
     def add(self, name: str):
         node = self.cluster.add_node(num_cpus=1, resources={FAKE_GPU: 1}, node_ip_address=LOOPBACK,
                                      env_vars={"KOPT_FAKE_NODE": name,
-                                               "KOPT_LEASE_DIR": str(self.root / name / "leases")})
+                                               "KOPT_LEASE_DIR": str(self.root / name / "leases"),
+                                               "KOPT_NODE_CACHE": str(self.root / name / "cache")})
         self.nodes[name], self.ids[name] = node, node.node_id
         return node
 
@@ -143,9 +144,10 @@ def test_measure_and_profile_on_a_node_come_back_with_values_and_logs(local, toy
     lease.release()
     lease.release()  # idempotent
     assert executor.leases == []
-    again = executor.acquire(prefer=lease.device_id).lease  # the next call's lease on that host
+    again = executor.acquire(prefer=lease.device_id).lease  # the next call's lease
     m2 = again.measure(toy.cfg, toy.ws, cand, tmp_path / "r5", {}, base=toy.best)
-    assert m2.values() == {"n=1": 50.0, "n=2": 200.0} and again.sent == []  # nothing shipped twice
+    assert m2.values() == {"n=1": 50.0, "n=2": 200.0}
+    assert [t for t, _ in again.sent] == [toy.best, cand] and len(executor._packs) == 2  # nothing packed twice
     again.release()
     with pytest.raises(DeviceLost, match="already released"):
         lease.measure(toy.cfg, toy.ws, cand, tmp_path / "r4", {})
@@ -191,6 +193,30 @@ def test_no_node_with_the_resource_waits_then_says_what_to_check(local, toy):
     cancel = threading.Event()
     cancel.set()
     assert ex.acquire(cancel=cancel).outcome.reason == "cancelled"
+
+
+CORRUPT_STORE = """
+import glob, os, tempfile
+for f in glob.glob(os.path.join(tempfile.gettempdir(), "kopt-node-*", "repo", "*", ".git", "objects", "pack", "*.pack")):
+    os.chmod(f, 0o644)
+    with open(f, "r+b") as fh:
+        fh.write(b"\\0" * os.path.getsize(f))
+"""
+
+
+def test_a_run_that_corrupts_the_node_store_fails_and_best_is_shipped_anew(toy, executor, tmp_path):
+    import git
+
+    lease = executor.acquire().lease
+    assert lease.measure(toy.cfg, toy.ws, toy.best, tmp_path / "b1", {}).values()["n=1"] == 100.0
+    cheat = toy.candidate({"1": 50.0, "2": 200.0}, extra=CORRUPT_STORE)
+    with pytest.raises(git.GitCommandError):  # its own run-changes check can no longer read the store
+        lease.measure(toy.cfg, toy.ws, cheat, tmp_path / "cheat", {}, base=toy.best)
+    shipped = len(lease.sent)
+    again = lease.measure(toy.cfg, toy.ws, toy.best, tmp_path / "b2", {})  # refused as damaged, shipped anew
+    assert again.values() == {"n=1": 100.0, "n=2": 200.0} and again.changes == []
+    assert [t for t, _ in lease.sent[shipped:]] == [toy.best]
+    lease.release()
 
 
 def test_cancel_kills_the_run_on_the_node(toy, executor, tmp_path):
