@@ -12,7 +12,8 @@ by other Ray jobs.
 through the object store, a candidate as a thin pack against `base`), run it on the actor, write
 the run folder's files into the local `run_dir` and rewrite the result's paths to point there.
 A lost actor or node (ActorDiedError, NodeDiedError, a lost object, no answer in time) raises
-`DeviceLost`; `release` kills the actor (its runs' process trees die with it: PDEATHSIG).
+`DeviceLost` (a run it cut off is ended by the next lease on that host: node.sweep_dead_jobs);
+`release` lets the node give its lease file back, then kills the actor.
 
 Ray's worker output is not forwarded to this process (`log_to_driver=False`): under stdio MCP,
 stdout is the protocol.
@@ -27,7 +28,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import git
 
@@ -38,6 +39,10 @@ from kopt_mcp.executor import DeviceLost, Progress
 from kopt_mcp.gpus.base import GpuProbe
 from kopt_mcp.gpus.gate import GateOutcome, GpuCheck
 from kopt_mcp.results import DeviceInfo
+
+if TYPE_CHECKING:
+    from kopt_mcp.profilers.base import Profiler
+    from kopt_mcp.referee.measure import Measurement, Profiled
 
 try:
     import ray
@@ -194,7 +199,7 @@ class RayLease:
 
     def measure(self, cfg: TargetConfig, ws: git.Repo, tree: str, run_dir: Path, env: dict[str, str], *,
                 check: bool = True, base: str | None = None, cancel: threading.Event | None = None,
-                pid_dir: Path | None = None) -> Any:
+                pid_dir: Path | None = None) -> Measurement:
         """Run the benchmark on the node in a disposable checkout of tree `tree` (shipped as a diff
         against `base` where given); as referee.measure.measure_snapshot, with `run_dir` filled from
         the node. `pid_dir` is the node's own (the run is recorded there). Raises DeviceLost,
@@ -202,15 +207,16 @@ class RayLease:
         limit = cfg.benchmark.timeout_s + cfg.correctness.timeout_s + ANSWER_SLACK_S
         return self._run(ws, tree, base, run_dir, limit, cancel, lambda: self.actor.measure.remote(cfg, tree, env, check))
 
-    def profile(self, cfg: TargetConfig, profiler: Any, ws: git.Repo, tree: str, run_dir: Path,
+    def profile(self, cfg: TargetConfig, profiler: Profiler, ws: git.Repo, tree: str, run_dir: Path,
                 env: dict[str, str], *, base: str | None = None, cancel: threading.Event | None = None,
-                pid_dir: Path | None = None) -> Any:
-        """Run the benchmark under `profiler` on the node (the profiler object is sent as it is: the
-        node needs the same tools); as referee.measure.profile_snapshot. Raises as `measure`."""
+                pid_dir: Path | None = None) -> Profiled:
+        """Run the benchmark under `profiler` on the node; as referee.measure.profile_snapshot. The
+        profiler object is sent as it is: build it there with `make_profiler`; one the node lacks
+        comes back as a Profiled with the error. Raises as `measure`."""
         limit = cfg.profiler.timeout_s + ANSWER_SLACK_S
         return self._run(ws, tree, base, run_dir, limit, cancel, lambda: self.actor.profile.remote(cfg, profiler, tree, env))
 
-    def make_profiler(self, backend: str, detail: bool = False) -> Any:
+    def make_profiler(self, backend: str, detail: bool = False) -> Profiler:
         """The profiler for [profiler] `backend` chosen on the node (its tools, its GPU's vendor),
         for `profile`: "auto" on a server without GPU tools would pick none. Raises ProfilerError
         (as profilers.make_profiler, on the node) or DeviceLost."""
