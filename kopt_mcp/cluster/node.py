@@ -45,6 +45,8 @@ from kopt_mcp.gpus.lease import LeaseManager
 CACHE_DIR = "kopt-mcp-node-cache"
 CACHE_ENV = "KOPT_NODE_CACHE"
 JOB_PREFIX = "kopt-node-"
+#: set in every run's environment to the job's folder: what `sweep_dead_jobs` recognises a run by
+JOB_ENV = "KOPT_NODE_JOB"
 OWNER_FILE = "owner.json"
 
 
@@ -57,12 +59,14 @@ def _alive(pid: int, create_time: float) -> bool:
         return False
 
 
-def _end_session(sid: int, since: float) -> list[int]:
-    """SIGKILL every process of session `sid` started at or after `since` (epoch s); their pids."""
+def _end_session(sid: int, since: float, job: str) -> list[int]:
+    """SIGKILL every process of session `sid` started at or after `since` (epoch s) whose environment
+    names `job` (JOB_ENV: a recycled pid's unrelated session is never touched); their pids."""
     procs = []
     for q in psutil.process_iter():
         try:
-            if q.pid != os.getpid() and os.getsid(q.pid) == sid and q.create_time() >= since - 0.5:
+            if (q.pid != os.getpid() and os.getsid(q.pid) == sid and q.create_time() >= since - 0.5
+                    and q.environ().get(JOB_ENV) == job):
                 procs.append(q)
         except (psutil.Error, OSError):
             pass
@@ -78,8 +82,8 @@ def _end_session(sid: int, since: float) -> list[int]:
 def sweep_dead_jobs(base: Path | None = None) -> list[int]:
     """End what jobs that died without `close` left on this host (module docstring): for each
     `kopt-node-*` folder under `base` (default: the temp dir) whose owner process is gone, kill the
-    processes of every run it recorded (the runs' sessions: the launcher was their leader) and
-    remove the folder. Jobs of live workers and folders without an owner file are left alone.
+    processes of every run it recorded (the runs' sessions: the launcher was their leader; only
+    processes whose environment names that job) and remove the folder. Jobs of live workers and folders without an owner file are left alone.
     Returns the pids killed. Never raises for unreadable records."""
     killed: list[int] = []
     for d in (base or Path(tempfile.gettempdir())).glob(JOB_PREFIX + "*"):
@@ -92,7 +96,7 @@ def sweep_dead_jobs(base: Path | None = None) -> list[int]:
         for rec in sorted((d / "pids").glob("*.json")):
             try:
                 r = json.loads(rec.read_text(encoding="utf-8"))
-                killed += _end_session(int(r["pid"]), float(r["create_time"]))
+                killed += _end_session(int(r["pid"]), float(r["create_time"]), str(d))
             except (OSError, ValueError, KeyError, TypeError):
                 pass
         shutil.rmtree(d, ignore_errors=True)
@@ -221,6 +225,10 @@ class NodeJob:
             finally:
                 shutil.rmtree(run_dir, ignore_errors=True)
 
+    def _env(self, env: dict[str, str]) -> dict[str, str]:
+        """A run's environment here: shipping.node_env, and JOB_ENV naming this job."""
+        return {**node_env(env, self.binding, self.cache_root), JOB_ENV: str(self.root)}
+
     def measure(self, cfg: TargetConfig, tree: str, env: dict[str, str], check: bool = True) -> dict[str, Any]:
         """referee.measure.measure_snapshot of `tree` here, bound to this lease's device.
         Returns {"result": Measurement, "run_dir": node path, "files": {relative path: bytes}} or
@@ -228,8 +236,7 @@ class NodeJob:
         from kopt_mcp.referee.measure import measure_snapshot
 
         return self._run(lambda store, run_dir, cancel: measure_snapshot(
-            cfg, store.repo, tree, run_dir, node_env(env, self.binding, self.cache_root), cancel, self.pid_dir,
-            check), tree)
+            cfg, store.repo, tree, run_dir, self._env(env), cancel, self.pid_dir, check), tree)
 
     def make_profiler(self, backend: str, detail: bool = False) -> Any:
         """profilers.make_profiler for [profiler] `backend` as this node sees its tools and its
@@ -254,8 +261,7 @@ class NodeJob:
                 "run_dir": "", "files": {}}
 
         return self._run(lambda store, run_dir, cancel: profile_snapshot(
-            cfg, profiler, store.repo, tree, run_dir, node_env(env, self.binding, self.cache_root), cancel,
-            self.pid_dir), tree)
+            cfg, profiler, store.repo, tree, run_dir, self._env(env), cancel, self.pid_dir), tree)
 
     def cancel(self) -> None:
         """Cancel the run in progress (its process tree is killed; it returns {"cancelled": ...})."""

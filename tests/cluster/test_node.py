@@ -94,23 +94,30 @@ def test_cancel_kills_the_run(toy, job):
 
 def test_sweep_ends_the_runs_of_a_dead_job_and_leaves_live_ones(tmp_path):
     import json
+    import os
     import subprocess
     import sys
 
     import psutil
 
-    from kopt_mcp.cluster.node import sweep_dead_jobs
+    from kopt_mcp.cluster.node import JOB_ENV, sweep_dead_jobs
 
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone_created = psutil.Process(gone.pid).create_time()
     gone.wait()
     # a run the dead job's launcher left: a process in the launcher's session, still holding the GPU
-    orphan = subprocess.Popen(["sleep", "120"], start_new_session=True)
     dead = tmp_path / "kopt-node-dead"
+    orphan = subprocess.Popen(["sleep", "120"], start_new_session=True, env={**os.environ, JOB_ENV: str(dead)})
+    # a process of that session that is not the job's (a recycled pid's session, say) is left alone
+    stranger = subprocess.Popen(["sleep", "120"], start_new_session=True)
     (dead / "pids").mkdir(parents=True)
     (dead / "owner.json").write_text(json.dumps({"pid": gone.pid, "create_time": gone_created}))
-    (dead / "pids" / f"{orphan.pid}.json").write_text(json.dumps(
-        {"pid": orphan.pid, "create_time": psutil.Process(orphan.pid).create_time()}))
+    for p in (orphan, stranger):  # started: exec'd, its own environment readable
+        deadline = time.monotonic() + 10
+        while psutil.Process(p.pid).cmdline()[:1] != ["sleep"] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        (dead / "pids" / f"{p.pid}.json").write_text(json.dumps(
+            {"pid": p.pid, "create_time": psutil.Process(p.pid).create_time()}))
     live = tmp_path / "kopt-node-live"
     live.mkdir()
     me = psutil.Process()
@@ -119,6 +126,9 @@ def test_sweep_ends_the_runs_of_a_dead_job_and_leaves_live_ones(tmp_path):
     assert sweep_dead_jobs(tmp_path) == [orphan.pid]
     assert not psutil.pid_exists(orphan.pid)  # killed (and reaped by the sweep: it was our child)
     assert not dead.exists() and live.exists()
+    assert stranger.poll() is None
+    stranger.kill()
+    stranger.wait()
 
 
 def test_executor_for_is_none_without_ray_address_and_names_the_install_line_without_ray(toy, monkeypatch):
