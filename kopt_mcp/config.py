@@ -123,6 +123,25 @@ class CommandSection(_Section):
     timeout_s: float = Field(600.0, gt=0)
 
 
+class ClusterSection(_Section):
+    """`[cluster]`: run every measuring job on a Ray cluster instead of this host (kopt_mcp/cluster;
+    `pip install "kopt-mcp[ray]"`). Empty `ray_address`: measure here, as before.
+
+    A measuring call's lease is a Ray actor holding one unit of `gpu_resource` on a node whose GPU
+    passes the idle gate there ([gates] thresholds, gpu_probe); BEST's snapshot and the candidate's
+    diff travel through Ray's object store; logs, result files and traces come back into the run
+    folder. A node lost mid-job is retried once on another lease, then the call is `failed`.
+    """
+
+    ray_address: str = Field("", description="the Ray cluster to join (head's host:port, or \"auto\"); "
+                             "empty: measure on this host")
+    gpu_resource: str = Field("GPU", min_length=1, description="the Ray resource one lease holds (1 unit): \"GPU\" "
+                              "(Ray binds the GPU), or a custom resource name (e.g. fake GPUs in tests)")
+    start_timeout_s: float = Field(60.0, gt=0, description="how long (s) a lease's actor may take to start on a "
+                                   "node; longer: every unit of gpu_resource there is held by other Ray jobs")
+    namespace: str = Field("kopt-mcp", min_length=1, description="the Ray namespace of the lease actors")
+
+
 class TargetConfig(_Section):
     """The whole `kopt.toml`."""
 
@@ -133,6 +152,7 @@ class TargetConfig(_Section):
     protect: ProtectSection = ProtectSection()
     format: CommandSection = CommandSection()
     warmup: CommandSection = CommandSection()
+    cluster: ClusterSection = ClusterSection()
 
     @model_validator(mode="after")
     def _has_correctness_rule(self) -> TargetConfig:
