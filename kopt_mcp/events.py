@@ -358,6 +358,26 @@ class GpuGate(_OnSlot):
     waited_s: float | None = None
 
 
+class Confirmation(_OnSlot):
+    """commit_improvement's out-of-process confirmation of a GPU-time keep (profilers.confirm):
+    confirmed / refuted / unavailable, why, the profiler, the claimed and measured gains (%), the
+    floor and tolerance (%), and each side's time per step (us) as measured out of process."""
+
+    required = ("attempt", "status")
+    event: Literal["confirmation"]
+    attempt: int | None = None
+    status: Literal["confirmed", "refuted", "unavailable"]
+    reason: str = ""
+    backend: str | None = None
+    claimed_gain_pct: float | None = None
+    floor_pct: float | None = None
+    tolerance_pct: float | None = None
+    best: dict[str, Any] | None = None
+    candidate: dict[str, Any] | None = None
+    gain_pct: float | None = None
+    runs: list[str] = []
+
+
 class BestMoved(_Event):
     """Another candidate slot moved BEST (the serialized commit step): this slot follows it from
     `previous` to `best_commit`; `by` names the slot that committed, `action` what happened to this
@@ -432,7 +452,7 @@ class Other(BaseModel):
 
 
 TYPED = (SessionStarted, Baseline, Attempt, Commit, CommitRefused, Revert, Stopped, Recovered, Snapshot,
-         RunBenchmark, BaselineFailed, Trace, Warmup, GpuGate, BestMoved, DeviceLost, BenchmarkOutputs, CancelledOp, LeftoversEnded,
+         RunBenchmark, BaselineFailed, Trace, Warmup, GpuGate, Confirmation, BestMoved, DeviceLost, BenchmarkOutputs, CancelledOp, LeftoversEnded,
          StaleGitLocksRemoved, StopSummaryCommitFailed)
 #: event kind -> its model
 EVENTS: dict[str, type[_Event]] = {get_args(m.model_fields["event"].annotation)[0]: m for m in TYPED}

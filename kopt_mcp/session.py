@@ -65,6 +65,10 @@ class PendingImprovement(BaseModel):
     #: the BEST_COMMIT it was judged against (None in states saved before this field existed): when
     #: BEST has moved since, commit_improvement re-applies it onto the newest BEST and re-measures
     base: str | None = None
+    #: BEST's GPU time (us) in the keep decision and the GPU-time floor (%) its gain cleared: the
+    #: claim the commit's out-of-process confirmation checks (profilers.confirm.confirm_keep)
+    gpu_best_us: float | None = None
+    gpu_floor_pct: float | None = None
 
 
 class LastVerdict(BaseModel):

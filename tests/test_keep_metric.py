@@ -140,3 +140,54 @@ def test_without_a_profiler_from_the_start_the_script_metric_decides(ref):
     set_kernel(ref.workspace_path, FASTER)
     v = ref.save_and_test("global", "faster")
     assert v.verdict == "improved" and v.gpu_delta_pct is None
+
+
+class _RecordedNcu:
+    """Stands in for ncu as the benchmark's parent: runs the benchmark, then leaves the same real
+    recorded ncu CSV (H200, torch softmax) for every tree, as ncu would for a candidate whose
+    in-process gain was forged: out of process its kernels are BEST's."""
+
+    @staticmethod
+    def make():
+        import shlex
+
+        from kopt_mcp.profilers.confirm import LOG_NAME, ConfirmNcu
+        from tests.conftest import FIXTURES
+
+        class Recorded(ConfirmNcu):
+            def wrap(self, command, out_dir):
+                rec = FIXTURES / "ncu" / "h200_raw_page_torch_matmul_softmax.csv"
+                return f"{command} && cp {shlex.quote(str(rec))} {shlex.quote(str(out_dir / LOG_NAME))}"
+
+        return Recorded(kernel_regex="softmax")
+
+
+def test_commit_refuses_a_keep_that_the_out_of_process_measurement_refutes(cupti_ref, monkeypatch):
+    """The in-process (replayed CUPTI) trace claims 5%; the confirming run with the profiler as the
+    benchmark's parent shows candidate == BEST: not committed, archived, BEST unchanged, and the
+    ledger holds the `confirmation` record with both gains."""
+    import kopt_mcp.profilers.confirm as confirm
+
+    r = cupti_ref(1000.0)
+    set_kernel(r.workspace_path, FASTER, GPU_US=950.0)
+    assert r.save_and_test("global", "faster").verdict == "improved"
+    best = r.state.best.commit
+    prof = _RecordedNcu.make()
+    monkeypatch.setattr(confirm, "confirm_profiler", lambda *a, **k: (prof, "recorded ncu"))
+    c = r.commit_improvement("faster")
+    assert not c.committed and c.reason.startswith("refuted"), c.reason
+    assert r.state.best.commit == best and r.state.phase.value == "ready"
+    rec = next(e for e in reversed(r.store.ledger()) if e["event"] == "confirmation")
+    assert rec["status"] == "refuted" and rec["claimed_gain_pct"] == pytest.approx(5.0, abs=0.01)
+    assert rec["gain_pct"] == pytest.approx(0.0)
+    assert any(p.name.endswith("improved-not-kept.patch") for p in (r.store.root / "attempts").iterdir())
+
+
+def test_commit_without_an_out_of_process_profiler_goes_ahead_and_says_so(cupti_ref):
+    r = cupti_ref(1000.0)
+    set_kernel(r.workspace_path, FASTER, GPU_US=950.0)
+    assert r.save_and_test("global", "faster").verdict == "improved"
+    c = r.commit_improvement("faster")
+    assert c.committed and "not confirmed out of process" in c.reason, c.reason
+    rec = next(e for e in reversed(r.store.ledger()) if e["event"] == "confirmation")
+    assert rec["status"] == "unavailable"

@@ -52,6 +52,8 @@ class Attempt:
     class_errors: dict = field(default_factory=dict)
     class_gpu_us: dict[str, float] | None = None
     lost_devices: list[str] = field(default_factory=list)
+    #: the GPU-time floor (%) the keep metric's gain had to clear (rules.verdict.gpu_gain_floor)
+    gpu_floor_pct: float | None = None
 
     def measured_again(self) -> None:
         """Forget the measurements (the device was lost: the whole measuring call runs again on
@@ -259,7 +261,8 @@ def _improved(sess: Session, a: Attempt, reason: str) -> VerdictResult:
         candidate_metrics=a.cand_values, candidate_gpu_us=keep.gpu_candidate_us,
         candidate_class_gpu_us=a.class_gpu_us,
         kernels=sess.state.best.kernels, target_delta_pct=sum(d.target_deltas_pct) / len(d.target_deltas_pct),
-        metric_used=keep.metric_used, base=sess.state.best.commit))
+        metric_used=keep.metric_used, base=sess.state.best.commit,
+        gpu_best_us=keep.gpu_best_us, gpu_floor_pct=a.gpu_floor_pct))
     return finish(sess, a, "improved", reason, revert=False)
 
 

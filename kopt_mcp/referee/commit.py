@@ -97,7 +97,7 @@ def _commit(sess: Session, message: str, progress: Progress | None) -> CommitRes
         return _not_kept(sess, f"no longer better after formatting and re-measure: target {p.target} "
                          f"{d.target_deltas_pct[-1]:+.2f}%" + (f", worse: {', '.join(worse)}" if worse else ""),
                          formatted, d.classes)
-    gpu_us = p.candidate_gpu_us
+    gpu_us, claim = p.candidate_gpu_us, (p.gpu_best_us, p.candidate_gpu_us, p.gpu_floor_pct)
     if (formatted or reapplied) and gpu_us is not None:  # a new tree: its GPU time is measured again
         from kopt_mcp.referee.keep_metric import keep_metric
 
@@ -108,7 +108,19 @@ def _commit(sess: Session, message: str, progress: Progress | None) -> CommitRes
             return _not_kept(sess, str(e), formatted, d.classes)
         if not keep.kept:
             return _not_kept(sess, keep.reason, formatted, d.classes)
-        gpu_us = keep.gpu_candidate_us
+        gpu_us, claim = keep.gpu_candidate_us, (keep.gpu_best_us, keep.gpu_candidate_us, a.gpu_floor_pct)
+    note = ""
+    if gpu_us is not None:  # the profiler's GPU time decided the keep: confirm it out of process
+        if progress:
+            progress(2, 4, "confirming the GPU-time gain out of process (ncu / rocprofv3 as the benchmark's parent)")
+        try:
+            conf = _confirm(sess, a, claim)
+        except Tampered as e:
+            return _not_kept(sess, str(e), formatted, d.classes)
+        if conf is not None:
+            if conf.status == "refuted":
+                return _not_kept(sess, conf.reason, formatted, d.classes)  # archived as improved-not-kept
+            note = f" Out-of-process confirmation: {conf.reason}"
     moved = workspace_moved(sess, a.tree)
     if moved:
         return _not_kept(sess, moved, formatted, d.classes)
@@ -136,7 +148,7 @@ def _commit(sess: Session, message: str, progress: Progress | None) -> CommitRes
     faults.point("commit_improvement.after_state_save")
     return CommitResult(committed=True, reason=f"committed: the re-measure still favours the candidate ({p.target} "
                         f"{d.target_deltas_pct[-1]:+.2f}%, no other class worse beyond {g.noise_pct:g}%); "
-                        "the save_and_test verdict stands", commit=sha, best_commit=sha, formatted=formatted,
+                        "the save_and_test verdict stands." + note, commit=sha, best_commit=sha, formatted=formatted,
                         classes=d.classes, next_actions=next_actions(s))
 
 
@@ -216,3 +228,34 @@ def _not_kept(sess: Session, reason: str, formatted: bool, classes) -> CommitRes
     return CommitResult(committed=False, reason=reason, commit=None, best_commit=s.best.commit,
                         formatted=formatted, classes=classes, next_actions=next_actions(s))
 
+
+def _confirm(sess: Session, a: Attempt, claim: tuple[float | None, float | None, float | None]):
+    """The commit-time out-of-process confirmation of a GPU-time keep (profilers.confirm.confirm_keep):
+    the candidate and BEST run once more on this call's lease under a profiler that is the benchmark's
+    parent process (ncu; rocprofv3 on AMD), each in a disposable checkout verified afterwards. Its
+    record goes to the ledger (`confirmation`). `claim`: BEST's and the candidate's GPU time (us) in
+    the keep decision and the floor (%) it cleared. None when the claim is incomplete (a session
+    saved before these fields existed). Raises Tampered."""
+    from kopt_mcp.errors import MeasurementError
+    from kopt_mcp.profilers.confirm import confirm_keep, gain_pct
+    from kopt_mcp.referee.attempt import verify_run
+
+    best_us, cand_us, floor = claim
+    if best_us is None or cand_us is None:
+        return None
+
+    def run_profiled(tree: str, prof, label: str):
+        pr = sess.profile(prof, tree, sess.store.run_dir(a.n, label))
+        a.runs.append(str(pr.log_path.rsplit("/", 1)[0]))
+        verify_run(sess, a, pr.changes, tree)
+        if pr.trace is None:
+            raise MeasurementError(pr.error or "no trace")
+        return pr.trace
+
+    vendor = sess.device.vendor if sess.device else "cpu"
+    conf = confirm_keep(run_profiled, a.tree, a.best_tree, claimed_gain_pct=gain_pct(best_us, cand_us),
+                        floor_pct=floor if floor is not None else sess.cfg.gates.min_gpu_gain_pct, vendor=vendor,
+                        setting=sess.cfg.profiler.confirm, kernel_regex=sess.cfg.profiler.kernel or None,
+                        target_names=sess.state.best.kernels)
+    sess.store.log("confirmation", attempt=a.n, **conf.model_dump(mode="json"))
+    return conf

@@ -310,6 +310,9 @@ class Session:
 
     def profiler(self, detail: bool = False) -> Profiler:
         """The configured profiler for the leased device's vendor (from `services.profiler`)."""
+        make = getattr(self.job, "make_profiler", None)  # a remote lease picks the profiler its node has
+        if make is not None:
+            return make(self.cfg.profiler.backend, detail)
         vendor = self.device.vendor if self.device else "cpu"
         return self.services.profiler(self.cfg.profiler.backend, vendor, detail)
 

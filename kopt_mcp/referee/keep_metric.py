@@ -74,7 +74,8 @@ def keep_metric(sess: Session, a: Attempt, suspect: bool = True, candidate_runs:
                                      confidence=g.confidence, min_gain_pct=floor.pct, suspect=suspect)
             keep.reason += (f" (BEST profiled before and after the candidate: {b1:.1f} and {b2:.1f} us, spread "
                             f"{spread:.3f}%; {floor.shown()})")
-        jumped = (not keep.kept and floor.binding == "own_spread" and keep.gpu_delta_pct is not None
+        a.gpu_floor_pct = floor.pct if floor is not None else None
+        jumped = (not keep.kept and floor is not None and floor.binding == "own_spread" and keep.gpu_delta_pct is not None
                   and keep.gpu_delta_pct > floor.rest_pct)
         runs_left -= 1
         if not jumped or runs_left == 0:

@@ -169,7 +169,12 @@ def measure(cfg: TargetConfig, tree: Path, run_dir: Path, env: dict[str, str],
             files = collect_results(cwd, b, run.started_at, before, run_dir / "benchmark.log")
             for f in files:
                 if Path(f.path).parent != run_dir:  # format stdout reads the log already there
-                    shutil.copy2(f.path, run_dir / f.name)
+                    # by its path under the workdir: two result files of one name (results/fwd/x.csv,
+                    # results/bwd/x.csv) are both kept
+                    src = Path(f.path)
+                    rel = src.relative_to(cwd) if src.is_relative_to(cwd) else Path(f.name)
+                    (run_dir / rel).parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copy2(src, run_dir / rel)
             table = read_results(files, b)
             failing = table.failing()
         except MetricsError as e:

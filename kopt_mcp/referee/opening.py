@@ -156,8 +156,18 @@ def _create_slot_workspace(sess: Session):
 
 
 def _open_gate(sess: Session) -> None:
-    """The session's executor: `services.executor(sess)`, else `local_executor(sess)`."""
-    sess.executor = sess.services.executor(sess) if sess.services.executor is not None else local_executor(sess)
+    """The session's executor: `services.executor(sess)`; else, with `[cluster] ray_address`, the Ray
+    executor (kopt_mcp.cluster.ray_executor; ImportError names the install line when Ray is missing);
+    else `local_executor(sess)` (this host)."""
+    if sess.services.executor is not None:
+        sess.executor = sess.services.executor(sess)
+        return
+    if sess.cfg.cluster.ray_address:  # imported only then: importing Ray takes seconds
+        from kopt_mcp.cluster.ray_executor import executor_for
+
+        sess.executor = executor_for(sess.cfg, sess.tag)
+        return
+    sess.executor = local_executor(sess)
 
 
 def local_executor(sess: Session):

@@ -312,3 +312,39 @@ def test_the_cpu_example_on_a_node_best_a_candidate_and_a_wrong_one(local, execu
     w = lease.measure(cfg, ws, buggy, tmp_path / "buggy", {}, base=best)
     assert w.gate.kind == "incorrect" and w.table.failing() and (tmp_path / "buggy" / "benchmark.log").is_file()
     lease.release()
+
+
+def test_the_referee_measures_through_ray_when_the_config_names_a_cluster(local, tmp_path):
+    """End to end through the referee: a toy session whose kopt.toml names the local cluster
+    (`[cluster] ray_address`) takes its baseline, judges a clear win `improved` (fixed planted
+    numbers: no noise can flip it) and commits it, every run on a Ray node's fake GPU; the ledger
+    names that node's device on the baseline, the attempt and the commit; no lease is held after."""
+    from kopt_mcp.cluster.ray_executor import executor_for
+    from kopt_mcp.referee import Referee
+    from kopt_mcp.testing import fake_services, make_toy_repo, set_kernel
+
+    for n in ("a", "b"):
+        local.probe.set_busy(n, False)
+    cluster = (f'[cluster]\nray_address = "{local.cluster.address}"\ngpu_resource = "{FAKE_GPU}"\n'
+               'start_timeout_s = 60\n')
+    repo = make_toy_repo(tmp_path / "repo", {"1": 100.0, "2": 200.0},
+                         extra_gates='gpu_wait_s = 0.0\ngpu_poll_s = 1.0\n' + cluster)
+    services = fake_services(executor=lambda sess: executor_for(sess.cfg, sess.tag, probe_factory=local.probe))
+    ref = Referee(repo, tag="ray", services=services)
+    try:
+        assert ref.executor.__class__.__name__ == "RayExecutor"
+        base = ref.run_benchmark()
+        assert base.baseline_recorded, base.reason
+        set_kernel(ref.workspace_path, {"1": 50.0, "2": 100.0})
+        v = ref.save_and_test(hypothesis="halve both classes")
+        assert v.verdict == "improved", v.reason
+        c = ref.commit_improvement("halved")
+        assert c.committed, c.reason
+        events = {e["event"]: e for e in ref.store.ledger()}
+        node_ids = set(local.ids.values())
+        for kind, key in (("baseline", "device_id"), ("attempt", "device"), ("commit", "device")):
+            dev = events[kind][key]
+            assert dev and any(i in dev for i in node_ids), (kind, dev)
+        assert ref.job is None
+    finally:
+        ref.close()
