@@ -9,6 +9,8 @@
 #                                  (benchmarks/profiler_accuracy.py; ACCURACY_QUICK=1: no ncu)
 #   scripts/gpu_suite.sh trace     ... the trace report alone: kernel_trace_analysis on the Triton example's
 #                                  baseline (benchmarks/trace_report.py -> trace_report.md / .json)
+#   scripts/gpu_suite.sh slots     ... two candidate slots sharing the GPU on the Triton example
+#                                  (benchmarks/slots_gpu/run.py -> slots_gpu.md / .json)
 #   scripts/gpu_suite.sh decisions [TRIALS]  ... the decision-quality benchmark (planted effects;
 #                                  DQ_MAX_SECONDS=S: start no round of trials that would end past S s)
 #                                  logs and results go to $OUT (default: benchmarks/results/latest).
@@ -77,6 +79,11 @@ trace_report() {
   python3 benchmarks/trace_report.py "$OUT" 2>&1 | tee "$OUT/trace_report.log"
 }
 
+slots() {
+  setup
+  python3 benchmarks/slots_gpu/run.py "$OUT" 2>&1 | tee "$OUT/slots_gpu.log"
+}
+
 decisions() {
   setup
   python3 benchmarks/decision_quality/run.py --device gpu --trials "${1:-20}" --out "$OUT" \
@@ -90,5 +97,6 @@ case "${1:-}" in
   accuracy) accuracy ;;
   trace) trace_report ;;
   decisions) decisions "${2:-20}" ;;
-  *) echo "usage: scripts/gpu_suite.sh prepare|run|tests|accuracy|trace|decisions [TRIALS]" >&2; exit 2 ;;
+  slots) slots ;;
+  *) echo "usage: scripts/gpu_suite.sh prepare|run|tests|accuracy|trace|decisions [TRIALS]|slots" >&2; exit 2 ;;
 esac
