@@ -28,6 +28,7 @@ import argparse
 import dataclasses
 import json
 import multiprocessing as mp
+import os
 import re
 import subprocess
 import sys
@@ -200,8 +201,9 @@ def ledger_check(repo: Path, slots: list[str], spans: list[dict]) -> list[str]:
     return problems
 
 
-def one(n: int, rounds: int, sleep_s: float, base: Path, commit: bool = True) -> dict:
-    """Run N slots on N fake GPUs; their numbers and checks."""
+def one(n: int, rounds: int, sleep_s: float, base: Path, commit: bool = True, shared_leases: bool = True) -> dict:
+    """Run N slots on N fake GPUs; their numbers and checks. `shared_leases` False: each slot gets a
+    lease folder of its own (the negative control: the double-booking check must then fire)."""
     from kopt_mcp.referee import Referee
 
     d = base / f"n{n}"
@@ -214,7 +216,8 @@ def one(n: int, rounds: int, sleep_s: float, base: Path, commit: bool = True) ->
     slots = [f"s{k}" for k in range(1, n + 1)]
     ctx = mp.get_context("spawn")
     barrier = ctx.Barrier(n)
-    procs = [ctx.Process(target=worker, args=(str(repo), s, k, n, str(lease_dir), str(spans), rounds, barrier,
+    procs = [ctx.Process(target=worker, args=(str(repo), s, k, n, str(lease_dir if shared_leases else lease_dir / s),
+                                              str(spans), rounds, barrier,
                                               str(d / f"{s}.json"), commit)) for k, s in enumerate(slots, 1)]
     for p in procs:
         p.start()
@@ -233,6 +236,8 @@ def one(n: int, rounds: int, sleep_s: float, base: Path, commit: bool = True) ->
     line = subprocess.run(["git", "log", "--format=%s", f"kernel-opt/{TAG}"], cwd=repo, capture_output=True,
                           text=True, check=True).stdout.splitlines()
     busy = sum(s["end"] - s["start"] for s in run_spans)
+    # time a commit waited for the best lock (or did git work) beyond its own re-measure runs
+    commit_runs = sum(s["end"] - s["start"] for s in run_spans if "commit-" in Path(s["run_dir"]).name)
     tests, commits = [s["test_s"] for s in steps], [s["commit_s"] for s in steps if "commit_s" in s]
     return {"n": n, "wall_s": t1 - t0, "verdicts": len(steps), "commits": sum(bool(s.get("committed")) for s in steps),
             "verdicts_per_min": len(steps) / (t1 - t0) * 60, "runs": len(run_spans),
@@ -241,7 +246,9 @@ def one(n: int, rounds: int, sleep_s: float, base: Path, commit: bool = True) ->
             "best_line_commits": len(line), "save_and_test_s_mean": sum(tests) / len(tests),
             "commit_s_mean": sum(commits) / len(commits) if commits else None,
             "commit_s_share_pct": 100 * sum(commits) / (sum(tests) + sum(commits)),
-            "runs_per_verdict": len(run_spans) / len(steps)}
+            "runs_per_verdict": len(run_spans) / len(steps),
+            "commit_beyond_runs_s_mean": (sum(commits) - commit_runs) / len(commits) if commits else None,
+            "loadavg_1min_after": os.getloadavg()[0]}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -251,12 +258,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sleep", type=float, default=2.0, help="seconds each benchmark run sleeps (the 'GPU' work)")
     ap.add_argument("--no-commit", action="store_true",
                     help="revert `improved` candidates instead of committing them (no serialized commit step)")
+    ap.add_argument("--unshared-leases", action="store_true",
+                    help="negative control: a lease folder per slot, so slots do not see each other's leases "
+                    "(the double-booking check must fail)")
     ap.add_argument("--json", type=Path, help="also write the results here")
     a = ap.parse_args(argv)
     rows = []
     with tempfile.TemporaryDirectory(prefix="kopt-throughput-") as tmp:
         for n in a.slots:
-            r = one(n, a.rounds, a.sleep, Path(tmp), commit=not a.no_commit)
+            r = one(n, a.rounds, a.sleep, Path(tmp), commit=not a.no_commit, shared_leases=not a.unshared_leases)
             rows.append(r)
             one_rate = rows[0]["verdicts_per_min"] / rows[0]["n"]
             r["ratio_vs_one"] = r["verdicts_per_min"] / one_rate
@@ -265,7 +275,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"{r['runs']} runs, devices busy {r['device_busy_pct']:.0f}%; wrong verdicts {len(r['wrong'])}; "
                   f"double bookings {len(r['double_bookings'])}; ledger mismatches {len(r['ledger'])}; "
                   f"save_and_test {r['save_and_test_s_mean']:.1f} s, commit {r['commit_s_mean'] or 0:.1f} s "
-                  f"({r['commit_s_share_pct']:.0f}% of slot time)", flush=True)
+                  f"({r['commit_s_share_pct']:.0f}% of slot time; {r['commit_beyond_runs_s_mean'] or 0:.1f} s of it beyond its "
+                  f"runs); load average {r['loadavg_1min_after']:.1f}", flush=True)
             for msg in r["wrong"] + r["double_bookings"] + r["ledger"]:
                 print("   ", msg, flush=True)
     if a.json:
