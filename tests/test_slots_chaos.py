@@ -35,7 +35,7 @@ def _kernel(values: dict[int, float]) -> str:
 
 def _set_line(ws: Path, k: int, value: float) -> None:
     p = ws / "kernel.py"
-    p.write_text(re.sub(rf'^TIMES\["{k}"\] = .*$', f'TIMES["{k}"] = {value}', p.read_text(), flags=re.M))
+    p.write_text(re.sub(rf'^TIMES\["{k}"\] = .*$', f'TIMES["{k}"] = {value}', p.read_text(), flags=re.MULTILINE))
 
 
 def _git(repo: Path, *args: str) -> str:
@@ -115,7 +115,7 @@ def test_killing_one_of_three_slot_servers_mid_run_leaves_the_others_and_best_co
                 st = (await c.call_tool("status", {})).structured_content
                 ws = Path(st["workspace"])
                 patch = next((root / "slots" / "s2" / "attempts").glob("*-interrupted.patch"))
-                subprocess.run(["git", "apply", str(patch)], cwd=ws, check=True)  # the agent redoes its change
+                await anyio.run_process(["git", "apply", str(patch)], cwd=ws, check=True)  # the agent redoes it
                 v = (await c.call_tool("save_and_test", {"target": "n=2", "hypothesis": "s2 again"})).structured_content
                 cm = (await c.call_tool("commit_improvement", {"message": "s2"})).structured_content
                 return {"status": st, "verdict": v["verdict"], "committed": cm["committed"]}

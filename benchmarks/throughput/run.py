@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import itertools
 import json
 import multiprocessing as mp
 import os
@@ -121,7 +122,7 @@ def set_line(ws: Path, k: int, value: float, note: str = "") -> None:
     """Rewrite class n=k's line of the workspace's kernel.py (the other lines as they are)."""
     p = ws / "kernel.py"
     line = f'TIMES["{k}"] = {value}' + (f"  # {note}" if note else "")
-    p.write_text(re.sub(rf'^TIMES\["{k}"\] = .*$', line, p.read_text(), flags=re.M))
+    p.write_text(re.sub(rf'^TIMES\["{k}"\] = .*$', line, p.read_text(), flags=re.MULTILINE))
 
 
 def script(k: int, rounds: int) -> list[tuple[str, float, str, str]]:
@@ -173,7 +174,7 @@ def double_bookings(spans: list[dict]) -> list[str]:
         by_dev.setdefault(str(s["device"]), []).append(s)
     for dev, runs in by_dev.items():
         runs.sort(key=lambda s: s["start"])
-        for a, b in zip(runs, runs[1:]):
+        for a, b in itertools.pairwise(runs):
             if b["start"] < a["end"] and a["slot"] != b["slot"]:
                 bad.append(f"device {dev}: {a['slot']} {a['start']:.3f}-{a['end']:.3f} overlaps "
                            f"{b['slot']} {b['start']:.3f}-{b['end']:.3f}")
