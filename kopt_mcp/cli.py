@@ -67,6 +67,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="auto: triton when torch+triton+an NVIDIA GPU are present, else cpu")
     d.add_argument("--keep", type=Path, default=None, metavar="DIR",
                    help="work in this folder and keep it (default: a temp dir)")
+    d.add_argument("--agents", type=int, default=1, metavar="N",
+                   help="3: three scripted agents at once, one candidate slot each, on the CPU example "
+                   "(default 1: the single-agent demo)")
     c = sub.add_parser("check-config", help="validate a config against the repository and print what it found",
                        description="Validate a config against the repository and print what it found; "
                        "exit 0 when usable, 2 otherwise.")
@@ -152,7 +155,8 @@ def _serve(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script; returns the exit code."""
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
     if args.cmd == "serve":
         return _serve(args)
     if args.cmd == "report":
@@ -160,6 +164,15 @@ def main(argv: list[str] | None = None) -> int:
 
         return report_command(args.repo, args.tag, args.out)
     if args.cmd == "demo":
+        if args.agents != 1:
+            from kopt_mcp.demo_agents import run_agents_demo
+
+            if args.example == "triton":
+                parser.error("--agents runs on the CPU example only: leave out --example triton")
+            try:
+                return run_agents_demo(args.agents, args.keep)
+            except ValueError as e:
+                parser.error(str(e))
         from kopt_mcp.demo import run_demo
 
         return run_demo(args.example, args.keep)
