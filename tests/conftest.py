@@ -5,10 +5,16 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import mcp.client.stdio  # noqa: F401  -- see below
 import pytest
 
 from kopt_mcp.referee import Referee
 from kopt_mcp.testing import make_toy_repo
+
+# mcp.client.stdio binds `errlog=sys.stderr` as a default argument when it is first imported. Imported
+# here, before any test runs, that is pytest's session-wide stderr (a real file). Imported first inside
+# a test that captures with capsys, it would be that test's in-memory stream, and every later stdio
+# client in the run fails with "io.UnsupportedOperation: fileno".
 
 FIXTURES = Path(__file__).parent / "fixtures"
 BASE_TIMES = {"1": 100.0, "2": 200.0}
