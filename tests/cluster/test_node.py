@@ -45,7 +45,7 @@ def test_measure_runs_the_shipped_candidate_and_returns_its_files(toy, job):
     out = job.measure(toy.cfg, cand, {"TRITON_CACHE_DIR": "/nowhere/cache/triton"})
     m = out["result"]
     assert m.values() == {"n=1": 50.0, "n=2": 200.0} and m.gate.kind == "ok" and m.snapshot == cand and m.changes == []
-    assert {"benchmark.log", "bench.csv"} <= set(out["files"]) and b"toy benchmark run" in out["files"]["benchmark.log"]
+    assert {"benchmark.log", "results/bench.csv"} <= set(out["files"]) and b"toy benchmark run" in out["files"]["benchmark.log"]
     assert m.run.log_path.startswith(out["run_dir"])
     assert "/kopt-run-" in m.tree and m.tree.endswith("/repo")  # checkouts are named like the user's repo
 

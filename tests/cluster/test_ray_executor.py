@@ -126,7 +126,7 @@ def test_measure_and_profile_on_a_node_come_back_with_values_and_logs(local, toy
     assert best.values() == {"n=1": 100.0, "n=2": 200.0} and best.gate.kind == "ok" and best.changes == []
     assert best.run.log_path == str(tmp_path / "r1" / "benchmark.log") and best.run_dir == str(tmp_path / "r1")
     assert "toy benchmark run" in (tmp_path / "r1" / "benchmark.log").read_text()
-    assert (tmp_path / "r1" / "bench.csv").is_file()
+    assert (tmp_path / "r1" / "results" / "bench.csv").is_file()  # by its path under the workdir
 
     cand = toy.candidate({"1": 50.0, "2": 200.0})
     m = lease.measure(toy.cfg, toy.ws, cand, tmp_path / "r2", {}, base=toy.best)
