@@ -21,6 +21,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 import psutil
@@ -57,12 +58,21 @@ def kill_tree(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
-    for p in kids:
+    kill_all(kids)
+
+
+def kill_all(procs: Iterable[psutil.Process]) -> list[int]:
+    """SIGKILL each of `procs`, then wait up to 5 s for them to end. Returns the pids killed (a
+    process already gone, or not ours to kill, is skipped). Never raises."""
+    procs, out = list(procs), []
+    for q in procs:
         try:
-            p.kill()
-        except psutil.NoSuchProcess:
+            q.kill()
+            out.append(q.pid)
+        except psutil.Error:
             pass
-    psutil.wait_procs(kids, timeout=5)
+    psutil.wait_procs(procs, timeout=5)
+    return out
 
 
 def bound_log(path: Path, keep: int = LOG_KEEP_BYTES) -> int:
@@ -134,7 +144,7 @@ def _record_run(pid_dir: Path, pid: int, command: str) -> Path | None:
     return path
 
 
-def _same_process(pid: int, create_time: float) -> psutil.Process | None:
+def same_process(pid: int, create_time: float) -> psutil.Process | None:
     """The live process `pid` if it is the one started at `create_time` (epoch s, as psutil reads
     it; 0.5 s tolerance for the boot-time rounding between readers), else None (gone or recycled)."""
     try:
@@ -166,9 +176,9 @@ def end_leftovers(pid_dir: Path) -> list[int]:
             f.unlink(missing_ok=True)
             continue
         server = rec.get("server_pid")
-        if server is not None and _same_process(int(server), rec.get("server_create_time", 0)):
+        if server is not None and same_process(int(server), rec.get("server_create_time", 0)):
             continue  # its server is alive: a run in progress, not a leftover
-        launcher = _same_process(pid, created)
+        launcher = same_process(pid, created)
         if launcher is not None:
             killed += _kill_run(launcher)
         f.unlink(missing_ok=True)
@@ -190,15 +200,7 @@ def _kill_run(launcher: psutil.Process) -> list[int]:
                 procs[q.pid] = q
         except (psutil.Error, OSError):
             pass
-    out = []
-    for q in procs.values():
-        try:
-            q.kill()
-            out.append(q.pid)
-        except psutil.NoSuchProcess:
-            pass
-    psutil.wait_procs(list(procs.values()), timeout=5)
-    return out
+    return kill_all(procs.values())
 
 
 def run_command(command: str, cwd: Path, env: dict[str, str], timeout_s: float, log_path: Path,

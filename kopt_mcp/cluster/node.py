@@ -39,6 +39,7 @@ from kopt_mcp.config import GatesSection, TargetConfig
 from kopt_mcp.gpus.base import GpuProbe, GpuReading
 from kopt_mcp.gpus.gate import GateOutcome, GpuGate, IdleThresholds
 from kopt_mcp.gpus.lease import LeaseManager
+from kopt_mcp.runner import kill_all, same_process
 
 #: where a node host keeps the JIT caches across leases: $KOPT_NODE_CACHE, else this folder of the
 #: temp dir
@@ -48,15 +49,6 @@ JOB_PREFIX = "kopt-node-"
 #: set in every run's environment to the job's folder: what `sweep_dead_jobs` recognises a run by
 JOB_ENV = "KOPT_NODE_JOB"
 OWNER_FILE = "owner.json"
-
-
-def _alive(pid: int, create_time: float) -> bool:
-    """True when `pid` is the process started at `create_time` (epoch s) and not a zombie."""
-    try:
-        p = psutil.Process(pid)
-        return abs(p.create_time() - create_time) <= 0.5 and p.status() != psutil.STATUS_ZOMBIE
-    except (psutil.Error, TypeError, ValueError):
-        return False
 
 
 def _end_session(sid: int, since: float, job: str) -> list[int]:
@@ -70,13 +62,7 @@ def _end_session(sid: int, since: float, job: str) -> list[int]:
                 procs.append(q)
         except (psutil.Error, OSError):
             pass
-    for q in procs:
-        try:
-            q.kill()
-        except psutil.Error:
-            pass
-    psutil.wait_procs(procs, timeout=5)
-    return [q.pid for q in procs]
+    return kill_all(procs)
 
 
 def sweep_dead_jobs(base: Path | None = None) -> list[int]:
@@ -89,7 +75,7 @@ def sweep_dead_jobs(base: Path | None = None) -> list[int]:
     for d in (base or Path(tempfile.gettempdir())).glob(JOB_PREFIX + "*"):
         try:
             owner = json.loads((d / OWNER_FILE).read_text(encoding="utf-8"))
-            if _alive(int(owner["pid"]), float(owner["create_time"])):
+            if same_process(int(owner["pid"]), float(owner["create_time"])) is not None:
                 continue
         except (OSError, ValueError, KeyError, TypeError):
             continue

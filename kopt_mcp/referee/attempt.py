@@ -229,6 +229,16 @@ def measure_run(sess: Session, a: Attempt, tree: str, label: str) -> Measurement
     return m
 
 
+def profile_run(sess: Session, a: Attempt, prof, tree: str, label: str):
+    """One run of snapshot `tree` under profiler `prof` in a disposable checkout, verified
+    afterwards (`verify_run`); returns the Profiled (its `trace` None when the run left none).
+    Raises Tampered."""
+    p = sess.profile(prof, tree, sess.store.run_dir(a.n, label))
+    a.runs.append(str(p.log_path.rsplit("/", 1)[0]))
+    verify_run(sess, a, p.changes, tree)
+    return p
+
+
 def verify_run(sess: Session, a: Attempt, changes: list[FileChange], tree: str) -> None:
     """What a run of `tree` changed in its checkout: a protected file raises Tampered (named);
     a run of BEST adds its other changes to the benchmark outputs; a candidate's other changes

@@ -60,7 +60,7 @@ def _commit(sess: Session, message: str, progress: Progress | None) -> CommitRes
     formatted = False
     if cfg.format.command:
         if progress:
-            progress(0, 3, "running the format command")
+            progress(0, 4, "running the format command")
         r = sess.services.run(cfg.format.command, sess.workspace_path, {}, cfg.format.timeout_s,
                               sess.store.run_dir(p.attempt, "format") / "format.log", cancel=sess.cancel,
                               pid_dir=sess.pid_dir)
@@ -77,7 +77,7 @@ def _commit(sess: Session, message: str, progress: Progress | None) -> CommitRes
     if sess.lease(progress).lease is None:
         raise RefereeError(f"no device to re-measure on: {s.stop_reason or 'cancelled'}")
     if progress:
-        progress(1, 3, "re-measuring candidate and BEST in the same lease")
+        progress(1, 4, "re-measuring candidate and BEST in the same lease")
     try:
         cand = measure_run(sess, a, a.tree, "commit-candidate")
         best = measure_run(sess, a, a.best_tree, "commit-best")
@@ -125,7 +125,7 @@ def _commit(sess: Session, message: str, progress: Progress | None) -> CommitRes
     if moved:
         return _not_kept(sess, moved, formatted, d.classes)
     if progress:
-        progress(2, 3, "committing code and performance.md")
+        progress(3, 4, "committing code and performance.md")
     changes = {c.key: c.mean_pct for c in d.classes}
     title = message.strip() or p.hypothesis.strip() or f"kopt attempt {p.attempt}"
     rows = [r.model_dump() for r in perf_rows(
@@ -238,16 +238,14 @@ def _confirm(sess: Session, a: Attempt, claim: tuple[float | None, float | None,
     saved before these fields existed). Raises Tampered."""
     from kopt_mcp.errors import MeasurementError
     from kopt_mcp.profilers.confirm import confirm_keep, gain_pct
-    from kopt_mcp.referee.attempt import verify_run
+    from kopt_mcp.referee.attempt import profile_run
 
     best_us, cand_us, floor = claim
     if best_us is None or cand_us is None:
         return None
 
     def run_profiled(tree: str, prof, label: str):
-        pr = sess.profile(prof, tree, sess.store.run_dir(a.n, label))
-        a.runs.append(str(pr.log_path.rsplit("/", 1)[0]))
-        verify_run(sess, a, pr.changes, tree)
+        pr = profile_run(sess, a, prof, tree, label)
         if pr.trace is None:
             raise MeasurementError(pr.error or "no trace")
         return pr.trace

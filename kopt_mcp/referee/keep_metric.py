@@ -5,7 +5,7 @@ group, else rules.verdict.apply_keep_metric on the totals)."""
 from __future__ import annotations
 
 from kopt_mcp.profilers.base import ProfilerError, exact_names_regex, target_durations, target_gpu_time, target_launches
-from kopt_mcp.referee.attempt import Attempt, verify_run
+from kopt_mcp.referee.attempt import Attempt, profile_run
 from kopt_mcp.referee.core import Session
 from kopt_mcp.rules.keep import judge_groups
 from kopt_mcp.rules.verdict import KeepDecision, apply_keep_metric, gpu_gain_floor
@@ -90,9 +90,7 @@ def _profile_target(sess: Session, a: Attempt, prof, label: str, tree: str):
     """One profiled run of snapshot `tree` in a disposable checkout, verified afterwards: (target
     GPU time us, target names, launches, per-launch us or None, the trace), or a not-kept KeepDecision
     saying why it could not be read. Raises Tampered."""
-    p = sess.profile(prof, tree, sess.store.run_dir(a.n, label))
-    a.runs.append(str(p.log_path.rsplit("/", 1)[0]))
-    verify_run(sess, a, p.changes, tree)
+    p = profile_run(sess, a, prof, tree, label)
     who = "the candidate" if label.startswith("candidate") else "BEST_COMMIT"
     if p.trace is None:
         return KeepDecision(kept=False, gpu_best_us=None, gpu_candidate_us=None, gpu_delta_pct=None,
