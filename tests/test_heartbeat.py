@@ -413,7 +413,9 @@ def test_typescript_sdk_default_timeout_75s_benchmark(tmp_path, lease_dir):
     out = json.loads(r.stdout)
     assert r.returncode == 0 and out["ok"], (out.get("error"), r.stderr[-2000:])
     assert out["duration_s"] >= LONG_S and out["structured"]["baseline_recorded"]
-    progress = out["progress"]
+    # the SDK drops a notification that arrives in the same read as the response (see long_call.mjs):
+    # the server sent it, so it counts, but only after every notification the client did hand over
+    progress = out["progress"] + out["dropped_progress"]
     assert_progress_contract([p["progress"] for p in progress], [p.get("total") for p in progress])
     g = gaps([p["t_s"] for p in progress], 0, out["duration_s"])
     report(f"typescript sdk {out['sdk_version']}", out["duration_s"], g, len(progress))

@@ -50,6 +50,14 @@ const transport = http
 const client = new Client({ name: "kopt-long-call", version: "1.0.0" });
 const progress = [];
 const logs = [];
+// The SDK hands notifications to their handlers in a microtask but responses at once: when the last
+// progress notification and the response arrive in one read, the response removes the progress
+// handler first and the notification is reported here as "unknown token". Record those.
+const dropped = [];
+client.onerror = (e) => {
+  const m = /progress notification for an unknown token: (\{.*\})$/s.exec(String(e?.message ?? e));
+  if (m) dropped.push({ t_s: (Date.now() - t0) / 1000, ...JSON.parse(m[1]).params });
+};
 client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => {
   logs.push({ t_s: (Date.now() - t0) / 1000, level: n.params.level, data: n.params.data });
 });
@@ -78,6 +86,7 @@ try {
 }
 out.duration_s = (Date.now() - t0) / 1000;
 out.progress = progress;
+out.dropped_progress = dropped;
 out.logs = logs;
 await client.close().catch(() => {});
 process.stdout.write(JSON.stringify(out) + "\n");
