@@ -3,9 +3,18 @@ command (in the workspace; a changed workspace becomes a new frozen snapshot, wh
 measured and committed); re-measure against BEST in the same lease, each run in a disposable
 checkout verified afterwards (and re-profile if formatting changed the tree); commit the snapshot
 tree + the server's performance.md only if still better (never a tree left after a run); then
-BEST_COMMIT moves, the workspace is reset to the new commit and counters reset."""
+BEST_COMMIT moves, the workspace is reset to the new commit and counters reset.
+
+Candidate slots share BEST through the cross-process lock `best.lock` (referee/slots.py). The
+re-measure runs outside it, so other slots keep measuring and committing meanwhile; the lock is
+taken for the commit itself, after checking that BEST has not moved. When it has (another slot
+committed during the re-measure), the round starts again from the exact tested tree: re-applied
+onto the newest BEST and measured against it. The last of `ROUNDS` rounds holds the lock from its
+start, so a commit step always ends."""
 
 from __future__ import annotations
+
+from contextlib import nullcontext
 
 from kopt_mcp import faults, vcs
 from kopt_mcp.referee.attempt import Attempt, measure_run
@@ -29,16 +38,50 @@ def commit_improvement(sess: Session, message: str = "", progress: Progress | No
     from kopt_mcp.referee.slots import best_lock, sync
 
     try:
-        with best_lock(sess):  # the serialized commit step: BEST moves one slot at a time
-            sync(sess)
-            return _commit(sess, message, progress)
+        for n in range(1, ROUNDS + 1):
+            with best_lock(sess) if n == ROUNDS else nullcontext():  # the last round cannot be overtaken
+                sync(sess)
+                if n > 1 and progress:
+                    progress(0, 4, f"BEST moved during the re-measure (another slot committed): round {n} of "
+                             f"at most {ROUNDS}, re-applying onto the newest BEST and measuring again")
+                out = _commit(sess, message, progress)
+            if out is not None:
+                if n > 1:
+                    out.reason += (f" (BEST moved during {n - 1} earlier re-measure(s): re-applied onto the "
+                                   "newest BEST and measured against it)")
+                return out
+            _restart(sess)
+        raise AssertionError("the last round holds the BEST lock: BEST cannot move during it")
     finally:
         job = sess.state.in_progress
         if job and job.get("tool") == "commit_improvement":
             recover(sess)
 
 
-def _commit(sess: Session, message: str, progress: Progress | None) -> CommitResult:
+#: commit rounds: a round whose re-measure is overtaken by another slot's commit starts again
+ROUNDS = 3
+
+
+def _restart(sess: Session) -> None:
+    """BEST moved while this round re-measured: the workspace back to the exact tested tree (the
+    next round re-applies the frozen attempt onto the newest BEST), the job ended."""
+    vcs.restore_tree(sess.ws, sess.state.pending.tree)
+    sess.state.end_job()
+    sess.save()
+
+
+def _best_moved(sess: Session) -> bool:
+    """True when the shared BEST (best.json) is no longer this slot's BEST_COMMIT. Call under best_lock."""
+    from kopt_mcp.referee.slots import read_shared
+
+    shared = read_shared(sess)
+    return shared is not None and shared["commit"] != sess.state.best.commit
+
+
+def _commit(sess: Session, message: str, progress: Progress | None) -> CommitResult | None:
+    """One commit round. None when another slot moved BEST during its re-measure (nothing written)."""
+    from kopt_mcp.referee.slots import best_lock
+
     s, cfg = sess.state, sess.cfg
     require(s, "commit_improvement")
     p = s.pending
@@ -124,15 +167,25 @@ def _commit(sess: Session, message: str, progress: Progress | None) -> CommitRes
     moved = workspace_moved(sess, a.tree)
     if moved:
         return _not_kept(sess, moved, formatted, d.classes)
+    with best_lock(sess):  # the serialized commit step: BEST moves one slot at a time
+        if _best_moved(sess):
+            return None
+        return _write_commit(sess, a, d, message, cand.values(), gpu_us, formatted, reapplied, note, progress)
+
+
+def _write_commit(sess: Session, a: Attempt, d, message: str, metrics: dict[str, float], gpu_us: float | None,
+                  formatted: bool, reapplied: bool, note: str, progress: Progress | None) -> CommitResult:
+    """Commit the judged snapshot `a.tree` + performance.md on BEST and adopt it (under best_lock)."""
+    s, cfg, p, g = sess.state, sess.cfg, sess.state.pending, sess.cfg.gates
     if progress:
         progress(3, 4, "committing code and performance.md")
     changes = {c.key: c.mean_pct for c in d.classes}
     title = message.strip() or p.hypothesis.strip() or f"kopt attempt {p.attempt}"
     rows = [r.model_dump() for r in perf_rows(
-        "keep", "(this commit)", cfg.benchmark.command, p.target, p.kernels, cand.values(), gpu_us,
+        "keep", "(this commit)", cfg.benchmark.command, p.target, p.kernels, metrics, gpu_us,
         changes, f"attempt {p.attempt}: {title} ({p.metric_used}: {d.reason})", class_gpu_us=a.class_gpu_us)]
     # what recovery adopts after a crash; the rows go into the `commit` record
-    s.in_progress.update(metrics=cand.values(), gpu_us=gpu_us, rows=rows)
+    s.in_progress.update(metrics=metrics, gpu_us=gpu_us, rows=rows)
     sess.save()
     sess.write_performance(extra=[{"event": "commit", "rows": rows}])  # rendered from the ledger
     perf = sess.workspace_path / "performance.md"
@@ -140,7 +193,7 @@ def _commit(sess: Session, message: str, progress: Progress | None) -> CommitRes
     sha = vcs.commit_snapshot(sess.ws, a.tree, {"performance.md": perf.read_bytes()}, s.best.commit,
                               f"{title}\n\nkopt-mcp attempt {p.attempt}, target {p.target}: {d.reason}")
     faults.point("commit_improvement.after_git_commit")
-    adopt_best(sess, p.attempt, sha, cand.values(), gpu_us, formatted=formatted, device=sess.device_id,
+    adopt_best(sess, p.attempt, sha, metrics, gpu_us, formatted=formatted, device=sess.device_id,
                **({"reapplied_from": p.base} if reapplied else {}),
                classes=[c.model_dump() for c in d.classes], rows=rows)
     s.end_job()

@@ -93,12 +93,26 @@ def _recover_commit(sess: Session, n: int, job: dict) -> str:
     s, p = sess.state, sess.state.pending
     if s.phase != Phase.improved or p is None or p.attempt != n:
         return "the commit was saved: nothing to undo"
+    from kopt_mcp.referee.slots import best_lock, read_shared
+
     head = vcs.head_sha(sess.ws)
     if head != s.best.commit and is_commit_of(sess, head, n):
-        sess.ws.git.reset("-q")
-        adopt_best(sess, n, head, job.get("metrics") or p.candidate_metrics,
-                   job.get("gpu_us", p.candidate_gpu_us), recovered=True, rows=job.get("rows") or [])
-        return f"adopted commit {head[:12]} of attempt {n} as BEST_COMMIT"
+        with best_lock(sess):
+            shared = read_shared(sess)
+            if shared is None or shared["commit"] in (s.best.commit, head):
+                sess.ws.git.reset("-q")
+                adopt_best(sess, n, head, job.get("metrics") or p.candidate_metrics,
+                           job.get("gpu_us", p.candidate_gpu_us), recovered=True, rows=job.get("rows") or [])
+                return f"adopted commit {head[:12]} of attempt {n} as BEST_COMMIT"
+        # another slot moved BEST after this commit was made and before it was published: adopting
+        # it would drop that slot's keep from the BEST line. The commit stays unadopted; the tested
+        # tree comes back and commit_improvement re-applies it onto the newest BEST.
+        if sess.slot:  # a slot's own branch goes back (the main slot's branch is the BEST line: it moved on)
+            vcs.reset_to(sess.ws, s.best.commit)
+        vcs.restore_tree(sess.ws, p.tree)
+        return (f"commit {head[:12]} of attempt {n} was made on {s.best.commit[:12]}, but another slot moved BEST to "
+                f"{shared['commit'][:12]} before it was published: not adopted; the tested tree is restored, phase "
+                "stays improved (commit_improvement re-applies it onto the newest BEST)")
     try:
         vcs.restore_tree(sess.ws, p.tree)
     except git.GitCommandError as e:  # the tree object is gone (gc): keep the files, clear the index
