@@ -125,17 +125,24 @@ def set_line(ws: Path, k: int, value: float, note: str = "") -> None:
     p.write_text(re.sub(rf'^TIMES\["{k}"\] = .*$', line, p.read_text(), flags=re.MULTILINE))
 
 
-def script(k: int, rounds: int) -> list[tuple[str, float, str, str]]:
-    """Slot k's steps: (name, factor of its current BEST value, comment, expected verdict)."""
+#: commit_improvement's note when other slots' commits overtook its re-measure (referee/commit.py)
+OVERTAKEN = re.compile(r"BEST moved during (\d+) earlier re-measure")
+
+
+def script(k: int, rounds: int, stagger: bool = False) -> list[tuple[str, float, str, str]]:
+    """Slot k's steps: (name, factor of its current BEST value, comment, expected verdict).
+    `stagger`: slot k starts (k - 1) steps into the cycle (the same steps, rotated), so that the
+    slots' commits do not all fall in the same moment, as with agents that are not in lockstep."""
     steps = []
     for r in range(rounds):
         steps += [(f"r{r} slower", 2.0, "", "regressed"), (f"r{r} same", 1.0, f"same {r}", "tie"),
                   (f"r{r} faster", 0.5, "", "improved")]
-    return steps
+    shift = (k - 1) % 3 if stagger else 0
+    return steps[shift:] + steps[:shift]
 
 
 def worker(repo: str, slot: str, k: int, n_gpus: int, lease_dir: str, spans: str, rounds: int,
-           barrier, out: str, commit: bool = True) -> None:
+           barrier, out: str, commit: bool = True, stagger: bool = False) -> None:
     """One slot process: open the slot, wait for the others, play its script, write its results."""
     from kopt_mcp.referee import Referee
 
@@ -146,7 +153,7 @@ def worker(repo: str, slot: str, k: int, n_gpus: int, lease_dir: str, spans: str
         ref.run_benchmark()  # joins the session (adopts its baseline; no run)
         barrier.wait()
         t0 = time.time()
-        for name, factor, note, expect in script(k, rounds):
+        for name, factor, note, expect in script(k, rounds, stagger):
             set_line(ref.workspace_path, k, best * factor, note)
             ts = time.time()
             v = ref.save_and_test(f"n={k}", name)
@@ -157,7 +164,8 @@ def worker(repo: str, slot: str, k: int, n_gpus: int, lease_dir: str, spans: str
             elif v.verdict == "improved":
                 c = ref.commit_improvement()
                 row.update(committed=c.committed, commit_reason=c.reason, t=time.time(),
-                           commit_s=time.time() - row["t"], reapplied="re-appl" in c.reason)
+                           commit_s=time.time() - row["t"], reapplied="re-appl" in c.reason,
+                           overtaken=int(m.group(1)) if (m := OVERTAKEN.search(c.reason)) else 0)
                 if c.committed:
                     best *= factor
             results.append(row)
@@ -202,9 +210,11 @@ def ledger_check(repo: Path, slots: list[str], spans: list[dict]) -> list[str]:
     return problems
 
 
-def one(n: int, rounds: int, sleep_s: float, base: Path, commit: bool = True, shared_leases: bool = True) -> dict:
+def one(n: int, rounds: int, sleep_s: float, base: Path, commit: bool = True, shared_leases: bool = True,
+        stagger: bool = False) -> dict:
     """Run N slots on N fake GPUs; their numbers and checks. `shared_leases` False: each slot gets a
-    lease folder of its own (the negative control: the double-booking check must then fire)."""
+    lease folder of its own (the negative control: the double-booking check must then fire).
+    `stagger`: see `script`."""
     from kopt_mcp.referee import Referee
 
     d = base / f"n{n}"
@@ -219,7 +229,7 @@ def one(n: int, rounds: int, sleep_s: float, base: Path, commit: bool = True, sh
     barrier = ctx.Barrier(n)
     procs = [ctx.Process(target=worker, args=(str(repo), s, k, n, str(lease_dir if shared_leases else lease_dir / s),
                                               str(spans), rounds, barrier,
-                                              str(d / f"{s}.json"), commit)) for k, s in enumerate(slots, 1)]
+                                              str(d / f"{s}.json"), commit, stagger)) for k, s in enumerate(slots, 1)]
     for p in procs:
         p.start()
     for p in procs:
@@ -248,6 +258,7 @@ def one(n: int, rounds: int, sleep_s: float, base: Path, commit: bool = True, sh
             "commit_s_mean": sum(commits) / len(commits) if commits else None,
             "commit_s_share_pct": 100 * sum(commits) / (sum(tests) + sum(commits)),
             "runs_per_verdict": len(run_spans) / len(steps),
+            "commit_rounds_overtaken": sum(s.get("overtaken", 0) for s in steps), "stagger": stagger,
             "commit_beyond_runs_s_mean": (sum(commits) - commit_runs) / len(commits) if commits else None,
             "loadavg_1min_after": os.getloadavg()[0]}
 
@@ -262,12 +273,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--unshared-leases", action="store_true",
                     help="negative control: a lease folder per slot, so slots do not see each other's leases "
                     "(the double-booking check must fail)")
+    ap.add_argument("--stagger", action="store_true",
+                    help="slot k starts k-1 steps into its cycle (agents not in lockstep; see script())")
     ap.add_argument("--json", type=Path, help="also write the results here")
     a = ap.parse_args(argv)
     rows = []
     with tempfile.TemporaryDirectory(prefix="kopt-throughput-") as tmp:
         for n in a.slots:
-            r = one(n, a.rounds, a.sleep, Path(tmp), commit=not a.no_commit, shared_leases=not a.unshared_leases)
+            r = one(n, a.rounds, a.sleep, Path(tmp), commit=not a.no_commit, shared_leases=not a.unshared_leases,
+                    stagger=a.stagger)
             rows.append(r)
             one_rate = rows[0]["verdicts_per_min"] / rows[0]["n"]
             r["ratio_vs_one"] = r["verdicts_per_min"] / one_rate
@@ -277,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"double bookings {len(r['double_bookings'])}; ledger mismatches {len(r['ledger'])}; "
                   f"save_and_test {r['save_and_test_s_mean']:.1f} s, commit {r['commit_s_mean'] or 0:.1f} s "
                   f"({r['commit_s_share_pct']:.0f}% of slot time; {r['commit_beyond_runs_s_mean'] or 0:.1f} s of it beyond its "
-                  f"runs); load average {r['loadavg_1min_after']:.1f}", flush=True)
+                  f"runs; {r['commit_rounds_overtaken']} commit rounds overtaken); load average {r['loadavg_1min_after']:.1f}", flush=True)
             for msg in r["wrong"] + r["double_bookings"] + r["ledger"]:
                 print("   ", msg, flush=True)
     if a.json:

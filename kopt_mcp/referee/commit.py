@@ -71,7 +71,8 @@ def _restart(sess: Session) -> None:
 
 
 def _best_moved(sess: Session) -> bool:
-    """True when the shared BEST (best.json) is no longer this slot's BEST_COMMIT. Call under best_lock."""
+    """True when the shared BEST (best.json) is no longer this slot's BEST_COMMIT. Decisive only under
+    best_lock; without it, an early look that saves the rest of an overtaken round."""
     from kopt_mcp.referee.slots import read_shared
 
     shared = read_shared(sess)
@@ -123,6 +124,8 @@ def _commit(sess: Session, message: str, progress: Progress | None) -> CommitRes
         progress(1, 4, "re-measuring candidate and BEST in the same lease")
     try:
         cand = measure_run(sess, a, a.tree, "commit-candidate")
+        if _best_moved(sess):  # overtaken already: this round's pair would be judged against a stale BEST
+            return None
         best = measure_run(sess, a, a.best_tree, "commit-best")
     except Tampered as e:
         return _not_kept(sess, str(e), formatted, [])
@@ -153,6 +156,8 @@ def _commit(sess: Session, message: str, progress: Progress | None) -> CommitRes
             return _not_kept(sess, keep.reason, formatted, d.classes)
         gpu_us, claim = keep.gpu_candidate_us, (keep.gpu_best_us, keep.gpu_candidate_us, a.gpu_floor_pct)
     note = ""
+    if _best_moved(sess):
+        return None
     if gpu_us is not None:  # the profiler's GPU time decided the keep: confirm it out of process
         if progress:
             progress(2, 4, "confirming the GPU-time gain out of process (ncu / rocprofv3 as the benchmark's parent)")
