@@ -14,7 +14,8 @@ GPU time, kernels, the baseline's noise estimates), changed only under the cross
 `kernel-opt/<tag>`. Before every operation a slot syncs (`sync`): when BEST moved, its state takes
 the new BEST and its workspace's candidate is re-applied onto it (git three-way merge; overlapping
 edits: the verdict `conflict`, archived). An `improved` candidate is left as it is: commit_improvement
-re-applies and re-measures it against the newest BEST inside the commit step (referee/commit.py).
+re-applies and re-measures it against the newest BEST, then commits under the lock only if BEST has
+not moved again meanwhile (referee/commit.py).
 Measuring runs outside the lock (only the job lease is held), so slots measure concurrently on
 distinct GPUs. performance.md is rendered from every slot's ledger (`shared_events`).
 """
