@@ -16,16 +16,16 @@ from filelock import FileLock, Timeout
 from mcp import Client
 
 from kopt_mcp.referee import commit as commit_step
-from tests.test_slots import _kernel, _line, _slot_params, pair, repo  # noqa: F401 - fixtures
+from tests.test_slots import _kernel, _line, _slot_params, b_commits_under_fault, pair, repo  # noqa: F401 - fixtures
 
 BEST_LOCK = (".git", "kopt", "t", "best.lock")
 
 
-def _branch(repo, ref: str) -> str:
+def _branch(repo, ref: str) -> str:  # noqa: F811
     return subprocess.run(["git", "rev-parse", ref], cwd=repo, capture_output=True, text=True, check=True).stdout.strip()
 
 
-def test_a_commit_overtaken_during_its_re_measure_is_reapplied_and_measured_again(pair, repo, monkeypatch):
+def test_a_commit_overtaken_during_its_re_measure_is_reapplied_and_measured_again(pair, repo, monkeypatch):  # noqa: F811
     a, b = pair
     _kernel(a.workspace_path, 50.0, 200.0)
     _kernel(b.workspace_path, 100.0, 100.0)
@@ -58,14 +58,15 @@ def test_a_commit_overtaken_during_its_re_measure_is_reapplied_and_measured_agai
     assert len(seen) == 2 and "BEST moved during 1 earlier re-measure" in cb.reason
     assert _branch(repo, "kernel-opt/t") == cb.commit
     assert a.repo.commit(cb.commit).parents[0].hexsha == ca.commit and a.repo.commit(ca.commit).parents[0].hexsha == old
-    text = subprocess.run(["git", "show", "kernel-opt/t:kernel.py"], cwd=repo, capture_output=True, text=True).stdout
+    text = subprocess.run(["git", "show", "kernel-opt/t:kernel.py"], cwd=repo, capture_output=True, text=True,
+                          check=True).stdout
     assert 'TIMES["1"] = 50.0' in text and 'TIMES["2"] = 100.0' in text  # both keeps on one BEST line
     events = [e["event"] for e in b.store.ledger()]
     assert events.count("commit") == 1 and "best_moved" in events
     assert b.store.verify() == [] and b.status().phase == "ready" and b.state.best.commit == cb.commit
 
 
-def test_a_slot_killed_after_its_git_commit_does_not_drop_a_keep_published_meanwhile(repo, make_referee, lease_dir):
+def test_a_slot_killed_after_its_git_commit_does_not_drop_a_keep_published_meanwhile(repo, make_referee, lease_dir):  # noqa: F811
     """Slot b's server is SIGKILLed after its git commit, before publishing it; the main slot then
     commits its own keep. On restart b must not adopt its stale commit (that would move the BEST line
     back past the main slot's keep): phase stays improved, and its commit re-applies onto the newest BEST."""
@@ -73,21 +74,7 @@ def test_a_slot_killed_after_its_git_commit_does_not_drop_a_keep_published_meanw
     a.run_benchmark()
     b_ws = repo / ".kopt" / "worktrees" / "t@b"
 
-    async def b_commits_and_dies():
-        try:
-            with anyio.fail_after(120):
-                async with Client(_slot_params(repo, "b", "commit_improvement.after_git_commit")) as c:
-                    _kernel(b_ws, 100.0, 100.0)
-                    r = await c.call_tool("save_and_test", {"target": "n=2", "hypothesis": "b"})
-                    assert r.structured_content["verdict"] == "improved", r
-                    await c.call_tool("commit_improvement", {})
-                    return "not killed"
-        except TimeoutError:
-            raise
-        except BaseException:  # the server died under the client
-            return "killed"
-
-    assert anyio.run(b_commits_and_dies) == "killed"
+    assert b_commits_under_fault(repo, b_ws, "commit_improvement.after_git_commit") == "killed"
     stale = _branch(repo, "kopt-slot/t/b")
     assert "kopt-mcp attempt 1" in a.repo.commit(stale).message  # b's commit exists, unpublished
     _kernel(a.workspace_path, 50.0, 200.0)
@@ -109,5 +96,6 @@ def test_a_slot_killed_after_its_git_commit_does_not_drop_a_keep_published_meanw
     assert line == cr["commit"] != stale and a.repo.commit(line).parents[0].hexsha == ca.commit
     assert json.loads(repo.joinpath(".git", "kopt", "t", "best.json").read_text())["commit"] == line
     assert _line(repo)[:2] == ["b", "a"]  # both keeps on the BEST line, b's on top of a's
-    text = subprocess.run(["git", "show", "kernel-opt/t:kernel.py"], cwd=repo, capture_output=True, text=True).stdout
+    text = subprocess.run(["git", "show", "kernel-opt/t:kernel.py"], cwd=repo, capture_output=True, text=True,
+                          check=True).stdout
     assert 'TIMES["1"] = 50.0' in text and 'TIMES["2"] = 100.0' in text

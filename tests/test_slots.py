@@ -144,6 +144,29 @@ def _slot_params(repo: Path, slot: str, fault: str | None):
         "-m", "kopt_mcp.cli", "serve", "--repo", str(repo), "--tag", "t", "--slot", slot])
 
 
+def b_commits_under_fault(repo: Path, b_ws: Path, fault: str) -> str:
+    """Slot b's server (KOPT_FAULT=`fault`) judges its n=2 edit `improved` and commits it: "killed"
+    when the server died under the client, else "not killed"."""
+    import anyio
+    from mcp import Client
+
+    async def drive():
+        try:
+            with anyio.fail_after(120):
+                async with Client(_slot_params(repo, "b", fault)) as c:
+                    _kernel(b_ws, 100.0, 100.0)
+                    r = await c.call_tool("save_and_test", {"target": "n=2", "hypothesis": "b"})
+                    assert r.structured_content["verdict"] == "improved", r
+                    await c.call_tool("commit_improvement", {})
+                    return "not killed"
+        except TimeoutError:
+            raise
+        except BaseException:  # noqa: BLE001 - the server died under the client
+            return "killed"
+
+    return anyio.run(drive)
+
+
 def test_a_slot_server_killed_after_moving_the_best_line_is_recovered_and_the_others_follow(
         repo, make_referee, lease_dir):
     """SIGKILL of slot b's server between moving the branch kernel-opt/t and writing best.json / its
@@ -158,21 +181,7 @@ def test_a_slot_server_killed_after_moving_the_best_line_is_recovered_and_the_ot
     b_ws = repo / ".kopt" / "worktrees" / "t@b"
     _kernel(a.workspace_path, 50.0, 200.0)  # the main slot's edit, not yet tested
 
-    async def drive():
-        try:
-            with anyio.fail_after(120):
-                async with Client(_slot_params(repo, "b", "slots.after_best_branch")) as c:
-                    _kernel(b_ws, 100.0, 100.0)
-                    r = await c.call_tool("save_and_test", {"target": "n=2", "hypothesis": "b"})
-                    assert r.structured_content["verdict"] == "improved", r
-                    await c.call_tool("commit_improvement", {})
-                    return "not killed"
-        except TimeoutError:
-            raise
-        except BaseException:  # the server died under the client
-            return "killed"
-
-    assert anyio.run(drive) == "killed"
+    assert b_commits_under_fault(repo, b_ws, "slots.after_best_branch") == "killed"
 
     async def restart():
         with anyio.fail_after(120):
