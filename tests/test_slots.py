@@ -57,6 +57,20 @@ def test_a_slot_joins_the_session_on_its_own_workspace_and_branch(pair, repo):
         Referee(repo, tag="t", slot="b")
 
 
+def test_the_main_slot_joins_a_session_that_a_slot_started(repo, make_referee):
+    b = make_referee(repo, slot="b")
+    assert b.run_benchmark().baseline_recorded  # the session's baseline, taken by slot b
+    a = make_referee(repo)  # the main slot opens later: it joins b's BEST line (kernel-opt/t)
+    r = a.run_benchmark()
+    assert r.ok and not r.baseline_recorded and a.status().phase == "ready"
+    assert a.state.best.commit == b.state.best.commit and a.workspace_path.name == "t"
+    _kernel(a.workspace_path, 50.0, 200.0)
+    assert a.save_and_test("n=1", "a").verdict == "improved"
+    ca = a.commit_improvement()
+    assert ca.committed and _line(repo)[0] == "a"
+    assert b.run_benchmark().ok and b.state.best.commit == ca.commit  # and b follows
+
+
 def test_one_commits_while_the_other_was_judged_against_the_old_best(pair, repo):
     a, b = pair
     _kernel(a.workspace_path, 50.0, 200.0)

@@ -94,8 +94,7 @@ def _open_state(sess: Session) -> None:
     if saved is None:
         sess.config = load_config(sess.config_path)
         sess.cfg = sess.config.target
-        sess.ws = _create_slot_workspace(sess) if sess.slot else vcs.create_workspace(
-            sess.repo, sess.workspace_path, sess.branch)
+        sess.ws = _create_slot_workspace(sess) if sess.slot else _create_main_workspace(sess)
         head = vcs.head_sha(sess.ws)
         try:
             base_md = sess.ws.git.show(f"{head}:performance.md")
@@ -134,6 +133,22 @@ def _open_state(sess: Session) -> None:
         sess.problems.append(f"the BEST worktree {sess.best_path} could not be checked out at "
                              f"{sess.state.best.commit[:12]} ({short(e)}): measuring calls will fail until "
                              "it is fixed (remove the folder and `git worktree prune`, then restart)")
+
+
+def _create_main_workspace(sess: Session):
+    """The main slot's workspace: a new branch `kernel-opt/<tag>` from HEAD (vcs.create_workspace).
+    When candidate slots started the session before the main slot ever opened, that branch is
+    their BEST line (best.json names its head): the workspace joins it, and the first call adopts
+    the session's baseline (referee.slots.sync). Raises VcsError when the branch exists otherwise."""
+    from kopt_mcp.referee.slots import read_shared
+
+    shared = read_shared(sess)
+    if (shared and sess.branch in [h.name for h in sess.repo.heads] and not sess.workspace_path.exists()
+            and sess.repo.commit(sess.branch).hexsha == shared["commit"]):
+        sess.workspace_path.parent.mkdir(parents=True, exist_ok=True)
+        sess.repo.git.worktree("add", str(sess.workspace_path), sess.branch)
+        return git.Repo(sess.workspace_path)
+    return vcs.create_workspace(sess.repo, sess.workspace_path, sess.branch)
 
 
 def _create_slot_workspace(sess: Session):
