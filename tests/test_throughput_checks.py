@@ -1,6 +1,6 @@
-"""The throughput benchmark's double-booking check (benchmarks/throughput/run.py) catches what it
+"""The throughput benchmark (benchmarks/throughput/run.py): its double-booking check catches what it
 must: two slots' runs overlapping on one device; runs on distinct devices, or one after the other,
-are not flagged."""
+are not flagged; `--stagger` gives every slot the same steps, rotated."""
 
 from __future__ import annotations
 
@@ -19,3 +19,15 @@ def test_two_slots_on_one_device_at_once_are_a_double_booking():
 def test_distinct_devices_and_back_to_back_runs_are_fine():
     runs = [_run("s1", "0", 0.0, 2.0), _run("s2", "0", 2.0, 4.0), _run("s2", "1", 0.0, 4.0), _run("s1", "1", 4.5, 6.0)]
     assert double_bookings(runs) == []
+
+
+def test_staggered_slots_play_the_same_steps_rotated_so_their_commits_fall_apart():
+    from benchmarks.throughput.run import script
+
+    lockstep = [script(k, 2) for k in (1, 2, 3)]
+    staggered = [script(k, 2, stagger=True) for k in (1, 2, 3)]
+    assert lockstep[0] == lockstep[1] == lockstep[2] == staggered[0]
+    for s in staggered:
+        assert sorted(s) == sorted(lockstep[0])  # the same work per slot, so N slots compare with one
+    commit_at = [[i for i, step in enumerate(s) if step[3] == "improved"] for s in staggered]
+    assert commit_at == [[2, 5], [1, 4], [0, 3]]
