@@ -52,5 +52,6 @@ def register(tools: list[Tool]) -> None:
         message: Annotated[str, Field(max_length=500, description="commit title (default: the hypothesis)")] = "",
     ) -> CommitResult:
         """Commit the exact tree save_and_test ruled improved: format, re-measure against BEST, commit
-        code + performance.md only if still better; BEST_COMMIT moves. Returns committed, reason, commit."""
+        code + performance.md only if still better; BEST_COMMIT moves. If another slot commits meanwhile,
+        re-applies onto the newer BEST and measures again. Returns committed, reason, commit."""
         return await _call_and_announce(ctx, referee(ctx).commit_improvement, message)
