@@ -188,7 +188,7 @@ def _write_commit(sess: Session, a: Attempt, d, message: str, metrics: dict[str,
     title = message.strip() or p.hypothesis.strip() or f"kopt attempt {p.attempt}"
     rows = [r.model_dump() for r in perf_rows(
         "keep", "(this commit)", cfg.benchmark.command, p.target, p.kernels, metrics, gpu_us,
-        changes, f"attempt {p.attempt}: {title} ({p.metric_used}: {d.reason})", class_gpu_us=a.class_gpu_us)]
+        changes, keep_note(p, title, d.target_deltas_pct[-1], gpu_us), class_gpu_us=a.class_gpu_us)]
     # what recovery adopts after a crash; the rows go into the `commit` record
     s.in_progress.update(metrics=metrics, gpu_us=gpu_us, rows=rows)
     sess.save()
@@ -208,6 +208,18 @@ def _write_commit(sess: Session, a: Attempt, d, message: str, metrics: dict[str,
                         f"{d.target_deltas_pct[-1]:+.2f}%, no other class worse beyond {g.noise_pct:g}%); "
                         "the save_and_test verdict stands." + note, commit=sha, best_commit=sha, formatted=formatted,
                         classes=d.classes, next_actions=next_actions(s))
+
+
+def keep_note(p, title: str, commit_delta_pct: float, gpu_us: float | None) -> str:
+    """The note of a keep's performance.md rows: what kept it and both script-metric deltas of its
+    target (% better: the save_and_test verdict's mean, and the commit's one-round re-measure), e.g.
+    `attempt 3: fuse (kept on profiler GPU time, -12.0% GPU time; n=1 +11.80% at the verdict,
+    +11.20% re-measured at commit)`. The commit's own one-round decision reason is not used: one
+    round is never a significant win, and the row would say `tie` for a keep."""
+    gpu = (f", {100 * (gpu_us - p.gpu_best_us) / p.gpu_best_us:+.1f}% GPU time"
+           if gpu_us is not None and p.gpu_best_us else "")
+    return (f"attempt {p.attempt}: {title} (kept on {p.metric_used}{gpu}; {p.target} {p.target_delta_pct:+.2f}% "
+            f"at the verdict, {commit_delta_pct:+.2f}% re-measured at commit)")
 
 
 def _reapply(sess: Session, a: Attempt, judged_against: str) -> CommitResult | None:

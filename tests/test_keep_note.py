@@ -1,0 +1,24 @@
+"""The note on a keep's performance.md rows (referee/commit.py keep_note): what kept it and both
+deltas of its target, never the commit's one-round decision reason (which reads `tie` for a keep)."""
+
+from __future__ import annotations
+
+from kopt_mcp.referee.commit import keep_note
+from kopt_mcp.session import PendingImprovement
+
+
+def _pending(**kw) -> PendingImprovement:
+    base = dict(attempt=3, tree="t", target="n=1", hypothesis="h", candidate_metrics={"n=1": 88.0},
+                candidate_gpu_us=None, kernels=["k"], target_delta_pct=11.8, metric_used="script metric")
+    return PendingImprovement(**{**base, **kw})
+
+
+def test_a_script_metric_keep_names_both_deltas():
+    assert keep_note(_pending(), "fuse", 11.2, None) == (
+        "attempt 3: fuse (kept on script metric; n=1 +11.80% at the verdict, +11.20% re-measured at commit)")
+
+
+def test_a_gpu_time_keep_names_its_gpu_time_change():
+    p = _pending(metric_used="profiler GPU time", candidate_gpu_us=88.0, gpu_best_us=100.0)
+    note = keep_note(p, "fuse", 11.2, 90.0)  # the commit's own GPU time (re-profiled tree): 90 us vs BEST 100 us
+    assert "kept on profiler GPU time, -10.0% GPU time;" in note and "tie" not in note
