@@ -23,6 +23,7 @@ from kopt_mcp.referee.measure import raise_if_cancelled
 from kopt_mcp.referee.ops import Tampered, protected_paths, workspace_moved
 from kopt_mcp.referee.recovery import adopt_best, recover
 from kopt_mcp.referee.report import perf_rows
+from kopt_mcp.referee.slots import best_lock, read_shared, sync
 from kopt_mcp.results import CommitResult
 from kopt_mcp.rules.protect import touched_protected, unsafe_symlinks
 from kopt_mcp.rules.verdict import Round, decide
@@ -35,8 +36,6 @@ def commit_improvement(sess: Session, message: str = "", progress: Progress | No
     else the exact tested tree restored; the phase stays `improved`). Raises SessionError outside
     phase improved, RefereeError when the workspace changed since the verdict or the format
     command fails."""
-    from kopt_mcp.referee.slots import best_lock, sync
-
     try:
         for n in range(1, ROUNDS + 1):
             with best_lock(sess) if n == ROUNDS else nullcontext():  # the last round cannot be overtaken
@@ -73,16 +72,12 @@ def _restart(sess: Session) -> None:
 def _best_moved(sess: Session) -> bool:
     """True when the shared BEST (best.json) is no longer this slot's BEST_COMMIT. Decisive only under
     best_lock; without it, an early look that saves the rest of an overtaken round."""
-    from kopt_mcp.referee.slots import read_shared
-
     shared = read_shared(sess)
     return shared is not None and shared["commit"] != sess.state.best.commit
 
 
 def _commit(sess: Session, message: str, progress: Progress | None) -> CommitResult | None:
     """One commit round. None when another slot moved BEST during its re-measure (nothing written)."""
-    from kopt_mcp.referee.slots import best_lock
-
     s, cfg = sess.state, sess.cfg
     require(s, "commit_improvement")
     p = s.pending

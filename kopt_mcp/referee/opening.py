@@ -20,6 +20,7 @@ from kopt_mcp.gpus.gate import IdleThresholds
 from kopt_mcp.ledger import now_iso
 from kopt_mcp.referee.core import RefereeError, Session, lease_dir_default, short
 from kopt_mcp.referee.recovery import clear_stale_locks, settle
+from kopt_mcp.referee.slots import read_shared
 from kopt_mcp.runner import end_leftovers
 from kopt_mcp.session import Best, SessionState
 
@@ -140,8 +141,6 @@ def _create_main_workspace(sess: Session):
     When candidate slots started the session before the main slot ever opened, that branch is
     their BEST line (best.json names its head): the workspace joins it, and the first call adopts
     the session's baseline (referee.slots.sync). Raises VcsError when the branch exists otherwise."""
-    from kopt_mcp.referee.slots import read_shared
-
     shared = read_shared(sess)
     if (shared and sess.branch in [h.name for h in sess.repo.heads] and not sess.workspace_path.exists()
             and sess.repo.commit(sess.branch).hexsha == shared["commit"]):
@@ -155,8 +154,6 @@ def _create_slot_workspace(sess: Session):
     """A candidate slot's workspace on its own branch, made from the session's BEST (the shared
     best.json, else the BEST line's branch, else HEAD). Raises VcsError when the branch or the folder
     exists already."""
-    from kopt_mcp.referee.slots import read_shared
-
     shared = read_shared(sess)
     line = f"kernel-opt/{sess.tag}"
     start = shared["commit"] if shared else (line if line in [h.name for h in sess.repo.heads] else "HEAD")

@@ -13,6 +13,7 @@ import psutil
 from kopt_mcp import faults, vcs
 from kopt_mcp.referee.core import BASELINE_MESSAGE, STOP_MESSAGE, RefereeError, Session, short
 from kopt_mcp.referee.report import stop_summary
+from kopt_mcp.referee.slots import best_lock, publish, read_shared, unpublish
 from kopt_mcp.session import Phase
 
 
@@ -93,8 +94,6 @@ def _recover_commit(sess: Session, n: int, job: dict) -> str:
     s, p = sess.state, sess.state.pending
     if s.phase != Phase.improved or p is None or p.attempt != n:
         return "the commit was saved: nothing to undo"
-    from kopt_mcp.referee.slots import best_lock, read_shared
-
     head = vcs.head_sha(sess.ws)
     if head != s.best.commit and is_commit_of(sess, head, n):
         with best_lock(sess):
@@ -130,8 +129,6 @@ def _recover_baseline(sess: Session, base: str) -> str:
     if head.hexsha != base and head.message.strip() == BASELINE_MESSAGE and [c.hexsha for c in head.parents] == [base]:
         sess.ws.git.reset("-q", "--soft", base)  # the commit goes; the files stay as they are
         dropped = f"dropped the half-done baseline commit {head.hexsha[:12]}; "
-        from kopt_mcp.referee.slots import unpublish
-
         unpublish(sess, head.hexsha)  # slots must not adopt a baseline that is gone
     restore_performance_md(sess, base)
     s.best.commit = base
@@ -143,8 +140,6 @@ def adopt_best(sess: Session, attempt: int, sha: str, metrics: dict[str, float],
     """A keep is committed as `sha`: BEST_COMMIT moves there with its metrics (SessionState.adopted),
     the BEST worktree follows, counters reset, the `commit` record (with `rows`, its performance.md
     rows) is queued. The caller saves the state (the commit point)."""
-    from kopt_mcp.referee.slots import best_lock, publish
-
     vcs.ensure_best_worktree(sess.repo, sess.best_path, sha)
     faults.point("commit_improvement.after_best_worktree")
     old = sess.state.adopted(sha, metrics, gpu_us)
