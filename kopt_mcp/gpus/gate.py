@@ -6,6 +6,11 @@ used below `mem_mib`, and no other kopt-mcp process holds its lease.
 Without a GPU (probe "none") the CPU is the device. With a `cpu_probe`, the gate waits while other
 processes use `cpu_pct` % of all cores or more (polling every min(poll_s, CPU_POLL_S) s, up to
 `cpu_wait_s`), then hands out the CPU lease in any case: the note says how busy the cores were.
+
+A GPU held by a kopt-mcp job lease (another slot or session measuring: one call, minutes at most) is
+checked again every min(poll_s, JOB_POLL_S) s, not every poll_s: with two slots sharing one GPU, the
+waiting slot measures as soon as the other's call ends, instead of sleeping the 600 s meant for a
+foreign job (seen on an H100, 2026-11-24: slot a waited out a whole 590 s device call).
 """
 
 from __future__ import annotations
@@ -23,10 +28,11 @@ from kopt_mcp.gpus.cpu import CpuLoad, CpuLoadProbe
 from kopt_mcp.gpus.lease import Lease, LeaseManager, binding_env
 
 __all__ = ["IdleThresholds", "busy_reasons", "binding_env", "Lease", "GpuCheck", "GateOutcome",
-           "GpuGate", "CPU_NOTE", "CPU_POLL_S"]
+           "GpuGate", "CPU_NOTE", "CPU_POLL_S", "JOB_POLL_S"]
 
 CPU_NOTE = "no GPU probe: the CPU is the device; the gate passes at once"
 CPU_POLL_S = 10.0  # the most time between two CPU-load checks (load changes in seconds, not minutes)
+JOB_POLL_S = 2.0  # the most time between two checks while a kopt-mcp job lease holds a GPU we could use
 
 
 class IdleThresholds(BaseModel):
@@ -201,7 +207,7 @@ class GpuGate:
                     return GateOutcome(lease=self._held, checks=checks,
                                        waited_s=self._clock() - start, polls=polls)
                 self.release()
-            checks = []
+            checks, job_held = [], False
             for r in readings:
                 c = self._check(r, own)
                 if not c.busy:
@@ -213,12 +219,15 @@ class GpuGate:
                         return GateOutcome(lease=lease, checks=checks,
                                            waited_s=self._clock() - start, polls=polls)
                     c.busy.append(_leased_reason(self.leases.holder(r.uuid) or {}))
+                    job_held = True
+                elif self.leases.holder(r.uuid) is not None:  # busy with a kopt-mcp job: it ends soon
+                    job_held = True
                 checks.append(c)
             waited = self._clock() - start
             if waited >= self.wait_s:
                 return GateOutcome(lease=None, checks=checks, waited_s=waited, polls=polls,
                                    reason=f"no idle GPU after {_n(self.wait_s)} s: {_summary(checks)}")
-            pause = min(self.poll_s, self.wait_s - waited)
+            pause = min(self.poll_s, JOB_POLL_S if job_held else self.poll_s, self.wait_s - waited)
             if progress is not None:
                 progress(waited, self.wait_s,
                          f"no idle GPU yet ({_summary(checks)}); next check in {_n(pause)} s")

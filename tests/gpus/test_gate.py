@@ -256,3 +256,30 @@ def test_cpu_gate_cancelled_while_waiting(tmp_path, fake_time):
                    sleep=lambda s: cancel.set(), clock=fake_time)
     out = gate.acquire(cancel=cancel)
     assert out.lease is None and out.reason == "cancelled"
+
+
+def test_a_gpu_held_by_a_kopt_job_lease_is_checked_again_within_seconds(tmp_path, fake_time):
+    """Two slots on one GPU: the waiting slot must not sleep the 600 s meant for a foreign job while
+    the other slot measures: first its benchmark process shows on the GPU, then (between its runs)
+    only its job lease; at its end the lease is released and the waiting slot takes the GPU."""
+    from kopt_mcp.gpus.gate import JOB_POLL_S
+
+    other = LeaseManager(tmp_path, "t")
+    for recorded in (BUSY, IDLE):  # two recordings (two GPU uuids) stand for the one GPU here
+        assert other.try_acquire(_read(recorded)[0]) is not None
+
+    def sleep(s: float) -> None:
+        fake_time.sleep(s)
+        if len(fake_time.slept) == 2:
+            other.release()  # the other slot's measuring call ended
+
+    gate = GpuGate(NvidiaSmiProbe(SmiReplay(BUSY, IDLE, IDLE)), LeaseManager(tmp_path, "t"), TH,
+                   wait_s=3600, poll_s=600, sleep=sleep, clock=fake_time)
+    out = gate.acquire()
+    assert out.lease is not None and out.polls == 3
+    assert fake_time.slept == [JOB_POLL_S, JOB_POLL_S]
+
+
+def test_a_foreign_job_without_a_kopt_lease_still_waits_poll_s(tmp_path, fake_time):
+    out = _gate(tmp_path, fake_time, BUSY, IDLE).acquire()
+    assert out.lease is not None and fake_time.slept == [600.0]
