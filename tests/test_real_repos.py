@@ -35,7 +35,7 @@ def test_an_edit_whose_anchor_is_missing_or_repeated_is_refused(tmp_path):
 
 
 def test_every_gpu_project_tries_the_four_verdicts():
-    for name in ("liger", "triton-kernels"):
+    for name in ("liger", "triton-kernels", "flaggems"):
         assert {(c.name, c.expected) for c in PROJECTS[name].candidates} == {
             ("identical", "tie"), ("win", "improved"), ("slowdown", "regressed"), ("broken", "incorrect")}
 
@@ -58,6 +58,33 @@ def test_the_driver_on_the_cpu_example_records_an_incorrect_candidate(tmp_path):
     assert "session_started" in events and len(events) > 3
     with tarfile.open(out / "cpu-softmax-first-run.tar.gz") as tar:
         assert any(n.endswith("bench.csv") for n in tar.getnames())
+
+
+def test_a_second_call_with_work_goes_on_with_the_recorded_baseline(tmp_path):
+    """`--work`: the GPU machine keeps /tmp between calls while warm, so a project whose baseline
+    takes minutes is not measured again for the candidates that did not fit in the first call."""
+    src = tmp_path / "src"
+    src.mkdir()
+    for f in ("bench.py", "kernel.py", "reference.py"):
+        shutil.copy(ROOT / "examples" / "cpu_softmax" / f, src / f)
+    env = {**__import__("os").environ, "PYTHONPATH": str(ROOT)}
+
+    def call(out: str, only: str) -> dict:
+        r = subprocess.run([sys.executable, str(RUN), "--project", "cpu-softmax", "--src", str(src), "--commit",
+                            "test", "--out", str(tmp_path / out), "--skip-init", "--only", only,
+                            "--work", str(tmp_path / "work")],
+                           capture_output=True, text=True, timeout=600, cwd=tmp_path, check=False, env=env)
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+        return json.loads((tmp_path / out / "cpu-softmax.json").read_text())
+
+    first = call("out1", "broken")
+    assert not first["resumed"] and first["baseline"]["ok"] and "seconds" in first["baseline"]
+    second = call("out2", "broken")
+    assert second["resumed"] and second["baseline"] == {"ok": True, "resumed": True,
+                                                        "reason": "recorded by an earlier call"}
+    assert [v["verdict"] for v in second["verdicts"]] == ["incorrect"]
+    events = [json.loads(line)["event"] for line in (tmp_path / "out2" / "cpu-softmax-ledger.jsonl").read_text().splitlines()]
+    assert events.count("baseline") == 1, events
 
 
 def test_decision_quality_effect_subsets():

@@ -5,10 +5,11 @@
 # benchmarks/decision_quality/: the drivers, copied from this repository; not under the checkout's
 # own root, whose kopt_mcp/ they would import instead of the wheel's):
 #   bash .devstage/benchmarks/real_repos/device.sh PHASE:SECONDS ...
-# PHASE: liger | tk (benchmarks/real_repos/run.py on that project) | dq (the do_bench decision-quality
+# PHASE: liger | tk | fg (benchmarks/real_repos/run.py on Liger-Kernel, triton-kernels, FlagGems) | dq (the do_bench decision-quality
 # benchmark). SECONDS: the phase's hard limit (timeout kills it; its drivers stop starting new steps
 # about 100 s before), or `rest`: until TOTAL (default 570) seconds after the start. Results go to
-# $OUT/<phase>/. LIGER_FLAGS / TK_FLAGS: more run.py flags (e.g. --skip-init, --only win,broken);
+# $OUT/<phase>/. LIGER_FLAGS / TK_FLAGS / FG_FLAGS: more run.py flags (e.g. --skip-init, --only win,broken,
+# --work /tmp/w-tk: a later call while the machine is warm goes on without a new baseline);
 # DQ_EFFECTS: the decision-quality effects (default identical,-1%,+1%).
 set -uo pipefail
 END=$((SECONDS + ${TOTAL:-570}))
@@ -39,6 +40,8 @@ for spec in "$@"; do
              --commit "$(cat "$STAGE/src/liger.sha")" --out "$OUT/liger" --deadline-s $((secs - 100)) ${LIGER_FLAGS:-} ;;
     tk) timeout -k 10 "$secs" python3 "$STAGE/benchmarks/real_repos/run.py" --project triton-kernels --src "$STAGE/src/tk" \
           --commit "$(cat "$STAGE/src/tk.sha")" --out "$OUT/tk" --deadline-s $((secs - 120)) ${TK_FLAGS:-} ;;
+    fg) timeout -k 10 "$secs" python3 "$STAGE/benchmarks/real_repos/run.py" --project flaggems --src "$STAGE/src/fg" \
+          --commit "$(cat "$STAGE/src/fg.sha")" --out "$OUT/fg" --deadline-s $((secs - 100)) ${FG_FLAGS:-} ;;
     dq) timeout -k 10 "$secs" python3 "$STAGE/benchmarks/decision_quality/run.py" --device gpu-dobench --trials 20 \
           --effects "${DQ_EFFECTS:-identical,-1%,+1%}" --out "$OUT/dq" --max-seconds $((secs - 40)) ;;
   esac 2>&1 | tee "$OUT/$phase/log.txt"

@@ -1,4 +1,4 @@
-"""The two public kernel projects of the real-repository check (issue 15 item 8): where to get them,
+"""The public kernel projects of the real-repository check (issue 15 item 8): where to get them,
 their own benchmark and test commands, the kopt.toml used, and the four scripted candidates.
 
 Every candidate is an edit of the project's kernel source made by exact text replacement (an edit
@@ -60,6 +60,8 @@ class Project:
     init_flags: list[str]
     toml: str
     candidates: list[Candidate] = field(default_factory=list)
+    #: edits the snapshot needs on the GPU machine's Triton/torch, committed before kopt.toml
+    compat: list[Candidate] = field(default_factory=list)
 
 
 # ---------------------------------------------------------------- linkedin/Liger-Kernel (RMSNorm)
@@ -285,7 +287,77 @@ paths = ["benchmarks/", "tests/"]
     ],
 )
 
-PROJECTS = {p.name: p for p in (LIGER, TRITON_KERNELS)}
+# ------------------------------------------------------------------ FlagOpen/FlagGems (RMSNorm forward)
+FG_OPS = "src/flag_gems/ops/rms_norm.py"
+FG_LAUNCH = "            rms_norm_kernel[M,](y, inv_rms, x, weight, N, 1, N, 1, N, eps, BLOCK_SIZE)\n"
+
+
+class ReplaceAll(Candidate):
+    """Replace every occurrence of `old` (at least one) by `new`."""
+
+    def apply(self, workspace: Path) -> None:
+        path = workspace / self.file
+        text = path.read_text()
+        if self.old not in text:
+            raise EditError(f"{path}: anchor not found: {self.old[:80]!r}")
+        path.write_text(text.replace(self.old, self.new))
+
+FLAGGEMS = Project(
+    name="flaggems",
+    github="FlagOpen/FlagGems",
+    paths=["src", "benchmark", "tests", "pytest.ini", "pyproject.toml", "README.md", "LICENSE", ".gitignore"],
+    command="python -m pytest -s -p no:cacheprovider benchmark/test_norm_perf.py -m rms_norm --level core "
+            "--dtypes float16",
+    init_flags=[],
+    toml=r"""# FlagOpen/FlagGems rms_norm: the project's own pytest performance suite, unmodified
+# (benchmark/test_norm_perf.py, `-m rms_norm`, level core: five 2-D shapes). It times torch and
+# FlagGems with triton.testing.do_bench (warm-up 1000 ms, rep 100 ms: time-driven) and prints one
+# table per dtype. pytest.ini puts src/ on sys.path: the session's worktree sources are imported.
+# One dtype: the printed rows do not repeat the dtype of their table's title.
+[benchmark]
+command = "python -m pytest -s -p no:cacheprovider benchmark/test_norm_perf.py -m rms_norm --level core --dtypes float16"
+format = "stdout"
+# a row: SUCCESS, torch ms, FlagGems ms, speedup, [GB/s x2,] then the shapes of the arguments
+stdout_pattern = '^SUCCESS\s+[\d.]+\s+(?P<gems_ms>[\d.]+)\s+[\d.]+.*?\[torch\.Size\(\[(?P<shape>[\d, ]+)\]\)'
+metric = "gems_ms"
+higher_is_better = false
+config_columns = ["shape"]
+timeout_s = 600
+
+[correctness]
+command = "python -m pytest -q -x -p no:cacheprovider tests/test_norm_ops.py -m rms_norm"
+timeout_s = 600
+
+[profiler]
+kernel = "rms_norm_kernel"
+
+[protect]
+paths = ["benchmark/", "tests/", "pytest.ini"]
+""",
+    # FlagGems' libentry launches a cached kernel with every argument (constexprs included) only for
+    # Triton 3.3-3.5; Triton 3.6 (the GPU machine's) takes the same call, but falls to the old branch
+    # and fails with "function takes exactly 24 arguments (23 given)".
+    compat=[ReplaceAll("triton-3.6", "", "libentry: Triton 3.6 launches like 3.3-3.5",
+                       "src/flag_gems/utils/libentry.py",
+                       old="major_version == 3 and 3 <= minor_version <= 5",
+                       new="major_version == 3 and 3 <= minor_version <= 6")],
+    candidates=[
+        Candidate("identical", "tie", "a comment only", FG_OPS,
+                  append="\n# kopt-mcp real-repository check: a comment, no code change\n"),
+        Candidate("win", "improved",
+                  "forward: num_warps from the row length (4 up to 4096 columns as before; 32 at 65536, "
+                  "where 4 warps hold 512 floats per thread and spill)", FG_OPS,
+                  old=FG_LAUNCH,
+                  new="            rms_norm_kernel[M,](y, inv_rms, x, weight, N, 1, N, 1, N, eps, BLOCK_SIZE,\n"
+                      "                                num_warps=min(max(BLOCK_SIZE // 1024, 4), 32))\n"),
+        Candidate("broken", "incorrect", "forward: 1e-2 added to the variance (every output off by ~40%)",
+                  FG_OPS, old="    rrms = 1 / tl.sqrt(var + eps)\n", new="    rrms = 1 / tl.sqrt(var + eps + 1e-2)\n"),
+        Candidate("slowdown", "regressed", "forward: the kernel launched twice (a wasted extra pass)", FG_OPS,
+                  old=FG_LAUNCH, new=FG_LAUNCH + FG_LAUNCH),
+    ],
+)
+
+PROJECTS = {p.name: p for p in (LIGER, TRITON_KERNELS, FLAGGEMS)}
 
 # ------------------------------------------- the bundled CPU example: the driver's own test (no GPU)
 _CPU_TOML = Path(__file__).resolve().parents[2] / "examples" / "cpu_softmax" / "kopt.toml"

@@ -48,6 +48,10 @@ def make_repo(src: Path, dest: Path, project: Project, commit: str) -> Path:
     git(dest, "init", "-q", "-b", "main")
     git(dest, "add", "-A")
     git(dest, "commit", "-q", "-m", f"{project.github} at {commit} (unmodified)")
+    if project.compat:  # what the snapshot needs to run on the machine's versions, as a commit of its own
+        for fix in project.compat:
+            fix.apply(dest)
+        git(dest, "commit", "-q", "-am", "compat: " + "; ".join(f.hypothesis for f in project.compat))
     return dest
 
 
@@ -84,7 +88,10 @@ def write(out: Path, project: Project, result: dict) -> None:
         lines += [f"`kopt-mcp init --command`: exit {init['exit_code']}, {init['seconds']} s "
                   f"(proposal: {project.name}-init.toml).", ""]
     b = result.get("baseline")
-    if b:
+    if b and b.get("resumed"):
+        lines += ["Baseline: recorded by an earlier call on this machine (`--work`); this call went on with "
+                  "that session.", ""]
+    elif b:
         lines += [f"Baseline: ok={b['ok']}, {b['seconds']} s, {len(b['classes'])} config classes, "
                   f"reason: {b['reason'][:300]}", ""]
     lines += ["| candidate | expected | verdict | right | GPU time BEST -> candidate (us) | GPU delta | "
@@ -119,6 +126,10 @@ def main() -> int:
     ap.add_argument("--deadline-s", type=float, default=None, help="start no step after this many seconds")
     ap.add_argument("--skip-init", action="store_true", help="do not run `kopt-mcp init --command` first")
     ap.add_argument("--only", default=None, help="comma-separated candidate names (default: all, in order)")
+    ap.add_argument("--work", type=Path, default=None,
+                    help="keep the repository and session here (default: a fresh temporary folder); when it "
+                         "already holds them (an earlier call on the same machine), go on with that session: "
+                         "its recorded baseline stands and only the --only candidates are tried")
     a = ap.parse_args()
     project = PROJECTS[a.project]
     # a `timeout` (SIGTERM) still runs the finally below: the ledger and the first run are kept
@@ -126,17 +137,20 @@ def main() -> int:
     a.out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     left = lambda: None if a.deadline_s is None else a.deadline_s - (time.perf_counter() - t0)
-    tmp = Path(tempfile.mkdtemp(prefix=f"kopt-real-{project.name}-"))
-    repo = make_repo(a.src, tmp / "repo", project, a.commit)
+    tmp = a.work or Path(tempfile.mkdtemp(prefix=f"kopt-real-{project.name}-"))
+    resumed = (tmp / "repo" / "kopt.toml").exists()
     result: dict = {"project": project.github, "commit": a.commit, "command": project.command,
-                    "versions": versions(), "verdicts": [], "skipped": []}
-    if not a.skip_init:
-        result["init"] = run_init(repo, project, a.out)
-        print(f"init: {result['init']}", flush=True)
-    (repo / "kopt.toml").write_text(project.toml)
+                    "versions": versions(), "verdicts": [], "skipped": [], "resumed": resumed}
+    repo = tmp / "repo"
+    if not resumed:
+        make_repo(a.src, repo, project, a.commit)
+        if not a.skip_init:
+            result["init"] = run_init(repo, project, a.out)
+            print(f"init: {result['init']}", flush=True)
+        (repo / "kopt.toml").write_text(project.toml)
+        git(repo, "add", "kopt.toml")
+        git(repo, "commit", "-q", "-m", "kopt.toml (kopt-mcp init's proposal, finished by hand)")
     result["toml_command"] = tomllib.loads(project.toml)["benchmark"]["command"]
-    git(repo, "add", "kopt.toml")
-    git(repo, "commit", "-q", "-m", "kopt.toml (kopt-mcp init's proposal, finished by hand)")
     write(a.out, project, result)
 
     from kopt_mcp.referee import Referee
@@ -145,15 +159,22 @@ def main() -> int:
     code = 0
     try:
         t = time.perf_counter()
-        b = ref.run_benchmark()
-        result["device"] = b.device.model_dump() if b.device else None
-        result["baseline"] = {"ok": b.ok and b.baseline_recorded, "reason": b.reason, "seconds": round(time.perf_counter() - t, 1),
-                              "classes": [c.model_dump() for c in b.classes], "log_tail": b.log_tail[-2000:]}
-        print(f"baseline: ok={b.ok} recorded={b.baseline_recorded} {result['baseline']['seconds']} s: {b.reason[:300]}",
-              flush=True)
-        write(a.out, project, result)
-        if not b.baseline_recorded:
-            return 2
+        phase = str(getattr(ref.status().phase, "value", ref.status().phase))
+        if resumed and phase != "needs_baseline":
+            print(f"resumed the session in {tmp}: phase {phase}", flush=True)
+            ref.revert_to_best("real-repository check: resumed")  # whatever the last call left in the workspace
+            result["baseline"] = {"ok": True, "resumed": True, "reason": "recorded by an earlier call"}
+        else:
+            b = ref.run_benchmark()
+            result["device"] = b.device.model_dump() if b.device else None
+            result["baseline"] = {"ok": b.ok and b.baseline_recorded, "reason": b.reason,
+                                  "seconds": round(time.perf_counter() - t, 1),
+                                  "classes": [c.model_dump() for c in b.classes], "log_tail": b.log_tail[-2000:]}
+            print(f"baseline: ok={b.ok} recorded={b.baseline_recorded} {result['baseline']['seconds']} s: "
+                  f"{b.reason[:300]}", flush=True)
+            write(a.out, project, result)
+            if not b.baseline_recorded:
+                return 2
         wanted = a.only.split(",") if a.only else [c.name for c in project.candidates]
         for cand in (c for c in project.candidates if c.name in wanted):
             if left() is not None and left() <= 0:
