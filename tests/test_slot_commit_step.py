@@ -15,7 +15,7 @@ import pytest
 from filelock import FileLock, Timeout
 from mcp import Client
 
-from kopt_mcp.events import Commit, parse_event
+from kopt_mcp.events import Commit, last, parse_event
 from kopt_mcp.referee import commit as commit_step
 from tests.test_slots import _kernel, _line, _slot_params, b_commits_under_fault, pair, repo  # noqa: F401 - fixtures
 
@@ -65,8 +65,7 @@ def test_a_commit_overtaken_during_its_re_measure_is_reapplied_and_measured_agai
     assert 'TIMES["1"] = 50.0' in text and 'TIMES["2"] = 100.0' in text  # both keeps on one BEST line
     events = [e["event"] for e in b.store.ledger()]
     assert events.count("commit") == 1 and "best_moved" in events
-    assert [e for e in b.store.events() if isinstance(e, Commit)][0].overtaken_rounds == 1
-    assert [e for e in a.store.events() if isinstance(e, Commit)][-1].overtaken_rounds == 0
+    assert last(b.store.events(), Commit).overtaken_rounds == 1 and last(a.store.events(), Commit).overtaken_rounds == 0
     assert b.store.verify() == [] and b.status().phase == "ready" and b.state.best.commit == cb.commit
 
 
