@@ -79,7 +79,7 @@ def _best_moved(sess: Session) -> bool:
     return shared is not None and shared["commit"] != sess.state.best.commit
 
 
-@dataclass
+@dataclass(frozen=True)
 class Kept:
     """What a commit round that still favours the candidate hands to `_write_commit`: its one-round
     decision (`decision.classes`, `decision.target_deltas_pct`, %), the candidate's re-measured
