@@ -223,7 +223,8 @@ class Attempt(_OnSlot):
 class Commit(_OnSlot):
     """A keep committed: attempt, new BEST_COMMIT `commit`, the `previous` one, metric per class,
     GPU time (us), whether formatting changed it, the re-measure's classes, its performance.md
-    `rows`; `recovered` when a restart adopted it. (`attempt` is None only in the not-yet-written
+    `rows`; `recovered` when a restart adopted it; `overtaken_rounds`, the commit rounds overtaken
+    before it. (`attempt` is None only in the not-yet-written
     record commit_improvement renders performance.md from.)"""
 
     required = ("attempt", "commit")
@@ -240,6 +241,9 @@ class Commit(_OnSlot):
     #: the BEST_COMMIT the candidate was judged against, when another slot moved BEST before this
     #: commit and the candidate was re-applied onto the newest BEST and re-measured
     reapplied_from: str | None = None
+    #: earlier commit rounds another slot's commit overtook during their re-measure (0 in ledgers
+    #: written before this field)
+    overtaken_rounds: int = 0
 
 
 class CommitRefused(_OnSlot):

@@ -73,13 +73,19 @@ def _worktrees(repo: git.Repo) -> dict[str, str]:
     return out
 
 
+def has_branch(repo: git.Repo, name: str) -> bool:
+    """True if `repo` has the local branch `name` (e.g. `kernel-opt/<tag>`, without `refs/heads/`).
+    Tags, remote-tracking branches and other refs of that name do not count."""
+    return name in {h.name for h in repo.heads}
+
+
 def create_workspace(repo: git.Repo, path: Path, branch: str) -> git.Repo:
     """Create the dedicated worktree at `path` on a new `branch` made from HEAD.
 
     Raises VcsError if the branch already exists or the path is taken (a workspace that is not
     this session's own is never reset or reused).
     """
-    if branch in [h.name for h in repo.heads]:
+    if has_branch(repo, branch):
         raise VcsError(
             f"branch {branch} already exists but holds no session state: pass another --tag, or delete "
             f"the branch yourself (`git branch -D {branch}`) if it is an abandoned session"

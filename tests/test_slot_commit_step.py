@@ -15,6 +15,7 @@ import pytest
 from filelock import FileLock, Timeout
 from mcp import Client
 
+from kopt_mcp.events import Commit, last, parse_event
 from kopt_mcp.referee import commit as commit_step
 from tests.test_slots import _kernel, _line, _slot_params, b_commits_under_fault, pair, repo  # noqa: F401 - fixtures
 
@@ -56,6 +57,7 @@ def test_a_commit_overtaken_during_its_re_measure_is_reapplied_and_measured_agai
     ca = a_result["r"]
     assert ca.committed and cb.committed, (ca.reason, cb.reason)
     assert len(seen) == 2 and "BEST moved during 1 earlier re-measure" in cb.reason
+    assert cb.overtaken_rounds == 1 and ca.overtaken_rounds == 0  # structured: nobody parses the reason
     assert _branch(repo, "kernel-opt/t") == cb.commit
     assert a.repo.commit(cb.commit).parents[0].hexsha == ca.commit and a.repo.commit(ca.commit).parents[0].hexsha == old
     text = subprocess.run(["git", "show", "kernel-opt/t:kernel.py"], cwd=repo, capture_output=True, text=True,
@@ -63,6 +65,7 @@ def test_a_commit_overtaken_during_its_re_measure_is_reapplied_and_measured_agai
     assert 'TIMES["1"] = 50.0' in text and 'TIMES["2"] = 100.0' in text  # both keeps on one BEST line
     events = [e["event"] for e in b.store.ledger()]
     assert events.count("commit") == 1 and "best_moved" in events
+    assert last(b.store.events(), Commit).overtaken_rounds == 1 and last(a.store.events(), Commit).overtaken_rounds == 0
     assert b.store.verify() == [] and b.status().phase == "ready" and b.state.best.commit == cb.commit
 
 
@@ -91,7 +94,7 @@ def test_a_slot_killed_after_its_git_commit_does_not_drop_a_keep_published_meanw
 
     st, cr = anyio.run(restart_and_commit)
     assert st["phase"] == "improved" and st["kept"] == 0  # the stale commit was not adopted
-    assert cr["committed"], cr["reason"]
+    assert cr["committed"] and cr["overtaken_rounds"] == 0, cr["reason"]  # re-applied at its start, not overtaken
     line = _branch(repo, "kernel-opt/t")
     assert line == cr["commit"] != stale and a.repo.commit(line).parents[0].hexsha == ca.commit
     assert json.loads(repo.joinpath(".git", "kopt", "t", "best.json").read_text())["commit"] == line
@@ -99,3 +102,10 @@ def test_a_slot_killed_after_its_git_commit_does_not_drop_a_keep_published_meanw
     text = subprocess.run(["git", "show", "kernel-opt/t:kernel.py"], cwd=repo, capture_output=True, text=True,
                           check=True).stdout
     assert 'TIMES["1"] = 50.0' in text and 'TIMES["2"] = 100.0' in text
+
+
+def test_a_commit_record_written_before_overtaken_rounds_existed_reads_as_zero():
+    old = {"at": "2026-11-20T10:00:00Z", "event": "commit", "attempt": 3, "commit": "a" * 40, "previous": "b" * 40,
+           "metrics": {"n=1": 50.0}, "gpu_us": None, "formatted": False, "classes": [], "rows": []}
+    e = parse_event(old)
+    assert isinstance(e, Commit) and e.overtaken_rounds == 0 and e.attempt == 3

@@ -16,6 +16,7 @@ from kopt_mcp.vcs import (
     diff_against,
     ensure_best_worktree,
     ensure_excluded,
+    has_branch,
     head_sha,
     open_repo,
     open_workspace,
@@ -88,7 +89,18 @@ def test_create_workspace_makes_branch_worktree_from_head(repo, tmp_path):
     assert ws.active_branch.name == "kernel-opt/t1"
     assert head_sha(ws) == repo.head.commit.hexsha
     assert (path / "kernel.py").read_text() == "def k():\n    return 1\n"
-    assert "kernel-opt/t1" in [h.name for h in repo.heads]
+    assert has_branch(repo, "kernel-opt/t1")
+
+
+def test_has_branch_sees_local_branches_only_including_ones_made_after_opening(repo):
+    head = repo.head.commit.hexsha
+    assert has_branch(repo, "main") and not has_branch(repo, "kernel-opt/t1")
+    sh(wdir(repo), "tag", "kernel-opt/t1")  # a tag of that name is no branch
+    sh(wdir(repo), "update-ref", "refs/remotes/origin/kernel-opt/t1", head)  # nor is a remote-tracking one
+    sh(wdir(repo), "update-ref", "refs/kopt/t/attempts/0001", head)  # nor a hidden ref
+    assert not has_branch(repo, "kernel-opt/t1") and not has_branch(repo, "origin/kernel-opt/t1")
+    sh(wdir(repo), "branch", "kernel-opt/t1")  # made by another process after `repo` was opened
+    assert has_branch(repo, "kernel-opt/t1") and not has_branch(repo, "kernel-opt") and not has_branch(repo, "t1")
 
 
 def test_create_workspace_refuses_an_existing_branch(repo, tmp_path):
@@ -102,7 +114,7 @@ def test_create_workspace_refuses_an_existing_path(repo, tmp_path):
     (tmp_path / "ws").mkdir()
     with pytest.raises(VcsError, match="already exists"):
         create_workspace(repo, tmp_path / "ws", "kernel-opt/t1")
-    assert "kernel-opt/t1" not in [h.name for h in repo.heads]
+    assert not has_branch(repo, "kernel-opt/t1")
 
 
 def test_open_workspace_accepts_its_own_worktree(repo, ws):

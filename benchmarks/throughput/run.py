@@ -125,10 +125,6 @@ def set_line(ws: Path, k: int, value: float, note: str = "") -> None:
     p.write_text(re.sub(rf'^TIMES\["{k}"\] = .*$', line, p.read_text(), flags=re.MULTILINE))
 
 
-#: commit_improvement's note when other slots' commits overtook its re-measure (referee/commit.py)
-OVERTAKEN = re.compile(r"BEST moved during (\d+) earlier re-measure")
-
-
 def script(k: int, rounds: int, stagger: bool = False) -> list[tuple[str, float, str, str]]:
     """Slot k's steps: (name, factor of its current BEST value, comment, expected verdict).
     `stagger`: slot k starts (k - 1) steps into the cycle (the same steps, rotated), so that the
@@ -165,7 +161,7 @@ def worker(repo: str, slot: str, k: int, n_gpus: int, lease_dir: str, spans: str
                 c = ref.commit_improvement()
                 row.update(committed=c.committed, commit_reason=c.reason, t=time.time(),
                            commit_s=time.time() - row["t"], reapplied="re-appl" in c.reason,
-                           overtaken=int(m.group(1)) if (m := OVERTAKEN.search(c.reason)) else 0)
+                           overtaken=c.overtaken_rounds)
                 if c.committed:
                     best *= factor
             results.append(row)

@@ -15,6 +15,7 @@ start, so a commit step always ends."""
 from __future__ import annotations
 
 from contextlib import nullcontext
+from dataclasses import dataclass
 
 from kopt_mcp import faults, vcs
 from kopt_mcp.referee.attempt import Attempt, measure_run
@@ -26,7 +27,7 @@ from kopt_mcp.referee.report import perf_rows
 from kopt_mcp.referee.slots import best_lock, read_shared, sync
 from kopt_mcp.results import CommitResult
 from kopt_mcp.rules.protect import touched_protected, unsafe_symlinks
-from kopt_mcp.rules.verdict import Round, decide
+from kopt_mcp.rules.verdict import Round, ScriptDecision, decide
 from kopt_mcp.session import next_actions, require
 
 
@@ -35,7 +36,8 @@ def commit_improvement(sess: Session, message: str = "", progress: Progress | No
     any error: finished or undone exactly as a restart would (a commit that exists is adopted,
     else the exact tested tree restored; the phase stays `improved`). Raises SessionError outside
     phase improved, RefereeError when the workspace changed since the verdict or the format
-    command fails."""
+    command fails. The result's `overtaken_rounds` (also in the ledger's `commit` record) counts
+    the earlier rounds another slot's commit overtook (0 to ROUNDS - 1)."""
     try:
         for n in range(1, ROUNDS + 1):
             with best_lock(sess) if n == ROUNDS else nullcontext():  # the last round cannot be overtaken
@@ -43,8 +45,9 @@ def commit_improvement(sess: Session, message: str = "", progress: Progress | No
                 if n > 1 and progress:
                     progress(0, 4, f"BEST moved during the re-measure (another slot committed): round {n} of "
                              f"at most {ROUNDS}, re-applying onto the newest BEST and measuring again")
-                out = _commit(sess, message, progress)
+                out = _commit(sess, message, progress, overtaken=n - 1)
             if out is not None:
+                out.overtaken_rounds = n - 1
                 if n > 1:
                     out.reason += (f" (BEST moved during {n - 1} earlier re-measure(s): re-applied onto the "
                                    "newest BEST and measured against it)")
@@ -76,8 +79,27 @@ def _best_moved(sess: Session) -> bool:
     return shared is not None and shared["commit"] != sess.state.best.commit
 
 
-def _commit(sess: Session, message: str, progress: Progress | None) -> CommitResult | None:
-    """One commit round. None when another slot moved BEST during its re-measure (nothing written)."""
+@dataclass(frozen=True)
+class Kept:
+    """What a commit round that still favours the candidate hands to `_write_commit`: its one-round
+    decision (`decision.classes`, `decision.target_deltas_pct`, %), the candidate's re-measured
+    metric per config class (the benchmark's unit), its GPU time (us; None when the keep was not
+    decided on profiler GPU time), whether the format command changed the tree, whether it was
+    re-applied onto a newer BEST, the out-of-process confirmation's note (text appended to the
+    reason, "" for none) and how many earlier rounds were overtaken."""
+
+    decision: ScriptDecision
+    metrics: dict[str, float]
+    gpu_us: float | None
+    formatted: bool
+    reapplied: bool
+    note: str = ""
+    overtaken_rounds: int = 0
+
+
+def _commit(sess: Session, message: str, progress: Progress | None, overtaken: int = 0) -> CommitResult | None:
+    """One commit round (`overtaken`: how many earlier rounds were overtaken). None when another
+    slot moved BEST during its re-measure (nothing written)."""
     s, cfg = sess.state, sess.cfg
     require(s, "commit_improvement")
     p = s.pending
@@ -170,13 +192,14 @@ def _commit(sess: Session, message: str, progress: Progress | None) -> CommitRes
     with best_lock(sess):  # the serialized commit step: BEST moves one slot at a time
         if _best_moved(sess):
             return None
-        return _write_commit(sess, a, d, message, cand.values(), gpu_us, formatted, reapplied, note, progress)
+        return _write_commit(sess, a, Kept(d, cand.values(), gpu_us, formatted, reapplied, note, overtaken),
+                             message, progress)
 
 
-def _write_commit(sess: Session, a: Attempt, d, message: str, metrics: dict[str, float], gpu_us: float | None,
-                  formatted: bool, reapplied: bool, note: str, progress: Progress | None) -> CommitResult:
+def _write_commit(sess: Session, a: Attempt, k: Kept, message: str, progress: Progress | None) -> CommitResult:
     """Commit the judged snapshot `a.tree` + performance.md on BEST and adopt it (under best_lock)."""
     s, cfg, p, g = sess.state, sess.cfg, sess.state.pending, sess.cfg.gates
+    d, metrics, gpu_us = k.decision, k.metrics, k.gpu_us
     if progress:
         progress(3, 4, "committing code and performance.md")
     changes = {c.key: c.mean_pct for c in d.classes}
@@ -193,16 +216,17 @@ def _write_commit(sess: Session, a: Attempt, d, message: str, metrics: dict[str,
     sha = vcs.commit_snapshot(sess.ws, a.tree, {"performance.md": perf.read_bytes()}, s.best.commit,
                               f"{title}\n\nkopt-mcp attempt {p.attempt}, target {p.target}: {d.reason}")
     faults.point("commit_improvement.after_git_commit")
-    adopt_best(sess, p.attempt, sha, metrics, gpu_us, formatted=formatted, device=sess.device_id,
-               **({"reapplied_from": p.base} if reapplied else {}),
+    adopt_best(sess, p.attempt, sha, metrics, gpu_us, formatted=k.formatted, device=sess.device_id,
+               **({"reapplied_from": p.base} if k.reapplied else {}), overtaken_rounds=k.overtaken_rounds,
                classes=[c.model_dump() for c in d.classes], rows=rows)
     s.end_job()
     sess.save()
     faults.point("commit_improvement.after_state_save")
     return CommitResult(committed=True, reason=f"committed: the re-measure still favours the candidate ({p.target} "
                         f"{d.target_deltas_pct[-1]:+.2f}%, no other class worse beyond {g.noise_pct:g}%); "
-                        "the save_and_test verdict stands." + note, commit=sha, best_commit=sha, formatted=formatted,
-                        classes=d.classes, next_actions=next_actions(s))
+                        "the save_and_test verdict stands." + k.note, commit=sha, best_commit=sha,
+                        formatted=k.formatted, classes=d.classes, next_actions=next_actions(s),
+                        overtaken_rounds=k.overtaken_rounds)
 
 
 def keep_note(p, title: str, commit_delta_pct: float, gpu_us: float | None) -> str:

@@ -142,7 +142,7 @@ def _create_main_workspace(sess: Session):
     their BEST line (best.json names its head): the workspace joins it, and the first call adopts
     the session's baseline (referee.slots.sync). Raises VcsError when the branch exists otherwise."""
     shared = read_shared(sess)
-    if (shared and sess.branch in [h.name for h in sess.repo.heads] and not sess.workspace_path.exists()
+    if (shared and vcs.has_branch(sess.repo, sess.branch) and not sess.workspace_path.exists()
             and sess.repo.commit(sess.branch).hexsha == shared["commit"]):
         sess.workspace_path.parent.mkdir(parents=True, exist_ok=True)
         sess.repo.git.worktree("add", str(sess.workspace_path), sess.branch)
@@ -156,15 +156,13 @@ def _create_slot_workspace(sess: Session):
     exists already."""
     shared = read_shared(sess)
     line = f"kernel-opt/{sess.tag}"
-    start = shared["commit"] if shared else (line if line in [h.name for h in sess.repo.heads] else "HEAD")
-    if sess.branch in [h.name for h in sess.repo.heads] or sess.workspace_path.exists():
+    start = shared["commit"] if shared else (line if vcs.has_branch(sess.repo, line) else "HEAD")
+    if vcs.has_branch(sess.repo, sess.branch) or sess.workspace_path.exists():
         raise vcs.VcsError(f"slot {sess.slot!r}: branch {sess.branch} or folder {sess.workspace_path} exists but "
                            "holds no slot state: pass another --slot, or remove them")
     sess.workspace_path.parent.mkdir(parents=True, exist_ok=True)
     sess.repo.git.worktree("add", "-b", sess.branch, str(sess.workspace_path), start)
-    import git as _git
-
-    return _git.Repo(sess.workspace_path)
+    return git.Repo(sess.workspace_path)
 
 
 def _open_gate(sess: Session) -> None:
