@@ -106,8 +106,9 @@ def dobench_doc(seed: int, configs: list[dict], utility_calls: int = 8000, shift
 
     `configs`: dicts with `grid` (3-tuple), `scale` (per-launch GPU time / the recorded sgemm's
     mean launch), `calls` (an int, or a (lo, hi) range drawn per process, as do_bench's repetition
-    count varies), optional `warmup` (first launches at 1.5x time, default 5) and `name` (a
-    renamed kernel). Per-launch times are drawn uniformly between the recording's min_ns and
+    count varies), optional `warmup` (first launches at 1.5x time, default 5), `name` (a
+    renamed kernel) and `block` (another block, as a candidate with other num_warps launches). Two
+    configs with one grid and block are one launch group visited twice (two runs). Per-launch times are drawn uniformly between the recording's min_ns and
     max_ns, scaled; `shift_pct` moves the whole process (clock state). Deterministic in `seed`.
     Only numbers, shapes and names change; the recorded trace's fields and names are kept.
     """
@@ -129,7 +130,7 @@ def dobench_doc(seed: int, configs: list[dict], utility_calls: int = 8000, shift
                                       "registers_per_thread": src["registers_per_thread"],
                                       "shared_mem_per_block_bytes": src["shared_mem_per_block_bytes"],
                                       "block_size": src["block_size"], "grid_size": None, "groups": []})
-        g = next((g for g in k["groups"] if g["grid"] == list(grid)), None)
+        g = next((g for g in k["groups"] if g["grid"] == list(grid) and g["block"] == list(block)), None)
         if g is None:
             g = {"grid": list(grid), "block": list(block), "registers_per_thread": src["registers_per_thread"],
                  "shared_mem_bytes": src["shared_mem_per_block_bytes"], "calls": 0, "total_ns": 0,
@@ -152,7 +153,7 @@ def dobench_doc(seed: int, configs: list[dict], utility_calls: int = 8000, shift
             dur = rng.uniform(s["min_ns"], s["max_ns"]) * cfg["scale"] * shift
             if i < cfg.get("warmup", 5):
                 dur *= 1.5
-            launch(cfg.get("name", sgemm), s, cfg["grid"], (s["block_size"], 1, 1), int(dur))
+            launch(cfg.get("name", sgemm), s, cfg["grid"], cfg.get("block", (s["block_size"], 1, 1)), int(dur))
     return {"format": 2, "pid": pid, "argv": rec["argv"], "status": "ok", "error": None,
             "records": sum(k["calls"] for k in kernels.values()), "kernels": kernels,
             "first_start_ns": rec["first_start_ns"], "last_end_ns": t}

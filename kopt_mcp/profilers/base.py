@@ -73,13 +73,18 @@ class LaunchGroup(BaseModel):
     #: median per-launch GPU time (us) over the launches the trace kept (None: not recorded)
     median_us: float | None = None
     first_order: float | None = None
-    #: per-launch GPU times (us) in launch order (at most 20000 per group and process for CUPTI)
+    #: per-launch GPU times (us) in launch order (CUPTI keeps at most 20000 per run of a group and process)
     durations_us: list[float] | None = Field(default=None, exclude=True)
+    #: each launch's launch-order key (GPU start, ns), parallel to durations_us; for `split_runs`
+    launch_starts: list[float] | None = Field(default=None, exclude=True)
+    #: which run of this kernel and shape (0: the first): a shape whose launches come back after the
+    #: kernel ran with other shapes is split into runs (`split_runs`), one per visit
+    run: int = 0
 
     @property
     def shape(self) -> tuple:
-        """(grid, block, args): the launch shape part of the group's key."""
-        return (self.grid, self.block, self.args)
+        """(grid, block, args, run): the launch shape part of the group's key."""
+        return (self.grid, self.block, self.args, self.run)
 
     def label(self) -> str:
         """A short display form, e.g. `rms_norm_fwd grid=(4096,1,1) block=(128,1,1)`."""
@@ -92,7 +97,55 @@ class LaunchGroup(BaseModel):
             parts.append("block=({},{},{})".format(*self.block))
         if self.args:
             parts.append(f"args={self.args}")
+        if self.run:
+            parts.append(f"run {self.run + 1}")
         return " ".join(parts)
+
+
+#: a group with more runs than this is an interleaving (shapes taking turns launch by launch, e.g. a
+#: step that launches the kernel with several shapes), not a harness visiting shapes one after another
+MAX_RUNS = 16
+
+
+def split_runs(groups: list[LaunchGroup], max_runs: int = MAX_RUNS) -> list[LaunchGroup]:
+    """Split each launch group into its runs: maximal stretches of one kernel's launches (by GPU start)
+    that keep one shape. A harness that visits shapes one after another (do_bench per config, a pytest
+    parametrization) launches two configs with the same grid and block, e.g. 1024x1024 and 1024x65536
+    rows at one program per row, as one (kernel, grid, block) group; their median launch is the one
+    that happened to be launched most, and a candidate that gives one of them another block size
+    could not be paired with it. Split, each visit is a group of its own (`run` 0, 1, ...), and
+    pairing by key and then in launch order (rules/keep.match_groups) lines the visits up.
+
+    A group is split only when it has 2..`max_runs` runs; more runs mean interleaved shapes, left whole.
+    Groups without per-launch starts are returned as they are. Input and output in first-launch
+    order; `calls`/`total_us` of a split group count its kept launches. Never raises."""
+    by_kernel: dict[str, list[tuple[float, int, float]]] = {}
+    for i, g in enumerate(groups):
+        if g.launch_starts is None or g.durations_us is None or len(g.launch_starts) != len(g.durations_us):
+            continue
+        by_kernel.setdefault(g.kernel, []).extend((t, i, d) for t, d in zip(g.launch_starts, g.durations_us))
+    runs: dict[int, list[list[tuple[float, float]]]] = {}
+    for launches in by_kernel.values():
+        launches.sort()
+        last = None
+        for t, i, d in launches:
+            if i != last:
+                runs.setdefault(i, []).append([])
+                last = i
+            runs[i][-1].append((t, d))
+    out: list[LaunchGroup] = []
+    for i, g in enumerate(groups):
+        parts = runs.get(i, [])
+        if not 2 <= len(parts) <= max_runs:
+            out.append(g)
+            continue
+        for k, part in enumerate(parts):
+            durs = [d for _, d in part]
+            out.append(g.model_copy(update={
+                "run": k, "calls": len(durs), "total_us": sum(durs), "median_us": launch_median_us(durs),
+                "first_order": float(part[0][0]), "durations_us": durs, "launch_starts": [t for t, _ in part]}))
+    out.sort(key=lambda x: (x.first_order is None, x.first_order or 0.0))
+    return out
 
 
 def build_groups(launches: list[tuple]) -> list[LaunchGroup]:
@@ -115,9 +168,9 @@ def build_groups(launches: list[tuple]) -> list[LaunchGroup]:
         groups.append(LaunchGroup(kernel=kernel, grid=grid, block=block, registers_per_thread=g["regs"],
                                   shared_mem_bytes=g["smem"], calls=len(durs), total_us=sum(durs),
                                   median_us=launch_median_us(durs), first_order=float(ordered[0][0]),
-                                  durations_us=durs))
+                                  durations_us=durs, launch_starts=[float(o) for o, _ in ordered]))
     groups.sort(key=lambda x: x.first_order if x.first_order is not None else 0.0)
-    return groups
+    return split_runs(groups)
 
 
 class KernelTrace(BaseModel):

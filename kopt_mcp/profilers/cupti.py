@@ -20,7 +20,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from kopt_mcp.profilers.base import KernelStat, KernelTrace, LaunchGroup, ProfilerError, launch_median_us
+from kopt_mcp.profilers.base import KernelStat, KernelTrace, LaunchGroup, ProfilerError, launch_median_us, split_runs
 
 __all__ = ["INJECT_DIR", "CuptiProfiler", "cupti_importable", "keep_injector", "parse_cupti_dir", "pythonpath_problems"]
 
@@ -265,8 +265,9 @@ def parse_cupti_dir(out_dir: Path, require_collector: bool = False) -> KernelTra
         launch_groups.append(LaunchGroup(
             kernel=names[n], grid=grid, block=block, registers_per_thread=g["regs"], shared_mem_bytes=g["smem"],
             calls=g["calls"], total_us=g["total_ns"] / 1e3, median_us=launch_median_us(durs),
-            first_order=float(launches[0][0]) if launches else None, durations_us=durs))
-    launch_groups.sort(key=lambda g: (g.first_order is None, g.first_order or 0.0))
+            first_order=float(launches[0][0]) if launches else None, durations_us=durs,
+            launch_starts=[float(t) for t, _ in launches] or None))
+    launch_groups = split_runs(launch_groups)
     return KernelTrace(backend="cupti", kernels=stats, total_gpu_us=total_us, warnings=warnings, groups=launch_groups)
 
 

@@ -272,9 +272,15 @@ def judge_groups(best_before: KernelTrace | Sequence[LaunchGroup], candidate: Ke
     if kept:
         reason = f"profiler GPU time: {how}"
     else:
-        why_not = ("The script's timing and the GPU kernel time disagree: the timing missed GPU work (work moved to a "
-                   "side stream, a missing synchronize) or measured something other than the kernel" if suspect
-                   else "The script metric's small gain was noise")
+        if lo > 0:  # significantly the script's way, but not beyond what BEST's own profiles already vary
+            why_not = ("The GPU time moved the candidate's way, but by no more than BEST's own profiles vary: "
+                       "a gain this small cannot be told apart from the GPU's state (clock, temperature)")
+        elif suspect:
+            why_not = ("The script's timing and the GPU kernel time disagree: the timing missed GPU work (work moved "
+                       "to a side stream, a missing synchronize) or measured something other than the kernel")
+        else:
+            why_not = ("The target kernels' GPU time did not improve: the script metric's gain is not theirs (noise, "
+                       "or time saved in kernels outside [profiler] kernel)")
         reason = f"profiler GPU time did not improve by more than the floor ({how}): not kept. {why_not}"
     base.pop("gpu_best_us")
     if classes:

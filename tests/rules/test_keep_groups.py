@@ -246,3 +246,48 @@ def test_performance_rows_show_gpu_time_per_class(runs):
     assert cells[0] == pytest.approx(per_class["M=128"], rel=1e-3) and cells[1] > 3 * cells[0]
     plain = perf_rows("baseline", "abc1234", "python bench.py", "global", ["sgemm"], {"M=128": 1.0}, 999.0, None, "b")
     assert float(plain[0].gpu_time) == 999.0
+
+
+def flaggems_like(long_scale=1.0, long_block=None):
+    """FlagGems' rms_norm on the H100 (2026-11-24, benchmarks/results/2026-11-24-h100-real-repos.md):
+    the harness visits its shapes one after another; 1024x1024 and 1024x65536 rows both launch grid
+    1024 with one block size, the first many times (short, time-driven), the second few times (long).
+    The candidate gives the long rows another block (num_warps) and runs them 4x faster."""
+    long = dict(grid=(1024, 1, 1), scale=40.0 * long_scale, calls=(20, 40))
+    if long_block:
+        long["block"] = long_block
+    return [dict(grid=SMALL, scale=1.0, calls=(200, 380)),
+            dict(grid=(1024, 1, 1), scale=1.0, calls=(3000, 5000)),
+            dict(grid=LARGE, scale=4.0, calls=(50, 95)),
+            long]
+
+
+def test_one_launch_shape_visited_twice_is_two_runs_and_a_new_block_pairs_with_its_run(runs):
+    best_before, best_after = runs(flaggems_like()), runs(flaggems_like())
+    candidate = runs(flaggems_like(long_scale=0.25, long_block=(1024, 1, 1)))
+    labels = [g.label() for g in target_groups(trace_groups(best_before), None)]
+    assert sum("grid=(1024,1,1)" in x for x in labels) == 2 and any(x.endswith("run 2") for x in labels)
+    d = judge_groups(best_before, candidate, best_after)
+    assert d.kept, d.reason
+    [long] = [g for g in d.groups if g.group.endswith("run 2")]
+    assert long.gain_pct > 70  # 4x faster per launch, paired with BEST's second visit of grid 1024
+    assert d.gpu_delta_pct > 10  # weighted by BEST's time share
+    assert "extra group" not in d.reason and "changed launch shape: paired in launch order" in d.reason
+
+
+def test_a_visited_twice_shape_that_did_not_change_is_a_tie(runs):
+    d = judge_groups(runs(flaggems_like()), runs(flaggems_like()), runs(flaggems_like()))
+    assert not d.kept and abs(d.gpu_delta_pct) < 2.0
+
+
+def test_why_not_kept_says_which_way_the_gpu_time_moved(runs):
+    """A GPU gain under the floor is not called a disagreement; a GPU loss under a non-suspect script
+    gain points outside the target kernels (triton-kernels' win on the H100, 2026-11-24: +16% by the
+    script, the gain in torch's sum over dW, the target kernels 0.98% slower)."""
+    b1, b2 = runs(configs()), runs(configs(), shift_pct=1.5)  # BEST's own profiles 1.5% apart
+    small = judge_groups(b1, runs(configs(small=0.995, large=0.995)), b2, suspect=True)
+    assert not small.kept and small.gpu_delta_pct > 0 and "moved the candidate's way" in small.reason
+    slower = judge_groups(runs(configs()), runs(configs(small=1.2, large=1.2)), runs(configs()), suspect=False)
+    assert not slower.kept and "outside [profiler] kernel" in slower.reason
+    denied = judge_groups(runs(configs()), runs(configs(small=1.2, large=1.2)), runs(configs()), suspect=True)
+    assert "disagree" in denied.reason

@@ -11,7 +11,10 @@ import os
 import sys
 import threading
 
-MAX_DURATIONS = 20000  # per launch group: enough for the per-group median, bounded file size
+MAX_DURATIONS = 20000  # per run of a launch group: enough for its median, bounded file size
+# per launch group over all its runs (a run: the kernel keeps this shape until it launches another;
+# a harness visiting shapes in turn comes back to a shape later, and those launches must be kept too)
+MAX_GROUP_LAUNCHES = 4 * MAX_DURATIONS
 
 
 def row_of(rec):
@@ -50,17 +53,21 @@ class Trace:
             k = self.kernels.get(name)
             if k is None:
                 k = self.kernels[name] = {"calls": 0, "total_ns": 0, "min_ns": dur, "max_ns": dur, **shape,
-                                          "groups": {}}
+                                          "groups": {}, "_last": None}
             g = k["groups"].get((grid, block))
             if g is None:
                 g = k["groups"][(grid, block)] = {
                     "grid": grid, "block": block, "registers_per_thread": shape["registers_per_thread"],
                     "shared_mem_bytes": shape["shared_mem_per_block_bytes"], "calls": 0, "total_ns": 0,
-                    "launches": []}
+                    "launches": [], "_run_kept": 0}
             g["calls"] += 1
             g["total_ns"] += dur
-            if len(g["launches"]) < MAX_DURATIONS:
+            if k["_last"] != (grid, block):  # this kernel changed shape: a new run of group g starts
+                k["_last"] = (grid, block)
+                g["_run_kept"] = 0
+            if g["_run_kept"] < MAX_DURATIONS and len(g["launches"]) < MAX_GROUP_LAUNCHES:
                 g["launches"].append((start, dur))
+                g["_run_kept"] += 1
             for field, gfield in (("registers_per_thread", "registers_per_thread"),
                                   ("shared_mem_per_block_bytes", "shared_mem_bytes")):
                 if shape[field] is not None and (g[gfield] is None or shape[field] > g[gfield]):
@@ -84,10 +91,10 @@ class Trace:
             groups = []
             for g in k["groups"].values():  # records arrive per buffer, not necessarily in launch order
                 launches = sorted(g["launches"])
-                groups.append({**{f: v for f, v in g.items() if f != "launches"},
+                groups.append({**{f: v for f, v in g.items() if f != "launches" and not f.startswith("_")},
                                "durations_ns": [d for _, d in launches], "starts_ns": [t for t, _ in launches]})
             groups.sort(key=lambda g: g["starts_ns"][0] if g["starts_ns"] else 0)
-            kernels[name] = {**{f: v for f, v in k.items() if f != "groups"}, "groups": groups}
+            kernels[name] = {**{f: v for f, v in k.items() if f != "groups" and not f.startswith("_")}, "groups": groups}
         return {"format": 2, "pid": os.getpid() if pid is None else pid,
                 "argv": list(sys.argv) if argv is None else argv, "status": "error" if self.error else "ok",
                 "error": self.error, "records": self.records, "kernels": kernels, "first_start_ns": self.first,
