@@ -208,7 +208,7 @@ def _write_commit(sess: Session, a: Attempt, k: Kept, message: str, progress: Pr
         "keep", "(this commit)", cfg.benchmark.command, p.target, p.kernels, metrics, gpu_us,
         changes, keep_note(p, title, d.target_deltas_pct[-1], gpu_us), class_gpu_us=a.class_gpu_us)]
     # what recovery adopts after a crash; the rows go into the `commit` record
-    s.in_progress.update(metrics=metrics, gpu_us=gpu_us, rows=rows)
+    s.in_progress.update(metrics=metrics, gpu_us=gpu_us, rows=rows, overtaken_rounds=k.overtaken_rounds)
     sess.save()
     sess.write_performance(extra=[{"event": "commit", "rows": rows}])  # rendered from the ledger
     perf = sess.workspace_path / "performance.md"
