@@ -37,6 +37,8 @@ class Candidate:
     old: str = ""
     new: str = ""
     append: str = ""
+    #: the config class the agent names as its target in save_and_test ("global": all classes)
+    target: str = "global"
 
     def apply(self, workspace: Path) -> None:
         """Edit the workspace copy of `file` (append text, or replace `old` by `new`)."""
@@ -290,6 +292,9 @@ paths = ["benchmarks/", "tests/"]
 # ------------------------------------------------------------------ FlagOpen/FlagGems (RMSNorm forward)
 FG_OPS = "src/flag_gems/ops/rms_norm.py"
 FG_LAUNCH = "            rms_norm_kernel[M,](y, inv_rms, x, weight, N, 1, N, 1, N, eps, BLOCK_SIZE)\n"
+# the one GPU-bound class: on the H100 (2026-11-24) the four smaller shapes timed the Python launch
+# path (the identical candidate moved them by -345% to +79%), 1024x65536 moved by -0.04%
+FG_LONG = "shape=1024, 65536"
 
 
 class ReplaceAll(Candidate):
@@ -349,11 +354,12 @@ paths = ["benchmark/", "tests/", "pytest.ini"]
                   "where 4 warps hold 512 floats per thread and spill)", FG_OPS,
                   old=FG_LAUNCH,
                   new="            rms_norm_kernel[M,](y, inv_rms, x, weight, N, 1, N, 1, N, eps, BLOCK_SIZE,\n"
-                      "                                num_warps=min(max(BLOCK_SIZE // 1024, 4), 32))\n"),
+                      "                                num_warps=min(max(BLOCK_SIZE // 1024, 4), 32))\n",
+                  target=FG_LONG),
         Candidate("broken", "incorrect", "forward: 1e-2 added to the variance (every output off by ~40%)",
                   FG_OPS, old="    rrms = 1 / tl.sqrt(var + eps)\n", new="    rrms = 1 / tl.sqrt(var + eps + 1e-2)\n"),
         Candidate("slowdown", "regressed", "forward: the kernel launched twice (a wasted extra pass)", FG_OPS,
-                  old=FG_LAUNCH, new=FG_LAUNCH + FG_LAUNCH),
+                  old=FG_LAUNCH, new=FG_LAUNCH + FG_LAUNCH, target=FG_LONG),
     ],
 )
 

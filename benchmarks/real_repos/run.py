@@ -68,7 +68,7 @@ def run_init(repo: Path, project: Project, out: Path) -> dict:
 
 def verdict_record(cand, v, secs: float) -> dict:
     """The numbers of one verdict (VerdictResult) for the results file."""
-    return {"candidate": cand.name, "expected": cand.expected, "verdict": v.verdict,
+    return {"candidate": cand.name, "target": cand.target, "expected": cand.expected, "verdict": v.verdict,
             "right": v.verdict == cand.expected, "hypothesis": cand.hypothesis, "reason": v.reason,
             "seconds": round(secs, 1), "rounds": v.rounds, "gpu_best_us": v.gpu_best_us,
             "gpu_candidate_us": v.gpu_candidate_us, "gpu_delta_pct": v.gpu_delta_pct,
@@ -182,7 +182,7 @@ def main() -> int:
                 continue
             cand.apply(ref.workspace_path)
             t = time.perf_counter()
-            v = ref.save_and_test("global", cand.hypothesis)
+            v = ref.save_and_test(cand.target, cand.hypothesis)
             rec = verdict_record(cand, v, time.perf_counter() - t)
             result["verdicts"].append(rec)
             code |= 0 if rec["right"] else 1
