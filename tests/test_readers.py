@@ -182,6 +182,23 @@ def test_mixed_unit_suffixes_are_an_error():
         read_results([rf(log, "benchmark.log")], bench(csv="", format="stdout", metric="time"))
 
 
+FLAGGEMS = (FIX / "flaggems_rms_norm_perf.log").read_bytes()
+
+
+def test_stdout_table_under_a_rule_with_spaced_names_flaggems():
+    b = bench(csv="", format="stdout", metric="Gems Latency (ms)", config_columns=["Size Detail"])
+    t = read_results([rf(FLAGGEMS, "benchmark.log")], b)
+    assert t.values()["Size Detail=[torch.Size([1024, 65536]), [65536], torch.Size([65536])]"] == 0.588032
+    assert len(t.values()) == 5 and t.unit is None
+
+
+def test_the_pytest_header_is_no_table():
+    from kopt_mcp.readers.stdout import StdoutReader
+
+    df = StdoutReader().frame(FLAGGEMS, "benchmark.log")
+    assert list(df.columns) == ["Status", "Torch Latency (ms)", "Gems Latency (ms)", "Gems Speedup", "Size Detail"]
+
+
 def test_stdout_without_a_table_asks_for_a_pattern():
     with pytest.raises(MetricsError, match="stdout_pattern"):
         read_results([rf(b"hello\nworld\n", "benchmark.log")], bench(csv="", format="stdout"))

@@ -1,5 +1,7 @@
-"""The run log as results: a regex with named groups (one match per row), or the last table printed
-(whitespace-aligned, as pandas / `triton.testing.perf_report` print it, or markdown pipes)."""
+"""The run log as results: a regex with named groups (one match per row), or the last table printed:
+markdown pipes; a header over a rule of dashes with columns two or more spaces apart, so that names
+and cells may hold single spaces (FlagGems' pytest performance suite, tabulate's "simple" format); or
+whitespace-aligned, as pandas / `triton.testing.perf_report` print it."""
 
 from __future__ import annotations
 
@@ -12,6 +14,8 @@ if TYPE_CHECKING:
     import pandas as pd
 
 _MD_RULE = re.compile(r"^\|?\s*:?-{3,}")
+_DASH_RULE = re.compile(r"^[-\s]{10,}$")
+_GAP = re.compile(r"\s{2,}")
 
 
 def _is_num(tok: str) -> bool:
@@ -38,6 +42,28 @@ def _markdown_table(lines: list[str]) -> tuple[list[str], list[list[str]]] | Non
             i = j
         else:
             i += 1
+    return found
+
+
+def _ruled_table(lines: list[str]) -> tuple[list[str], list[list[str]]] | None:
+    """The last table whose header line stands over a rule of dashes, columns 2+ spaces apart; rows
+    are the following lines with as many cells, at least one numeric."""
+    found = None
+    for i in range(len(lines) - 2):
+        rule = lines[i + 1].strip()
+        if not (rule and "-" in rule and _DASH_RULE.match(rule)):
+            continue
+        head = _GAP.split(lines[i].strip())
+        if len(head) < 2 or any(_is_num(h) for h in head):
+            continue
+        rows = []
+        for line in lines[i + 2:]:
+            cells = _GAP.split(line.strip())
+            if len(cells) != len(head) or not any(_is_num(c) for c in cells):
+                break
+            rows.append(cells)
+        if rows:
+            found = (head, rows)
     return found
 
 
@@ -83,7 +109,7 @@ class StdoutReader:
                 raise ReaderError(f"[benchmark] stdout_pattern matched nothing in {source}: compare it with the log")
             return numeric_where_possible(pd.DataFrame(rows))
         lines = text.splitlines()
-        table = _markdown_table(lines) or _whitespace_table(lines)
+        table = _markdown_table(lines) or _ruled_table(lines) or _whitespace_table(lines)
         if table is None:
             raise ReaderError(f"no table found in {source} (a header line, then rows with as many fields): "
                               "set [benchmark] stdout_pattern to a regex with named groups")
