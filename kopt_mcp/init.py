@@ -42,7 +42,8 @@ PREFERRED_METRIC_NAMES = ("speed", "latency", "time", "runtime", "duration")
 # rates are higher-is-better: named (tflops, gbps, bandwidth, ...) or a unit per second ("triton (GB/s)",
 # "TFLOP/s", "tokens/s": triton.testing.perf_report names a provider's column "<line> (<ylabel>)")
 HIGHER_IS_BETTER = re.compile(r"tflops|gflops|gbps|gb_s|bandwidth|throughput|speedup|ops_per|items_per|\w/s(ec)?\b", re.I)
-TIME_NAME = re.compile(r"(^|_)(ms|us|ns|s|sec|time|latency|runtime|duration|median|mean|p50)($|_)", re.I)
+# a time column, also where names hold spaces and units in parentheses ("Gems Latency (ms)")
+TIME_NAME = re.compile(r"(^|[_\s(])(ms|us|ns|s|sec|time|latency|runtime|duration|median|mean|p50)($|[_\s)])", re.I)
 
 
 class InitError(RuntimeError):
@@ -171,7 +172,12 @@ def _choose(values: list[str], wanted: str | None, preferred: tuple[str, ...], w
     return next((v for v in preferred if v in values), values[0])
 
 
-def _metric_column(df, pytest_benchmark: bool) -> str:
+def _metric_column(df, pytest_benchmark: bool, provider: str | None = None,
+                   findings: list[str] | None = None) -> str:
+    """The metric column of a wide table: a time column first, then a rate, then any fractional
+    one. Where several columns qualify (one per provider, e.g. "Torch Latency (ms)" and "Gems
+    Latency (ms)"), the first naming `provider` (case-insensitive); the choice goes to `findings`.
+    Raises InitError when no column holds measured numbers."""
     if pytest_benchmark and "stats.median" in df.columns:
         return "stats.median"
     numeric = [str(c) for c in df.columns if df[c].dtype.kind in "iuf" and not str(c).lower().startswith("err")]
@@ -180,7 +186,11 @@ def _metric_column(df, pytest_benchmark: bool) -> str:
                        (numeric, lambda c: HIGHER_IS_BETTER.search(c)), (fractional, lambda c: True)):
         hits = [c for c in pool if rule(c)]
         if hits:
-            return hits[0]
+            named = [c for c in hits if provider and provider.lower() in c.lower()]
+            if len(hits) > 1 and findings is not None:
+                findings.append(f"metric columns: {hits}; chose {(named or hits)[0]!r} "
+                                "(--provider NAME takes the one naming NAME)")
+            return (named or hits)[0]
     raise InitError(f"no column of measured numbers in the results (columns {list(map(str, df.columns))}): "
                     "pass --results to the file the benchmark writes its timings to")
 
@@ -250,7 +260,7 @@ def analyse(runs: list[Run], log_name: str = "benchmark.log", results: str | Non
         if len(names) > 1:
             findings.append(f"metric names in {name_col}: {names}; chose {keys['metric']!r} (--metric-name to change)")
     else:
-        keys["metric"] = _metric_column(df, keys["format"] == "pytest-benchmark")
+        keys["metric"] = _metric_column(df, keys["format"] == "pytest-benchmark", provider, findings)
     keys["higher_is_better"] = bool(HIGHER_IS_BETTER.search(keys["metric"]))
     filters = []
     flags = {"kernel": kernel, "provider": provider, "mode": mode}

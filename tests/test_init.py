@@ -102,6 +102,17 @@ def test_init_reads_a_printed_table_when_no_file_is_written(tmp_path):
     assert "[protect]\npaths = [\"bench.py\"]" in p.toml
 
 
+def test_init_on_flaggems_printed_table_takes_the_provider_named_latency(tmp_path):
+    """FlagGems' pytest performance suite on the H100 (the recorded log): the table under a rule of
+    dashes, one latency column per provider; --provider picks FlagGems' own."""
+    shutil.copy(FIX / "flaggems_rms_norm_perf.log", tmp_path / "perf.log")
+    p = propose(tmp_path, "cat perf.log", provider="gems", profile=False)
+    assert 'format = "stdout"' in p.toml and 'metric = "Gems Latency (ms)"' in p.toml
+    assert "higher_is_better = false" in p.toml and 'config_columns = ["Size Detail"]' in p.toml
+    plain = propose(tmp_path, "cat perf.log", profile=False)
+    assert 'metric = "Torch Latency (ms)"' in plain.toml and "--provider NAME" in plain.toml
+
+
 def test_analyse_drops_columns_that_differ_between_two_identical_runs():
     def csv(seed: int, t: float) -> bytes:
         return f"M,seed,us,err\n1024,{seed},{t},0\n2048,{seed + 1},{t * 2},0\n".encode()
