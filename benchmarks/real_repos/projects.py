@@ -313,7 +313,7 @@ FLAGGEMS = Project(
     paths=["src", "benchmark", "tests", "pytest.ini", "pyproject.toml", "README.md", "LICENSE", ".gitignore"],
     command="python -m pytest -s -p no:cacheprovider benchmark/test_norm_perf.py -m rms_norm --level core "
             "--dtypes float16",
-    init_flags=[],
+    init_flags=["--provider", "gems"],  # one latency column per provider: FlagGems' own
     toml=r"""# FlagOpen/FlagGems rms_norm: the project's own pytest performance suite, unmodified
 # (benchmark/test_norm_perf.py, `-m rms_norm`, level core: five 2-D shapes). It times torch and
 # FlagGems with triton.testing.do_bench (warm-up 1000 ms, rep 100 ms: time-driven) and prints one
