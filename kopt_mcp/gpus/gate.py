@@ -27,8 +27,18 @@ from kopt_mcp.gpus.base import GpuProbe, GpuReading, Vendor
 from kopt_mcp.gpus.cpu import CpuLoad, CpuLoadProbe
 from kopt_mcp.gpus.lease import Lease, LeaseManager, binding_env
 
-__all__ = ["IdleThresholds", "busy_reasons", "binding_env", "Lease", "GpuCheck", "GateOutcome",
-           "GpuGate", "CPU_NOTE", "CPU_POLL_S", "JOB_POLL_S"]
+__all__ = [
+    "CPU_NOTE",
+    "CPU_POLL_S",
+    "JOB_POLL_S",
+    "GateOutcome",
+    "GpuCheck",
+    "GpuGate",
+    "IdleThresholds",
+    "Lease",
+    "binding_env",
+    "busy_reasons",
+]
 
 CPU_NOTE = "no GPU probe: the CPU is the device; the gate passes at once"
 CPU_POLL_S = 10.0  # the most time between two CPU-load checks (load changes in seconds, not minutes)
