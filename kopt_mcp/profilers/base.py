@@ -105,6 +105,9 @@ class LaunchGroup(BaseModel):
 #: a group with more runs than this is an interleaving (shapes taking turns launch by launch, e.g. a
 #: step that launches the kernel with several shapes), not a harness visiting shapes one after another
 MAX_RUNS = 16
+#: a visit of one shape launches it repeatedly (warm-up, repetitions); runs shorter than this are a
+#: step that launches several shapes once each (a fixed-count loop of a few steps), left whole
+MIN_RUN_LAUNCHES = 3
 
 
 def split_runs(groups: list[LaunchGroup], max_runs: int = MAX_RUNS) -> list[LaunchGroup]:
@@ -116,7 +119,8 @@ def split_runs(groups: list[LaunchGroup], max_runs: int = MAX_RUNS) -> list[Laun
     could not be paired with it. Split, each visit is a group of its own (`run` 0, 1, ...), and
     pairing by key and then in launch order (rules/keep.match_groups) lines the visits up.
 
-    A group is split only when it has 2..`max_runs` runs; more runs mean interleaved shapes, left whole.
+    A group is split only when it has 2..`max_runs` runs of at least MIN_RUN_LAUNCHES launches each;
+    more or shorter runs mean shapes taking turns within a step, left whole.
     Groups without per-launch starts are returned as they are. Input and output in first-launch
     order; `calls`/`total_us` of a split group count its kept launches. Never raises."""
     by_kernel: dict[str, list[tuple[float, int, float]]] = {}
@@ -136,7 +140,7 @@ def split_runs(groups: list[LaunchGroup], max_runs: int = MAX_RUNS) -> list[Laun
     out: list[LaunchGroup] = []
     for i, g in enumerate(groups):
         parts = runs.get(i, [])
-        if not 2 <= len(parts) <= max_runs:
+        if not 2 <= len(parts) <= max_runs or min(map(len, parts)) < MIN_RUN_LAUNCHES:
             out.append(g)
             continue
         for k, part in enumerate(parts):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 
-from kopt_mcp.profilers.base import MAX_RUNS, build_groups
+from kopt_mcp.profilers.base import MAX_RUNS, MIN_RUN_LAUNCHES, build_groups
 from kopt_mcp.profilers.cupti import INJECT_DIR
 
 K = "rms_norm_kernel"
@@ -36,6 +36,16 @@ def test_shapes_taking_turns_launch_by_launch_stay_one_group_each():
     plan = [(SHORT, 1, 5.0), (LONG, 1, 20.0)] * (MAX_RUNS + 1)
     groups = build_groups(launches(plan))
     assert [(g.grid, g.run, g.calls) for g in groups] == [(SHORT, 0, MAX_RUNS + 1), (LONG, 0, MAX_RUNS + 1)]
+
+
+def test_a_few_steps_launching_each_shape_once_stay_one_group_each():
+    """A fixed-count loop of 5 steps, each launching both shapes once: 5 runs per shape, each of one
+    launch, is no visiting harness: splitting would leave groups of one launch (no median worth the name)."""
+    plan = [(SHORT, 1, 5.0), (LONG, 1, 20.0)] * 5
+    groups = build_groups(launches(plan))
+    assert [(g.grid, g.run, g.calls) for g in groups] == [(SHORT, 0, 5), (LONG, 0, 5)]
+    visits = [(SHORT, MIN_RUN_LAUNCHES, 5.0), (LONG, MIN_RUN_LAUNCHES, 20.0)] * 2
+    assert [(g.grid, g.run) for g in build_groups(launches(visits))] == [(SHORT, 0), (LONG, 0), (SHORT, 1), (LONG, 1)]
 
 
 def test_the_injector_keeps_launches_of_every_run_not_only_the_first_cap():
