@@ -159,7 +159,7 @@ def main() -> int:
     code = 0
     try:
         t = time.perf_counter()
-        phase = str(getattr(ref.status().phase, "value", ref.status().phase))
+        phase = ref.status().phase
         if resumed and phase != "needs_baseline":
             print(f"resumed the session in {tmp}: phase {phase}", flush=True)
             ref.revert_to_best("real-repository check: resumed")  # whatever the last call left in the workspace

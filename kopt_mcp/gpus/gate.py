@@ -237,7 +237,7 @@ class GpuGate:
             if waited >= self.wait_s:
                 return GateOutcome(lease=None, checks=checks, waited_s=waited, polls=polls,
                                    reason=f"no idle GPU after {_n(self.wait_s)} s: {_summary(checks)}")
-            pause = min(self.poll_s, JOB_POLL_S if job_held else self.poll_s, self.wait_s - waited)
+            pause = min(min(self.poll_s, JOB_POLL_S) if job_held else self.poll_s, self.wait_s - waited)
             if progress is not None:
                 progress(waited, self.wait_s,
                          f"no idle GPU yet ({_summary(checks)}); next check in {_n(pause)} s")

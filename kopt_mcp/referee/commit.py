@@ -225,8 +225,7 @@ def _write_commit(sess: Session, a: Attempt, k: Kept, message: str, progress: Pr
     return CommitResult(committed=True, reason=f"committed: the re-measure still favours the candidate ({p.target} "
                         f"{d.target_deltas_pct[-1]:+.2f}%, no other class worse beyond {g.noise_pct:g}%); "
                         "the save_and_test verdict stands." + k.note, commit=sha, best_commit=sha,
-                        formatted=k.formatted, classes=d.classes, next_actions=next_actions(s),
-                        overtaken_rounds=k.overtaken_rounds)
+                        formatted=k.formatted, classes=d.classes, next_actions=next_actions(s))
 
 
 def keep_note(p, title: str, commit_delta_pct: float, gpu_us: float | None) -> str:
