@@ -291,3 +291,14 @@ def test_why_not_kept_says_which_way_the_gpu_time_moved(runs):
     assert not slower.kept and "outside [profiler] kernel" in slower.reason
     denied = judge_groups(runs(configs()), runs(configs(small=1.2, large=1.2)), runs(configs()), suspect=True)
     assert "disagree" in denied.reason
+
+
+def test_a_fake_fast_visit_inserted_before_the_real_ones_is_not_kept(runs):
+    """The cheat on runs: launch the kernel a few times with the shared grid and an early return before
+    the real visits, so that run 1 of BEST (real) pairs with a near-empty run 1 of the candidate."""
+    fake = dict(grid=(1024, 1, 1), scale=0.01, calls=(5, 8), warmup=0)
+    best = [runs(flaggems_like()), runs(flaggems_like())]
+    cheat = runs([fake] + flaggems_like())  # its own run: another shape comes before the real visits
+    assert [g.run for g in target_groups(trace_groups(cheat), None) if g.grid == (1024, 1, 1)] == [0, 1, 2]
+    d = judge_groups(best[0], cheat, best[1])
+    assert not d.kept, d.reason
