@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,6 +20,7 @@ import git
 from kopt_mcp.config import TargetConfig
 from kopt_mcp.executor import Progress
 from kopt_mcp.gpus.base import GpuProbe
+from kopt_mcp.gpus.clocks import ClockSampler, ClockSource, clock_source
 from kopt_mcp.gpus.cpu import CpuLoadProbe
 from kopt_mcp.gpus.gate import GateOutcome, GpuGate, IdleThresholds
 from kopt_mcp.gpus.lease import Lease, LeaseManager
@@ -26,6 +28,9 @@ from kopt_mcp.profilers.base import Profiler
 from kopt_mcp.referee.measure import Measurement, Profiled, Runner, measure_snapshot, profile_snapshot
 from kopt_mcp.results import DeviceInfo
 from kopt_mcp.runner import run_command
+
+#: (vendor, uuid) -> ClockSource or None
+ClockFactory = Callable[[str, str], ClockSource | None]
 
 
 def device_id(lease: Lease) -> str:
@@ -37,8 +42,10 @@ class LocalJobLease:
     """One measuring call's hold on one local device (kopt_mcp.executor.JobLease). `device`: the
     device with its binding env; `device_id`: its ledger name; `uuid`: the probe's device id."""
 
-    def __init__(self, gate: GpuGate, lease: Lease, note: str, run: Runner, on_release) -> None:
+    def __init__(self, gate: GpuGate, lease: Lease, note: str, run: Runner, on_release,
+                 clocks: ClockFactory | None = None) -> None:
         self._gate, self._run, self._on_release = gate, run, on_release
+        self._clock_source = clocks(lease.vendor, lease.uuid) if clocks is not None else None
         self.uuid = lease.uuid
         self.device_id = device_id(lease)
         self.device = DeviceInfo(vendor=lease.vendor, index=lease.index, name=lease.name, env=lease.env, note=note)
@@ -56,8 +63,13 @@ class LocalJobLease:
     def profile(self, cfg: TargetConfig, profiler: Profiler, ws: git.Repo, tree: str, run_dir: Path,
                 env: dict[str, str], *, base: str | None = None, cancel: threading.Event | None = None,
                 pid_dir: Path | None = None) -> Profiled:
-        """referee.measure.profile_snapshot on this lease's device."""
-        return profile_snapshot(cfg, profiler, ws, tree, run_dir, self._env(env), cancel, pid_dir, run=self._run)
+        """referee.measure.profile_snapshot on this lease's device, its SM clock sampled meanwhile
+        (`Profiled.clock`; kopt_mcp.gpus.clocks) where the device has a clock source."""
+        if self._clock_source is None:
+            return profile_snapshot(cfg, profiler, ws, tree, run_dir, self._env(env), cancel, pid_dir, run=self._run)
+        with ClockSampler(self._clock_source) as sampler:
+            p = profile_snapshot(cfg, profiler, ws, tree, run_dir, self._env(env), cancel, pid_dir, run=self._run)
+        return p.model_copy(update={"clock": sampler.summary()})
 
     def release(self) -> None:
         """Give the device back (idempotent)."""
@@ -92,6 +104,8 @@ class LocalExecutor:
     sleep: object = None
     clock: object = None
     run: Runner = run_command
+    #: (vendor, uuid) -> the device's SM clock source or None (kopt_mcp.gpus.clocks.clock_source)
+    clocks: ClockFactory | None = clock_source
     _held: list[LocalJobLease] = field(default_factory=list)
     _mutex: threading.Lock = field(default_factory=threading.Lock)
 
@@ -110,7 +124,7 @@ class LocalExecutor:
         out = gate.acquire(progress=progress, cancel=cancel, own_pids=frozenset({os.getpid()}), prefer=prefer)
         if out.lease is None:
             return LocalGrant(lease=None, outcome=out)
-        job = LocalJobLease(gate, out.lease, out.device_note, self.run, self._forget)
+        job = LocalJobLease(gate, out.lease, out.device_note, self.run, self._forget, self.clocks)
         with self._mutex:
             self._held.append(job)
         return LocalGrant(lease=job, outcome=out)

@@ -84,3 +84,21 @@ def test_gpu_timing_cheats_are_not_kept_and_named(tmp_path, lease_dir, candidate
         assert named in v.reason and v.metric_used == "profiler GPU time"
     finally:
         r.close()
+
+
+def test_nvml_clock_source_reads_the_sm_clock_of_a_busy_gpu():
+    torch = pytest.importorskip("torch")
+    from kopt_mcp.gpus.clocks import ClockSampler, clock_source
+    from kopt_mcp.gpus.nvml import NvmlProbe
+
+    gpu = NvmlProbe().read()[0]
+    src = clock_source("nvidia", gpu.uuid)
+    assert src is not None
+    a = torch.randn(4096, 4096, device="cuda:0")
+    with ClockSampler(src) as sampler:
+        for _ in range(200):  # about a second of matmuls keeps the GPU busy
+            a = (a @ a).clamp_(-1, 1)
+        torch.cuda.synchronize()
+    c = sampler.summary()
+    assert sampler.error is None and c is not None, sampler.samples[:5]
+    assert 300 <= c.min_mhz <= c.sm_mhz <= c.max_mhz <= 3500 and c.busy_samples >= 5

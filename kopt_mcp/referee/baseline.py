@@ -14,6 +14,7 @@ from kopt_mcp.referee.ops import bench_result, judge_run_changes, protected_path
 from kopt_mcp.referee.report import perf_rows
 from kopt_mcp.referee.slots import best_lock, publish
 from kopt_mcp.results import BenchmarkResult
+from kopt_mcp.rules.clocks import same_clock
 from kopt_mcp.rules.keep import class_gpu_times, group_spread_pct, target_median_us
 from kopt_mcp.rules.protect import FileChange, describe, touched_protected
 from kopt_mcp.session import spread_pct
@@ -52,7 +53,7 @@ def baseline(sess: Session, progress: Progress | None) -> BenchmarkResult:
     gpu_us, kernels, note = None, [], "no profiler: the script metric is the keep metric"
     class_gpu_us: dict[str, float] | None = None
     profiles: list[float] = []  # adjacent profiled runs: the first spreads for the keep metric's floor
-    traces = []
+    traces, clocks = [], []
     for i in range(profiles_due):
         if progress:
             progress(runs + i, steps, f"baseline: profiling with {prof.name} ({i + 1} of {profiles_due})")
@@ -67,10 +68,11 @@ def baseline(sess: Session, progress: Progress | None) -> BenchmarkResult:
             raise RefereeError(str(e)) from e
         profiles.append(us)
         traces.append(p.trace)
+        clocks.append(p.clock)
         if i == 0:
             gpu_us, kernels = us, names
     regex = cfg.profiler.kernel or exact_names_regex(kernels)
-    spreads = _baseline_spreads(traces, profiles, regex)
+    spreads = _baseline_spreads(traces, profiles, regex, clocks)
     if traces and traces[0].groups is not None:  # the keep metric's quantity: the median launch per group
         gpu_us = target_median_us(traces[0], regex)[0]
         class_gpu_us = class_gpu_times(traces[0], list(baseline_values), regex)
@@ -118,13 +120,19 @@ def _baseline_changes(sess: Session, changes: list[FileChange]) -> None:
     judge_run_changes(sess, changes, "the run of BEST_COMMIT")
 
 
-def _baseline_spreads(traces: list, totals_us: list[float], kernel_regex: str | None) -> list[float]:
+def _baseline_spreads(traces: list, totals_us: list[float], kernel_regex: str | None,
+                      clocks: list | None = None) -> list[float]:
     """Spreads (%) between the baseline's adjacent profiles of BEST_COMMIT: by launch group
     (rules.keep.group_spread_pct, median launch per kernel + grid/block) where both traces carry
     launch groups, so a harness that picks its own repetition count (do_bench) does not inflate
-    them; else between the target kernels' totals (us, one per trace, all > 0)."""
+    them; else between the target kernels' totals (us, one per trace, all > 0). A pair whose SM
+    clocks differ (`clocks`: RunClock or None per trace; rules.clocks.SAME_CLOCK_PCT) is left out:
+    its spread is the clock step, which the keep metric handles by clock, not as noise."""
     out = []
-    for (t1, u1), (t2, u2) in zip(zip(traces, totals_us), zip(traces[1:], totals_us[1:])):
+    clocks = clocks or [None] * len(traces)
+    for i, ((t1, u1), (t2, u2)) in enumerate(zip(zip(traces, totals_us), zip(traces[1:], totals_us[1:]))):
+        if not same_clock(clocks[i], clocks[i + 1]):
+            continue
         if t1.groups is not None and t2.groups is not None:
             try:
                 out.append(group_spread_pct(t1, t2, kernel_regex))

@@ -19,7 +19,8 @@ def keep_metric(sess: Session, a: Attempt, suspect: bool = True, candidate_runs:
     (rules.verdict.gpu_gain_floor). When only this attempt's own spread stops a gain that clears
     the rest of the floor (BEST's level jumped during the attempt) and `candidate_runs` allows a
     second profiled candidate run, it measures candidate, BEST once more and judges the later
-    triple. A failed profile, or a trace without the target kernels, is never kept (no fallback
+    triple. Each run's SM clock (Profiled.clock) goes to judge_groups (rules/clocks.py). A failed
+    profile, or a trace without the target kernels, is never kept (no fallback
     to a weaker metric). `candidate_runs`: profiled candidate runs allowed (>= 1). Sets
     `a.class_gpu_us` where launch groups map to classes; raises Tampered (ops.Tampered)."""
     s = sess.state
@@ -57,14 +58,17 @@ def keep_metric(sess: Session, a: Attempt, suspect: bool = True, candidate_runs:
             keep = judge_groups(before[4], cand[4], after[4],
                                 sess.cfg.profiler.kernel or exact_names_regex(s.best.kernels),
                                 recent_spreads_pct=s.gpu_spreads_pct, min_gain_pct=g.min_gpu_gain_pct,
-                                confidence=g.confidence, suspect=suspect, classes=list(s.best.metrics))
+                                confidence=g.confidence, suspect=suspect, classes=list(s.best.metrics),
+                                clocks=(before[5], cand[5], after[5]))
             if keep.spread_pct is None:  # BEST's profiles could not be compared: nothing to learn
                 return keep
-            spread = s.record_spread_pct(keep.spread_pct)
+            # a spread that is BEST's SM clock step is not noise: it stays out of the session's spreads
+            spread = (keep.spread_pct if keep.clock is not None and keep.clock.spread_explained
+                      else s.record_spread_pct(keep.spread_pct))
             floor = keep.floor
             a.class_gpu_us = keep.class_gpu_us
         else:
-            (b1, _, calls_b, dur_b1, _), (c, names_c, calls_c, dur_c, _), (b2, _, _, dur_b2, _) = before, cand, after
+            (b1, _, calls_b, dur_b1, *_), (c, names_c, calls_c, dur_c, *_), (b2, _, _, dur_b2, *_) = before, cand, after
             spread = s.record_gpu_spread(b1, b2)
             floor = gpu_gain_floor(s.gpu_spreads_pct, spread, g.min_gpu_gain_pct)
             best_launches = (None if dur_b1 is None or dur_b2 is None else
@@ -88,7 +92,8 @@ def keep_metric(sess: Session, a: Attempt, suspect: bool = True, candidate_runs:
 
 def _profile_target(sess: Session, a: Attempt, prof, label: str, tree: str):
     """One profiled run of snapshot `tree` in a disposable checkout, verified afterwards: (target
-    GPU time us, target names, launches, per-launch us or None, the trace), or a not-kept KeepDecision
+    GPU time us, target names, launches, per-launch us or None, the trace, the run's SM clock or
+    None), or a not-kept KeepDecision
     saying why it could not be read. Raises Tampered."""
     p = profile_run(sess, a, prof, tree, label)
     who = "the candidate" if label.startswith("candidate") else "BEST_COMMIT"
@@ -102,4 +107,4 @@ def _profile_target(sess: Session, a: Attempt, prof, label: str, tree: str):
     except ProfilerError as e:
         return KeepDecision(kept=False, gpu_best_us=None, gpu_candidate_us=None, gpu_delta_pct=None,
                             metric_used="profiler GPU time", reason=f"profiling {who}: {e}: not kept")
-    return us, names, target_launches(p.trace, names), target_durations(p.trace, names), p.trace
+    return us, names, target_launches(p.trace, names), target_durations(p.trace, names), p.trace, p.clock

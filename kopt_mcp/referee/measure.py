@@ -31,6 +31,7 @@ from pydantic import BaseModel
 from kopt_mcp import vcs
 from kopt_mcp.config import TargetConfig
 from kopt_mcp.metrics import MetricsError, MetricTable, capture_before, collect_results, read_results
+from kopt_mcp.gpus.clocks import RunClock
 from kopt_mcp.profilers.base import KernelTrace, Profiler, ProfilerError
 from kopt_mcp.referee.core import Cancelled
 from kopt_mcp.rules.correctness import GateResult, RunFacts, correctness_gate, failed_tests
@@ -200,6 +201,9 @@ class Profiled(BaseModel):
     log_path: str
     snapshot: str = ""
     changes: list[FileChange] = []
+    #: the SM clock while the run kept the GPU busy, sampled by the referee's process (None: no
+    #: clock source for the device, e.g. AMD, the CPU, NVML missing; kopt_mcp.gpus.clocks)
+    clock: RunClock | None = None
 
 
 def profile(cfg: TargetConfig, profiler: Profiler, tree: Path, run_dir: Path, env: dict[str, str],

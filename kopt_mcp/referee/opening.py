@@ -191,4 +191,4 @@ def local_executor(sess: Session):
         thresholds=IdleThresholds(util_pct=gates.idle_util_pct, mem_mib=gates.idle_mem_mib, cpu_pct=gates.idle_cpu_pct),
         wait_s=gates.gpu_wait_s, poll_s=gates.gpu_poll_s,
         cpu_probe=CpuLoadProbe() if gates.idle_cpu_pct < 100 else None, cpu_wait_s=gates.cpu_wait_s,
-        sleep=sv.sleep, clock=sv.clock, run=sv.run)
+        sleep=sv.sleep, clock=sv.clock, run=sv.run, clocks=sv.clocks)

@@ -15,6 +15,7 @@ from typing import Any
 
 from kopt_mcp.executor import Executor
 from kopt_mcp.gpus.base import GpuProbe
+from kopt_mcp.gpus.clocks import ClockSource, clock_source
 from kopt_mcp.profilers import make_profiler
 from kopt_mcp.profilers.base import Profiler
 from kopt_mcp.runner import RunResult, run_command
@@ -35,7 +36,9 @@ class Services:
     - `clock` (s, monotonic) and `sleep(s)` (None: real waiting, cut short by a cancel) for the
       GPU gate's waiting;
     - `lease_dir`: where GPU lease files live (None: $KOPT_LEASE_DIR, else /tmp/kopt-mcp-leases);
-    - `executor`: where measuring jobs run (None: this host; a Ray executor beyond it).
+    - `executor`: where measuring jobs run (None: this host; a Ray executor beyond it);
+    - `clocks`: (vendor, uuid) -> the leased device's SM clock source, sampled during profiled runs
+      (kopt_mcp.gpus.clocks; None: no clock figures).
     """
 
     probe: GpuProbe | None = None
@@ -47,3 +50,4 @@ class Services:
     #: builds the session's executor (kopt_mcp.executor.Executor) from the opened session; None:
     #: the local one (kopt_mcp.executor_local.LocalExecutor over this host's GPU gate)
     executor: Callable[[Any], Executor] | None = None
+    clocks: Callable[[str, str], ClockSource | None] | None = clock_source

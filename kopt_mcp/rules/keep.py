@@ -28,6 +28,9 @@ The rule (`judge_groups`, A/B/A: BEST profiled before and after the candidate in
    the medians' sampling error is in the spread too). Kept when the gain clears the floor (which
    covers process shifts and the medians' sampling error, as measured between BEST's profiles)
    and the lower bound clears `min_gain_pct` (the gain itself is significant).
+   With each run's SM clock known (`clocks`, sampled outside the benchmark), a clock step is not
+   noise: the candidate is compared with BEST's profile at its own clock, or pays the clock ratio
+   when it ran faster than both (`rules/clocks.py`).
 5. Skipped work: a fixed-count harness (BEST's two profiles launch every group equally often)
    needs at least BEST's launches per group; a time-driven one (counts differ) launches a faster
    kernel more often, so a group that got faster per launch with under half of BEST's fewer
@@ -47,6 +50,8 @@ from pydantic import BaseModel, Field
 
 from kopt_mcp.profilers.base import KernelTrace, LaunchGroup, ProfilerError, trace_groups
 from kopt_mcp.profilers.kernel_names import is_utility_kernel, short_kernel_name
+from kopt_mcp.gpus.clocks import RunClock
+from kopt_mcp.rules.clocks import ClockPlan, clock_plan
 from kopt_mcp.rules.verdict import GainFloor, KeepDecision, gpu_gain_floor
 
 __all__ = ["GroupDelta", "GroupKeepDecision", "class_gpu_times", "group_classes", "group_spread_pct", "is_utility_kernel", "judge_groups",
@@ -155,6 +160,8 @@ class GroupKeepDecision(KeepDecision):
     floor: GainFloor | None = None
     #: this attempt's spread between BEST's two profiles (%), to join SessionState.gpu_spreads_pct
     spread_pct: float | None = None
+    #: how the runs' SM clocks were used (rules/clocks.py); None: no clock figures
+    clock: ClockPlan | None = None
     time_driven: bool = False
     groups: list[GroupDelta] = Field(default_factory=list)
     unmatched_best: list[str] = Field(default_factory=list)
@@ -177,7 +184,8 @@ def judge_groups(best_before: KernelTrace | Sequence[LaunchGroup], candidate: Ke
                  best_after: KernelTrace | Sequence[LaunchGroup], kernel_regex: str | None = None,
                  recent_spreads_pct: Sequence[float] = (), min_gain_pct: float = 0.2,
                  confidence: float = 0.995, suspect: bool = True,
-                 classes: Sequence[str] | None = None) -> GroupKeepDecision:
+                 classes: Sequence[str] | None = None,
+                 clocks: tuple[RunClock | None, RunClock | None, RunClock | None] | None = None) -> GroupKeepDecision:
     """The keep metric from three adjacent profiled runs (BEST, candidate, BEST again) by launch group.
 
     Inputs: each run's KernelTrace (or its launch groups, `trace_groups`); `kernel_regex`: the
@@ -186,7 +194,10 @@ def judge_groups(best_before: KernelTrace | Sequence[LaunchGroup], candidate: Ke
     between BEST profiles (%; SessionState.gpu_spreads_pct, this attempt's NOT included: it is
     added here); `min_gain_pct`: [gates] min_gpu_gain_pct; `confidence`: one-sided, for the bound;
     `suspect`: as in `rules.verdict.apply_keep_metric` (only changes the reason's wording);
-    `classes`: config class keys in row order, to fill `class_gpu_us` from the candidate's groups.
+    `classes`: config class keys in row order, to fill `class_gpu_us` from the candidate's groups;
+    `clocks`: the three runs' SM clocks (BEST, candidate, BEST; kopt_mcp.gpus.clocks), which pick
+    the BEST profile(s) the candidate is compared with and may charge a clock penalty
+    (rules/clocks.clock_plan); None: the plain A/B/A rule.
 
     Returns a GroupKeepDecision: kept, gain (%) in `gpu_delta_pct`, the target's median launch sum
     (us) of BEST (mean of both profiles) and of the candidate in `gpu_best_us`/`gpu_candidate_us`,
@@ -218,11 +229,17 @@ def judge_groups(best_before: KernelTrace | Sequence[LaunchGroup], candidate: Ke
                          "benchmark's launches are not reproducible, so no per-group comparison holds: not kept")
     w = _weights(bb_pairs)
     after_of = {id(x): y for x, y in bb_pairs}
-    spread = _spread(bb_pairs, w)
-    floor = gpu_gain_floor([*recent_spreads_pct, spread], spread, min_gain_pct)
+    shift = _shift(bb_pairs, w)
+    spread = abs(shift)
+    plan = clock_plan(*clocks, best_shift_pct=shift) if clocks is not None else ClockPlan()
+    if plan.spread_explained:  # BEST's spread is its SM clock step, not noise: the rest of the floor
+        floor = gpu_gain_floor(list(recent_spreads_pct), 0.0, min_gain_pct)
+    else:
+        floor = gpu_gain_floor([*recent_spreads_pct, spread], spread, min_gain_pct)
     time_driven = any(x.calls != y.calls for x, y in bb_pairs)
     pairs, miss_b, extra_c, notes = match_groups(b1, c)
     base = {"floor": floor, "spread_pct": spread, "time_driven": time_driven,
+            "clock": plan if clocks is not None else None,
             "unmatched_best": [g.label() for g in miss_b], "unmatched_candidate": [g.label() for g in extra_c]}
     if miss_b:
         return _not_kept(
@@ -232,9 +249,10 @@ def judge_groups(best_before: KernelTrace | Sequence[LaunchGroup], candidate: Ke
     deltas, ratio, var, skipped = [], 0.0, 0.0, []
     for x, cg in pairs:
         y = after_of[id(x)]
-        bmed = (x.median_us + y.median_us) / 2.0
+        refs = {"both": (x, y), "before": (x,), "after": (y,)}[plan.reference]
+        bmed = sum(g.median_us for g in refs) / len(refs)
         r = cg.median_us / bmed
-        b_se2 = (_rel_se(x) ** 2 * x.median_us ** 2 + _rel_se(y) ** 2 * y.median_us ** 2) / 4.0 / bmed ** 2
+        b_se2 = sum(_rel_se(g) ** 2 * g.median_us ** 2 for g in refs) / len(refs) ** 2 / bmed ** 2
         ratio += w[id(x)] * r
         var += (w[id(x)] * r) ** 2 * (b_se2 + _rel_se(cg) ** 2)
         fewest = min(x.calls, y.calls)
@@ -247,7 +265,7 @@ def judge_groups(best_before: KernelTrace | Sequence[LaunchGroup], candidate: Ke
     matched_c = sum(cg.total_us for _, cg in pairs)
     extra = sum(g.total_us for g in extra_c) / matched_c if matched_c > 0 else 0.0
     ratio *= 1.0 + extra
-    gain = (1.0 - ratio) * 100.0
+    gain = (1.0 - ratio) * 100.0 - plan.penalty_pct
     lo = gain - float(norm.ppf(confidence)) * math.sqrt(var) * (1.0 + extra) * 100.0
     best_us = sum(d.best_median_us for d in deltas)
     cand_us = sum(d.candidate_median_us for d in deltas) + sum(g.median_us for g in extra_c)
@@ -264,6 +282,8 @@ def judge_groups(best_before: KernelTrace | Sequence[LaunchGroup], candidate: Ke
            f"{best_us:.1f} -> {cand_us:.1f} us per step, {gain:+.3f}%, {confidence * 100:g}% lower bound {lo:+.3f}%; "
            f"{floor.shown()}; BEST profiled before and after the candidate: {b1_us:.1f} and {b2_us:.1f} us, "
            f"spread {spread:.3f}%; {harness}")
+    if plan.note:
+        how += f"; {plan.note}"
     if extra_c:
         how += f"; the candidate's extra group(s) {', '.join(g.label() for g in extra_c)} add {extra * 100:.2f}%"
     if notes:
@@ -295,9 +315,13 @@ def _weights(pairs: list[tuple[LaunchGroup, LaunchGroup]]) -> dict[int, float]:
     return {id(x): (x.total_us + y.total_us) / total if total > 0 else 1.0 / len(pairs) for x, y in pairs}
 
 
+def _shift(pairs: list[tuple[LaunchGroup, LaunchGroup]], w: dict[int, float]) -> float:
+    """BEST's signed change (%) from its first profile to its second, by median launch (+ = slower)."""
+    return 100.0 * sum(w[id(x)] * (y.median_us - x.median_us) / ((x.median_us + y.median_us) / 2.0) for x, y in pairs)
+
+
 def _spread(pairs: list[tuple[LaunchGroup, LaunchGroup]], w: dict[int, float]) -> float:
-    return abs(100.0 * sum(w[id(x)] * (y.median_us - x.median_us) / ((x.median_us + y.median_us) / 2.0)
-                           for x, y in pairs))
+    return abs(_shift(pairs, w))
 
 
 def group_spread_pct(first: KernelTrace | Sequence[LaunchGroup], second: KernelTrace | Sequence[LaunchGroup],

@@ -429,8 +429,9 @@ def apply_keep_metric(gpu_best_us: float | None, gpu_candidate_us: float | None,
 GPU_SPREAD_WINDOW = 10
 #: names the keep rules in force, recorded with decision-quality results so that runs of different
 #: rules are never pooled (benchmarks/decision_quality/run.py --merge); change it with the rules
-KEEP_RULES = ("2026-11-24: script screen; script-only regressions confirmed; noise at BEST's level + candidate runs; "
-              "A/B/A profiles; floor max(min_gain, 2x own spread, 5x median spread)")
+KEEP_RULES = ("2026-11-24, clocks: script screen; script-only regressions confirmed; noise at BEST's level + candidate runs; "
+              "A/B/A profiles; floor max(min_gain, 2x own spread, 5x median spread); SM clock per run: BEST at "
+              "the candidate's clock, clock-ratio penalty")
 #: multiple of the median recent spread a gain must clear (see gpu_gain_floor)
 SPREAD_MEDIAN_FACTOR = 5.0
 

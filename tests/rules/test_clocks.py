@@ -1,0 +1,91 @@
+"""The keep metric with each run's SM clock (kopt_mcp/rules/clocks.py, rules/keep.judge_groups).
+
+The numbers are the 2026-11-24 H100 do_bench runs: spin_kernel's median launch sat at 379.9 us
+(1980 MHz) or 382.8 us (1965 MHz), the clock stepping between profiles; a -1% candidate ran 376.1
+or 379.0 us. Launch times inside one run scatter by 0.02 us here (the recorded trials' medians
+agreed within 0.1 us at one level)."""
+
+from __future__ import annotations
+
+import pytest
+
+from kopt_mcp.gpus.clocks import RunClock
+from kopt_mcp.profilers.base import LaunchGroup
+from kopt_mcp.rules.clocks import clock_plan
+from kopt_mcp.rules.keep import judge_groups
+
+FAST, SLOW = 379.9, 382.8  # us at 1980 and 1965 MHz
+
+
+def clk(mhz: float) -> RunClock:
+    return RunClock(sm_mhz=mhz, min_mhz=mhz, max_mhz=mhz, busy_samples=200, steady_pct=100.0)
+
+
+def run(median_us: float, calls: int = 260) -> list[LaunchGroup]:
+    d = [median_us + (i % 3 - 1) * 0.02 for i in range(calls)]
+    return [LaunchGroup(kernel="spin_kernel", grid=(132, 1, 1), block=(128, 1, 1), calls=calls,
+                        total_us=sum(d), median_us=median_us, first_order=0.0, durations_us=d)]
+
+
+def judge(b1, c, b2, clocks=None, **kw):
+    return judge_groups(run(b1), run(c, calls=270), run(b2, calls=255), "spin_kernel",
+                        recent_spreads_pct=[0.0, 0.008, 0.004], clocks=clocks, **kw)
+
+
+def test_a_clock_step_between_best_profiles_no_longer_hides_a_1pct_win():
+    # the recorded miss: BEST 379.9 us at 1980 MHz, the candidate 376.1 at 1980, BEST 382.8 at 1965
+    plain = judge(FAST, 376.1, SLOW)
+    assert not plain.kept and plain.floor.binding == "own_spread" and plain.floor.pct > 1.4
+    d = judge(FAST, 376.1, SLOW, clocks=(clk(1980), clk(1980), clk(1965)))
+    assert d.kept, d.reason
+    assert d.gpu_delta_pct == pytest.approx(100 * (1 - 376.1 / 379.9), abs=1e-6)
+    assert d.floor.pct == pytest.approx(0.2) and d.clock.reference == "before" and d.clock.spread_explained
+    assert "compared with BEST's profile at its own clock (the one before it)" in d.reason
+    # the same at the other level, compared with the profile after it
+    d = judge(FAST, 379.0, SLOW, clocks=(clk(1980), clk(1965), clk(1965)))
+    assert d.kept and d.clock.reference == "after" and d.gpu_delta_pct == pytest.approx(100 * (1 - 379.0 / 382.8))
+
+
+def test_an_unchanged_candidate_at_a_higher_clock_is_not_kept():
+    # the false keep the plain rule allows: both BEST profiles at 1965 MHz, the unchanged candidate at 1980
+    plain = judge(SLOW, FAST, SLOW)
+    assert plain.kept and plain.gpu_delta_pct == pytest.approx(0.758, abs=0.01)
+    d = judge(SLOW, FAST, SLOW, clocks=(clk(1965), clk(1980), clk(1965)))
+    assert not d.kept and d.clock.penalty_pct == pytest.approx(0.760, abs=0.001)
+    assert abs(d.gpu_delta_pct) < 0.01 and "higher clock than both BEST profiles" in d.reason
+    # a real 1% win at the higher clock still clears it: 376.1 us at 1980 against 382.8 at 1965
+    d = judge(SLOW, 376.1, SLOW, clocks=(clk(1965), clk(1980), clk(1965)))
+    assert d.kept and d.gpu_delta_pct == pytest.approx(100 * (1 - 376.1 / 382.8) - 0.760, abs=0.01)
+
+
+def test_a_candidate_at_a_lower_clock_is_judged_as_measured():
+    # a 1% win that ran at 1965 MHz against BEST at 1980: its slower clock costs it 0.76%, no penalty added
+    d = judge(FAST, 379.0, FAST, clocks=(clk(1980), clk(1965), clk(1980)))
+    assert d.clock.penalty_pct == 0.0 and d.gpu_delta_pct == pytest.approx(100 * (1 - 379.0 / 379.9))
+    assert "lower clock, judged as measured" in d.reason
+    unchanged = judge(FAST, SLOW, FAST, clocks=(clk(1980), clk(1965), clk(1980)))
+    assert not unchanged.kept and unchanged.gpu_delta_pct < -0.7
+
+
+def test_a_spread_the_clocks_do_not_explain_still_sets_the_floor():
+    # BEST got slower at the higher clock: not a clock step, so twice the spread stays in the floor
+    d = judge(FAST, 376.1, SLOW, clocks=(clk(1965), clk(1965), clk(1980)))
+    assert not d.kept and not d.clock.spread_explained and d.floor.binding == "own_spread"
+    # and a step three times what the clock ratio explains is not the clock either
+    p = clock_plan(clk(1980), clk(1980), clk(1965), best_shift_pct=3 * 0.76)
+    assert not p.spread_explained and p.reference == "both"
+
+
+def test_one_clock_for_all_three_or_an_unknown_clock_is_the_plain_rule():
+    plain = judge(FAST, 376.1, FAST)
+    same = judge(FAST, 376.1, FAST, clocks=(clk(1980), clk(1980), clk(1980)))
+    unknown = judge(FAST, 376.1, SLOW, clocks=(clk(1980), None, clk(1965)))
+    assert same.gpu_delta_pct == plain.gpu_delta_pct and same.kept and same.clock.reference == "both"
+    assert "SM clock 1980 MHz, 1980 MHz, 1980 MHz" in same.reason
+    assert not unknown.kept and unknown.floor.binding == "own_spread"  # as without clocks
+
+
+def test_a_candidate_at_a_third_clock_pays_the_ratio_to_the_higher_best_clock():
+    p = clock_plan(clk(1965), clk(1995), clk(1980), best_shift_pct=-0.76)
+    assert p.reference == "both" and p.penalty_pct == pytest.approx(100 * 0.0075472, abs=0.01)
+    assert not p.spread_explained
