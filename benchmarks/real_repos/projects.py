@@ -280,10 +280,12 @@ TK_BWD_DW_PARTIAL = '''    dw = tl.sum(dy * (x * rstd), axis=0)  # this program'
     wcols = tl.arange(0, BLOCK_SIZE)
     tl.store(dW + pid * N + wcols, dw, mask=wcols < N)
 '''
-TK_BWD_TILED_CALL = '''        # BLOCK_M rows per program: 16 rows of 128 columns (16 KiB of dy and x per program), 8 fp32 per
-        # thread per tensor; rows of 2048 or more columns keep one row per program and upstream's warps
-        BLOCK_M = max(1, min(16, 2048 // ctx.BLOCK_SIZE))
-        num_warps = ctx.num_warps if BLOCK_M == 1 else min(16, BLOCK_M * ctx.BLOCK_SIZE // 256)
+# {rows}: rows per program at 128 columns (fewer for longer rows, one from {rows} * 128 columns on);
+# {per_thread}: fp32 per thread per tensor, which sets the warps (16 rows, 8 per thread: 8 warps)
+TK_BWD_TILED_CALL = '''        # BLOCK_M rows per program ({rows} rows of 128 columns: {kib} KiB of dy and x per program), {per_thread}
+        # fp32 per thread per tensor; rows of {rows_cols}+ columns keep one row per program and upstream's warps
+        BLOCK_M = max(1, min({rows}, {rows_cols} // ctx.BLOCK_SIZE))
+        num_warps = ctx.num_warps if BLOCK_M == 1 else max(1, min(16, BLOCK_M * ctx.BLOCK_SIZE // {threads_elems}))
         programs = triton.cdiv(M, BLOCK_M)
         {dw_alloc}
         _rms_norm_bwd[(programs,)](
@@ -305,10 +307,10 @@ TK_DW_SUM = "        dw = torch.sum(dw, dim=0)\n"
 # forward: 32 rows per program and 8 warps where M allows it (upstream: 8 rows, 4 warps, grid M // 8)
 TK_FWD_SETTINGS_OLD = "        BLOCK_M = 8\n        BLOCK_N, num_warps = calculate_settings(N)\n"
 TK_FWD_SETTINGS_NEW = '''        BLOCK_N, num_warps = calculate_settings(N)
-        # 32 rows of up to 128 columns per program (16 KiB of x, 8 warps) where M is a multiple of 32;
+        # {rows} rows of up to 128 columns per program ({warps} warps) where M is a multiple of {rows};
         # otherwise upstream's 8 rows (its grid M // BLOCK_M has no row mask)
-        BLOCK_M = 32 if M % 32 == 0 and BLOCK_N <= 128 else 8
-        fwd_warps = 8 if BLOCK_M == 32 else num_warps
+        BLOCK_M = {rows} if M % {rows} == 0 and BLOCK_N <= 128 else 8
+        fwd_warps = {warps} if BLOCK_M == {rows} else num_warps
 '''
 TK_FWD_WARPS_OLD = "            num_warps=num_warps,\n            num_ctas=1,\n        )\n        ctx.save_for_backward"
 TK_FWD_WARPS_NEW = "            num_warps=fwd_warps,\n            num_ctas=1,\n        )\n        ctx.save_for_backward"
@@ -316,11 +318,17 @@ TK_FWD_WARPS_NEW = "            num_warps=fwd_warps,\n            num_ctas=1,\n 
 
 @dataclass
 class TkTiled(Candidate):
-    """triton-kernels' backward tiled (BLOCK_M rows per program, 8 warps): dW per row as upstream, or
-    (`partial_dw`) one partial dW row per program; `fwd_tiles`: the forward with 32 rows and 8 warps."""
+    """triton-kernels' backward tiled (`bwd_rows` rows per program at 128 columns, `bwd_per_thread` fp32
+    per thread per tensor: 16 and 8 give 8 warps): dW per row as upstream, or (`partial_dw`) one partial
+    dW row per program; `fwd_tiles`: the forward with `fwd_rows` rows and `fwd_warps` warps per program.
+    All sizes are powers of two (tk_probe.py --sweep tries other values)."""
 
     partial_dw: bool = False
     fwd_tiles: bool = False
+    bwd_rows: int = 16
+    bwd_per_thread: int = 8
+    fwd_rows: int = 32
+    fwd_warps: int = 8
 
     def apply(self, workspace: Path) -> None:
         path = workspace / self.file
@@ -329,11 +337,14 @@ class TkTiled(Candidate):
                      TK_BWD_TILED_BODY + (TK_BWD_DW_PARTIAL if self.partial_dw else TK_BWD_DW_ROWS))
         alloc = ("dw = torch.empty((programs, N), dtype=torch.float32, device=x.device)" if self.partial_dw
                  else "dw = torch.empty_like(x)")
-        replace_once(path, TK_BWD_CALL_OLD, TK_BWD_TILED_CALL.replace("{dw_alloc}", alloc))
+        call = TK_BWD_TILED_CALL.format(rows=self.bwd_rows, per_thread=self.bwd_per_thread,
+                                        kib=self.bwd_rows * 128 * 4 * 2 // 1024, rows_cols=self.bwd_rows * 128,
+                                        threads_elems=32 * self.bwd_per_thread, dw_alloc=alloc)
+        replace_once(path, TK_BWD_CALL_OLD, call)
         if self.partial_dw:  # fp32 partials: the gradient in x's dtype, as upstream's dW
             replace_once(path, TK_DW_SUM, "        dw = torch.sum(dw, dim=0).to(x.dtype)\n")
         if self.fwd_tiles:
-            replace_once(path, TK_FWD_SETTINGS_OLD, TK_FWD_SETTINGS_NEW)
+            replace_once(path, TK_FWD_SETTINGS_OLD, TK_FWD_SETTINGS_NEW.format(rows=self.fwd_rows, warps=self.fwd_warps))
             replace_once(path, TK_FWD_WARPS_OLD, TK_FWD_WARPS_NEW)
 
 

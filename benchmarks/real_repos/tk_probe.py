@@ -3,7 +3,7 @@
 projects.py, per launch, on the benchmark's own shapes -- a one-minute look before a refereed loop.
 
     python .devstage/benchmarks/real_repos/tk_probe.py --src .devstage/src/tk --out $OUT \\
-        [--only win-bwd,win-bwd-dw] [--seq-lens 256,4096] [--rep 20] [--budget-s 80]
+        [--only win-bwd,win-bwd-dw] [--sweep] [--seq-lens 256,4096] [--rep 20] [--budget-s 80]
 
 Needs torch, triton and a GPU; nothing else (projects.py sits beside this file). For every shape of
 benchmarks/rms_norm.py (x = randn(4, 24, seq_len, 128), fp32, seq_len 256..4096) and every module
@@ -52,6 +52,33 @@ ATOL = {"y": 1e-5, "dx": 1e-3, "dw": 1e-3}
 #: the kopt.toml's [profiler] kernel
 TARGET = re.compile(r"_rms_norm_(fwd|bwd)")
 BEST = "BEST"
+#: --sweep: other tile sizes of the tiled candidates (name@r<rows>t<fp32 per thread> / @f<rows>w<warps>)
+SWEEP = [
+    ("win-bwd-dw", {"bwd_rows": 4, "bwd_per_thread": 4}),     # 4 warps
+    ("win-bwd-dw", {"bwd_rows": 8, "bwd_per_thread": 8}),     # 4 warps (as `win`, 16x less dW)
+    ("win-bwd-dw", {"bwd_rows": 16, "bwd_per_thread": 16}),   # 4 warps
+    ("win-bwd-dw", {"bwd_rows": 32, "bwd_per_thread": 16}),   # 8 warps
+    ("win-bwd-dw", {"bwd_rows": 32, "bwd_per_thread": 8}),    # 16 warps
+    ("win-bwd", {"bwd_rows": 4, "bwd_per_thread": 4}),        # 4 warps
+    ("win-bwd", {"bwd_rows": 8, "bwd_per_thread": 4}),        # 8 warps
+    ("win-fwd-bwd", {"fwd_rows": 16, "fwd_warps": 4}),
+    ("win-fwd-bwd", {"fwd_rows": 64, "fwd_warps": 8}),
+]
+
+
+def sweep_variants(candidates) -> list:
+    """The SWEEP variants of `candidates` (by base name), renamed base@r..t.. or base@f..w.."""
+    import dataclasses
+
+    by_name = {c.name: c for c in candidates}
+    out = []
+    for base, params in SWEEP:
+        if base not in by_name:
+            continue
+        tag = (f"@f{params['fwd_rows']}w{params['fwd_warps']}" if "fwd_rows" in params
+               else f"@r{params['bwd_rows']}t{params['bwd_per_thread']}")
+        out.append(dataclasses.replace(by_name[base], name=base + tag, **params))
+    return out
 
 
 def summarize(items: list[dict]) -> dict[str, dict]:
@@ -151,6 +178,8 @@ def main() -> int:
     ap.add_argument("--seq-lens", default=None, help="comma-separated seq_len values (default: the benchmark's 16)")
     ap.add_argument("--rep", type=int, default=20, help="do_bench rep in ms per timing (default 20)")
     ap.add_argument("--budget-s", type=float, default=80.0, help="start no new shape after this many s (default 80)")
+    ap.add_argument("--sweep", action="store_true",
+                    help="also try other tile sizes of the tiled candidates (SWEEP; ~3 s each)")
     a = ap.parse_args()
     t0 = time.monotonic()
     a.out.mkdir(parents=True, exist_ok=True)
@@ -183,9 +212,10 @@ def main() -> int:
         save()
         print(report["errors"][BEST], file=sys.stderr)
         return 2
-    for cand in TRITON_KERNELS.candidates:
-        if cand.name not in wanted:
-            continue
+    tried = [c for c in TRITON_KERNELS.candidates if c.name in wanted]
+    if a.sweep:
+        tried += sweep_variants(TRITON_KERNELS.candidates)
+    for cand in tried:
         try:
             modules[cand.name] = load_module(cand.name, candidate_text(cand, a.src, tmp), tmp)
         except Exception as e:  # noqa: BLE001 -- reported; the others go on
