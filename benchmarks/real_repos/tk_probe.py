@@ -222,13 +222,41 @@ def main() -> int:
             report["errors"][cand.name] = f"apply/import: {type(e).__name__}: {e}"
             emit({"candidate": cand.name, "error": report["errors"][cand.name]})
 
+    ref_path = a.src / "triton_kernels" / "functional" / "normalization.py"
+    spec = importlib.util.spec_from_file_location("tk_probe_reference", ref_path)
+    ref_mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ref_mod)
+    reference = ref_mod.rms_norm_torch
+
+    def max_abs(a_, b_) -> float | str:
+        d = float((a_.float() - b_.float()).abs().max())
+        return d if math.isfinite(d) else str(d)  # a broken kernel may leave NaN/inf
+
+    def check_outputs(outs: dict, ref: dict, best: dict, best_err: dict) -> dict:
+        """The test's check (assert_close to the torch reference, atol, rtol 0) per output. "ok"; or,
+        where BEST misses the tolerance too on this shape (the benchmark's shapes go past the test's:
+        fp32 sums over up to 393216 rows) and the candidate's error is at most twice BEST's, "as BEST";
+        else "FAIL: ..." with the message."""
+        status, err, diff = [], {}, {}
+        for o, v in outs.items():
+            err[o], diff[o] = max_abs(v, ref[o]), max_abs(v, best[o])
+            try:
+                torch.testing.assert_close(v, ref[o], atol=ATOL[o], rtol=0)
+            except AssertionError as e:
+                if (isinstance(best_err[o], float) and best_err[o] > ATOL[o] and isinstance(err[o], float)
+                        and err[o] <= 2 * best_err[o]):
+                    status.append(f"{o}: as BEST")
+                else:
+                    status.append(f"FAIL {o}: " + " ".join(str(e).split())[:300])
+        return {"check": "; ".join(status) or "ok", "err_vs_torch": err, "diff_vs_best": diff}
+
     def bench(fn) -> float:
         """Median ms of `fn` (do_bench: L2 flushed before each repetition)."""
         return float(do_bench(fn, warmup=max(1, a.rep // 4), rep=a.rep, quantiles=[0.5, 0.2, 0.8])[0])
 
-    def run_module(name: str, x, w, dy, ref: dict | None) -> dict[str, dict]:
-        """Forward and backward of one module on one shape: per direction its launches, kernel_ms,
-        call_ms, check. Raises on failure (the caller reports it)."""
+    def run_module(name: str, x, w, dy) -> dict[str, dict]:
+        """Forward and backward of one module on one shape: per direction its launches, kernel_ms and
+        call_ms; "_outs": y, dx, dW of one forward and backward. Raises on failure (the caller reports it)."""
         mod, recs = modules[name]
         res: dict[str, dict] = {}
         x.grad = w.grad = None
@@ -248,19 +276,8 @@ def main() -> int:
                 r.log = None
         outs = {"y": y.detach().clone(), "dx": x.grad.clone(), "dw": w.grad.clone()}
         x.grad = w.grad = None
-        for direction, launches, names in (("fwd", fwd_launches, ("y",)), ("bwd", bwd_launches, ("dx", "dw"))):
+        for direction, launches in (("fwd", fwd_launches), ("bwd", bwd_launches)):
             item: dict = {"launches": [{"kernel": k, "grid": g, "num_warps": nw} for k, g, nw, *_ in launches]}
-            if ref is not None:
-                problems, diffs = [], {}
-                for o in names:
-                    d = float((outs[o].float() - ref[o].float()).abs().max())
-                    diffs[o] = d if math.isfinite(d) else str(d)  # a broken kernel may leave NaN/inf
-                    try:
-                        torch.testing.assert_close(outs[o], ref[o], atol=ATOL[o], rtol=0)
-                    except AssertionError as e:
-                        problems.append(f"{o}: " + " ".join(str(e).split())[:300])
-                item["max_abs_diff"] = diffs
-                item["check"] = "ok" if not problems else "; ".join(problems)
             replay = [(launcher, args, kwargs) for _k, _g, _nw, launcher, args, kwargs in launches]
 
             def kernels(replay=replay) -> None:
@@ -288,27 +305,39 @@ def main() -> int:
         x.requires_grad_(True)
         w.requires_grad_(True)
         base = {}
+        x.grad = w.grad = None
+        y_ref = reference(x, w)  # the project's torch reference, as in tests/test_rms_norm.py
+        y_ref.backward(dy)
+        ref = {"y": y_ref.detach(), "dx": x.grad.clone(), "dw": w.grad.clone()}
+        del y_ref
+        x.grad = w.grad = None
         try:
-            first = run_module(BEST, x, w, dy, None)
+            first = run_module(BEST, x, w, dy)
         except Exception:  # noqa: BLE001
             report["errors"][f"{BEST}@{seq_len}"] = traceback.format_exc()[-2000:]
             save()
             print(report["errors"][f"{BEST}@{seq_len}"], file=sys.stderr)
             return 2
-        ref = first.pop("_outs")
+        best_outs = first.pop("_outs")
+        best_err = {o: max_abs(best_outs[o], ref[o]) for o in ref}
         results: dict[str, dict] = {}
         for name in modules:
             if name == BEST:
                 continue
             try:
-                results[name] = run_module(name, x, w, dy, ref)
-                results[name].pop("_outs")
+                results[name] = run_module(name, x, w, dy)
+                outs = results[name].pop("_outs")
+                for direction, names in (("fwd", ("y",)), ("bwd", ("dx", "dw"))):
+                    results[name][direction].update(
+                        check_outputs({o: outs[o] for o in names}, ref, {o: best_outs[o] for o in names}, best_err))
+                del outs
             except Exception as e:  # noqa: BLE001 -- reported; the others go on
                 msg = " ".join(f"{type(e).__name__}: {e}".split())[:600]
+                results.pop(name, None)
                 report["errors"][f"{name}@{seq_len}"] = msg
                 emit({"candidate": name, "seq_len": seq_len, "error": msg})
         try:  # BEST again: its spread is the probe's noise
-            second = run_module(BEST, x, w, dy, None)
+            second = run_module(BEST, x, w, dy)
             second.pop("_outs")
         except Exception:  # noqa: BLE001 -- a candidate may have left the CUDA context broken
             report["errors"][f"{BEST}@{seq_len}"] = traceback.format_exc()[-2000:]
@@ -326,6 +355,7 @@ def main() -> int:
             }
             row = {"candidate": BEST, "direction": direction, "seq_len": seq_len, "M": BATCH * HEADS * seq_len,
                    "kernel_ms": base[direction]["kernel_ms"], "call_ms": base[direction]["call_ms"],
+                   "err_vs_torch": {o: best_err[o] for o in (("y",) if direction == "fwd" else ("dx", "dw"))},
                    "kernel_spread_pct": base[direction]["spread_pct"], "launches": b1["launches"]}
             emit(row)
             for name, res in results.items():
@@ -336,17 +366,20 @@ def main() -> int:
                        "kernel_ratio": (round(item["kernel_ms"] / bk, 4) if item["kernel_ms"] and bk else None),
                        "call_ms": item["call_ms"], "best_call_ms": bc,
                        "call_ratio": round(item["call_ms"] / bc, 4) if bc else None,
-                       "check": item.get("check"), "max_abs_diff": item.get("max_abs_diff"),
+                       "check": item.get("check"), "err_vs_torch": item.get("err_vs_torch"),
+                       "best_err_vs_torch": {o: best_err[o] for o in item.get("err_vs_torch", {})},
+                       "diff_vs_best": item.get("diff_vs_best"),
                        "launches": item["launches"]}
                 report["items"].append(row)
                 emit(row)
         report.setdefault("best", []).append({"seq_len": seq_len, **{d: base[d] for d in base}})
-        del x, w, dy, ref, results, first, second
+        del x, w, dy, ref, best_outs, results, first, second
         torch.cuda.empty_cache()
         save()
     save()
     for cand, row in report["summary"].items():
-        bad = sorted({i["seq_len"] for i in report["items"] if i["candidate"] == cand and i.get("check") not in ("ok", None)})
+        bad = sorted({i["seq_len"] for i in report["items"]
+                      if i["candidate"] == cand and "FAIL" in (i.get("check") or "")})
         emit({"summary": cand, **row, "check_failed_seq_lens": bad})
     spreads = [b[d]["spread_pct"] for b in report.get("best", []) for d in ("fwd", "bwd") if b[d]["spread_pct"] is not None]
     emit({"summary": BEST, "kernel_spread_pct_median": sorted(spreads)[len(spreads) // 2] if spreads else None,
