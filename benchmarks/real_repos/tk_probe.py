@@ -8,11 +8,13 @@ projects.py, per launch, on the benchmark's own shapes -- a one-minute look befo
 Needs torch, triton and a GPU; nothing else (projects.py sits beside this file). For every shape of
 benchmarks/rms_norm.py (x = randn(4, 24, seq_len, 128), fp32, seq_len 256..4096) and every module
 (BEST, then each candidate applied to a temporary copy of triton_kernels/kernels/normalization.py and
-imported under its own name, then BEST again):
+imported under its own name, then BEST again; the largest shape first):
 
 - runs forward and backward once, records every launch of a `_rms_norm_(fwd|bwd)` Triton kernel
-  (the module's JIT functions are wrapped), and checks y, dx, dW against BEST's with the tolerances
-  of tests/test_rms_norm.py (atol 1e-5, 1e-3, 1e-3; rtol 0);
+  (the module's JIT functions are wrapped), and checks y, dx, dW against the project's torch reference
+  (triton_kernels/functional: rms_norm_torch) with the tolerances of tests/test_rms_norm.py (atol 1e-5,
+  1e-3, 1e-3; rtol 0): `ok`; `as BEST` where BEST misses them too on this shape (the benchmark's
+  shapes go past the test's) and the candidate's error is at most twice BEST's; else `FAIL ...`;
 - `kernel_ms`: triton.testing.do_bench (median; L2 flushed before each repetition, as in the benchmark)
   of replaying exactly those launches: the target kernels' GPU time for one forward or one backward;
 - `call_ms`: do_bench of the benchmark's own call (forward: rms_norm(x, w); backward: y.backward(dy,
@@ -189,7 +191,8 @@ def main() -> int:
     import triton
     from triton.testing import do_bench
 
-    seq_lens = [int(s) for s in a.seq_lens.split(",")] if a.seq_lens else SEQ_LENS
+    # largest first: where --budget-s cuts the sweep, the shapes with the most weight are measured
+    seq_lens = sorted((int(s) for s in a.seq_lens.split(",")) if a.seq_lens else SEQ_LENS, reverse=True)
     wanted = a.only.split(",") if a.only else [c.name for c in TRITON_KERNELS.candidates]
     report: dict = {"versions": f"torch {torch.__version__} triton {triton.__version__}",
                     "device": torch.cuda.get_device_name(), "args": {k: str(v) for k, v in vars(a).items()},
@@ -252,7 +255,7 @@ def main() -> int:
 
     def bench(fn) -> float:
         """Median ms of `fn` (do_bench: L2 flushed before each repetition)."""
-        return float(do_bench(fn, warmup=max(1, a.rep // 4), rep=a.rep, quantiles=[0.5, 0.2, 0.8])[0])
+        return round(float(do_bench(fn, warmup=max(1, a.rep // 4), rep=a.rep, quantiles=[0.5, 0.2, 0.8])[0]), 5)
 
     def run_module(name: str, x, w, dy) -> dict[str, dict]:
         """Forward and backward of one module on one shape: per direction its launches, kernel_ms and
