@@ -59,8 +59,8 @@ def test_tk_probe_gain_is_weighted_by_best_time_shares():
     s = summarize(items)
     assert s["c"]["gain_pct"] == pytest.approx(100 * 0.05 / 1.1, abs=0.01)
     assert s["c"]["fwd_gain_pct"] == 0.0 and s["c"]["bwd_gain_pct"] == 50.0
-    assert s["c"]["bwd_call_gain_pct"] == 50.0 and s["c"]["items"] == 2
-    assert s["d"] == {"items": 0, "gain_pct": None, "fwd_gain_pct": None, "bwd_gain_pct": None,
+    assert s["c"]["bwd_call_gain_pct"] == 50.0 and s["c"]["items"] == 2 and s["c"]["mean_ratio"] == 0.75
+    assert s["d"] == {"items": 0, "mean_ratio": None, "gain_pct": None, "fwd_gain_pct": None, "bwd_gain_pct": None,
                       "fwd_call_gain_pct": None, "bwd_call_gain_pct": None}
 
 

@@ -88,14 +88,18 @@ def summarize(items: list[dict]) -> dict[str, dict]:
 
     `items`: dicts with candidate, direction, best_kernel_ms, kernel_ms (None where not measured).
     Gain = (1 - sum_i w_i * kernel_ms_i / best_kernel_ms_i) * 100 with w_i = best_kernel_ms_i / sum of
-    best_kernel_ms over the candidate's measured items (higher is better; +5 means 5% less GPU time).
+    best_kernel_ms over the candidate's measured items (higher is better; +5 means 5% less GPU time):
+    one launch of each item, so large shapes weigh more than in the keep metric, whose shares come from
+    a time-driven harness (do_bench repeats a small kernel more often). `mean_ratio`: the unweighted
+    mean of kernel_ms / best_kernel_ms (each shape and direction alike).
     `fwd_call_gain_pct`/`bwd_call_gain_pct`: the same over the benchmark's whole calls (call_ms).
     Returns {candidate: {"gain_pct", "fwd_gain_pct", "bwd_gain_pct", "fwd_call_gain_pct",
-    "bwd_call_gain_pct", "items"}} (None where nothing was measured). Pure; never raises for missing numbers."""
+    "bwd_call_gain_pct", "mean_ratio", "items"}} (None where nothing was measured). Pure; never raises for missing numbers."""
     out: dict[str, dict] = {}
     for cand in dict.fromkeys(i["candidate"] for i in items):
         mine = [i for i in items if i["candidate"] == cand and i.get("kernel_ms") and i.get("best_kernel_ms")]
-        row: dict = {"items": len(mine)}
+        row: dict = {"items": len(mine), "mean_ratio": (round(sum(i["kernel_ms"] / i["best_kernel_ms"] for i in mine)
+                                                             / len(mine), 4) if mine else None)}
         for key, sel in (("gain_pct", None), ("fwd_gain_pct", "fwd"), ("bwd_gain_pct", "bwd")):
             part = [i for i in mine if sel is None or i["direction"] == sel]
             total = sum(i["best_kernel_ms"] for i in part)
