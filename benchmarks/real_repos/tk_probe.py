@@ -61,6 +61,7 @@ SWEEP = [
     ("win-bwd-dw", {"bwd_rows": 16, "bwd_per_thread": 16}),   # 4 warps
     ("win-bwd-dw", {"bwd_rows": 32, "bwd_per_thread": 16}),   # 8 warps
     ("win-bwd-dw", {"bwd_rows": 32, "bwd_per_thread": 8}),    # 16 warps
+    ("win-bwd", {"bwd_rows": 2, "bwd_per_thread": 4}),        # 2 warps: upstream's loop body, vectorised
     ("win-bwd", {"bwd_rows": 4, "bwd_per_thread": 4}),        # 4 warps
     ("win-bwd", {"bwd_rows": 8, "bwd_per_thread": 4}),        # 8 warps
     ("win-fwd-bwd", {"fwd_rows": 16, "fwd_warps": 4}),
