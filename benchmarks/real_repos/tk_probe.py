@@ -21,9 +21,8 @@ imported under its own name, then BEST again; the largest shape first):
   retain_graph=True), torch's sum over dW and the gradient accumulation included).
 
 Prints one JSON line per (candidate, direction, seq_len) with both times and their ratio to BEST (the
-mean of BEST's two timings), then one summary line per candidate: the kernel gain weighted by BEST's
-time shares over all its (direction, shape) items (as the referee's keep metric weighs launch groups),
-also per direction. Writes OUT/tk_probe.json after every shape. A candidate that fails to apply,
+mean of BEST's two timings), then one summary line per candidate: the kernel gain over all its
+(direction, shape) items weighted by BEST's kernel time (`summarize`), also per direction. Writes OUT/tk_probe.json after every shape. A candidate that fails to apply,
 import, compile or match BEST is reported and the others go on; exit 0 unless BEST itself fails.
 """
 
