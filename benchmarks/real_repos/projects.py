@@ -246,6 +246,108 @@ class TkWin(Candidate):
                                      "        dw = torch.sum(dw, dim=0).to(w.dtype)\n"))
 
 
+# The wins inside the two Triton kernels (issue 15 item 8): `win` above moved most of its gain into
+# torch's sum over dW, outside `[profiler] kernel`. On the benchmark's shapes (fp32, N = head_dim = 128,
+# M = 96 * seq_len = 24576..393216 rows) upstream's backward runs one 128-column row per program with
+# 4 warps: one fp32 per thread (scalar loads), a cross-warp reduction through shared memory, and only
+# ~1 KiB of dy and x in flight per program (16 KiB per SM at full occupancy: latency-bound). These
+# candidates tile it: BLOCK_M rows per program, 8 fp32 per thread per tensor (128-bit loads), each
+# row reduced inside one warp, 16x the bytes in flight. Every tiled launch also changes the block
+# (8 warps: 256 threads), so no candidate grid coincides with another config's BEST grid.
+TK_BWD_TILED_BODY = '''    pid = tl.program_id(0)
+    rows = pid * BLOCK_M + tl.arange(0, BLOCK_M)[:, None]
+    cols = tl.arange(0, BLOCK_SIZE)[None, :]
+    row_mask = rows < M
+    mask = row_mask & (cols < N)
+    offs = rows * stride + cols
+    dy = tl.load(dY + offs, mask=mask, other=0.0)
+    x = tl.load(X + offs, mask=mask, other=0.0)
+    w = tl.load(W + cols, mask=cols < N, other=0.0)
+    rstd = tl.load(Rstd + rows, mask=row_mask, other=0.0)
+
+    m = dy * w
+    dx = rstd * m
+    dx += rstd * -(1 / N) * rstd * rstd * tl.sum(m * x, axis=1)[:, None] * x
+
+    tl.store(dX + offs, dx, mask=mask)
+'''
+# dW as upstream: one fp32 row per input row (M x N), summed by torch.sum outside the kernel
+TK_BWD_DW_ROWS = '''    dw = dy * (x * rstd)
+    tl.store(dW + offs, dw, mask=mask)
+'''
+# dW as one partial row per program (M / BLOCK_M x N): the kernel writes 1/16 of upstream's dW bytes
+TK_BWD_DW_PARTIAL = '''    dw = tl.sum(dy * (x * rstd), axis=0)  # this program's rows summed: one partial row of dW
+    wcols = tl.arange(0, BLOCK_SIZE)
+    tl.store(dW + pid * N + wcols, dw, mask=wcols < N)
+'''
+# {rows}: rows per program at 128 columns (fewer for longer rows, one from {rows} * 128 columns on);
+# {per_thread}: fp32 per thread per tensor, which sets the warps (16 rows, 8 per thread: 8 warps)
+TK_BWD_TILED_CALL = '''        # BLOCK_M rows per program ({rows} rows of 128 columns: {kib} KiB of dy and x per program), {per_thread}
+        # fp32 per thread per tensor; rows of {rows_cols}+ columns keep one row per program and upstream's warps
+        BLOCK_M = max(1, min({rows}, {rows_cols} // ctx.BLOCK_SIZE))
+        num_warps = ctx.num_warps if BLOCK_M == 1 else max(1, min(16, BLOCK_M * ctx.BLOCK_SIZE // {threads_elems}))
+        programs = triton.cdiv(M, BLOCK_M)
+        {dw_alloc}
+        _rms_norm_bwd[(programs,)](
+            dy_arg,
+            dx,
+            dw,
+            x,
+            w,
+            r,
+            x.stride(0),
+            N,
+            M,
+            BLOCK_M=BLOCK_M,
+            BLOCK_SIZE=ctx.BLOCK_SIZE,
+            num_warps=num_warps,
+        )
+'''
+TK_DW_SUM = "        dw = torch.sum(dw, dim=0)\n"
+# forward: 32 rows per program and 8 warps where M allows it (upstream: 8 rows, 4 warps, grid M // 8)
+TK_FWD_SETTINGS_OLD = "        BLOCK_M = 8\n        BLOCK_N, num_warps = calculate_settings(N)\n"
+TK_FWD_SETTINGS_NEW = '''        BLOCK_N, num_warps = calculate_settings(N)
+        # {rows} rows of up to 128 columns per program ({warps} warps) where M is a multiple of {rows};
+        # otherwise upstream's 8 rows (its grid M // BLOCK_M has no row mask)
+        BLOCK_M = {rows} if M % {rows} == 0 and BLOCK_N <= 128 else 8
+        fwd_warps = {warps} if BLOCK_M == {rows} else num_warps
+'''
+TK_FWD_WARPS_OLD = "            num_warps=num_warps,\n            num_ctas=1,\n        )\n        ctx.save_for_backward"
+TK_FWD_WARPS_NEW = "            num_warps=fwd_warps,\n            num_ctas=1,\n        )\n        ctx.save_for_backward"
+
+
+@dataclass
+class TkTiled(Candidate):
+    """triton-kernels' backward tiled (`bwd_rows` rows per program at 128 columns, `bwd_per_thread` fp32
+    per thread per tensor: 16 and 8 give 8 warps): dW per row as upstream, or (`partial_dw`) one partial
+    dW row per program; `fwd_tiles`: the forward with `fwd_rows` rows and `fwd_warps` warps per program.
+    All sizes are powers of two (tk_probe.py --sweep tries other values)."""
+
+    partial_dw: bool = False
+    fwd_tiles: bool = False
+    bwd_rows: int = 16
+    bwd_per_thread: int = 8
+    fwd_rows: int = 32
+    fwd_warps: int = 8
+
+    def apply(self, workspace: Path) -> None:
+        path = workspace / self.file
+        replace_once(path, TK_BWD_SIG_OLD, TK_BWD_SIG_NEW)
+        replace_once(path, TK_BWD_KERNEL_OLD,
+                     TK_BWD_TILED_BODY + (TK_BWD_DW_PARTIAL if self.partial_dw else TK_BWD_DW_ROWS))
+        alloc = ("dw = torch.empty((programs, N), dtype=torch.float32, device=x.device)" if self.partial_dw
+                 else "dw = torch.empty_like(x)")
+        call = TK_BWD_TILED_CALL.format(rows=self.bwd_rows, per_thread=self.bwd_per_thread,
+                                        kib=self.bwd_rows * 128 * 4 * 2 // 1024, rows_cols=self.bwd_rows * 128,
+                                        threads_elems=32 * self.bwd_per_thread, dw_alloc=alloc)
+        replace_once(path, TK_BWD_CALL_OLD, call)
+        if self.partial_dw:  # fp32 partials: the gradient in x's dtype, as upstream's dW
+            replace_once(path, TK_DW_SUM, "        dw = torch.sum(dw, dim=0).to(x.dtype)\n")
+        if self.fwd_tiles:
+            replace_once(path, TK_FWD_SETTINGS_OLD, TK_FWD_SETTINGS_NEW.format(rows=self.fwd_rows, warps=self.fwd_warps))
+            replace_once(path, TK_FWD_WARPS_OLD, TK_FWD_WARPS_NEW)
+
+
 TRITON_KERNELS = Project(
     name="triton-kernels",
     github="ai-compiler-study/triton-kernels",
@@ -286,6 +388,14 @@ paths = ["benchmarks/", "tests/"]
                   TK_NORM, old="    col_mask = col_index < N\n", new="    col_mask = col_index < N - 1\n"),
         Candidate("slowdown", "regressed", "forward: the kernel launched twice (a wasted extra pass)", TK_NORM,
                   old=TK_FWD_CALL, new=TK_FWD_CALL + TK_FWD_CALL),
+        # the wins inside _rms_norm_fwd/_rms_norm_bwd (tk_probe.py times them per launch before a loop)
+        TkTiled("win-bwd", "improved", "backward: 16 rows per program, 8 warps, 128-bit loads, each row reduced "
+                "in one warp (upstream: 1 row, 4 warps, 1 fp32 per thread); same bytes, dW per row as upstream",
+                TK_NORM),
+        TkTiled("win-bwd-dw", "improved", "backward tiled as win-bwd, and dW as one partial row per program: "
+                "the kernel writes 1/16 of upstream's dW (2048 -> 1568 bytes per row)", TK_NORM, partial_dw=True),
+        TkTiled("win-fwd-bwd", "improved", "win-bwd-dw, and the forward with 32 rows per program and 8 warps "
+                "(upstream: 8 rows, 4 warps)", TK_NORM, partial_dw=True, fwd_tiles=True),
     ],
 )
 
