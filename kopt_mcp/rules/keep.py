@@ -11,8 +11,11 @@ The rule (`judge_groups`, A/B/A: BEST profiled before and after the candidate in
 1. Targets: the launch groups (`LaunchGroup`: kernel name, grid, block) of the kernels the
    `[profiler] kernel` regex matches, else of the hottest kernel that is not an input-generation or
    copy utility (`is_utility_kernel`: torch's randn/fill/copy kernels, memset/memcpy).
-2. Pairing (`match_groups`): same kernel and shape; then, within one kernel name, the remaining
-   groups in the order of their first launch (a candidate that changed the grid/block of a config);
+2. Pairing (`match_groups`), per kernel name: where the candidate has as many groups as BEST but
+   not the same shapes (it changed the grid/block of some config), all in the order of their first
+   launch, the harness's config order (a changed shape can equal another config's old one: 8 rows
+   per program at 2048 rows is BEST's grid at 256 rows; 2026-11-24, triton-kernels); else same
+   shape, and the rest in launch order where as many are left on both sides;
    then, across names, the remaining groups in order when both sides have as many (a kernel
    renamed within what the `[profiler] kernel` regex matches; without a regex the target is BEST's
    kernel names, and a candidate without them is not kept). What stays unmatched is reported: a BEST group without a candidate group is skipped
@@ -44,6 +47,7 @@ from __future__ import annotations
 import math
 import re
 import statistics
+from collections import Counter
 from collections.abc import Sequence
 
 from pydantic import BaseModel, Field
@@ -107,21 +111,31 @@ def match_groups(best: Sequence[LaunchGroup], candidate: Sequence[LaunchGroup]
     Returns (pairs, unmatched BEST groups, unmatched candidate groups, notes), pairs in BEST's
     launch order; notes say which pairs were made by order rather than by shape. Never raises."""
     notes: list[str] = []
-    cand_by_key = {(g.kernel, g.shape): g for g in candidate}
-    pairs, rest_b = [], []
-    for b in best:
-        c = cand_by_key.pop((b.kernel, b.shape), None)
-        (pairs.append((b, c)) if c is not None else rest_b.append(b))
-    rest_c = sorted(cand_by_key.values(), key=_order)
-    rest_b.sort(key=_order)
-    for name in dict.fromkeys(b.kernel for b in rest_b):
-        bs = [b for b in rest_b if b.kernel == name]
-        cs = [c for c in rest_c if c.kernel == name]
-        if bs and len(bs) == len(cs):
+    pairs, rest_b, rest_c = [], [], []
+    for name in dict.fromkeys([*(g.kernel for g in best), *(g.kernel for g in candidate)]):
+        bs = sorted((g for g in best if g.kernel == name), key=_order)
+        cs = sorted((g for g in candidate if g.kernel == name), key=_order)
+        if bs and len(bs) == len(cs) and Counter(g.shape for g in bs) != Counter(g.shape for g in cs):
+            # the candidate changed launch shapes: a changed shape can equal another config's old one
+            # (8 rows per program at 2048 rows = 1 row per program at 256), so shapes no longer name
+            # configs; the harness's config order does
             pairs.extend(zip(bs, cs, strict=True))
             notes.append(f"{len(bs)} group(s) of {bs[0].label()} changed launch shape: paired in launch order")
-            rest_b = [b for b in rest_b if b.kernel != name]
-            rest_c = [c for c in rest_c if c.kernel != name]
+            continue
+        cand_by_key = {c.shape: c for c in cs}
+        left_b = []
+        for g in bs:
+            c = cand_by_key.pop(g.shape, None)
+            (pairs.append((g, c)) if c is not None else left_b.append(g))
+        left_c = sorted(cand_by_key.values(), key=_order)
+        if left_b and len(left_b) == len(left_c):
+            pairs.extend(zip(left_b, left_c, strict=True))
+            notes.append(f"{len(left_b)} group(s) of {left_b[0].label()} changed launch shape: paired in launch order")
+        else:
+            rest_b.extend(left_b)
+            rest_c.extend(left_c)
+    rest_b.sort(key=_order)
+    rest_c.sort(key=_order)
     if rest_b and len(rest_b) == len(rest_c):
         pairs.extend(zip(rest_b, rest_c, strict=True))
         notes.append("renamed kernel(s): " + "; ".join(f"{b.label()} -> {c.label()}" for b, c in zip(rest_b, rest_c)))
