@@ -110,6 +110,10 @@ class SessionState(BaseModel):
     #: lease (the baseline's pair, each attempt's BEST before and after the candidate), latest last
     #: (rules.verdict.gpu_gain_floor)
     gpu_spreads_pct: list[float] = Field(default_factory=list)
+    #: True once two profiled runs of unchanged BEST_COMMIT launched a target launch group a different
+    #: number of times (a time-driven harness: do_bench and the like); it never turns False, since
+    #: two runs of such a harness can happen to launch as often (rules.keep.judge_groups `time_driven`)
+    launch_counts_vary: bool = False
     #: files (repo-relative) that the unchanged benchmark writes itself (seen changed after a run of
     #: BEST_COMMIT): ignored by the post-run check and the diff guard, never committed (a commit
     #: keeps BEST's version). A protected file is never one.

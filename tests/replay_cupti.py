@@ -5,7 +5,7 @@ would, with the target kernel's GPU time set by the profiled tree's kernel.py:
 - GPU_US: the sgemm kernel's total GPU time (us) over the run; a list gives profiled run k of that
   kernel.py (same content) item k (the last repeats), counted in `runs_dir` (every run happens in
   a fresh checkout), so BEST's successive profiles can differ exactly;
-- CALLS: its launch count (default: the recording's 20);
+- CALLS: its launch count (default: the recording's 20); a list: per profiled run, as GPU_US;
 - KERNEL_NAME: a new name for it (a compiler rename);
 - PROFILE_FAIL_AT: the profiled run k that exits 3 instead (a profiler crash).
 
@@ -65,7 +65,8 @@ def _write(out_dir: Path, runs_dir: Path) -> int:
     if gpu is not None:
         us = gpu[min(k, len(gpu) - 1)] if isinstance(gpu, list) else gpu
         rec = trace["kernels"][name]
-        rec["calls"] = getattr(kernel, "CALLS", rec["calls"])
+        calls = getattr(kernel, "CALLS", rec["calls"])
+        rec["calls"] = calls[min(k, len(calls) - 1)] if isinstance(calls, list) else calls
         rec["total_ns"] = int(us * 1000)
         rec["min_ns"] = rec["max_ns"] = rec["total_ns"] // rec["calls"]
     if getattr(kernel, "KERNEL_NAME", None):

@@ -191,3 +191,22 @@ def test_commit_without_an_out_of_process_profiler_goes_ahead_and_says_so(cupti_
     assert c.committed and "not confirmed out of process" in c.reason, c.reason
     rec = next(e for e in reversed(r.store.ledger()) if e["event"] == "confirmation")
     assert rec["status"] == "unavailable"
+
+
+def test_a_time_driven_harness_seen_at_the_baseline_stays_time_driven(cupti_ref):
+    # the baseline's profiles launched the kernel 20, 21, 20, 20 times (do_bench-like); this attempt's
+    # two BEST profiles happen to launch it 20 times each and the 5%-faster candidate 19 times
+    r = cupti_ref([1000.0, 1050.0, 1000.0, 1000.0, 1000.0, 1000.0], CALLS=[20, 21, 20, 20, 20, 20])
+    assert r.state.launch_counts_vary
+    set_kernel(r.workspace_path, FASTER, GPU_US=19 * 47.5, CALLS=19)
+    v = r.save_and_test("global", "5% faster per launch")
+    assert v.verdict == "improved", v.reason
+    assert "launch counts differed between earlier profiles in this session" in v.reason
+
+
+def test_a_fixed_count_harness_still_calls_a_missing_launch_skipped_work(cupti_ref):
+    r = cupti_ref(1000.0)
+    assert not r.state.launch_counts_vary
+    set_kernel(r.workspace_path, FASTER, GPU_US=19 * 47.5, CALLS=19)
+    v = r.save_and_test("global", "one launch fewer")
+    assert v.verdict == "tie" and "skipped work (fixed repetition)" in v.reason

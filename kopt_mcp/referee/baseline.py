@@ -15,7 +15,7 @@ from kopt_mcp.referee.report import perf_rows
 from kopt_mcp.referee.slots import best_lock, publish
 from kopt_mcp.results import BenchmarkResult
 from kopt_mcp.rules.clocks import same_clock
-from kopt_mcp.rules.keep import class_gpu_times, group_spread_pct, target_median_us
+from kopt_mcp.rules.keep import class_gpu_times, group_spread_pct, launch_counts_differ, target_median_us
 from kopt_mcp.rules.protect import FileChange, describe, touched_protected
 from kopt_mcp.session import spread_pct
 
@@ -73,6 +73,7 @@ def baseline(sess: Session, progress: Progress | None) -> BenchmarkResult:
             gpu_us, kernels = us, names
     regex = cfg.profiler.kernel or exact_names_regex(kernels)
     spreads = _baseline_spreads(traces, profiles, regex, clocks)
+    counts_vary = any(launch_counts_differ(a, b, regex) for a, b in zip(traces, traces[1:]))
     if traces and traces[0].groups is not None:  # the keep metric's quantity: the median launch per group
         gpu_us = target_median_us(traces[0], regex)[0]
         class_gpu_us = class_gpu_times(traces[0], list(baseline_values), regex)
@@ -85,6 +86,7 @@ def baseline(sess: Session, progress: Progress | None) -> BenchmarkResult:
     s.record_best_runs(group)
     for spread in spreads:
         s.record_spread_pct(spread)
+    s.launch_counts_vary = counts_vary
     rows = [r.model_dump() for r in perf_rows(
         "baseline", s.best.commit, cfg.benchmark.command, "global", kernels, s.best.metrics,
         gpu_us, None, f"unmodified BEST_COMMIT on {sess.device.name}; {note}", class_gpu_us=class_gpu_us)]

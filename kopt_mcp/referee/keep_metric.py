@@ -59,9 +59,10 @@ def keep_metric(sess: Session, a: Attempt, suspect: bool = True, candidate_runs:
                                 sess.cfg.profiler.kernel or exact_names_regex(s.best.kernels),
                                 recent_spreads_pct=s.gpu_spreads_pct, min_gain_pct=g.min_gpu_gain_pct,
                                 confidence=g.confidence, suspect=suspect, classes=list(s.best.metrics),
-                                clocks=(before[5], cand[5], after[5]))
+                                clocks=(before[5], cand[5], after[5]), known_time_driven=s.launch_counts_vary)
             if keep.spread_pct is None:  # BEST's profiles could not be compared: nothing to learn
                 return keep
+            s.launch_counts_vary = s.launch_counts_vary or keep.time_driven
             # a spread that is BEST's SM clock step is not noise: it stays out of the session's spreads
             spread = (keep.spread_pct if keep.clock is not None and keep.clock.spread_explained
                       else s.record_spread_pct(keep.spread_pct))

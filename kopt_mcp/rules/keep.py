@@ -34,8 +34,10 @@ The rule (`judge_groups`, A/B/A: BEST profiled before and after the candidate in
    With each run's SM clock known (`clocks`, sampled outside the benchmark), a clock step is not
    noise: the candidate is compared with BEST's profile at its own clock, or pays the clock ratio
    when it ran faster than both (`rules/clocks.py`).
-5. Skipped work: a fixed-count harness (BEST's two profiles launch every group equally often)
-   needs at least BEST's launches per group; a time-driven one (counts differ) launches a faster
+5. Skipped work: a fixed-count harness (BEST's profiles launch every group equally often, in this
+   attempt and in every earlier pair of the session) needs at least BEST's launches per group; a
+   time-driven one (counts differ, now or in any earlier pair: two do_bench runs can launch 254
+   times each, and a -2% candidate 253 times, 2026-11-24) launches a faster
    kernel more often, so a group that got faster per launch with under half of BEST's fewer
    launches is skipped work (results cached across calls, early returns).
 
@@ -59,6 +61,7 @@ from kopt_mcp.rules.clocks import ClockPlan, clock_plan
 from kopt_mcp.rules.verdict import GainFloor, KeepDecision, gpu_gain_floor
 
 __all__ = ["GroupDelta", "GroupKeepDecision", "class_gpu_times", "group_classes", "group_spread_pct", "is_utility_kernel", "judge_groups",
+           "launch_counts_differ",
            "match_groups", "target_groups", "target_median_us"]
 
 #: a BEST group whose candidate launches fell under this fraction while it got faster per launch
@@ -199,7 +202,8 @@ def judge_groups(best_before: KernelTrace | Sequence[LaunchGroup], candidate: Ke
                  recent_spreads_pct: Sequence[float] = (), min_gain_pct: float = 0.2,
                  confidence: float = 0.995, suspect: bool = True,
                  classes: Sequence[str] | None = None,
-                 clocks: tuple[RunClock | None, RunClock | None, RunClock | None] | None = None) -> GroupKeepDecision:
+                 clocks: tuple[RunClock | None, RunClock | None, RunClock | None] | None = None,
+                 known_time_driven: bool = False) -> GroupKeepDecision:
     """The keep metric from three adjacent profiled runs (BEST, candidate, BEST again) by launch group.
 
     Inputs: each run's KernelTrace (or its launch groups, `trace_groups`); `kernel_regex`: the
@@ -211,7 +215,10 @@ def judge_groups(best_before: KernelTrace | Sequence[LaunchGroup], candidate: Ke
     `classes`: config class keys in row order, to fill `class_gpu_us` from the candidate's groups;
     `clocks`: the three runs' SM clocks (BEST, candidate, BEST; kopt_mcp.gpus.clocks), which pick
     the BEST profile(s) the candidate is compared with and may charge a clock penalty
-    (rules/clocks.clock_plan); None: the plain A/B/A rule.
+    (rules/clocks.clock_plan); None: the plain A/B/A rule; `known_time_driven`: earlier profiles
+    of BEST in this session launched a group a different number of times
+    (SessionState.launch_counts_vary), so the harness is time-driven even where this attempt's two
+    BEST profiles happen to launch as often.
 
     Returns a GroupKeepDecision: kept, gain (%) in `gpu_delta_pct`, the target's median launch sum
     (us) of BEST (mean of both profiles) and of the candidate in `gpu_best_us`/`gpu_candidate_us`,
@@ -250,7 +257,7 @@ def judge_groups(best_before: KernelTrace | Sequence[LaunchGroup], candidate: Ke
         floor = gpu_gain_floor(list(recent_spreads_pct), 0.0, min_gain_pct)
     else:
         floor = gpu_gain_floor([*recent_spreads_pct, spread], spread, min_gain_pct)
-    time_driven = any(x.calls != y.calls for x, y in bb_pairs)
+    time_driven = known_time_driven or any(x.calls != y.calls for x, y in bb_pairs)
     pairs, miss_b, extra_c, notes = match_groups(b1, c)
     base = {"floor": floor, "spread_pct": spread, "time_driven": time_driven,
             "clock": plan if clocks is not None else None,
@@ -285,8 +292,10 @@ def judge_groups(best_before: KernelTrace | Sequence[LaunchGroup], candidate: Ke
     cand_us = sum(d.candidate_median_us for d in deltas) + sum(g.median_us for g in extra_c)
     base.update(gpu_best_us=best_us, lower_bound_pct=lo, groups=deltas)
     names = ", ".join(dict.fromkeys(short_kernel_name(x.kernel) for x, _ in pairs))
-    harness = ("time-driven repetition (BEST's launch counts differ between its profiles)" if time_driven
-               else "fixed repetition")
+    harness = ("time-driven repetition (BEST's launch counts differ between its profiles)"
+               if any(x.calls != y.calls for x, y in bb_pairs) else
+               "time-driven repetition (BEST's launch counts differed between earlier profiles in this session)"
+               if time_driven else "fixed repetition")
     if skipped:
         why = ("a faster kernel is launched more often by a time-driven harness, not less" if time_driven
                else "the fixed benchmark launches each group as often as BEST does")
@@ -355,6 +364,21 @@ def group_spread_pct(first: KernelTrace | Sequence[LaunchGroup], second: KernelT
     if any(g.median_us is None or g.median_us <= 0 for g in (*a, *b)):
         raise ProfilerError("the profiler did not record each launch's GPU time for the target kernels")
     return _spread(pairs, _weights(pairs))
+
+
+def launch_counts_differ(first: KernelTrace | Sequence[LaunchGroup], second: KernelTrace | Sequence[LaunchGroup],
+                         kernel_regex: str | None = None) -> bool:
+    """True when two profiled runs of unchanged BEST launched some paired target group a different
+    number of times (a time-driven harness; SessionState.launch_counts_vary). False where the
+    target is missing from either run or the runs cannot be paired. Never raises for data."""
+    try:
+        a = target_groups(_groups(first), kernel_regex)
+        regex = kernel_regex or "|".join(f"^{re.escape(n)}$" for n in dict.fromkeys(g.kernel for g in a))
+        b = target_groups(_groups(second), regex)
+    except ProfilerError:
+        return False
+    pairs, *_ = match_groups(a, b)
+    return any(x.calls != y.calls for x, y in pairs)
 
 
 _NUMBER = re.compile(r"^-?\d+$")

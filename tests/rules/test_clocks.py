@@ -89,3 +89,22 @@ def test_a_candidate_at_a_third_clock_pays_the_ratio_to_the_higher_best_clock():
     p = clock_plan(clk(1965), clk(1995), clk(1980), best_shift_pct=-0.76)
     assert p.reference == "both" and p.penalty_pct == pytest.approx(100 * 0.0075472, abs=0.01)
     assert not p.spread_explained
+
+
+def test_equal_launch_counts_in_one_attempt_do_not_make_a_time_driven_harness_fixed():
+    # 2026-11-24: both BEST profiles of do_bench launched spin_kernel 254 times, the -2% candidate
+    # 253 times, and the fixed-repetition rule called it skipped work. The session knew better:
+    # earlier BEST profiles had launched it a different number of times.
+    def launches(median_us, calls):
+        return run(median_us, calls=calls)
+
+    alone = judge_groups(launches(FAST, 254), launches(372.3, 253), launches(FAST, 254), "spin_kernel")
+    assert not alone.kept and "skipped work (fixed repetition)" in alone.reason
+    known = judge_groups(launches(FAST, 254), launches(372.3, 253), launches(FAST, 254), "spin_kernel",
+                         known_time_driven=True)
+    assert known.kept and known.time_driven, known.reason
+    assert "launch counts differed between earlier profiles in this session" in known.reason
+    # a time-driven harness still calls a faster group with under half of BEST's launches skipped work
+    cached = judge_groups(launches(FAST, 254), launches(372.3, 100), launches(FAST, 254), "spin_kernel",
+                          known_time_driven=True)
+    assert not cached.kept and "skipped work (time-driven" in cached.reason

@@ -338,3 +338,12 @@ def test_a_candidate_with_the_same_shapes_is_still_paired_by_shape():
     cand = list(reversed(_bwd_groups(seq_lens, 1, 1.0)))  # listed in another order: shapes decide
     pairs, _, _, notes = match_groups(best, cand)
     assert all(b.shape == c.shape for b, c in pairs) and not notes
+
+
+def test_launch_counts_differ_between_do_bench_runs_not_between_fixed_count_runs(runs):
+    from kopt_mcp.rules.keep import launch_counts_differ
+
+    a, b = runs(configs()), runs(configs())  # do_bench: counts drawn per process
+    assert launch_counts_differ(a, b)
+    fixed = configs(calls=((300, 300), (80, 80)))
+    assert not launch_counts_differ(runs(fixed), runs(fixed))
