@@ -180,3 +180,28 @@ def test_a_failed_run_through_an_installed_copy_of_the_package_says_to_put_the_s
     assert "repository's ./liger_kernel" in installed_copy_hint(tmp_path / "src", log)  # a flat layout
     (tmp_path / "other").mkdir()
     assert installed_copy_hint(tmp_path / "other", log) == ""  # no package of that name here: no hint
+
+
+def _touch(root, *paths):
+    for p in paths:
+        (root / p).parent.mkdir(parents=True, exist_ok=True)
+        (root / p).write_text("")
+
+
+def test_the_correctness_proposal_skips_performance_suites_and_keeps_to_the_benchmarks_topic(tmp_path):
+    from kopt_mcp.init import correctness_tests
+
+    # FlagGems' layout (532ff43): pytest performance suites under benchmark/, op tests under tests/.
+    # On the H100 (2026-11-24) init proposed `pytest benchmark/test_attention_perf.py ...`.
+    fg = tmp_path / "fg"
+    _touch(fg, "benchmark/test_norm_perf.py", "benchmark/test_blas_perf.py", "tests/test_norm_ops.py",
+           "tests/test_blas_ops.py", "tests/test_attention_ops.py")
+    cmd = "python -m pytest -s benchmark/test_norm_perf.py -m rms_norm --level core"
+    assert correctness_tests(fg, cmd) == ["tests/test_norm_ops.py"]
+    assert correctness_tests(fg, cmd, kernel="blas") == ["tests/test_blas_ops.py"]
+    # triton-kernels' layout (d068688): a benchmark script and tests named after the op
+    tk = tmp_path / "tk"
+    _touch(tk, "benchmarks/rms_norm.py", "tests/test_rms_norm.py", "tests/test_layer_norm.py", "bench_utils_test.py")
+    assert correctness_tests(tk, "python benchmarks/rms_norm.py") == ["tests/test_rms_norm.py"]
+    # no topic match: every test that is not a performance suite
+    assert correctness_tests(tk, "python run_all.py") == ["tests/test_layer_norm.py", "tests/test_rms_norm.py"]

@@ -73,3 +73,17 @@ def test_no_clock_source_for_other_vendors_or_an_unknown_device():
     assert clock_source("amd", "GPU-x") is None and clock_source("cpu", "") is None
     # no NVML here, or NVML without this device: no figure, never an error
     assert clock_source("nvidia", "GPU-00000000-0000-0000-0000-000000000000") is None
+
+
+def test_a_recorded_h100_run_reads_as_1980_mhz():
+    # tests/fixtures/nvml/h100_sm_clock_samples.json: torch's import at the idle clock (345-420 MHz,
+    # GpuIdle set), then do_bench at 1980 MHz; two samples at 345 MHz without the idle bit (the clock
+    # had not risen yet when work arrived) must not move the figure
+    import json
+    from pathlib import Path
+
+    doc = json.loads((Path(__file__).parents[1] / "fixtures" / "nvml" / "h100_sm_clock_samples.json").read_text())
+    samples = [ClockSample(**s) for s in doc["samples"]]
+    c = summarise(samples)
+    assert sum(s.idle for s in samples) > 40 and c.busy_samples == 68
+    assert c.sm_mhz == 1980.0 and c.min_mhz == 345.0 and c.steady_pct == pytest.approx(97.06, abs=0.01)
