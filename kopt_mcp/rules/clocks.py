@@ -11,15 +11,16 @@ benchmark) a step no longer has to be treated as noise:
 - **BEST's profiles at two clocks, the candidate at one of them**: the candidate is compared with
   the BEST profile at its own clock, and BEST's spread stops counting in the floor, provided the
   clocks explain it: BEST's time moved against the clock (a higher clock, a shorter launch) by no
-  more than CLOCK_EXPLAINS x the clock step. Otherwise the spread is something else and the floor
-  keeps twice it.
+  more than CLOCK_EXPLAINS x the clock step, and the candidate's own clock held (STEADY_PCT of its
+  busy samples at its median). Otherwise the spread is something else and the floor keeps twice it.
 - **the candidate at a clock neither BEST profile had**: a kernel's time falls by at most the
   clock ratio when the clock rises (time ~ 1/clock when compute-bound, flat when memory-bound), so
   a candidate that ran at a higher clock than BEST's must beat BEST by that ratio as well
   (`penalty_pct`, 100 * ln(candidate clock / BEST clock)); at a lower clock it is judged as
   measured, which can only cost it. This closes a false keep the plain rule allowed: both BEST
   profiles at 1965 MHz and an unchanged candidate at 1980 MHz measure a 0.76% "gain" with a spread
-  of 0, above the 0.2% floor.
+  of 0, above the 0.2% floor. A candidate whose own clock moved (under STEADY_PCT of its busy
+  samples at its median) is charged for the highest clock it ran at.
 
 Clocks are the same when within SAME_CLOCK_PCT (a step of an H100 is 15 MHz, 0.76%).
 """
@@ -39,6 +40,10 @@ SAME_CLOCK_PCT = 0.25
 CLOCK_EXPLAINS = 1.25
 #: a spread this small (%) is no evidence against the clocks, whichever way it went
 NEGLIGIBLE_SPREAD_PCT = 0.05
+#: a candidate run is matched to one BEST profile only when this share (%) of its busy samples sat at
+#: its median clock: a run whose clock moved (e.g. a long busy phase that throttles the GPU, then the
+#: target kernels at a higher clock) cannot choose its reference
+STEADY_PCT = 90.0
 
 
 class ClockPlan(BaseModel):
@@ -74,10 +79,12 @@ def clock_plan(before: RunClock | None, candidate: RunClock | None, after: RunCl
     shown = f"SM clock {before.shown()}, {candidate.shown()}, {after.shown()} (BEST, candidate, BEST)"
     same_1, same_2 = same_clock(candidate, before), same_clock(candidate, after)
     best_step = _gap_pct(f2, f1)  # + = the after profile ran at a higher clock
+    # a candidate whose clock moved is charged for the highest clock it ran at, not its median
+    top = fc if candidate.steady_pct >= STEADY_PCT else max(fc, candidate.max_mhz)
     if same_clock(before, after):
-        if same_1 and same_2:
+        rise = _gap_pct(top, math.sqrt(f1 * f2))
+        if same_1 and same_2 and rise <= SAME_CLOCK_PCT:
             return ClockPlan(note=shown)
-        rise = _gap_pct(fc, math.sqrt(f1 * f2))
         if rise > 0:
             return ClockPlan(penalty_pct=rise, note=(
                 f"{shown}: the candidate ran at a {rise:.2f}% higher clock than both BEST profiles, so its gain "
@@ -86,13 +93,13 @@ def clock_plan(before: RunClock | None, candidate: RunClock | None, after: RunCl
     # BEST's profiles at two clocks: time ~ clock^-a with 0 <= a <= CLOCK_EXPLAINS explains the spread
     explained = (abs(best_shift_pct) <= NEGLIGIBLE_SPREAD_PCT or
                  (best_shift_pct * best_step < 0 and abs(best_shift_pct) <= CLOCK_EXPLAINS * abs(best_step)))
-    if same_1 != same_2 and explained:
+    if same_1 != same_2 and explained and candidate.steady_pct >= STEADY_PCT:
         ref = "before" if same_1 else "after"
         return ClockPlan(reference=ref, spread_explained=True, note=(
             f"{shown}: BEST's {abs(best_shift_pct):.3f}% spread is its clock step, so the candidate is compared with "
             f"BEST's profile at its own clock (the one {ref} it)"))
     why = "" if explained else f" (BEST's {best_shift_pct:+.3f}% is not what its clock step explains)"
-    rise = _gap_pct(fc, max(f1, f2))
+    rise = _gap_pct(top, max(f1, f2))
     if rise > SAME_CLOCK_PCT:
         return ClockPlan(penalty_pct=rise, note=(
             f"{shown}: the candidate ran at a {rise:.2f}% higher clock than either BEST profile, so its gain must "
@@ -100,4 +107,5 @@ def clock_plan(before: RunClock | None, candidate: RunClock | None, after: RunCl
     return ClockPlan(note=f"{shown}{why}")
 
 
-__all__ = ["CLOCK_EXPLAINS", "ClockPlan", "NEGLIGIBLE_SPREAD_PCT", "SAME_CLOCK_PCT", "clock_plan", "same_clock"]
+__all__ = ["CLOCK_EXPLAINS", "ClockPlan", "NEGLIGIBLE_SPREAD_PCT", "SAME_CLOCK_PCT", "STEADY_PCT", "clock_plan",
+           "same_clock"]

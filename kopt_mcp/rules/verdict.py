@@ -431,7 +431,7 @@ GPU_SPREAD_WINDOW = 10
 #: rules are never pooled (benchmarks/decision_quality/run.py --merge); change it with the rules
 KEEP_RULES = ("2026-11-24, clocks: script screen; script-only regressions confirmed; noise at BEST's level + candidate runs; "
               "A/B/A profiles; floor max(min_gain, 2x own spread, 5x median spread); SM clock per run: BEST at "
-              "the candidate's clock, clock-ratio penalty; time-driven once BEST's launch counts ever differed")
+              "the candidate's clock, clock-ratio penalty; time-driven once BEST's launch counts ever differed; an unsteady candidate clock counts at its highest")
 #: multiple of the median recent spread a gain must clear (see gpu_gain_floor)
 SPREAD_MEDIAN_FACTOR = 5.0
 

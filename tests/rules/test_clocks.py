@@ -108,3 +108,26 @@ def test_equal_launch_counts_in_one_attempt_do_not_make_a_time_driven_harness_fi
     cached = judge_groups(launches(FAST, 254), launches(372.3, 100), launches(FAST, 254), "spin_kernel",
                           known_time_driven=True)
     assert not cached.kept and "skipped work (time-driven" in cached.reason
+
+
+def test_a_candidate_whose_clock_moved_cannot_pick_its_best_profile():
+    # the cheat: BEST steps 1980 -> 1965 MHz between its profiles; the candidate pads its run with a long
+    # busy phase that throttles the GPU to 1965 MHz (its median clock) and runs the target kernels at 1980,
+    # then asks to be compared with BEST's 1965 MHz profile
+    padded = RunClock(sm_mhz=1965.0, min_mhz=1965.0, max_mhz=1980.0, busy_samples=200, steady_pct=80.0)
+    d = judge(FAST, FAST, SLOW, clocks=(clk(1980), padded, clk(1965)))
+    assert not d.kept and d.clock.reference == "both" and not d.clock.spread_explained
+    assert d.floor.binding == "own_spread"
+
+
+def test_a_candidate_whose_clock_moved_pays_for_its_highest_clock():
+    # the same padding with BEST at 1965 MHz in both profiles: its median says 1965, its target ran at 1980
+    padded = RunClock(sm_mhz=1965.0, min_mhz=1965.0, max_mhz=1980.0, busy_samples=200, steady_pct=80.0)
+    d = judge(SLOW, FAST, SLOW, clocks=(clk(1965), padded, clk(1965)))
+    assert not d.kept and d.clock.penalty_pct == pytest.approx(0.760, abs=0.001)
+    # a run that only had ramp-up samples below its clock (the recorded 97% at 1980) pays nothing
+    ramp = RunClock(sm_mhz=1980.0, min_mhz=345.0, max_mhz=1980.0, busy_samples=68, steady_pct=97.06)
+    unsteady_ramp = ramp.model_copy(update={"steady_pct": 70.0})
+    for c in (ramp, unsteady_ramp):
+        d = judge(FAST, 376.1, FAST, clocks=(clk(1980), c, clk(1980)))
+        assert d.kept and d.clock.penalty_pct == 0.0
