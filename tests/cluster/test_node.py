@@ -149,3 +149,23 @@ def test_the_node_picks_the_profiler_and_refuses_one_it_lacks(toy, job):
     job.add(pack(toy.ws, toy.best), toy.best)
     p = job.profile(toy.cfg, NcuProfiler(binary="no-such-ncu-here"), toy.best, {})["result"]
     assert p.trace is None and "'ncu' is not available on the Ray node" in p.error
+
+
+def test_a_profiled_run_on_the_node_carries_the_leased_gpus_sm_clock(toy, tmp_path):
+    class Steady:  # a fake clock source: the GPU busy at 1980 MHz while the run goes on
+        period_s = 0.002
+
+        def read(self):
+            return 1980.0, False
+
+    seen = []
+    job = NodeJob("t", toy.cfg.gates, switch_probe(tmp_path / "switch"), lease_dir=str(tmp_path / "leases"),
+                  cache_root=str(tmp_path / "cache"), clocks=lambda vendor, uuid: seen.append((vendor, uuid)) or Steady())
+    try:
+        assert job.gate()[0].lease is not None
+        job.add(pack(toy.ws, toy.best), toy.best)
+        p = job.profile(toy.cfg, NoProfiler(), toy.best, {})["result"]
+        assert p.error is None and p.clock is not None and p.clock.sm_mhz == 1980.0
+        assert seen and seen[0][0] == "nvidia" and seen[0][1].startswith("GPU-12d4823c")
+    finally:
+        job.close()
