@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,7 +19,7 @@ import git
 from kopt_mcp.config import TargetConfig
 from kopt_mcp.executor import Progress
 from kopt_mcp.gpus.base import GpuProbe
-from kopt_mcp.gpus.clocks import ClockSampler, ClockSource, clock_source
+from kopt_mcp.gpus.clocks import ClockFactory, clock_source
 from kopt_mcp.gpus.cpu import CpuLoadProbe
 from kopt_mcp.gpus.gate import GateOutcome, GpuGate, IdleThresholds
 from kopt_mcp.gpus.lease import Lease, LeaseManager
@@ -28,9 +27,6 @@ from kopt_mcp.profilers.base import Profiler
 from kopt_mcp.referee.measure import Measurement, Profiled, Runner, measure_snapshot, profile_snapshot
 from kopt_mcp.results import DeviceInfo
 from kopt_mcp.runner import run_command
-
-#: (vendor, uuid) -> ClockSource or None
-ClockFactory = Callable[[str, str], ClockSource | None]
 
 
 def device_id(lease: Lease) -> str:
@@ -65,11 +61,8 @@ class LocalJobLease:
                 pid_dir: Path | None = None) -> Profiled:
         """referee.measure.profile_snapshot on this lease's device, its SM clock sampled meanwhile
         (`Profiled.clock`; kopt_mcp.gpus.clocks) where the device has a clock source."""
-        if self._clock_source is None:
-            return profile_snapshot(cfg, profiler, ws, tree, run_dir, self._env(env), cancel, pid_dir, run=self._run)
-        with ClockSampler(self._clock_source) as sampler:
-            p = profile_snapshot(cfg, profiler, ws, tree, run_dir, self._env(env), cancel, pid_dir, run=self._run)
-        return p.model_copy(update={"clock": sampler.summary()})
+        return profile_snapshot(cfg, profiler, ws, tree, run_dir, self._env(env), cancel, pid_dir, run=self._run,
+                                clock=self._clock_source)
 
     def release(self) -> None:
         """Give the device back (idempotent)."""

@@ -37,7 +37,7 @@ import psutil
 from kopt_mcp.cluster.shipping import NodeRepo, collect, node_env
 from kopt_mcp.config import GatesSection, TargetConfig
 from kopt_mcp.gpus.base import GpuProbe, GpuReading
-from kopt_mcp.gpus.clocks import ClockSampler, clock_source
+from kopt_mcp.gpus.clocks import ClockFactory, clock_source
 from kopt_mcp.gpus.gate import GateOutcome, GpuGate, IdleThresholds
 from kopt_mcp.gpus.lease import LeaseManager
 from kopt_mcp.runner import kill_all, same_process
@@ -129,7 +129,7 @@ class NodeJob:
 
     def __init__(self, tag: str, gates: GatesSection, probe_factory: Callable[[], GpuProbe] | None = None,
                  lease_dir: str | None = None, cache_root: str | None = None,
-                 clocks: Callable[[str, str], Any] | None = clock_source) -> None:
+                 clocks: ClockFactory | None = clock_source) -> None:
         self.tag, self.gates, self.probe_factory, self.lease_dir = tag, gates, probe_factory, lease_dir
         self.clocks = clocks
         self.swept = sweep_dead_jobs()
@@ -252,15 +252,8 @@ class NodeJob:
 
         held = self.gpu_gate.held if self.gpu_gate is not None else None
         source = self.clocks(held.vendor, held.uuid) if (self.clocks is not None and held is not None) else None
-
-        def run(store, run_dir, cancel):
-            if source is None:
-                return profile_snapshot(cfg, profiler, store.repo, tree, run_dir, self._env(env), cancel, self.pid_dir)
-            with ClockSampler(source) as sampler:  # the SM clock, as on a local lease (Profiled.clock)
-                p = profile_snapshot(cfg, profiler, store.repo, tree, run_dir, self._env(env), cancel, self.pid_dir)
-            return p.model_copy(update={"clock": sampler.summary()})
-
-        return self._run(run, tree)
+        return self._run(lambda store, run_dir, cancel: profile_snapshot(
+            cfg, profiler, store.repo, tree, run_dir, self._env(env), cancel, self.pid_dir, clock=source), tree)
 
     def cancel(self) -> None:
         """Cancel the run in progress (its process tree is killed; it returns {"cancelled": ...})."""

@@ -144,6 +144,10 @@ class NvmlClockSource:
         return float(mhz), bool(reasons & self._idle_bit)
 
 
+#: (vendor, uuid) -> the device's ClockSource or None: how executors get a leased device's source
+ClockFactory = Callable[[str, str], ClockSource | None]
+
+
 def clock_source(vendor: str, uuid: str) -> ClockSource | None:
     """The default ClockSource for a leased device: NVML for an NVIDIA device it can open by
     `uuid`; None for any other vendor, or when NVML is missing or does not know the device (the
@@ -156,4 +160,4 @@ def clock_source(vendor: str, uuid: str) -> ClockSource | None:
         return None
 
 
-__all__ = ["ClockSample", "ClockSampler", "ClockSource", "NvmlClockSource", "RunClock", "clock_source", "summarise"]
+__all__ = ["ClockFactory", "ClockSample", "ClockSampler", "ClockSource", "NvmlClockSource", "RunClock", "clock_source", "summarise"]

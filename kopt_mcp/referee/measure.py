@@ -21,7 +21,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 import git
@@ -30,8 +30,8 @@ from pydantic import BaseModel
 
 from kopt_mcp import vcs
 from kopt_mcp.config import TargetConfig
+from kopt_mcp.gpus.clocks import ClockSampler, ClockSource, RunClock
 from kopt_mcp.metrics import MetricsError, MetricTable, capture_before, collect_results, read_results
-from kopt_mcp.gpus.clocks import RunClock
 from kopt_mcp.profilers.base import KernelTrace, Profiler, ProfilerError
 from kopt_mcp.referee.core import Cancelled
 from kopt_mcp.rules.correctness import GateResult, RunFacts, correctness_gate, failed_tests
@@ -241,9 +241,14 @@ def measure_snapshot(cfg: TargetConfig, ws: git.Repo, tree: str, run_dir: Path, 
 
 def profile_snapshot(cfg: TargetConfig, profiler: Profiler, ws: git.Repo, tree: str, run_dir: Path,
                      env: dict[str, str], cancel: threading.Event | None = None,
-                     pid_dir: Path | None = None, run: Runner = run_command) -> Profiled:
-    """`profile` in a disposable checkout of tree object `tree`, with the run's `changes`."""
+                     pid_dir: Path | None = None, run: Runner = run_command,
+                     clock: ClockSource | None = None) -> Profiled:
+    """`profile` in a disposable checkout of tree object `tree`, with the run's `changes`; with a
+    `clock` source (the leased device's, kopt_mcp.gpus.clocks) the SM clock is sampled meanwhile
+    from this process and summarised in `Profiled.clock` (None without a source)."""
     with checkout(ws, tree, _repo_name(ws)) as co:
-        p = profile(cfg, profiler, co, run_dir, env, cancel, pid_dir, run)
+        with ClockSampler(clock) if clock is not None else nullcontext() as sampler:
+            p = profile(cfg, profiler, co, run_dir, env, cancel, pid_dir, run)
         changes = vcs.run_changes(ws, tree, co)
-    return p.model_copy(update={"snapshot": tree, "changes": changes})
+    return p.model_copy(update={"snapshot": tree, "changes": changes,
+                                "clock": sampler.summary() if sampler is not None else None})

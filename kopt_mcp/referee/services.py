@@ -15,7 +15,7 @@ from typing import Any
 
 from kopt_mcp.executor import Executor
 from kopt_mcp.gpus.base import GpuProbe
-from kopt_mcp.gpus.clocks import ClockSource, clock_source
+from kopt_mcp.gpus.clocks import ClockFactory, clock_source
 from kopt_mcp.profilers import make_profiler
 from kopt_mcp.profilers.base import Profiler
 from kopt_mcp.runner import RunResult, run_command
@@ -50,4 +50,4 @@ class Services:
     #: builds the session's executor (kopt_mcp.executor.Executor) from the opened session; None:
     #: the local one (kopt_mcp.executor_local.LocalExecutor over this host's GPU gate)
     executor: Callable[[Any], Executor] | None = None
-    clocks: Callable[[str, str], ClockSource | None] | None = clock_source
+    clocks: ClockFactory | None = clock_source
