@@ -338,14 +338,13 @@ PERF_FILE = re.compile(r"(_perf|_bench|_benchmark)\.py$|^(bench|benchmark)_")
 _TOPIC_NOISE = re.compile(r"^(test_|benchmark_|bench_)|(_perf|_bench|_benchmark|_test)$")
 
 
-def correctness_tests(repo: Path, command: str | None, kernel: str | None = None) -> list[str]:
-    """The pytest files to propose as the correctness command: test files (`find_test_files`) that
-    are not performance suites (under a bench*/ folder, named *_perf.py, bench_*.py, ...) nor files
-    the benchmark command names; narrowed to those whose name holds `kernel`, else the benchmark
-    files' topic ("benchmark/test_norm_perf.py" -> tests/test_norm_ops.py), where any does.
-    Repository-relative paths, sorted."""
-    bench = benchmark_files(repo, command) if command else []
-    tests = [t for t in find_test_files(repo) if t not in bench and not PERF_FILE.search(Path(t).name)
+def correctness_tests(test_files: list[str], bench: list[str], kernel: str | None = None) -> list[str]:
+    """The pytest files to propose as the correctness command, from the repository's test files
+    (`find_test_files`, sorted) and the files the benchmark command names (`benchmark_files`): those
+    that are not performance suites (under a bench*/ folder, named *_perf.py, bench_*.py, ...) nor
+    benchmark files; narrowed to those whose name holds `kernel`, else the benchmark files' topic
+    ("benchmark/test_norm_perf.py" -> tests/test_norm_ops.py), where any does. Pure."""
+    tests = [t for t in test_files if t not in bench and not PERF_FILE.search(Path(t).name)
              and not any(part.lower().startswith("bench") for part in Path(t).parts[:-1])]
     topics = [kernel.lower()] if kernel else [
         w for w in (_TOPIC_NOISE.sub("", Path(b).stem.lower()) for b in bench if b.endswith(".py")) if len(w) >= 3]
@@ -462,11 +461,11 @@ def propose(repo: Path, command: str | None, results: str | None = None, kernel:
     keys, findings = analyse(runs, results=results, kernel=kernel, provider=provider, mode=mode,
                              metric_name=metric_name)
     unit = _unit(keys, runs, "benchmark.log")
-    tests = correctness_tests(repo, command, kernel)
+    found, bench = find_test_files(repo), (benchmark_files(repo, command) if command else [])
+    tests = correctness_tests(found, bench, kernel)
     correctness = f"python -m pytest -q {' '.join(tests[:8])}" if tests else ""
     oracles = [t for t in find_test_files(repo, ORACLE_FILE)]
-    protect = sorted(set((benchmark_files(repo, command) if command else []) + tests[:20]
-                         + find_test_files(repo)[:20] + oracles[:10]))
+    protect = sorted(set(bench + tests[:20] + found[:20] + oracles[:10]))
     kern = kernel_regex(repo, command) if (profile and command) else (None, "not profiled")
     return Proposal(toml=render(command, keys, unit, correctness, protect, kern, findings), findings=findings)
 

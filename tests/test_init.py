@@ -189,7 +189,11 @@ def _touch(root, *paths):
 
 
 def test_the_correctness_proposal_skips_performance_suites_and_keeps_to_the_benchmarks_topic(tmp_path):
-    from kopt_mcp.init import correctness_tests
+    from kopt_mcp.init import benchmark_files, find_test_files
+    from kopt_mcp.init import correctness_tests as chosen
+
+    def correctness_tests(repo, command, kernel=None):
+        return chosen(find_test_files(repo), benchmark_files(repo, command), kernel)
 
     # FlagGems' layout (532ff43): pytest performance suites under benchmark/, op tests under tests/.
     # On the H100 (2026-11-24) init proposed `pytest benchmark/test_attention_perf.py ...`.
