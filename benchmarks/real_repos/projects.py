@@ -200,10 +200,11 @@ TK_BWD_CALL_OLD = '''        dw = torch.empty_like(x)
             num_warps=ctx.num_warps,
         )
 '''
-TK_BWD_CALL_NEW = '''        BLOCK_M = 8
-        programs = triton.cdiv(M, BLOCK_M)
-        dw = torch.empty((programs, N), dtype=torch.float32, device=x.device)
-        _rms_norm_bwd[(programs,)](
+
+
+def tk_bwd_launch(num_warps: str) -> str:
+    """The tiled backward's launch: one program per BLOCK_M rows, with M and BLOCK_M passed."""
+    return ('''        _rms_norm_bwd[(programs,)](
             dy_arg,
             dx,
             dw,
@@ -215,9 +216,13 @@ TK_BWD_CALL_NEW = '''        BLOCK_M = 8
             M,
             BLOCK_M=BLOCK_M,
             BLOCK_SIZE=ctx.BLOCK_SIZE,
-            num_warps=ctx.num_warps,
-        )
-'''
+''' f"            num_warps={num_warps},\n        )\n")
+
+
+TK_BWD_CALL_NEW = '''        BLOCK_M = 8
+        programs = triton.cdiv(M, BLOCK_M)
+        dw = torch.empty((programs, N), dtype=torch.float32, device=x.device)
+''' + tk_bwd_launch("ctx.num_warps")
 TK_FWD_CALL = '''        _rms_norm_fwd[(M // BLOCK_M,)](
             x_arg,
             y,
@@ -288,21 +293,7 @@ TK_BWD_TILED_CALL = '''        # BLOCK_M rows per program ({rows} rows of 128 co
         num_warps = ctx.num_warps if BLOCK_M == 1 else max(1, min(16, BLOCK_M * ctx.BLOCK_SIZE // {threads_elems}))
         programs = triton.cdiv(M, BLOCK_M)
         {dw_alloc}
-        _rms_norm_bwd[(programs,)](
-            dy_arg,
-            dx,
-            dw,
-            x,
-            w,
-            r,
-            x.stride(0),
-            N,
-            M,
-            BLOCK_M=BLOCK_M,
-            BLOCK_SIZE=ctx.BLOCK_SIZE,
-            num_warps=num_warps,
-        )
-'''
+''' + tk_bwd_launch("num_warps")
 TK_DW_SUM = "        dw = torch.sum(dw, dim=0)\n"
 # forward: 32 rows per program and 8 warps where M allows it (upstream: 8 rows, 4 warps, grid M // 8)
 TK_FWD_SETTINGS_OLD = "        BLOCK_M = 8\n        BLOCK_N, num_warps = calculate_settings(N)\n"
