@@ -347,3 +347,18 @@ def test_launch_counts_differ_between_do_bench_runs_not_between_fixed_count_runs
     assert launch_counts_differ(a, b)
     fixed = configs(calls=((300, 300), (80, 80)))
     assert not launch_counts_differ(runs(fixed), runs(fixed))
+
+
+def test_a_config_computed_once_then_replaced_by_a_no_op_of_another_shape_is_skipped_work():
+    # the cheat on launch-order pairing, written first: the candidate launches seq_len 768's real kernel
+    # once, caches its result, and launches a near-empty kernel of a new grid for the other calls. Had
+    # the no-op group paired with BEST's 768 group in launch order, its tiny median would look like a win.
+    from kopt_mcp.profilers.base import LaunchGroup
+
+    best = _bwd_groups([256, 512, 768], 1, 1.0)
+    real_once = _bwd_groups([768], 1, 1.0, calls=1)[0].model_copy(update={"first_order": 2.0})
+    no_op = LaunchGroup(kernel="_rms_norm_bwd", grid=(1, 1, 1), block=(128, 1, 1), calls=299, total_us=299 * 0.5,
+                        median_us=0.5, first_order=2.5, durations_us=[0.5] * 299)
+    cand = [*_bwd_groups([256, 512], 1, 1.0), real_once, no_op]
+    d = judge_groups(best, cand, _bwd_groups([256, 512, 768], 1, 1.0), "_rms_norm_bwd")
+    assert not d.kept and "skipped work" in d.reason, d.reason
