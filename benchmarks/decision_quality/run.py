@@ -12,6 +12,8 @@ candidate runs per verdict, and the wall seconds of the GPU lease per verdict.
         time-driven harness whose launch count differs from run to run; --effects picks a subset)
     python benchmarks/decision_quality/run.py --device cpu --trials 3 --out OUT_DIR    (CI: NumPy)
     python benchmarks/decision_quality/run.py --merge A.json B.json --out OUT_DIR       (one table of several runs)
+    ... --work DIR: keep the planted repository and its session in DIR; a later run with the same DIR
+        (a warm GPU machine) resumes that session (same BEST, no new baseline) and numbers its trials on
 
 Writes OUT_DIR/decision_quality.md and OUT_DIR/decision_quality.json ({"meta": ..., "rows": effect ->
 trials}) after every round of trials, so a run cut off by a time limit keeps what it measured;
@@ -87,6 +89,9 @@ def main() -> int:
     ap.add_argument("--lease-dir", type=Path, default=None)
     ap.add_argument("--max-seconds", type=float, default=None,
                     help="start no new round of trials that would likely end past this many seconds")
+    ap.add_argument("--work", type=Path, default=None,
+                    help="folder of the planted repository and its session; an existing one is resumed "
+                         "(no new baseline; trials numbered on)")
     ap.add_argument("--merge", type=Path, nargs="+", default=None,
                     help="decision_quality.json files of earlier runs: write one table of all their trials")
     a = ap.parse_args()
@@ -100,15 +105,25 @@ def main() -> int:
 
     effects = effects_for(a.device, a.effects)
     a.out.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix="kopt-dq-"))
-    repo = make_repo(a.device, tmp / "repo")
-    expr = re.search(r"^WORK = (.*)$", (repo / "kernel.py").read_text(), re.M).group(1)
+    tmp = a.work or Path(tempfile.mkdtemp(prefix="kopt-dq-"))
+    resumed = (tmp / "repo" / ".git").is_dir()
+    repo = tmp / "repo" if resumed else make_repo(a.device, tmp / "repo")
+    # BEST's WORK, read from the committed kernel (a resumed workspace holds the last candidate's)
+    best_kernel = subprocess.run(["git", "show", "HEAD:kernel.py"], cwd=repo, check=True, capture_output=True,
+                                 text=True).stdout
+    expr = re.search(r"^WORK = (.*)$", best_kernel, re.M).group(1)
     base = int(eval(expr, {"__builtins__": {}}))  # an arithmetic literal such as 64 * 2**20
     ref = Referee(repo, tag="dq", lease_dir=a.lease_dir or tmp / "leases")
+    counter = tmp / "trials_done"
+    first = int(counter.read_text()) if resumed and counter.exists() else 0
     t0 = time.perf_counter()
-    baseline = ref.run_benchmark()
+    if resumed and ref.state.phase.value != "needs_baseline":
+        ref.revert_to_best("decision-quality run resumed")  # a run cut off mid-trial left a candidate
+        print(f"resumed the session in {tmp} at trial {first} (no new baseline)", flush=True)
+    else:
+        baseline = ref.run_benchmark()
+        assert baseline.baseline_recorded, baseline.reason
     baseline_s = time.perf_counter() - t0
-    assert baseline.baseline_recorded, baseline.reason
     g = ref.cfg.gates
     meta = {"device": a.device, "effects": list(effects), "baseline_s": round(baseline_s, 2), "baseline_runs": g.baseline_runs,
             "noise_pct": g.noise_pct, "confirmations": g.confirmations, "confidence": g.confidence,
@@ -116,9 +131,9 @@ def main() -> int:
             "min_gpu_gain_pct": g.min_gpu_gain_pct, "profiler": ref.profiler().name, "rules": KEEP_RULES}
     rows: dict[str, list[dict]] = {name: [] for name in effects}
     code = 0
-    for trial in range(a.trials):
-        spent = time.perf_counter() - t0
-        if a.max_seconds is not None and trial and spent + (spent - baseline_s) / trial > a.max_seconds:
+    for trial in range(first, first + a.trials):
+        spent, done = time.perf_counter() - t0, trial - first
+        if a.max_seconds is not None and done and spent + (spent - baseline_s) / done > a.max_seconds:
             print(f"stopping after {trial} trial(s): another round would likely end past --max-seconds "
                   f"{a.max_seconds:g}", flush=True)
             break
@@ -139,6 +154,7 @@ def main() -> int:
                 ref.revert_to_best(f"decision-quality trial {trial}: {name} discarded")
             print(f"trial {trial} {name}: {v.verdict} rounds={v.rounds} {secs:.1f}s", flush=True)
         code = report(a.out, effects, rows, meta)
+        counter.write_text(str(trial + 1))
     ref.close()
     return code
 

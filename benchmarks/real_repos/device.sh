@@ -10,7 +10,8 @@
 # about 100 s before), or `rest`: until TOTAL (default 570) seconds after the start. Results go to
 # $OUT/<phase>/. LIGER_FLAGS / TK_FLAGS / FG_FLAGS: more run.py flags (e.g. --skip-init, --only win,broken,
 # --work /tmp/w-tk: a later call while the machine is warm goes on without a new baseline);
-# DQ_EFFECTS: the decision-quality effects (default identical,-1%,+1%).
+# DQ_EFFECTS: the decision-quality effects (default identical,-1%,+1%); DQ_FLAGS: more run.py flags (--work
+# /tmp/w-dq: a later call while the machine is warm resumes the session, no new baseline).
 set -uo pipefail
 END=$((SECONDS + ${TOTAL:-570}))
 ROOT=$PWD
@@ -44,7 +45,7 @@ for spec in "$@"; do
           --commit "$(cat "$STAGE/src/fg.sha")" --out "$OUT/fg" --deadline-s $((secs - 100)) ${FG_FLAGS:-} ;;
     clk) timeout -k 10 "$secs" python3 "$STAGE/benchmarks/clocks/levels.py" --runs "${CLK_RUNS:-12}" --out "$OUT/clk" ;;
     dq) timeout -k 10 "$secs" python3 "$STAGE/benchmarks/decision_quality/run.py" --device gpu-dobench --trials 20 \
-          --effects "${DQ_EFFECTS:-identical,-1%,+1%}" --out "$OUT/dq" --max-seconds $((secs - 40)) ;;
+          --effects "${DQ_EFFECTS:-identical,-1%,+1%}" --out "$OUT/dq" --max-seconds $((secs - 40)) ${DQ_FLAGS:-} ;;
   esac 2>&1 | tee "$OUT/$phase/log.txt"
   echo "== $phase exit ${PIPESTATUS[0]} $(date -u +%T)"
 done

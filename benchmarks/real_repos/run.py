@@ -125,6 +125,8 @@ def main() -> int:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--deadline-s", type=float, default=None, help="start no step after this many seconds")
     ap.add_argument("--skip-init", action="store_true", help="do not run `kopt-mcp init --command` first")
+    ap.add_argument("--init-only", action="store_true",
+                    help="run `kopt-mcp init --command` and stop (exit 0 when init exits 0): no baseline, no candidates")
     ap.add_argument("--only", default=None, help="comma-separated candidate names (default: all, in order)")
     ap.add_argument("--work", type=Path, default=None,
                     help="keep the repository and session here (default: a fresh temporary folder); when it "
@@ -147,6 +149,9 @@ def main() -> int:
         if not a.skip_init:
             result["init"] = run_init(repo, project, a.out)
             print(f"init: {result['init']}", flush=True)
+            if a.init_only:
+                write(a.out, project, result)
+                return 0 if result["init"]["exit_code"] == 0 else 1
         (repo / "kopt.toml").write_text(project.toml)
         git(repo, "add", "kopt.toml")
         git(repo, "commit", "-q", "-m", "kopt.toml (kopt-mcp init's proposal, finished by hand)")
