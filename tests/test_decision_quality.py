@@ -53,3 +53,25 @@ def test_merge_pools_the_trials_of_several_runs_and_refuses_different_gates(tmp_
     r = subprocess.run([sys.executable, str(RUN), "--merge", str(a), str(b), "--out", str(tmp_path / "m")],
                        capture_output=True, text=True, timeout=120, check=False)
     assert r.returncode != 0 and "noise_pct, rules differ" in r.stderr
+
+
+def test_a_run_cut_at_a_verdict_resumes_in_its_work_folder_without_a_new_baseline(tmp_path):
+    # a GPU machine stays warm between device calls: the second call goes on at the next verdict
+    # with the first call's session (same BEST, same profiler), not a new baseline
+    work, leases = tmp_path / "work", tmp_path / "leases"
+    common = [sys.executable, str(RUN), "--device", "cpu", "--effects", "identical,-75%", "--work", str(work),
+              "--lease-dir", str(leases)]
+    first = subprocess.run([*common, "--trials", "3", "--max-seconds", "0.001", "--out", str(tmp_path / "a")],
+                           capture_output=True, text=True, timeout=900, check=False)
+    assert "stopping before trial 0 -75%" in first.stdout, first.stdout[-3000:] + first.stderr[-3000:]
+    assert (work / "next_verdict").read_text() == "0 1"
+    second = subprocess.run([*common, "--trials", "1", "--out", str(tmp_path / "b")],
+                            capture_output=True, text=True, timeout=900, check=False)
+    assert "resumed the session" in second.stdout and "at trial 0, effect 1" in second.stdout, second.stderr[-3000:]
+    a = json.loads((tmp_path / "a" / "decision_quality.json").read_text())
+    b = json.loads((tmp_path / "b" / "decision_quality.json").read_text())
+    assert [t["trial"] for t in a["rows"]["identical"]] == [0] and a["rows"]["-75%"] == []
+    assert [t["trial"] for t in b["rows"]["-75%"]] == [0] and b["rows"]["identical"] == []
+    assert b["meta"]["profiler"] == a["meta"]["profiler"] == "none"  # the CPU example's [profiler] backend
+    ledger = [json.loads(x) for x in (work / "repo").rglob("ledger.jsonl").__next__().read_text().splitlines()]
+    assert sum(1 for r in ledger if r.get("event") == "baseline") == 1, {r.get("event") for r in ledger}

@@ -13,11 +13,11 @@ candidate runs per verdict, and the wall seconds of the GPU lease per verdict.
     python benchmarks/decision_quality/run.py --device cpu --trials 3 --out OUT_DIR    (CI: NumPy)
     python benchmarks/decision_quality/run.py --merge A.json B.json --out OUT_DIR       (one table of several runs)
     ... --work DIR: keep the planted repository and its session in DIR; a later run with the same DIR
-        (a warm GPU machine) resumes that session (same BEST, no new baseline) and numbers its trials on
+        (a warm GPU machine) resumes that session (same BEST, no new baseline) at the next verdict
 
 Writes OUT_DIR/decision_quality.md and OUT_DIR/decision_quality.json ({"meta": ..., "rows": effect ->
-trials}) after every round of trials, so a run cut off by a time limit keeps what it measured;
-`--max-seconds S` starts no new round once the next one would likely end past S seconds. Exit 1 if
+trials}) after every verdict, so a run cut off by a time limit keeps what it measured;
+`--max-seconds S` starts no new verdict once it would likely end past S seconds (1.5x the longest so far). Exit 1 if
 a target is missed.
 Targets (issue 4): identical and slower never kept; -1% and -2% kept >= 95%; -0.5% >= 80%;
 at most 3 candidate runs per verdict. The CPU version plants larger effects (a shared 2-core VM
@@ -114,47 +114,55 @@ def main() -> int:
     expr = re.search(r"^WORK = (.*)$", best_kernel, re.M).group(1)
     base = int(eval(expr, {"__builtins__": {}}))  # an arithmetic literal such as 64 * 2**20
     ref = Referee(repo, tag="dq", lease_dir=a.lease_dir or tmp / "leases")
-    counter = tmp / "trials_done"
-    first = int(counter.read_text()) if resumed and counter.exists() else 0
+    # where a resumed run goes on: "TRIAL EFFECT_INDEX" of the next verdict, and the profiler the
+    # baseline resolved (a resumed session holds no device lease until its first run)
+    counter, profiler_file = tmp / "next_verdict", tmp / "profiler"
+    trial0, index0 = map(int, counter.read_text().split()) if resumed and counter.exists() else (0, 0)
     t0 = time.perf_counter()
     if resumed and ref.state.phase.value != "needs_baseline":
         ref.revert_to_best("decision-quality run resumed")  # a run cut off mid-trial left a candidate
-        print(f"resumed the session in {tmp} at trial {first} (no new baseline)", flush=True)
+        print(f"resumed the session in {tmp} at trial {trial0}, effect {index0} (no new baseline)", flush=True)
     else:
         baseline = ref.run_benchmark()
         assert baseline.baseline_recorded, baseline.reason
+        profiler_file.write_text(ref.profiler().name)
     baseline_s = time.perf_counter() - t0
     g = ref.cfg.gates
     meta = {"device": a.device, "effects": list(effects), "baseline_s": round(baseline_s, 2), "baseline_runs": g.baseline_runs,
             "noise_pct": g.noise_pct, "confirmations": g.confirmations, "confidence": g.confidence,
             "screen_confidence": g.screen_confidence, "max_rounds": g.max_rounds,
-            "min_gpu_gain_pct": g.min_gpu_gain_pct, "profiler": ref.profiler().name, "rules": KEEP_RULES}
+            "min_gpu_gain_pct": g.min_gpu_gain_pct, "profiler": profiler_file.read_text(), "rules": KEEP_RULES}
     rows: dict[str, list[dict]] = {name: [] for name in effects}
-    code = 0
-    for trial in range(first, first + a.trials):
-        spent, done = time.perf_counter() - t0, trial - first
-        if a.max_seconds is not None and done and spent + (spent - baseline_s) / done > a.max_seconds:
-            print(f"stopping after {trial} trial(s): another round would likely end past --max-seconds "
-                  f"{a.max_seconds:g}", flush=True)
+    names = list(effects)
+    # round-robin over the effects, one verdict at a time, so a time limit cuts at a verdict, not a round
+    order = [(t, i) for t in range(trial0, trial0 + a.trials) for i in range(len(names))][index0:]
+    code, longest = 0, 0.0
+    for n_done, (trial, i) in enumerate(order):
+        spent = time.perf_counter() - t0
+        if a.max_seconds is not None and n_done and spent + 1.5 * longest > a.max_seconds:
+            print(f"stopping before trial {trial} {names[i]}: another verdict would likely end past "
+                  f"--max-seconds {a.max_seconds:g}", flush=True)
             break
-        for name, (pct, _) in effects.items():
-            set_work(ref.workspace_path, base, pct)
-            if pct == 0.0:  # identical work, but a changed file (save_and_test refuses an empty diff)
-                kp = ref.workspace_path / "kernel.py"
-                kp.write_text(kp.read_text() + f"# trial {trial}\n")
-            t = time.perf_counter()
-            v = ref.save_and_test("global", f"{name} trial {trial}")
-            secs = time.perf_counter() - t
-            # every run of the candidate: script rounds and the keep metric's profiled run
-            cand_runs = sum(1 for d in v.run_dirs if re.search(r"-candidate(-profile)?(-\d+)?$", d))
-            rows[name].append({"verdict": v.verdict, "rounds": v.rounds, "candidate_runs": cand_runs,
-                               "seconds": round(secs, 2), "target_deltas_pct": v.target_deltas_pct,
-                               "gpu_delta_pct": v.gpu_delta_pct, "reason": v.reason})
-            if v.verdict == "improved":
-                ref.revert_to_best(f"decision-quality trial {trial}: {name} discarded")
-            print(f"trial {trial} {name}: {v.verdict} rounds={v.rounds} {secs:.1f}s", flush=True)
+        name, (pct, _) = names[i], effects[names[i]]
+        set_work(ref.workspace_path, base, pct)
+        if pct == 0.0:  # identical work, but a changed file (save_and_test refuses an empty diff)
+            kp = ref.workspace_path / "kernel.py"
+            kp.write_text(kp.read_text() + f"# trial {trial}\n")
+        t = time.perf_counter()
+        v = ref.save_and_test("global", f"{name} trial {trial}")
+        secs = time.perf_counter() - t
+        longest = max(longest, secs)
+        # every run of the candidate: script rounds and the keep metric's profiled run
+        cand_runs = sum(1 for d in v.run_dirs if re.search(r"-candidate(-profile)?(-\d+)?$", d))
+        rows[name].append({"trial": trial, "verdict": v.verdict, "rounds": v.rounds, "candidate_runs": cand_runs,
+                           "seconds": round(secs, 2), "target_deltas_pct": v.target_deltas_pct,
+                           "gpu_delta_pct": v.gpu_delta_pct, "reason": v.reason})
+        if v.verdict == "improved":
+            ref.revert_to_best(f"decision-quality trial {trial}: {name} discarded")
+        print(f"trial {trial} {name}: {v.verdict} rounds={v.rounds} {secs:.1f}s", flush=True)
         code = report(a.out, effects, rows, meta)
-        counter.write_text(str(trial + 1))
+        nxt = (trial, i + 1) if i + 1 < len(names) else (trial + 1, 0)
+        counter.write_text(f"{nxt[0]} {nxt[1]}")
     ref.close()
     return code
 
