@@ -64,6 +64,9 @@ class Project:
     candidates: list[Candidate] = field(default_factory=list)
     #: edits the snapshot needs on the GPU machine's Triton/torch, committed before kopt.toml
     compat: list[Candidate] = field(default_factory=list)
+    #: the command `kopt-mcp init --command` gets when the documented one fails on the GPU machine's
+    #: torch (None: `command`); the failure itself is recorded once, in the results
+    init_command: str | None = None
 
 
 # ---------------------------------------------------------------- linkedin/Liger-Kernel (RMSNorm)
@@ -345,6 +348,10 @@ TRITON_KERNELS = Project(
     paths=["triton_kernels", "benchmarks", "tests", "setup.py", "README.md", "LICENSE", ".gitignore"],
     command="PYTHONPATH=.${PYTHONPATH:+:$PYTHONPATH} python benchmarks/rms_norm.py",
     init_flags=[],
+    # the documented command fails on torch 2.11 (init exits 2 naming the donated-buffers error,
+    # 2026-11-24 fifth session): init gets the finished command, the one kopt.toml runs
+    init_command="PYTHONPATH=.${PYTHONPATH:+:$PYTHONPATH} python -c \"import runpy, torch._functorch.config as c; "
+                 "c.donated_buffer = False; runpy.run_path('benchmarks/rms_norm.py', run_name='__main__')\"",
     toml='''# ai-compiler-study/triton-kernels RMSNorm: the project's own triton.testing.perf_report benchmark,
 # unmodified. It writes results/fwd/rms-norm.csv and results/bwd/rms-norm.csv (GB/s per provider,
 # one column each: triton, torch_compile, torch) and prints both tables.
