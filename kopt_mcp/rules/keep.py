@@ -11,15 +11,10 @@ The rule (`judge_groups`, A/B/A: BEST profiled before and after the candidate in
 1. Targets: the launch groups (`LaunchGroup`: kernel name, grid, block) of the kernels the
    `[profiler] kernel` regex matches, else of the hottest kernel that is not an input-generation or
    copy utility (`is_utility_kernel`: torch's randn/fill/copy kernels, memset/memcpy).
-2. Pairing (`match_groups`), per kernel name: where the candidate has as many groups as BEST but
-   not the same shapes (it changed the grid/block of some config), all in the order of their first
-   launch, the harness's config order (a changed shape can equal another config's old one: 8 rows
-   per program at 2048 rows is BEST's grid at 256 rows; 2026-11-24, triton-kernels); else same
-   shape, and the rest in launch order where as many are left on both sides;
-   then, across names, the remaining groups in order when both sides have as many (a kernel
-   renamed within what the `[profiler] kernel` regex matches; without a regex the target is BEST's
-   kernel names, and a candidate without them is not kept). What stays unmatched is reported: a BEST group without a candidate group is skipped
-   work (not kept); a candidate group without a BEST group is extra work whose time is charged.
+2. Pairing (`match_groups`, rules/pairing.py, where the rule is written): per kernel name by
+   launch shape, or in launch order where the candidate changed shapes or renamed a kernel. A BEST
+   group without a candidate group is skipped work (not kept); a candidate group without a BEST
+   group is extra work whose time is charged.
 3. Gain: per pair the ratio r = candidate median / BEST median (BEST: mean of its two profiles'
    medians); combined weighted by BEST's time share w (sum w = 1): gain = (1 - sum w r) * 100,
    times (1 + u) for the charged extra work (u: extra time / matched time in the candidate).
@@ -49,7 +44,6 @@ from __future__ import annotations
 import math
 import re
 import statistics
-from collections import Counter
 from collections.abc import Sequence
 
 from pydantic import BaseModel, Field
@@ -58,6 +52,7 @@ from kopt_mcp.gpus.clocks import RunClock
 from kopt_mcp.profilers.base import KernelTrace, LaunchGroup, ProfilerError, trace_groups
 from kopt_mcp.profilers.kernel_names import is_utility_kernel, short_kernel_name
 from kopt_mcp.rules.clocks import ClockPlan, clock_plan
+from kopt_mcp.rules.pairing import first_launch_key, match_groups
 from kopt_mcp.rules.verdict import GainFloor, KeepDecision, gpu_gain_floor
 
 __all__ = ["GroupDelta", "GroupKeepDecision", "class_gpu_times", "group_classes", "group_spread_pct", "is_utility_kernel", "judge_groups",
@@ -101,51 +96,6 @@ def target_median_us(trace: KernelTrace | Sequence[LaunchGroup], kernel_regex: s
     if any(g.median_us is None for g in tg):
         raise ProfilerError("the profiler did not record each launch's GPU time for the target kernels")
     return sum(g.median_us for g in tg), list(dict.fromkeys(g.kernel for g in tg))
-
-
-def _order(g: LaunchGroup) -> float:
-    return g.first_order if g.first_order is not None else math.inf
-
-
-def match_groups(best: Sequence[LaunchGroup], candidate: Sequence[LaunchGroup]
-                 ) -> tuple[list[tuple[LaunchGroup, LaunchGroup]], list[LaunchGroup], list[LaunchGroup], list[str]]:
-    """Pair BEST's launch groups with the candidate's (see the module docstring, step 2).
-
-    Returns (pairs, unmatched BEST groups, unmatched candidate groups, notes), pairs in BEST's
-    launch order; notes say which pairs were made by order rather than by shape. Never raises."""
-    notes: list[str] = []
-    pairs, rest_b, rest_c = [], [], []
-    for name in dict.fromkeys([*(g.kernel for g in best), *(g.kernel for g in candidate)]):
-        bs = sorted((g for g in best if g.kernel == name), key=_order)
-        cs = sorted((g for g in candidate if g.kernel == name), key=_order)
-        if bs and len(bs) == len(cs) and Counter(g.shape for g in bs) != Counter(g.shape for g in cs):
-            # the candidate changed launch shapes: a changed shape can equal another config's old one
-            # (8 rows per program at 2048 rows = 1 row per program at 256), so shapes no longer name
-            # configs; the harness's config order does
-            pairs.extend(zip(bs, cs, strict=True))
-            notes.append(f"{len(bs)} group(s) of {bs[0].label()} changed launch shape: paired in launch order")
-            continue
-        cand_by_key = {c.shape: c for c in cs}
-        left_b = []
-        for g in bs:
-            c = cand_by_key.pop(g.shape, None)
-            (pairs.append((g, c)) if c is not None else left_b.append(g))
-        left_c = sorted(cand_by_key.values(), key=_order)
-        if left_b and len(left_b) == len(left_c):
-            pairs.extend(zip(left_b, left_c, strict=True))
-            notes.append(f"{len(left_b)} group(s) of {left_b[0].label()} changed launch shape: paired in launch order")
-        else:
-            rest_b.extend(left_b)
-            rest_c.extend(left_c)
-    rest_b.sort(key=_order)
-    rest_c.sort(key=_order)
-    if rest_b and len(rest_b) == len(rest_c):
-        pairs.extend(zip(rest_b, rest_c, strict=True))
-        notes.append("renamed kernel(s): " + "; ".join(f"{b.label()} -> {c.label()}" for b, c in zip(rest_b, rest_c)))
-        rest_b, rest_c = [], []
-    order = {id(b): i for i, b in enumerate(best)}
-    pairs.sort(key=lambda p: order[id(p[0])])
-    return pairs, rest_b, rest_c, notes
 
 
 def _rel_se(g: LaunchGroup) -> float:
@@ -428,7 +378,7 @@ def group_classes(tg: Sequence[LaunchGroup], classes: Sequence[str]) -> list[str
                     at.append(hits[0])
                 if len(at) == len(tg) and set(at) == set(classes):
                     return at
-    ordered = sorted(range(len(tg)), key=lambda i: _order(tg[i]))
+    ordered = sorted(range(len(tg)), key=lambda i: first_launch_key(tg[i]))
     if len(ordered) % len(classes):
         return None
     m = len(ordered) // len(classes)

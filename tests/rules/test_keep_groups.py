@@ -4,7 +4,8 @@ The traces are the recorded H100 trace (tests/fixtures/cupti/h100_torch_matmul/c
 replayed as a time-driven harness by tests/replay_cupti.py `dobench_doc`: the recorded kernel
 names, registers, shared memory and block, per-launch times drawn within the recording's min/max,
 launch counts drawn per process as triton.testing.do_bench's repetition count varies, written in the
-injector's format 2 and read by the real parser. rocprofv3 tests use the recorded kernel traces.
+injector's format 2 and read by the real parser (`runs`, tests/rules/conftest.py). rocprofv3
+tests use the recorded kernel traces. Pairing BEST's groups with the candidate's: test_pairing.py.
 Planted effects are large against the replay's noise; no verdict here can be flipped by CPU load
 (nothing is timed on the CPU).
 """
@@ -25,31 +26,13 @@ from kopt_mcp.rules.keep import (
     group_spread_pct,
     is_utility_kernel,
     judge_groups,
-    match_groups,
     target_groups,
     target_median_us,
 )
-from tests.replay_cupti import FIXTURE, dobench_trace
+from tests.replay_cupti import FIXTURE
+from tests.rules.conftest import LARGE, SMALL, configs
 
 ROCPROF = Path(__file__).resolve().parents[1] / "fixtures" / "rocprofv3"
-SMALL, LARGE = (128, 1, 1), (512, 1, 1)
-
-
-def configs(small=1.0, large=1.0, calls=((200, 380), (50, 95)), **extra):
-    """Two config classes of the recorded sgemm: a small and a 4x larger launch, per-launch time
-    scaled by `small`/`large` (0.98 = 2% faster), do_bench-like launch-count ranges."""
-    return [dict(grid=SMALL, scale=1.0 * small, calls=calls[0], **extra),
-            dict(grid=LARGE, scale=4.0 * large, calls=calls[1], **extra)]
-
-
-@pytest.fixture
-def runs(tmp_path):
-    counter = iter(range(10_000))
-
-    def run(cfg, shift_pct=0.0, **kw):
-        n = next(counter)
-        return dobench_trace(tmp_path / f"run{n}", seed=n, configs=cfg, shift_pct=shift_pct, **kw)
-    return run
 
 
 def test_per_group_median_is_stable_where_totals_of_a_time_driven_harness_spread(runs):
@@ -131,29 +114,6 @@ def test_a_missing_best_group_is_skipped_work(runs):
     assert not v.kept and "skipped work" in v.reason and v.unmatched_best and "512" in v.unmatched_best[0]
 
 
-def test_changed_grid_is_paired_in_launch_order_and_said(runs):
-    cand = configs(0.97, 0.97)
-    cand[0]["grid"] = (256, 1, 1)
-    v = judge_groups(runs(configs()), runs(cand), runs(configs()), classes=["M=128", "M=512"])
-    assert v.kept and "paired in launch order" in v.reason and not v.unmatched_candidate
-    # the candidate's grid 256 matches no class: its GPU time per class follows BEST's pairing
-    by_pair = {d.group.split("grid=")[1].split(" ")[0]: d.candidate_median_us for d in v.groups}
-    assert v.class_gpu_us is not None and len(by_pair) == 2
-    assert v.class_gpu_us == pytest.approx({"M=128": by_pair["(128,1,1)"], "M=512": by_pair["(512,1,1)"]})
-
-
-def test_renamed_kernel_within_the_regex_is_paired_in_launch_order(runs):
-    v = judge_groups(runs(configs()), runs(configs(0.97, 0.97, name="my_sgemm_v2")), runs(configs()),
-                     kernel_regex="sgemm")
-    assert v.kept and "renamed" in v.reason
-
-
-def test_renamed_kernel_without_a_regex_is_not_kept(runs):
-    """The target is then BEST's kernel by name, as in the totals rule (tests/test_keep_metric.py)."""
-    v = judge_groups(runs(configs()), runs(configs(0.5, 0.5, name="my_sgemm_v2")), runs(configs()))
-    assert not v.kept and "profiling the candidate: no kernel matches" in v.reason and "my_sgemm_v2" in v.reason
-
-
 def test_extra_work_in_a_new_group_is_charged(runs):
     """A split kernel: 5% faster main launches, plus a new launch shape of the same kernel that
     costs more than the win. Not matched to any BEST group: its time is added."""
@@ -166,15 +126,6 @@ def test_extra_work_in_a_new_group_is_charged(runs):
 def test_process_shift_of_best_raises_the_floor(runs):
     v = judge_groups(runs(configs()), runs(configs(0.995, 0.995)), runs(configs(), shift_pct=1.5))
     assert v.spread_pct > 1.0 and v.floor.pct >= 2 * v.spread_pct - 1e-9 and not v.kept
-
-
-def test_match_groups_reports_unmatched_both_ways(runs):
-    a = target_groups(trace_groups(runs(configs())), None)
-    b = target_groups(trace_groups(runs(configs()[:1] + [{"grid": (7, 7, 1), "scale": 1.0, "calls": 5}])), None)
-    b += target_groups(trace_groups(runs([{"grid": (9, 1, 1), "scale": 1.0, "calls": 5}])), None)
-    pairs, miss_b, extra_c, _ = match_groups(a, b)
-    assert [p[0].grid for p in pairs] == [SMALL] and [g.grid for g in miss_b] == [LARGE]
-    assert sorted(g.grid for g in extra_c) == [(7, 7, 1), (9, 1, 1)]
 
 
 def test_recorded_format_1_trace_parses_as_one_group_per_kernel_and_is_not_judged(tmp_path):
@@ -248,38 +199,6 @@ def test_performance_rows_show_gpu_time_per_class(runs):
     assert float(plain[0].gpu_time) == 999.0
 
 
-def flaggems_like(long_scale=1.0, long_block=None):
-    """FlagGems' rms_norm on the H100 (2026-11-24, benchmarks/results/2026-11-24-h100-real-repos.md):
-    the harness visits its shapes one after another; 1024x1024 and 1024x65536 rows both launch grid
-    1024 with one block size, the first many times (short, time-driven), the second few times (long).
-    The candidate gives the long rows another block (num_warps) and runs them 4x faster."""
-    long = dict(grid=(1024, 1, 1), scale=40.0 * long_scale, calls=(20, 40))
-    if long_block:
-        long["block"] = long_block
-    return [dict(grid=SMALL, scale=1.0, calls=(200, 380)),
-            dict(grid=(1024, 1, 1), scale=1.0, calls=(3000, 5000)),
-            dict(grid=LARGE, scale=4.0, calls=(50, 95)),
-            long]
-
-
-def test_one_launch_shape_visited_twice_is_two_runs_and_a_new_block_pairs_with_its_run(runs):
-    best_before, best_after = runs(flaggems_like()), runs(flaggems_like())
-    candidate = runs(flaggems_like(long_scale=0.25, long_block=(1024, 1, 1)))
-    labels = [g.label() for g in target_groups(trace_groups(best_before), None)]
-    assert sum("grid=(1024,1,1)" in x for x in labels) == 2 and any(x.endswith("run 2") for x in labels)
-    d = judge_groups(best_before, candidate, best_after)
-    assert d.kept, d.reason
-    [long] = [g for g in d.groups if g.group.endswith("run 2")]
-    assert long.gain_pct > 70  # 4x faster per launch, paired with BEST's second visit of grid 1024
-    assert d.gpu_delta_pct > 10  # weighted by BEST's time share
-    assert "extra group" not in d.reason and "changed launch shape: paired in launch order" in d.reason
-
-
-def test_a_visited_twice_shape_that_did_not_change_is_a_tie(runs):
-    d = judge_groups(runs(flaggems_like()), runs(flaggems_like()), runs(flaggems_like()))
-    assert not d.kept and abs(d.gpu_delta_pct) < 2.0
-
-
 def test_why_not_kept_says_which_way_the_gpu_time_moved(runs):
     """A GPU gain under the floor is not called a disagreement; a GPU loss under a non-suspect script
     gain points outside the target kernels (triton-kernels' win on the H100, 2026-11-24: +16% by the
@@ -293,53 +212,6 @@ def test_why_not_kept_says_which_way_the_gpu_time_moved(runs):
     assert "disagree" in denied.reason
 
 
-def test_a_fake_fast_visit_inserted_before_the_real_ones_is_not_kept(runs):
-    """The cheat on runs: launch the kernel a few times with the shared grid and an early return before
-    the real visits, so that run 1 of BEST (real) pairs with a near-empty run 1 of the candidate."""
-    fake = dict(grid=(1024, 1, 1), scale=0.01, calls=(5, 8), warmup=0)
-    best = [runs(flaggems_like()), runs(flaggems_like())]
-    cheat = runs([fake] + flaggems_like())  # its own run: another shape comes before the real visits
-    assert [g.run for g in target_groups(trace_groups(cheat), None) if g.grid == (1024, 1, 1)] == [0, 1, 2]
-    d = judge_groups(best[0], cheat, best[1])
-    assert not d.kept, d.reason
-
-
-def _bwd_groups(seq_lens, rows_per_program, scale, calls=300):
-    """triton-kernels' RMSNorm backward on the H100 benchmark's shapes: 96 * seq_len rows, one
-    program per `rows_per_program` rows, 128 threads; median launch `scale` x seq_len / 10 us."""
-    from kopt_mcp.profilers.base import LaunchGroup
-
-    out = []
-    for i, s in enumerate(seq_lens):
-        med = scale * s / 10.0
-        d = [med * (1 + 0.001 * (k % 5 - 2)) for k in range(calls)]
-        out.append(LaunchGroup(kernel="_rms_norm_bwd", grid=(96 * s // rows_per_program, 1, 1), block=(128, 1, 1),
-                               calls=calls, total_us=sum(d), median_us=med, first_order=float(i), durations_us=d))
-    return out
-
-
-def test_a_changed_grid_that_equals_another_configs_old_grid_is_paired_by_launch_order():
-    # 8 rows per program: at seq_len 2048 and 4096 the candidate's grid is BEST's at 256 and 512.
-    # Pairing those by shape compared 2048 with 256 (the 2026-11-24 tk `win`, judged -0.98%)
-    seq_lens = list(range(256, 4097, 256))
-    best = _bwd_groups(seq_lens, 1, 1.0)
-    cand = _bwd_groups(seq_lens, 8, 0.9)
-    assert {g.shape for g in best} & {g.shape for g in cand}  # the collision is there
-    pairs, miss_b, extra_c, notes = match_groups(best, cand)
-    assert not miss_b and not extra_c and [b.grid[0] // 96 for b, _ in pairs] == [c.grid[0] * 8 // 96 for _, c in pairs]
-    assert notes == ["16 group(s) of _rms_norm_bwd grid=(24576,1,1) block=(128,1,1) changed launch shape: paired in launch order"]
-    d = judge_groups(best, cand, _bwd_groups(seq_lens, 1, 1.0), "_rms_norm_bwd")
-    assert d.kept and d.gpu_delta_pct == pytest.approx(10.0, abs=0.01), d.reason
-
-
-def test_a_candidate_with_the_same_shapes_is_still_paired_by_shape():
-    seq_lens = [256, 512, 768]
-    best = _bwd_groups(seq_lens, 1, 1.0)
-    cand = list(reversed(_bwd_groups(seq_lens, 1, 1.0)))  # listed in another order: shapes decide
-    pairs, _, _, notes = match_groups(best, cand)
-    assert all(b.shape == c.shape for b, c in pairs) and not notes
-
-
 def test_launch_counts_differ_between_do_bench_runs_not_between_fixed_count_runs(runs):
     from kopt_mcp.rules.keep import launch_counts_differ
 
@@ -347,18 +219,3 @@ def test_launch_counts_differ_between_do_bench_runs_not_between_fixed_count_runs
     assert launch_counts_differ(a, b)
     fixed = configs(calls=((300, 300), (80, 80)))
     assert not launch_counts_differ(runs(fixed), runs(fixed))
-
-
-def test_a_config_computed_once_then_replaced_by_a_no_op_of_another_shape_is_skipped_work():
-    # the cheat on launch-order pairing, written first: the candidate launches seq_len 768's real kernel
-    # once, caches its result, and launches a near-empty kernel of a new grid for the other calls. Had
-    # the no-op group paired with BEST's 768 group in launch order, its tiny median would look like a win.
-    from kopt_mcp.profilers.base import LaunchGroup
-
-    best = _bwd_groups([256, 512, 768], 1, 1.0)
-    real_once = _bwd_groups([768], 1, 1.0, calls=1)[0].model_copy(update={"first_order": 2.0})
-    no_op = LaunchGroup(kernel="_rms_norm_bwd", grid=(1, 1, 1), block=(128, 1, 1), calls=299, total_us=299 * 0.5,
-                        median_us=0.5, first_order=2.5, durations_us=[0.5] * 299)
-    cand = [*_bwd_groups([256, 512], 1, 1.0), real_once, no_op]
-    d = judge_groups(best, cand, _bwd_groups([256, 512, 768], 1, 1.0), "_rms_norm_bwd")
-    assert not d.kept and "skipped work" in d.reason, d.reason
