@@ -117,7 +117,7 @@ def split_runs(groups: list[LaunchGroup], max_runs: int = MAX_RUNS) -> list[Laun
     rows at one program per row, as one (kernel, grid, block) group; their median launch is the one
     that happened to be launched most, and a candidate that gives one of them another block size
     could not be paired with it. Split, each visit is a group of its own (`run` 0, 1, ...), and
-    pairing by key and then in launch order (rules/keep.match_groups) lines the visits up.
+    pairing by key and then in launch order (rules/pairing.match_groups) lines the visits up.
 
     A group is split only when it has 2..`max_runs` runs of at least MIN_RUN_LAUNCHES launches each;
     more or shorter runs mean shapes taking turns within a step, left whole.
