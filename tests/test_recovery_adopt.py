@@ -126,3 +126,75 @@ def test_a_keep_committed_after_an_overtaken_round_is_adopted_once_with_its_over
     # the session goes on: the main slot follows b's adopted keep
     assert a.run_benchmark().ok and a.state.best.commit == stale
     assert (a.workspace_path / "performance.md").read_text() == perf
+
+
+# --- a job marker left after its transition was saved: recovery must undo nothing ------------------------
+# (a marker can outlive its job: a save of the marker's end that failed, a server killed between two saves)
+
+
+def _reopen(ref, toy_repo, make_referee, job: dict):
+    """Leave `job` as the in-progress marker of `ref`'s saved state, close it, start again (recovery)."""
+    ref.state.in_progress = {"since": "x", **job}
+    ref.save()
+    ref.close()
+    return make_referee(toy_repo)
+
+
+def _recovered(r) -> list[dict]:
+    return [e for e in r.store.ledger() if e["event"] == "recovered"]
+
+
+def test_a_save_and_test_marker_after_its_saved_improved_verdict_keeps_the_candidate(ref, toy_repo, make_referee):
+    """Phase improved with this attempt pending: the verdict was saved, so the improved candidate stays in
+    the workspace (not archived as interrupted, not reset) and can still be committed."""
+    from kopt_mcp.testing import set_kernel
+
+    set_kernel(ref.workspace_path, {"1": 80.0, "2": 160.0})
+    assert ref.save_and_test("global", "faster").verdict == "improved"
+    again = _reopen(ref, toy_repo, make_referee, {"tool": "save_and_test", "attempt": 1})
+    assert [e["action"] for e in _recovered(again)] == ["the verdict was saved: nothing to undo"]
+    assert again.status().phase == "improved" and again.state.in_progress is None
+    assert '"1": 80.0' in (again.workspace_path / "kernel.py").read_text()  # the candidate is still there
+    assert [e["verdict"] for e in again.store.ledger() if e["event"] == "attempt"] == ["improved"]
+    assert again.store.find_patch(1).name == "0001-improved.patch"  # not relabelled interrupted
+    assert again.commit_improvement().committed
+
+
+def test_a_commit_marker_after_its_saved_commit_leaves_best_and_the_agents_new_edit(ref, toy_repo, make_referee):
+    """Phase ready: the keep was saved. The next edit the agent is making stays in the workspace, BEST and
+    the branch stay where they are, and no commit record is added."""
+    from kopt_mcp.testing import set_kernel
+
+    set_kernel(ref.workspace_path, {"1": 80.0, "2": 160.0})
+    assert ref.save_and_test("global", "faster").verdict == "improved"
+    c = ref.commit_improvement()
+    assert c.committed
+    set_kernel(ref.workspace_path, {"1": 70.0, "2": 140.0})  # the agent's next edit, not yet tested
+    again = _reopen(ref, toy_repo, make_referee, {"tool": "commit_improvement", "attempt": 1})
+    assert [e["action"] for e in _recovered(again)] == ["the commit was saved: nothing to undo"]
+    assert again.status().phase == "ready" and again.state.best.commit == c.commit == again.ws.head.commit.hexsha
+    assert '"1": 70.0' in (again.workspace_path / "kernel.py").read_text()
+    assert [e["event"] for e in again.store.ledger()].count("commit") == 1 and again.store.verify() == []
+
+
+def test_a_baseline_marker_after_its_saved_baseline_keeps_the_baseline_commit(ref, toy_repo, make_referee):
+    """Phase ready: the baseline was saved. Its `kopt: baseline` commit (on top of the marker's base) is
+    not dropped and performance.md is not restored, so the baseline is never recorded twice."""
+    best = ref.state.best.commit
+    base = ref.ws.head.commit.parents[0].hexsha
+    perf = (ref.workspace_path / "performance.md").read_text()
+    assert ref.ws.head.commit.message.strip() == "kopt: baseline" and "| baseline |" in perf
+    again = _reopen(ref, toy_repo, make_referee, {"tool": "baseline", "base": base})
+    assert [e["action"] for e in _recovered(again)] == ["the baseline was saved: nothing to undo"]
+    assert again.status().phase == "ready" and again.state.best.commit == best == again.ws.head.commit.hexsha
+    assert (again.workspace_path / "performance.md").read_text() == perf
+    assert again.run_benchmark().baseline_recorded is False
+
+
+def test_a_stop_marker_in_a_session_that_did_not_stop_writes_no_stop_summary(ref, toy_repo, make_referee):
+    best = ref.state.best.commit
+    again = _reopen(ref, toy_repo, make_referee, {"tool": "stop", "base": best})
+    assert [e["action"] for e in _recovered(again)] == ["the session did not stop: nothing to finish"]
+    assert again.status().phase == "ready" and again.ws.head.commit.hexsha == best
+    assert "## Stop Summary" not in (again.workspace_path / "performance.md").read_text()
+    assert not [e for e in again.store.ledger() if e["event"] == "stopped"]
