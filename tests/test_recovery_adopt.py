@@ -198,3 +198,64 @@ def test_a_stop_marker_in_a_session_that_did_not_stop_writes_no_stop_summary(ref
     assert again.status().phase == "ready" and again.ws.head.commit.hexsha == best
     assert "## Stop Summary" not in (again.workspace_path / "performance.md").read_text()
     assert not [e for e in again.store.ledger() if e["event"] == "stopped"]
+
+
+def test_the_main_slot_killed_after_its_git_commit_does_not_adopt_another_slots_commit_as_its_own(
+        repo, make_referee, lease_dir):  # noqa: F811
+    """The main slot's workspace branch is the BEST line. Killed after its git commit (not published),
+    then slot b commits its own attempt 1 on the same BEST and publishes it (the branch moves to b's
+    commit). On restart the main slot's HEAD is b's commit, with the same `kopt-mcp attempt 1` trailer
+    and parent: it must not be adopted as the main slot's keep (its candidate is not in it); the main
+    slot's tested tree comes back, phase improved, and its commit re-applies onto b's keep."""
+    import os
+    import sys
+
+    from mcp.client.stdio import StdioServerParameters
+
+    env = {**{k: v for k, v in os.environ.items() if k != "KOPT_FAULT"}, "KOPT_FAULT": "commit_improvement.after_git_commit"}
+    params = StdioServerParameters(command=sys.executable, env=env,
+                                   args=["-m", "kopt_mcp.cli", "serve", "--repo", str(repo), "--tag", "t"])
+    ws = repo / ".kopt" / "worktrees" / "t"
+
+    async def main_killed_after_its_git_commit() -> str:
+        try:
+            with anyio.fail_after(120):
+                async with Client(params) as c:
+                    assert not (await c.call_tool("run_benchmark", {})).is_error
+                    _kernel(ws, 50.0, 200.0)
+                    r = await c.call_tool("save_and_test", {"target": "n=1", "hypothesis": "a"})
+                    assert r.structured_content["verdict"] == "improved", r
+                    await c.call_tool("commit_improvement", {})
+                    return "not killed"
+        except TimeoutError:
+            raise
+        except BaseException:  # noqa: BLE001 - the server died under the client
+            return "killed"
+
+    assert anyio.run(main_killed_after_its_git_commit) == "killed"
+    mine = _rev(repo, "kernel-opt/t")  # the main slot's unpublished commit
+    base = json.loads((repo / ".git" / "kopt" / "t" / "best.json").read_text())["commit"]
+    assert mine != base
+    b = make_referee(repo, slot="b")
+    assert b.run_benchmark().ok and b.state.best.commit == base
+    _kernel(b.workspace_path, 100.0, 100.0)
+    assert b.save_and_test("n=2", "b").verdict == "improved"
+    cb = b.commit_improvement()
+    assert cb.committed and _rev(repo, "kernel-opt/t") == cb.commit  # b's keep moved the BEST line
+    assert "kopt-mcp attempt 1, " in b.repo.commit(cb.commit).message
+
+    a = make_referee(repo)  # the restart of the main slot
+    st = a.status()
+    assert st.phase == "improved" and st.kept == 0, [e for e in a.store.ledger() if e["event"] == "recovered"]
+    assert not [e for e in a.store.ledger() if e["event"] == "commit"]  # no keep recorded for a commit without it
+    assert 'TIMES["1"] = 50.0' in (ws / "kernel.py").read_text()  # the tested candidate is back
+    ca = a.commit_improvement()
+    assert ca.committed, ca.reason
+    line = _rev(repo, "kernel-opt/t")
+    assert line == ca.commit and a.repo.commit(line).parents[0].hexsha == cb.commit
+    text = subprocess.run(["git", "show", "kernel-opt/t:kernel.py"], cwd=repo, capture_output=True, text=True,
+                          check=True).stdout
+    assert 'TIMES["1"] = 50.0' in text and 'TIMES["2"] = 100.0' in text  # both keeps on one BEST line
+    perf = subprocess.run(["git", "show", "kernel-opt/t:performance.md"], cwd=repo, capture_output=True,
+                          text=True, check=True).stdout
+    assert perf.count("| keep |") == 4 and perf.count("attempt 1: a (") == 2 and perf.count("attempt 1: b (") == 2

@@ -98,7 +98,11 @@ def _recover_commit(sess: Session, n: int, job: dict) -> str:
     if head != s.best.commit and is_commit_of(sess, head, n):
         with best_lock(sess):
             shared = read_shared(sess)
-            if shared is None or shared["commit"] in (s.best.commit, head):
+            # published already: by this slot (killed between publishing and saving), else it is another
+            # slot's commit that moved the BEST line (the main slot's branch) under this slot's dead commit
+            mine = shared is not None and shared["commit"] == head and shared.get("by", sess.slot or "main") == (
+                sess.slot or "main")
+            if shared is None or shared["commit"] == s.best.commit or mine:
                 sess.ws.git.reset("-q")
                 # judged against an older BEST (another slot committed since): re-applied, as the record says
                 moved = {"reapplied_from": p.base} if p.base and p.base != s.best.commit else {}
