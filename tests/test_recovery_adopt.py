@@ -3,8 +3,10 @@
 overtaken by the main slot's commit (b's candidate run is held by a file handshake until the main slot
 has committed), its second round re-applies and commits, and the server is SIGKILLed right after the
 git commit (KOPT_FAULT, kopt_mcp/faults.py). The restart must adopt that commit once, carrying the
-job's overtaken_rounds into the ledger's `commit` record. Real git repositories, the real server over
-stdio for the killed slot, the toy benchmark; the fixtures of tests/test_slots.py."""
+job's overtaken_rounds into the ledger's `commit` record. Also: the main slot killed the same way never
+adopts another slot's commit that moved the BEST line meanwhile, and a job marker left after its step
+was saved undoes nothing. Real git repositories, the real server over stdio for the killed slot, the
+toy benchmark; the fixtures of tests/test_slots.py."""
 
 from __future__ import annotations
 
