@@ -98,11 +98,17 @@ def _recover_commit(sess: Session, n: int, job: dict) -> str:
     if head != s.best.commit and is_commit_of(sess, head, n):
         with best_lock(sess):
             shared = read_shared(sess)
-            if shared is None or shared["commit"] in (s.best.commit, head):
+            # published already: by this slot (killed between publishing and saving), else it is another
+            # slot's commit that moved the BEST line (the main slot's branch) under this slot's dead commit
+            mine = shared is not None and shared["commit"] == head and shared.get("by", sess.slot or "main") == (
+                sess.slot or "main")
+            if shared is None or shared["commit"] == s.best.commit or mine:
                 sess.ws.git.reset("-q")
+                # judged against an older BEST (another slot committed since): re-applied, as the record says
+                moved = {"reapplied_from": p.base} if p.base and p.base != s.best.commit else {}
                 adopt_best(sess, n, head, job.get("metrics") or p.candidate_metrics,
                            job.get("gpu_us", p.candidate_gpu_us), recovered=True, rows=job.get("rows") or [],
-                           overtaken_rounds=int(job.get("overtaken_rounds", 0)))
+                           overtaken_rounds=int(job.get("overtaken_rounds", 0)), **moved)
                 return f"adopted commit {head[:12]} of attempt {n} as BEST_COMMIT"
         # another slot moved BEST after this commit was made and before it was published: adopting
         # it would drop that slot's keep from the BEST line. The commit stays unadopted; the tested
