@@ -64,7 +64,7 @@ class WaitQueue:
     """One waiter's tickets (one `GpuGate.acquire` call) in the wait queues of `lease_dir`.
 
     Two waiters of one process (two slots of one HTTP server) are two WaitQueues: each has its own
-    token. Raises OSError from `join` when the lease directory cannot be written.
+    token. Never raises for a queue that cannot be written: that waiter just has no place.
     """
 
     def __init__(self, lease_dir: Path, tag: str = "") -> None:
@@ -99,26 +99,39 @@ class WaitQueue:
                 out.append((data, p, mtime))
         return sorted(out, key=lambda t: (t[0]["seq"], str(t[0].get("token"))))
 
-    def join(self, uuid: str) -> None:
-        """Take a ticket on `uuid` behind every ticket there now (no-op when this waiter has one)."""
+    def join(self, uuid: str) -> bool:
+        """Take a ticket on `uuid` behind every ticket there now (no-op when this waiter has one).
+
+        Returns whether this waiter holds a ticket there now: False when the queue cannot be
+        written (e.g. another user's directory); fairness is then lost, never the measurement.
+        """
         if uuid in self._mine:
-            return
+            return True
         qdir = self.queue_dir(uuid)
-        qdir.mkdir(parents=True, exist_ok=True)
-        with filelock.FileLock(str(self.lease_dir / f"{_safe(uuid)}.queue.lock"), **_LOCK_KW):
-            seq = max((t["seq"] for t, _, _ in self._tickets(uuid)), default=0) + 1
-            me = os.getpid()
-            data = {"seq": seq, "token": self.token, "pid": me, "create_time": _create_time(me),
-                    "host": socket.gethostname(), "tag": self.tag,
-                    "since": datetime.now(timezone.utc).isoformat(timespec="seconds")}
-            path = qdir / f"{seq:012d}-{self.token}.json"
-            tmp = qdir / f".{path.name}.tmp"
-            try:
-                tmp.write_text(json.dumps(data))
-                os.replace(tmp, path)
-            finally:
-                tmp.unlink(missing_ok=True)
+        try:
+            if not qdir.is_dir():
+                qdir.mkdir(parents=True, exist_ok=True)
+                try:
+                    os.chmod(qdir, 0o1777)  # other users' servers on the host queue here too
+                except OSError:
+                    pass
+            with filelock.FileLock(str(self.lease_dir / f"{_safe(uuid)}.queue.lock"), **_LOCK_KW):
+                seq = max((t["seq"] for t, _, _ in self._tickets(uuid)), default=0) + 1
+                me = os.getpid()
+                data = {"seq": seq, "token": self.token, "pid": me, "create_time": _create_time(me),
+                        "host": socket.gethostname(), "tag": self.tag,
+                        "since": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+                path = qdir / f"{seq:012d}-{self.token}.json"
+                tmp = qdir / f".{path.name}.tmp"
+                try:
+                    tmp.write_text(json.dumps(data))
+                    os.replace(tmp, path)
+                finally:
+                    tmp.unlink(missing_ok=True)
+        except OSError:
+            return False
         self._mine[uuid] = path
+        return True
 
     def ahead(self, uuid: str) -> list[dict]:
         """The live tickets of other waiters before this waiter's on `uuid` (all of them when it has
@@ -130,7 +143,10 @@ class WaitQueue:
             if ticket_alive(data, mtime):
                 out.append(data)
             else:
-                path.unlink(missing_ok=True)
+                try:
+                    path.unlink(missing_ok=True)
+                except OSError:
+                    pass  # another user's file in the sticky directory: it counts for nothing anyway
         return out
 
     def touch(self) -> None:
@@ -142,6 +158,8 @@ class WaitQueue:
             except FileNotFoundError:
                 del self._mine[uuid]
                 self.join(uuid)
+            except OSError:
+                pass
 
     def leave(self, uuid: str | None = None) -> None:
         """Remove this waiter's ticket on `uuid`, or all its tickets when None. Never raises for a

@@ -189,3 +189,26 @@ def test_a_foreign_job_alone_makes_no_ticket(tmp_path, fake_time):
 
     out = _gate(tmp_path, "b", BUSY, IDLE, sleep=sleep, clock=fake_time).acquire()
     assert out.lease is not None and fake_time.slept == [600.0] and tickets == [0]
+
+
+def test_the_queue_is_open_to_every_user_and_one_that_cannot_be_written_costs_fairness_only(tmp_path, fake_time):
+    holder = LeaseManager(tmp_path, "a")
+    [gpu] = NvidiaSmiProbe(SmiReplay(IDLE)).read()
+    assert holder.try_acquire(gpu) is not None
+    q = WaitQueue(tmp_path, "b")
+    assert q.join(UUID) and (tmp_path / f"{UUID}.queue").stat().st_mode & 0o1777 == 0o1777
+    q.leave()
+    holder.release()
+    blocked = tmp_path / "blocked"
+    blocked.mkdir()
+    (blocked / f"{UUID}.queue").write_text("not a directory")  # the queue's place cannot be made
+    holder = LeaseManager(blocked, "a")
+    assert holder.try_acquire(gpu) is not None
+    assert not WaitQueue(blocked, "b").join(UUID)
+
+    def sleep(s: float) -> None:
+        fake_time.sleep(s)
+        holder.release()
+
+    out = _gate(blocked, "b", sleep=sleep, clock=fake_time).acquire()  # no error: the gate goes on without a place
+    assert out.lease is not None and out.polls == 2
