@@ -210,7 +210,9 @@ class GpuGate:
         Probe "none": a cpu Lease, at once or after the CPU gate's wait (never None but for
         `cancel`); `cpu_load` then holds the last CPU-load sample. A held lease whose GPU shows no foreign compute
         process is returned as is; one that got a foreign process (or vanished) is released and
-        the search runs again. Between polls calls `progress(waited_s, wait_s, message)`.
+        the search runs again. A free GPU that an earlier live kopt-mcp waiter queues for is left
+        to it (busy reason "promised to an earlier waiter: ..."; module docstring). Between polls
+        calls `progress(waited_s, wait_s, message)`.
         `own_pids` (and this process) are never counted as foreign.
         Returns lease None with the reason on timeout ("no idle GPU after N s: ..."), on
         `cancel` ("cancelled") or when the probe sees no GPU. Raises ProbeError from the probe and
@@ -271,15 +273,16 @@ class GpuGate:
                 elif queue.ahead(r.uuid):  # just released (lingering load) with waiters: no renewal
                     kopt_seen.setdefault(r.uuid, now)
                 checks.append(c)
+            job_held = False
             for r in readings:  # keep a place where a kopt-mcp job holds (or just held) the GPU
                 if r.uuid in kopt_seen and now - kopt_seen[r.uuid] < JOB_GRACE_S:
-                    queue.join(r.uuid)
+                    queue.join(r.uuid)  # False when the queue cannot be written: no place, same polling
+                    job_held = True
                 else:
                     queue.leave(r.uuid)
             for u in set(queue.joined) - {r.uuid for r in readings}:
                 queue.leave(u)  # gone from the probe
             queue.touch()
-            job_held = bool(queue.joined)
             waited = self._clock() - start
             if waited >= self.wait_s:
                 return GateOutcome(lease=None, checks=checks, waited_s=waited, polls=polls,

@@ -211,4 +211,4 @@ def test_the_queue_is_open_to_every_user_and_one_that_cannot_be_written_costs_fa
         holder.release()
 
     out = _gate(blocked, "b", sleep=sleep, clock=fake_time).acquire()  # no error: the gate goes on without a place
-    assert out.lease is not None and out.polls == 2
+    assert out.lease is not None and out.polls == 2 and fake_time.slept == [JOB_POLL_S]  # still the job poll
