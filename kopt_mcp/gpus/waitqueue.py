@@ -21,7 +21,7 @@ import os
 import socket
 import time
 import uuid as uuidlib
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import filelock
@@ -120,7 +120,7 @@ class WaitQueue:
                 me = os.getpid()
                 data = {"seq": seq, "token": self.token, "pid": me, "create_time": _create_time(me),
                         "host": socket.gethostname(), "tag": self.tag,
-                        "since": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+                        "since": datetime.now(UTC).isoformat(timespec="seconds")}
                 path = qdir / f"{seq:012d}-{self.token}.json"
                 tmp = qdir / f".{path.name}.tmp"
                 try:

@@ -212,3 +212,43 @@ def test_the_queue_is_open_to_every_user_and_one_that_cannot_be_written_costs_fa
 
     out = _gate(blocked, "b", sleep=sleep, clock=fake_time).acquire()  # no error: the gate goes on without a place
     assert out.lease is not None and out.polls == 2 and fake_time.slept == [JOB_POLL_S]  # still the job poll
+
+
+def test_another_live_process_keeps_its_place_until_it_dies(tmp_path, fake_time):
+    code = ("import sys; from kopt_mcp.gpus.waitqueue import WaitQueue; "
+            f"q = WaitQueue({str(tmp_path)!r}, 'other'); q.join({UUID!r}); print('queued', flush=True); sys.stdin.read()")
+    child = subprocess.Popen([sys.executable, "-c", code], env=child_env(), stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "queued"
+        gate = _gate(tmp_path, "b", wait_s=0, clock=fake_time)
+        out = gate.acquire()
+        assert out.lease is None and f"promised to an earlier waiter: kopt-mcp pid {child.pid} (tag other)" in out.reason
+    finally:
+        child.kill()
+        child.wait(60)
+    assert gate.acquire().lease is not None  # its ticket is left, but its process is gone
+
+
+def test_two_slots_of_one_server_through_the_local_executor(tmp_path, fake_time):
+    """The executor builds a gate (and a waiter) per measuring call: slot a's next call, started while
+    slot b waits, queues behind b."""
+    from kopt_mcp.executor_local import LocalExecutor
+
+    def executor(tag, wait_s, **timing):
+        return LocalExecutor(probe=NvidiaSmiProbe(SmiReplay(IDLE)), lease_dir=tmp_path, tag=tag, wait_s=wait_s,
+                             **timing)
+
+    slot_a = executor("a", 0.0)
+    job = slot_a.acquire().lease
+    a_next = []
+
+    def b_sleep(s: float) -> None:
+        fake_time.sleep(s)
+        if len(fake_time.slept) == 1:
+            job.release()
+            a_next.append(slot_a.acquire())
+
+    grant = executor("b", 3600.0, sleep=b_sleep, clock=fake_time).acquire()
+    assert grant.lease is not None and [g.lease for g in a_next] == [None]
+    assert "promised to an earlier waiter" in a_next[0].outcome.reason and fake_time.slept == [JOB_POLL_S]
