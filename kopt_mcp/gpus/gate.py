@@ -21,7 +21,9 @@ is kept while the GPU is leased by a kopt-mcp job, and for JOB_GRACE_S s after i
 (a finished benchmark's utilization lingers for a moment after its lease ends), then given up: a
 GPU taken over by a foreign job is waited for every poll_s again. Tickets go on acquire, time-out,
 cancel and error; a dead or frozen waiter's ticket counts for nothing. Foreign jobs, and waits for
-them, are unaffected.
+them, are unaffected. While it waits on kopt-mcp job leases, a waiter tries their lock files every
+LEASE_WATCH_S s (no probe read) and polls at once when one is given back or taken, so a handover
+between two slots leaves the GPU idle for about LEASE_WATCH_S s instead of up to JOB_POLL_S.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ __all__ = [
     "CPU_POLL_S",
     "JOB_GRACE_S",
     "JOB_POLL_S",
+    "LEASE_WATCH_S",
     "GateOutcome",
     "GpuCheck",
     "GpuGate",
@@ -56,6 +59,7 @@ __all__ = [
 CPU_NOTE = "no GPU probe: the CPU is the device; the gate passes at once"
 CPU_POLL_S = 10.0  # the most time between two CPU-load checks (load changes in seconds, not minutes)
 JOB_POLL_S = 2.0  # the most time between two checks while a kopt-mcp job lease holds a GPU we could use
+LEASE_WATCH_S = 0.2  # while waiting on a kopt-mcp job lease, how often (s) its lock file is tried (no probe read)
 JOB_GRACE_S = 30.0  # a waiter keeps its place on a GPU this long (s) after it last saw a kopt-mcp job lease there
 
 
@@ -191,13 +195,24 @@ class GpuGate:
         return GpuCheck(index=r.index, uuid=r.uuid, name=r.name, vendor=r.vendor, util_pct=r.util_pct,
                         mem_used_mib=r.mem_used_mib, mem_total_mib=r.mem_total_mib, busy=busy)
 
-    def _wait(self, seconds: float, cancel: threading.Event | None) -> None:
+    def _wait(self, seconds: float, cancel: threading.Event | None, watch: dict[str, bool] | None = None) -> None:
+        """Pause `seconds` s (the injected sleep, else cut short by `cancel`). With real sleep and
+        `watch` ({GPU uuid: leased by a kopt-mcp job at the last poll}), also ends as soon as one of
+        those leases is given back or taken (its lock tried every LEASE_WATCH_S s, no probe read): a
+        handover between slots leaves the GPU idle for about LEASE_WATCH_S s, not JOB_POLL_S."""
         if self._sleep is not None:
             self._sleep(seconds)
-        elif cancel is not None:
-            cancel.wait(seconds)
-        else:
-            time.sleep(seconds)
+            return
+        end = time.monotonic() + seconds
+        while (left := end - time.monotonic()) > 0:
+            step = min(left, LEASE_WATCH_S) if watch else left
+            if cancel is not None:
+                if cancel.wait(step):
+                    return
+            else:
+                time.sleep(step)
+            if watch and any((self.leases.holder(u) is not None) != held for u, held in watch.items()):
+                return
 
     def acquire(self, progress: Callable[[float, float, str], None] | None = None,
                 cancel: threading.Event | None = None,
@@ -250,6 +265,7 @@ class GpuGate:
                                        waited_s=self._clock() - start, polls=polls)
                 self.release()
             checks, now = [], self._clock()
+            watch: dict[str, bool] = {}  # GPU uuid -> whether a kopt-mcp job lease held it at this poll
             for r in readings:
                 c = self._check(r, own)
                 if not c.busy:
@@ -257,6 +273,7 @@ class GpuGate:
                     if ahead:  # free, but an earlier waiter takes it at its next poll
                         c.busy.append(_queued_reason(ahead))
                         kopt_seen[r.uuid] = now
+                        watch[r.uuid] = False
                         checks.append(c)
                         continue
                     lease = self.leases.try_acquire(r)
@@ -268,8 +285,10 @@ class GpuGate:
                                            waited_s=self._clock() - start, polls=polls)
                     c.busy.append(_leased_reason(self.leases.holder(r.uuid) or {}))
                     kopt_seen[r.uuid] = now
+                    watch[r.uuid] = True
                 elif self.leases.holder(r.uuid) is not None:  # busy with a kopt-mcp job: it ends soon
                     kopt_seen[r.uuid] = now
+                    watch[r.uuid] = True
                 elif queue.ahead(r.uuid):  # just released (lingering load) with waiters: no renewal
                     kopt_seen.setdefault(r.uuid, now)
                 checks.append(c)
@@ -291,7 +310,7 @@ class GpuGate:
             if progress is not None:
                 progress(waited, self.wait_s,
                          f"no idle GPU yet ({_summary(checks)}); next check in {_n(pause)} s")
-            self._wait(pause, cancel)
+            self._wait(pause, cancel, watch if job_held else {})
 
     def _acquire_cpu(self, progress, cancel: threading.Event | None, own: frozenset[int]) -> GateOutcome:
         """The CPU device: without a cpu_probe at once; else wait (see the module docstring) while

@@ -252,3 +252,26 @@ def test_two_slots_of_one_server_through_the_local_executor(tmp_path, fake_time)
     grant = executor("b", 3600.0, sleep=b_sleep, clock=fake_time).acquire()
     assert grant.lease is not None and [g.lease for g in a_next] == [None]
     assert "promised to an earlier waiter" in a_next[0].outcome.reason and fake_time.slept == [JOB_POLL_S]
+
+
+def test_a_waiter_wakes_when_the_job_lease_it_waits_on_ends_or_is_cancelled(tmp_path, monkeypatch):
+    """Real sleep: the pause on a kopt-mcp job lease ends as soon as the lease is given back (its lock
+    is tried every LEASE_WATCH_S s), not at the next JOB_POLL_S; raised to 60 s here, so a gate that
+    slept it out would take 60 s (the bounds below leave a loaded machine 30 s)."""
+    from kopt_mcp.gpus import gate as gate_module
+
+    monkeypatch.setattr(gate_module, "JOB_POLL_S", 60.0)
+    holder = LeaseManager(tmp_path, "a")
+    [gpu] = NvidiaSmiProbe(SmiReplay(IDLE)).read()
+    assert holder.try_acquire(gpu) is not None
+    timer = threading.Timer(0.3, holder.release)
+    timer.start()
+    waiter = _gate(tmp_path, "b")
+    out = waiter.acquire()
+    timer.join()
+    assert out.lease is not None and out.polls == 2 and out.waited_s < 30.0
+    cancel = threading.Event()
+    other = _gate(tmp_path, "c")  # b holds it now and never gives it back
+    threading.Timer(0.3, cancel.set).start()
+    out = other.acquire(cancel=cancel)
+    assert out.reason == "cancelled" and out.waited_s < 30.0 and waiter.held is not None
