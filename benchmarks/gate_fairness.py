@@ -5,9 +5,10 @@ recorded idle H200 `nvidia-smi` output (tests/fixtures/nvidia_smi) replayed, so 
 decide. Each slot loops for `--seconds`: GpuGate.acquire (the real gate: poll_s 600, JOB_POLL_S while
 the other slot's job lease holds the GPU), hold the GPU `--hold` s (its measuring call), release,
 and ask again at once (the agent's next call). `--no-queue` replays the gate as it was before the
-wait queue (no earlier waiter ever blocks), for the comparison.
+wait queue (no earlier waiter ever blocks, no wake-up when a job lease ends: a waiter polls every
+JOB_POLL_S), for the comparison.
 
-Measured per slot: grants, the longest wait (s), and the longest run of grants in a row by one slot.
+Measured per slot: grants, the longest wait (s; one still waiting at the end counts to the end), and the longest run of grants in a row by one slot.
 
     PYTHONPATH=$PWD python benchmarks/gate_fairness.py --seconds 30 --hold 1
     PYTHONPATH=$PWD python benchmarks/gate_fairness.py --seconds 30 --hold 1 --no-queue
@@ -29,22 +30,26 @@ if str(ROOT) not in sys.path:
 
 
 def slot(tag: str, lease_dir: str, until: float, hold_s: float, no_queue: bool, out: mp.Queue) -> None:
-    """One slot's loop; puts [(tag, asked_at, granted_at)] on `out` (epoch s)."""
+    """One slot's loop; puts [(tag, asked_at, granted_at)] on `out` (epoch s; granted_at None: the
+    run ended during that wait)."""
     from kopt_mcp.gpus import waitqueue
     from kopt_mcp.gpus.gate import GpuGate
     from kopt_mcp.gpus.lease import LeaseManager
     from kopt_mcp.gpus.smi import NvidiaSmiProbe
     from tests.gpus.conftest import IDLE, SmiReplay
 
-    if no_queue:
-        waitqueue.WaitQueue.ahead = lambda self, uuid: []  # the gate before the queue: nobody is ahead
+    if no_queue:  # the gate before the queue: nobody is ahead, and no wake-up on a lease's end
+        waitqueue.WaitQueue.ahead = lambda self, uuid: []
+        plain_wait = GpuGate._wait
+        GpuGate._wait = lambda self, seconds, cancel, watch=None: plain_wait(self, seconds, cancel)
     grants = []
     while time.time() < until:
         gate = GpuGate(NvidiaSmiProbe(SmiReplay(IDLE)), LeaseManager(Path(lease_dir), tag),
                        wait_s=max(0.0, until - time.time()), poll_s=600.0)
         asked = time.time()
         got = gate.acquire()
-        if got.lease is None:
+        if got.lease is None:  # the run ended while this slot waited: that wait counts too
+            grants.append((tag, asked, None))
             break
         grants.append((tag, asked, time.time()))
         time.sleep(hold_s)
@@ -66,16 +71,17 @@ def main() -> int:
         procs = [ctx.Process(target=slot, args=(t, d, until, a.hold, a.no_queue, q)) for t in ("a", "b")]
         for p in procs:
             p.start()
-        grants = sorted((g for _ in procs for g in q.get()), key=lambda g: g[2])
+        asks = [g for _ in procs for g in q.get()]
         for p in procs:
             p.join()
+    grants = sorted((g for g in asks if g[2] is not None), key=lambda g: g[2])
     streak, best = 0, 0
     for i, g in enumerate(grants):
         streak = streak + 1 if i and grants[i - 1][0] == g[0] else 1
         best = max(best, streak)
     result = {"seconds": a.seconds, "hold_s": a.hold, "queue": not a.no_queue,
               "grants": {t: sum(g[0] == t for g in grants) for t in ("a", "b")},
-              "max_wait_s": {t: round(max((g[2] - g[1] for g in grants if g[0] == t), default=0.0), 2)
+              "max_wait_s": {t: round(max(((g[2] or until) - g[1] for g in asks if g[0] == t), default=0.0), 2)
                              for t in ("a", "b")},
               "longest_run_of_one_slot": best, "order": "".join(g[0] for g in grants)}
     print(json.dumps(result, indent=1))
