@@ -11,6 +11,19 @@ A GPU held by a kopt-mcp job lease (another slot or session measuring: one call,
 checked again every min(poll_s, JOB_POLL_S) s, not every poll_s: with two slots sharing one GPU, the
 waiting slot measures as soon as the other's call ends, instead of sleeping the 600 s meant for a
 foreign job (seen on an H100, 2026-11-24: slot a waited out a whole 590 s device call).
+
+First come, first served among kopt-mcp waiters (kopt_mcp.gpus.waitqueue): polling alone let a slot
+that ended its call and started the next at once take the GPU back before the waiting slot's next
+poll, again and again. So a waiter takes a ticket on each GPU it waits for while a kopt-mcp job holds
+it, and a free GPU with an earlier live ticket of another waiter on it is not taken ("promised to an
+earlier waiter": checked again after JOB_POLL_S s) until that waiter has taken it or is gone. A ticket
+is kept while the GPU is leased by a kopt-mcp job, and for JOB_GRACE_S s after it was last seen so
+(a finished benchmark's utilization lingers for a moment after its lease ends), then given up: a
+GPU taken over by a foreign job is waited for every poll_s again. Tickets go on acquire, time-out,
+cancel and error; a dead or frozen waiter's ticket counts for nothing. Foreign jobs, and waits for
+them, are unaffected. While it waits on kopt-mcp job leases, a waiter tries their lock files every
+LEASE_WATCH_S s (no probe read) and polls at once when one is given back or taken, so a handover
+between two slots leaves the GPU idle for about LEASE_WATCH_S s instead of up to JOB_POLL_S.
 """
 
 from __future__ import annotations
@@ -26,11 +39,14 @@ from pydantic import BaseModel
 from kopt_mcp.gpus.base import GpuProbe, GpuReading, Vendor
 from kopt_mcp.gpus.cpu import CpuLoad, CpuLoadProbe
 from kopt_mcp.gpus.lease import Lease, LeaseManager, binding_env
+from kopt_mcp.gpus.waitqueue import WaitQueue
 
 __all__ = [
     "CPU_NOTE",
     "CPU_POLL_S",
+    "JOB_GRACE_S",
     "JOB_POLL_S",
+    "LEASE_WATCH_S",
     "GateOutcome",
     "GpuCheck",
     "GpuGate",
@@ -43,6 +59,8 @@ __all__ = [
 CPU_NOTE = "no GPU probe: the CPU is the device; the gate passes at once"
 CPU_POLL_S = 10.0  # the most time between two CPU-load checks (load changes in seconds, not minutes)
 JOB_POLL_S = 2.0  # the most time between two checks while a kopt-mcp job lease holds a GPU we could use
+LEASE_WATCH_S = 0.2  # while waiting on a kopt-mcp job lease, how often (s) its lock file is tried (no probe read)
+JOB_GRACE_S = 30.0  # a waiter keeps its place on a GPU this long (s) after it last saw a kopt-mcp job lease there
 
 
 class IdleThresholds(BaseModel):
@@ -117,6 +135,13 @@ def _leased_reason(h: dict) -> str:
     return f"leased by kopt-mcp {who}{host} (tag {h.get('tag') or '-'}) since {h.get('since') or '?'}"
 
 
+def _queued_reason(ahead: list[dict]) -> str:
+    first = ahead[0]
+    more = f" ({len(ahead)} earlier waiters)" if len(ahead) > 1 else ""
+    return (f"promised to an earlier waiter{more}: kopt-mcp pid {first.get('pid')} (tag {first.get('tag') or '-'}) "
+            f"waiting since {first.get('since') or '?'}")
+
+
 def _summary(checks: list[GpuCheck]) -> str:
     return "; ".join(f"GPU {c.index}: {', '.join(c.busy)}" for c in checks if c.busy)
 
@@ -170,13 +195,24 @@ class GpuGate:
         return GpuCheck(index=r.index, uuid=r.uuid, name=r.name, vendor=r.vendor, util_pct=r.util_pct,
                         mem_used_mib=r.mem_used_mib, mem_total_mib=r.mem_total_mib, busy=busy)
 
-    def _wait(self, seconds: float, cancel: threading.Event | None) -> None:
+    def _wait(self, seconds: float, cancel: threading.Event | None, watch: dict[str, bool] | None = None) -> None:
+        """Pause `seconds` s (the injected sleep, else cut short by `cancel`). With real sleep and
+        `watch` ({GPU uuid: leased by a kopt-mcp job at the last poll}), also ends as soon as one of
+        those leases is given back or taken (its lock tried every LEASE_WATCH_S s, no probe read): a
+        handover between slots leaves the GPU idle for about LEASE_WATCH_S s, not JOB_POLL_S."""
         if self._sleep is not None:
             self._sleep(seconds)
-        elif cancel is not None:
-            cancel.wait(seconds)
-        else:
-            time.sleep(seconds)
+            return
+        end = time.monotonic() + seconds
+        while (left := end - time.monotonic()) > 0:
+            step = min(left, LEASE_WATCH_S) if watch else left
+            if cancel is not None:
+                if cancel.wait(step):
+                    return
+            else:
+                time.sleep(step)
+            if watch and any((self.leases.holder(u) is not None) != held for u, held in watch.items()):
+                return
 
     def acquire(self, progress: Callable[[float, float, str], None] | None = None,
                 cancel: threading.Event | None = None,
@@ -189,7 +225,9 @@ class GpuGate:
         Probe "none": a cpu Lease, at once or after the CPU gate's wait (never None but for
         `cancel`); `cpu_load` then holds the last CPU-load sample. A held lease whose GPU shows no foreign compute
         process is returned as is; one that got a foreign process (or vanished) is released and
-        the search runs again. Between polls calls `progress(waited_s, wait_s, message)`.
+        the search runs again. A free GPU that an earlier live kopt-mcp waiter queues for is left
+        to it (busy reason "promised to an earlier waiter: ..."; module docstring). Between polls
+        calls `progress(waited_s, wait_s, message)`.
         `own_pids` (and this process) are never counted as foreign.
         Returns lease None with the reason on timeout ("no idle GPU after N s: ..."), on
         `cancel` ("cancelled") or when the probe sees no GPU. Raises ProbeError from the probe and
@@ -198,7 +236,16 @@ class GpuGate:
         own = frozenset(own_pids) | {os.getpid()}
         if self.probe.name == "none":
             return self._acquire_cpu(progress, cancel, own)
+        queue = WaitQueue(self.leases.lease_dir, self.leases.tag)
+        try:
+            return self._acquire_gpu(progress, cancel, own, prefer, queue)
+        finally:
+            queue.leave()  # got a GPU, gave up, was cancelled or failed: no place kept
+
+    def _acquire_gpu(self, progress, cancel: threading.Event | None, own: frozenset[int], prefer: str | None,
+                     queue: WaitQueue) -> GateOutcome:
         start, polls = self._clock(), 0
+        kopt_seen: dict[str, float] = {}  # GPU uuid -> when a kopt-mcp job (or waiter) last held it
         while True:
             if cancel is not None and cancel.is_set():
                 return GateOutcome(lease=None, waited_s=self._clock() - start, polls=polls,
@@ -217,10 +264,18 @@ class GpuGate:
                     return GateOutcome(lease=self._held, checks=checks,
                                        waited_s=self._clock() - start, polls=polls)
                 self.release()
-            checks, job_held = [], False
+            checks, now = [], self._clock()
+            watch: dict[str, bool] = {}  # GPU uuid -> whether a kopt-mcp job lease held it at this poll
             for r in readings:
                 c = self._check(r, own)
                 if not c.busy:
+                    ahead = queue.ahead(r.uuid)
+                    if ahead:  # free, but an earlier waiter takes it at its next poll
+                        c.busy.append(_queued_reason(ahead))
+                        kopt_seen[r.uuid] = now
+                        watch[r.uuid] = False
+                        checks.append(c)
+                        continue
                     lease = self.leases.try_acquire(r)
                     if lease is not None:
                         self._held = lease
@@ -229,10 +284,24 @@ class GpuGate:
                         return GateOutcome(lease=lease, checks=checks,
                                            waited_s=self._clock() - start, polls=polls)
                     c.busy.append(_leased_reason(self.leases.holder(r.uuid) or {}))
-                    job_held = True
+                    kopt_seen[r.uuid] = now
+                    watch[r.uuid] = True
                 elif self.leases.holder(r.uuid) is not None:  # busy with a kopt-mcp job: it ends soon
-                    job_held = True
+                    kopt_seen[r.uuid] = now
+                    watch[r.uuid] = True
+                elif queue.ahead(r.uuid):  # just released (lingering load) with waiters: no renewal
+                    kopt_seen.setdefault(r.uuid, now)
                 checks.append(c)
+            job_held = False
+            for r in readings:  # keep a place where a kopt-mcp job holds (or just held) the GPU
+                if r.uuid in kopt_seen and now - kopt_seen[r.uuid] < JOB_GRACE_S:
+                    queue.join(r.uuid)  # False when the queue cannot be written: no place, same polling
+                    job_held = True
+                else:
+                    queue.leave(r.uuid)
+            for u in set(queue.joined) - {r.uuid for r in readings}:
+                queue.leave(u)  # gone from the probe
+            queue.touch()
             waited = self._clock() - start
             if waited >= self.wait_s:
                 return GateOutcome(lease=None, checks=checks, waited_s=waited, polls=polls,
@@ -241,7 +310,7 @@ class GpuGate:
             if progress is not None:
                 progress(waited, self.wait_s,
                          f"no idle GPU yet ({_summary(checks)}); next check in {_n(pause)} s")
-            self._wait(pause, cancel)
+            self._wait(pause, cancel, watch if job_held else {})
 
     def _acquire_cpu(self, progress, cancel: threading.Event | None, own: frozenset[int]) -> GateOutcome:
         """The CPU device: without a cpu_probe at once; else wait (see the module docstring) while
