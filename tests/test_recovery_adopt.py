@@ -17,12 +17,11 @@ import time
 from pathlib import Path
 
 import anyio
-from mcp import Client
 
 from kopt_mcp.events import Commit, last
 from kopt_mcp.ledger import render_performance
 from kopt_mcp.referee.slots import shared_events
-from tests.test_slots import KERNEL, _kernel, _line, _slot_params, repo  # noqa: F401 - fixtures
+from tests.test_slots import KERNEL, _kernel, _line, _slot_params, repo, until_killed  # noqa: F401 - fixtures
 
 # appended to b's kernel.py: imported by the toy benchmark, so the first run that finds `gate` claims it
 # (an atomic rename: exactly one run), says so and waits for `release` (at most 120 s)
@@ -69,28 +68,20 @@ def test_a_keep_committed_after_an_overtaken_round_is_adopted_once_with_its_over
             a_done["r"] = a.commit_improvement()
         Path(f"{gate}.release").write_text("")
 
-    async def b_killed_after_its_git_commit() -> str:
+    async def b_killed_after_its_git_commit(c) -> None:
+        (b_ws / "kernel.py").write_text(KERNEL.format(one=100.0, two=100.0) + HANDSHAKE.format(gate=str(gate)))
+        r = await c.call_tool("save_and_test", {"target": "n=2", "hypothesis": "b"})
+        assert r.structured_content["verdict"] == "improved", r
+        gate.write_text("")  # armed: the next candidate run (commit round 1) waits for a's commit
+        helper = threading.Thread(target=main_slot_commits_during_bs_re_measure)
+        helper.start()
         try:
-            with anyio.fail_after(240):
-                async with Client(_slot_params(repo, "b", "commit_improvement.after_git_commit")) as c:
-                    (b_ws / "kernel.py").write_text(KERNEL.format(one=100.0, two=100.0)
-                                                    + HANDSHAKE.format(gate=str(gate)))
-                    r = await c.call_tool("save_and_test", {"target": "n=2", "hypothesis": "b"})
-                    assert r.structured_content["verdict"] == "improved", r
-                    gate.write_text("")  # armed: the next candidate run (commit round 1) waits for a's commit
-                    helper = threading.Thread(target=main_slot_commits_during_bs_re_measure)
-                    helper.start()
-                    try:
-                        await c.call_tool("commit_improvement", {})
-                    finally:
-                        await anyio.to_thread.run_sync(helper.join, 180)
-                    return "not killed"
-        except TimeoutError:
-            raise
-        except BaseException:  # noqa: BLE001 - the server died under the client
-            return "killed"
+            await c.call_tool("commit_improvement", {})
+        finally:
+            await anyio.to_thread.run_sync(helper.join, 180)
 
-    assert anyio.run(b_killed_after_its_git_commit) == "killed"
+    params = _slot_params(repo, "b", "commit_improvement.after_git_commit")
+    assert anyio.run(until_killed, params, b_killed_after_its_git_commit, 240) == "killed"
     ca = a_done["r"]
     assert ca.committed, ca.reason
     assert Path(f"{gate}.taken").exists()  # the handshake ran: a committed during b's first round
@@ -209,32 +200,17 @@ def test_the_main_slot_killed_after_its_git_commit_does_not_adopt_another_slots_
     commit). On restart the main slot's HEAD is b's commit, with the same `kopt-mcp attempt 1` trailer
     and parent: it must not be adopted as the main slot's keep (its candidate is not in it); the main
     slot's tested tree comes back, phase improved, and its commit re-applies onto b's keep."""
-    import os
-    import sys
-
-    from mcp.client.stdio import StdioServerParameters
-
-    env = {**{k: v for k, v in os.environ.items() if k != "KOPT_FAULT"}, "KOPT_FAULT": "commit_improvement.after_git_commit"}
-    params = StdioServerParameters(command=sys.executable, env=env,
-                                   args=["-m", "kopt_mcp.cli", "serve", "--repo", str(repo), "--tag", "t"])
     ws = repo / ".kopt" / "worktrees" / "t"
 
-    async def main_killed_after_its_git_commit() -> str:
-        try:
-            with anyio.fail_after(120):
-                async with Client(params) as c:
-                    assert not (await c.call_tool("run_benchmark", {})).is_error
-                    _kernel(ws, 50.0, 200.0)
-                    r = await c.call_tool("save_and_test", {"target": "n=1", "hypothesis": "a"})
-                    assert r.structured_content["verdict"] == "improved", r
-                    await c.call_tool("commit_improvement", {})
-                    return "not killed"
-        except TimeoutError:
-            raise
-        except BaseException:  # noqa: BLE001 - the server died under the client
-            return "killed"
+    async def main_killed_after_its_git_commit(c) -> None:
+        assert not (await c.call_tool("run_benchmark", {})).is_error
+        _kernel(ws, 50.0, 200.0)
+        r = await c.call_tool("save_and_test", {"target": "n=1", "hypothesis": "a"})
+        assert r.structured_content["verdict"] == "improved", r
+        await c.call_tool("commit_improvement", {})
 
-    assert anyio.run(main_killed_after_its_git_commit) == "killed"
+    params = _slot_params(repo, None, "commit_improvement.after_git_commit")
+    assert anyio.run(until_killed, params, main_killed_after_its_git_commit) == "killed"
     mine = _rev(repo, "kernel-opt/t")  # the main slot's unpublished commit
     base = json.loads((repo / ".git" / "kopt" / "t" / "best.json").read_text())["commit"]
     assert mine != base

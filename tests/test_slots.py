@@ -145,7 +145,8 @@ def test_a_slots_edit_in_progress_follows_a_moved_best(pair):
     assert any(e["event"] == "best_moved" for e in b.store.ledger())
 
 
-def _slot_params(repo: Path, slot: str, fault: str | None):
+def _slot_params(repo: Path, slot: str | None, fault: str | None):
+    """A stdio server of session t on `repo` for `slot` (None: the main slot), with KOPT_FAULT=`fault`."""
     import os
     import sys
 
@@ -155,30 +156,38 @@ def _slot_params(repo: Path, slot: str, fault: str | None):
     if fault:
         env["KOPT_FAULT"] = fault
     return StdioServerParameters(command=sys.executable, env=env, args=[
-        "-m", "kopt_mcp.cli", "serve", "--repo", str(repo), "--tag", "t", "--slot", slot])
+        "-m", "kopt_mcp.cli", "serve", "--repo", str(repo), "--tag", "t", *(["--slot", slot] if slot else [])])
+
+
+async def until_killed(params, steps, timeout_s: float = 120) -> str:
+    """Run `await steps(client)` against the stdio server of `params`: "killed" when the server died
+    under the client, else "not killed". A TimeoutError after `timeout_s` s is raised."""
+    import anyio
+    from mcp import Client
+
+    try:
+        with anyio.fail_after(timeout_s):
+            async with Client(params) as c:
+                await steps(c)
+                return "not killed"
+    except TimeoutError:
+        raise
+    except BaseException:  # noqa: BLE001 - the server died under the client
+        return "killed"
 
 
 def b_commits_under_fault(repo: Path, b_ws: Path, fault: str) -> str:
     """Slot b's server (KOPT_FAULT=`fault`) judges its n=2 edit `improved` and commits it: "killed"
     when the server died under the client, else "not killed"."""
     import anyio
-    from mcp import Client
 
-    async def drive():
-        try:
-            with anyio.fail_after(120):
-                async with Client(_slot_params(repo, "b", fault)) as c:
-                    _kernel(b_ws, 100.0, 100.0)
-                    r = await c.call_tool("save_and_test", {"target": "n=2", "hypothesis": "b"})
-                    assert r.structured_content["verdict"] == "improved", r
-                    await c.call_tool("commit_improvement", {})
-                    return "not killed"
-        except TimeoutError:
-            raise
-        except BaseException:  # noqa: BLE001 - the server died under the client
-            return "killed"
+    async def steps(c):
+        _kernel(b_ws, 100.0, 100.0)
+        r = await c.call_tool("save_and_test", {"target": "n=2", "hypothesis": "b"})
+        assert r.structured_content["verdict"] == "improved", r
+        await c.call_tool("commit_improvement", {})
 
-    return anyio.run(drive)
+    return anyio.run(until_killed, _slot_params(repo, "b", fault), steps)
 
 
 def test_a_slot_server_killed_after_moving_the_best_line_is_recovered_and_the_others_follow(

@@ -145,9 +145,10 @@ def test_cancel_removes_the_waiters_ticket(tmp_path, fake_time):
     assert out.reason == "cancelled" and seen == [1] and _tickets(tmp_path) == []
 
 
-def test_the_place_is_kept_while_a_finished_runs_load_lingers(tmp_path, fake_time):
-    """A's lease ends while the GPU still shows its benchmark's load (the BUSY recording, one GPU):
-    B keeps its place and polls every JOB_POLL_S, instead of sleeping poll_s and losing the GPU."""
+def _b_waits_while_as_load_lingers(tmp_path, fake_time, wait_s: float):
+    """A holds the one GPU of the BUSY recording; B waits `wait_s` s; A's lease ends after B's first
+    poll while its process still shows on the GPU. Returns B's outcome, B's ticket count at each
+    pause, and the GPU's uuid."""
     [gpu] = NvidiaSmiProbe(SmiReplay(BUSY)).read()
     a = LeaseManager(tmp_path, "a")
     assert a.try_acquire(gpu) is not None
@@ -158,23 +159,20 @@ def test_the_place_is_kept_while_a_finished_runs_load_lingers(tmp_path, fake_tim
         fake_time.sleep(s)
         a.release()  # A's call ended after B's first poll; its process still shows on the GPU
 
-    out = _gate(tmp_path, "b", BUSY, wait_s=10, sleep=sleep, clock=fake_time).acquire()
+    out = _gate(tmp_path, "b", BUSY, wait_s=wait_s, sleep=sleep, clock=fake_time).acquire()
+    return out, tickets, gpu.uuid
+
+
+def test_the_place_is_kept_while_a_finished_runs_load_lingers(tmp_path, fake_time):
+    """A's lease ends while the GPU still shows its benchmark's load (the BUSY recording, one GPU):
+    B keeps its place and polls every JOB_POLL_S, instead of sleeping poll_s and losing the GPU."""
+    out, tickets, uuid = _b_waits_while_as_load_lingers(tmp_path, fake_time, wait_s=10)
     assert out.lease is None and fake_time.slept == [JOB_POLL_S] * 5 and tickets == [1] * 5
-    assert _tickets(tmp_path, gpu.uuid) == []
+    assert _tickets(tmp_path, uuid) == []
 
 
 def test_a_foreign_job_after_a_kopt_job_is_polled_every_poll_s_after_the_grace(tmp_path, fake_time):
-    [gpu] = NvidiaSmiProbe(SmiReplay(BUSY)).read()
-    a = LeaseManager(tmp_path, "a")
-    assert a.try_acquire(gpu) is not None
-    tickets = []
-
-    def sleep(s: float) -> None:
-        tickets.append(len(_tickets(tmp_path, gpu.uuid)))
-        fake_time.sleep(s)
-        a.release()
-
-    out = _gate(tmp_path, "b", BUSY, wait_s=1000, sleep=sleep, clock=fake_time).acquire()
+    out, tickets, _ = _b_waits_while_as_load_lingers(tmp_path, fake_time, wait_s=1000)
     fast = int(JOB_GRACE_S / JOB_POLL_S)
     assert out.lease is None and fake_time.slept == [JOB_POLL_S] * fast + [600.0, 1000.0 - 600.0 - JOB_GRACE_S]
     assert tickets == [1] * fast + [0, 0]
