@@ -6,10 +6,10 @@ GPU back before the slot waiting for it polls again (every JOB_POLL_S s), and co
 the waiter with the earliest live ticket on it.
 
 Tickets live in `<lease_dir>/<uuid>.queue/<seq>-<token>.json` ({"seq", "token", "pid", "create_time",
-"host", "tag", "since"}), written atomically (temp file + os.replace). `seq` is drawn under the
+"host", "tag", "since"}), written atomically (ledger.atomic_write). `seq` is drawn under the
 queue's file lock (`<uuid>.queue.lock`): one more than every ticket there, so the order of live
 tickets is the order their waiters started waiting. A ticket counts only while its waiter lives:
-its process (pid with the same create time, so a reused pid is no waiter) on this host, and its file
+its process (runner.same_process: pid with the same create time, so a reused pid is no waiter) on this host, and its file
 touched within TICKET_STALE_S s (the waiter touches its tickets at every poll; a frozen or remote
 waiter that stops polling loses its place). Dead tickets are deleted by whoever sees them.
 """
@@ -28,6 +28,8 @@ import filelock
 import psutil
 
 from kopt_mcp.gpus.lease import _LOCK_KW, _safe
+from kopt_mcp.ledger import atomic_write
+from kopt_mcp.runner import same_process
 
 __all__ = ["TICKET_STALE_S", "WaitQueue", "ticket_alive"]
 
@@ -45,8 +47,8 @@ def ticket_alive(ticket: dict, mtime: float, now: float | None = None) -> bool:
     """Whether `ticket` (a ticket file's JSON) still stands for a waiting process.
 
     `mtime`: the file's modification time (s since the epoch); `now` defaults to time.time().
-    False when the file is older than TICKET_STALE_S s, or (same host) when the pid is gone or is
-    another process (create time differs by 1 s or more).
+    False when the file is older than TICKET_STALE_S s, or (same host) when the pid is gone, a
+    zombie, or another process (runner.same_process: create time more than 0.5 s off).
     """
     now = time.time() if now is None else now
     if now - mtime > TICKET_STALE_S:
@@ -54,10 +56,7 @@ def ticket_alive(ticket: dict, mtime: float, now: float | None = None) -> bool:
     if ticket.get("host") != socket.gethostname():
         return True  # another host's process cannot be checked: the heartbeat decides
     pid, born = ticket.get("pid"), ticket.get("create_time")
-    if not isinstance(pid, int) or not psutil.pid_exists(pid):
-        return False
-    actual = _create_time(pid)
-    return actual is not None and isinstance(born, (int, float)) and abs(actual - born) < 1.0
+    return isinstance(pid, int) and isinstance(born, (int, float)) and same_process(pid, born) is not None
 
 
 class WaitQueue:
@@ -122,12 +121,7 @@ class WaitQueue:
                         "host": socket.gethostname(), "tag": self.tag,
                         "since": datetime.now(UTC).isoformat(timespec="seconds")}
                 path = qdir / f"{seq:012d}-{self.token}.json"
-                tmp = qdir / f".{path.name}.tmp"
-                try:
-                    tmp.write_text(json.dumps(data))
-                    os.replace(tmp, path)
-                finally:
-                    tmp.unlink(missing_ok=True)
+                atomic_write(path, json.dumps(data))
         except OSError:
             return False
         self._mine[uuid] = path
