@@ -178,15 +178,12 @@ def judge_groups(best_before: KernelTrace | Sequence[LaunchGroup], candidate: Ke
     """
     from scipy.stats import norm
 
-    b1_all, c_all, b2_all = _groups(best_before), _groups(candidate), _groups(best_after)
     try:
-        b1 = target_groups(b1_all, kernel_regex)
-        names_regex = kernel_regex or "|".join(f"^{re.escape(n)}$" for n in dict.fromkeys(g.kernel for g in b1))
-        b2 = target_groups(b2_all, names_regex)
+        b1, b2, names_regex = _targets_of_both(best_before, best_after, kernel_regex)
     except ProfilerError as e:
         return _not_kept(f"profiling BEST_COMMIT: {e}: not kept")
     try:  # without a regex the candidate's target is BEST's kernels by name: a renamed kernel is not matched
-        c = target_groups(c_all, names_regex)
+        c = target_groups(_groups(candidate), names_regex)
     except ProfilerError as e:
         return _not_kept(f"profiling the candidate: {e}: not kept")
     if any(g.median_us is None or g.median_us <= 0 for g in (*b1, *b2, *c)):
@@ -207,7 +204,8 @@ def judge_groups(best_before: KernelTrace | Sequence[LaunchGroup], candidate: Ke
         floor = gpu_gain_floor(list(recent_spreads_pct), 0.0, min_gain_pct)
     else:
         floor = gpu_gain_floor([*recent_spreads_pct, spread], spread, min_gain_pct)
-    time_driven = known_time_driven or any(x.calls != y.calls for x, y in bb_pairs)
+    counts_differ = any(x.calls != y.calls for x, y in bb_pairs)  # in this attempt's two BEST profiles
+    time_driven = known_time_driven or counts_differ
     pairs, miss_b, extra_c, notes = match_groups(b1, c)
     base = {"floor": floor, "spread_pct": spread, "time_driven": time_driven,
             "clock": plan if clocks is not None else None,
@@ -243,7 +241,7 @@ def judge_groups(best_before: KernelTrace | Sequence[LaunchGroup], candidate: Ke
     base.update(gpu_best_us=best_us, lower_bound_pct=lo, groups=deltas)
     names = ", ".join(dict.fromkeys(short_kernel_name(x.kernel) for x, _ in pairs))
     harness = ("time-driven repetition (BEST's launch counts differ between its profiles)"
-               if any(x.calls != y.calls for x, y in bb_pairs) else
+               if counts_differ else
                "time-driven repetition (BEST's launch counts differed between earlier profiles in this session)"
                if time_driven else "fixed repetition")
     if skipped:
@@ -297,6 +295,16 @@ def _spread(pairs: list[tuple[LaunchGroup, LaunchGroup]], w: dict[int, float]) -
     return abs(_shift(pairs, w))
 
 
+def _targets_of_both(first: KernelTrace | Sequence[LaunchGroup], second: KernelTrace | Sequence[LaunchGroup],
+                     kernel_regex: str | None) -> tuple[list[LaunchGroup], list[LaunchGroup], str]:
+    """The target groups of two profiled runs of BEST, and the regex both were picked by:
+    `kernel_regex`, else exactly the kernel names of `first`'s targets (its hottest non-utility
+    kernel), so both runs have the same target. Raises ProfilerError when a run lacks the target."""
+    a = target_groups(_groups(first), kernel_regex)
+    regex = kernel_regex or "|".join(f"^{re.escape(n)}$" for n in dict.fromkeys(g.kernel for g in a))
+    return a, target_groups(_groups(second), regex), regex
+
+
 def group_spread_pct(first: KernelTrace | Sequence[LaunchGroup], second: KernelTrace | Sequence[LaunchGroup],
                      kernel_regex: str | None = None) -> float:
     """The spread (%) between two profiled runs of unchanged BEST by launch group, the quantity
@@ -304,9 +312,7 @@ def group_spread_pct(first: KernelTrace | Sequence[LaunchGroup], second: KernelT
     groups' median launches, w = time share. For the baseline's adjacent profiles (append each to
     SessionState.gpu_spreads_pct). Raises ProfilerError when the target is missing, the runs
     launched different target groups, or a group lacks per-launch times."""
-    a = target_groups(_groups(first), kernel_regex)
-    regex = kernel_regex or "|".join(f"^{re.escape(n)}$" for n in dict.fromkeys(g.kernel for g in a))
-    b = target_groups(_groups(second), regex)
+    a, b, _ = _targets_of_both(first, second, kernel_regex)
     pairs, only_a, only_b, _ = match_groups(a, b)
     if only_a or only_b:
         raise ProfilerError("the two profiled runs launched different target groups: "
@@ -322,9 +328,7 @@ def launch_counts_differ(first: KernelTrace | Sequence[LaunchGroup], second: Ker
     number of times (a time-driven harness; SessionState.launch_counts_vary). False where the
     target is missing from either run or the runs cannot be paired. Never raises for data."""
     try:
-        a = target_groups(_groups(first), kernel_regex)
-        regex = kernel_regex or "|".join(f"^{re.escape(n)}$" for n in dict.fromkeys(g.kernel for g in a))
-        b = target_groups(_groups(second), regex)
+        a, b, _ = _targets_of_both(first, second, kernel_regex)
     except ProfilerError:
         return False
     pairs, *_ = match_groups(a, b)
