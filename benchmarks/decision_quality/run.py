@@ -88,10 +88,10 @@ def main() -> int:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--lease-dir", type=Path, default=None)
     ap.add_argument("--max-seconds", type=float, default=None,
-                    help="start no new round of trials that would likely end past this many seconds")
+                    help="start no new verdict that would likely end past this many seconds (1.5x the longest so far)")
     ap.add_argument("--work", type=Path, default=None,
                     help="folder of the planted repository and its session; an existing one is resumed "
-                         "(no new baseline; trials numbered on)")
+                         "(no new baseline; it goes on at the next verdict)")
     ap.add_argument("--merge", type=Path, nargs="+", default=None,
                     help="decision_quality.json files of earlier runs: write one table of all their trials")
     a = ap.parse_args()

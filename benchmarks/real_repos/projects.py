@@ -9,6 +9,7 @@ regressed, broken -> incorrect.
 
 from __future__ import annotations
 
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -64,9 +65,14 @@ class Project:
     candidates: list[Candidate] = field(default_factory=list)
     #: edits the snapshot needs on the GPU machine's Triton/torch, committed before kopt.toml
     compat: list[Candidate] = field(default_factory=list)
-    #: the command `kopt-mcp init --command` gets when the documented one fails on the GPU machine's
-    #: torch (None: `command`); the failure itself is recorded once, in the results
-    init_command: str | None = None
+    #: `kopt-mcp init --command` gets the finished kopt.toml's command instead of the documented one
+    #: (which fails on the GPU machine's torch; the failure itself is recorded once, in the results)
+    init_with_toml_command: bool = False
+
+    @property
+    def init_command(self) -> str:
+        """The command `kopt-mcp init --command` runs: `command`, or kopt.toml's (init_with_toml_command)."""
+        return tomllib.loads(self.toml)["benchmark"]["command"] if self.init_with_toml_command else self.command
 
 
 # ---------------------------------------------------------------- linkedin/Liger-Kernel (RMSNorm)
@@ -350,8 +356,7 @@ TRITON_KERNELS = Project(
     init_flags=[],
     # the documented command fails on torch 2.11 (init exits 2 naming the donated-buffers error,
     # 2026-11-24 fifth session): init gets the finished command, the one kopt.toml runs
-    init_command="PYTHONPATH=.${PYTHONPATH:+:$PYTHONPATH} python -c \"import runpy, torch._functorch.config as c; "
-                 "c.donated_buffer = False; runpy.run_path('benchmarks/rms_norm.py', run_name='__main__')\"",
+    init_with_toml_command=True,
     toml='''# ai-compiler-study/triton-kernels RMSNorm: the project's own triton.testing.perf_report benchmark,
 # unmodified. It writes results/fwd/rms-norm.csv and results/bwd/rms-norm.csv (GB/s per provider,
 # one column each: triton, torch_compile, torch) and prints both tables.
