@@ -86,7 +86,9 @@ class GatesSection(_Section):
     confirmations: int = Field(2, ge=1, description="same-direction measurements a sub-noise win needs")
     confidence: float = Field(0.995, gt=0.5, lt=1.0,
                               description="one-sided confidence of the final paired test (rules/stats.py): the "
-                              "profiler's per-launch GPU time where it records launches, else the script metric")
+                              "profiler's per-launch GPU time where it records launches, else the script metric (a keep on it "
+                              "is tested at 1 - (1 - confidence) / looks after each round that may keep: "
+                              "rules.verdict.Policy.keep_confidence)")
     screen_confidence: float = Field(0.95, gt=0.5, lt=1.0,
                                      description="one-sided confidence of the script metric's regression and divergence "
                                      "tests when a per-launch profiler test follows it (which then confirms wins)")

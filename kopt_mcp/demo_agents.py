@@ -125,13 +125,14 @@ class AgentsDemo:
 
     async def _agent(self, agent: str, c: Client, steps: list[Step]) -> None:
         ws = Path(_data(await c.call_tool("status", {}))["workspace"])
-        for step in steps:
+        for i, step in enumerate(steps):
             for e in step.wait:
                 await self.events[e].wait()
             if step.wait:
                 await c.call_tool("find_idle_gpu", {})  # a cheap call: the slot follows the moved BEST first
             if not await self._step(agent, c, ws, step):
-                for e in filter(None, [step.signal]):  # never leave another agent waiting for ever
+                # never leave another agent waiting for ever: this step's and every later step's signal
+                for e in filter(None, (s.signal for s in steps[i:])):
                     self._event(e).set()
                 return
             if step.signal:

@@ -69,6 +69,9 @@ class PendingImprovement(BaseModel):
     #: claim the commit's out-of-process confirmation checks (profilers.confirm.confirm_keep)
     gpu_best_us: float | None = None
     gpu_floor_pct: float | None = None
+    #: the candidate's script-metric runs in its attempt's lease (class -> metric, in order): once this
+    #: very tree is committed they are repeated runs of the new BEST, the first noise group at its level
+    candidate_runs: list[dict[str, float]] = Field(default_factory=list)
 
 
 class LastVerdict(BaseModel):

@@ -47,3 +47,38 @@ def test_agents_other_than_three_or_off_the_cpu_example_are_refused_with_the_way
     r = subprocess.run([sys.executable, "-m", "kopt_mcp.cli", "demo", *args], capture_output=True, text=True,
                        timeout=120, check=False)
     assert r.returncode == 2 and ("--agents 3" in r.stderr or "CPU example" in r.stderr), r.stderr
+
+
+def test_an_agent_that_fails_a_step_releases_every_signal_it_would_have_sent(tmp_path):
+    # b's first step (a tie) came back `improved` on a loaded CI machine; b stopped, and c, waiting
+    # for the signal of b's second step, waited for ever. The signals of the steps after the failed
+    # one are set as well.
+    import io
+
+    import anyio
+    from rich.console import Console
+
+    from kopt_mcp.demo_agents import AGENTS, AgentsDemo
+
+    class StatusOnly:
+        async def call_tool(self, name, args, **kw):
+            from mcp.types import CallToolResult
+
+            return CallToolResult(content=[], structured_content={"workspace": str(tmp_path)})
+
+    class FirstStepFails(AgentsDemo):
+        async def _step(self, agent, c, ws, step):
+            return False
+
+    demo = FirstStepFails(example=tmp_path, repo=tmp_path, out=Console(file=io.StringIO()))
+    for steps in AGENTS.values():
+        for s in steps:
+            for e in (*s.wait, *s.commit_after):
+                demo._event(e)
+
+    async def main():
+        with anyio.fail_after(10):
+            await demo._agent("b", StatusOnly(), AGENTS["b"])
+            await demo.events["b-renamed"].wait()
+
+    anyio.run(main)

@@ -63,6 +63,16 @@ def test_improvement_committed_moves_best(ref):
     assert "kernel.py" in shown.stdout and "performance.md" in shown.stdout
 
 
+def test_a_committed_candidates_runs_are_the_new_bests_first_noise_group(ref):
+    # after a 2x win no earlier BEST group is at the new level (verdict.LEVEL_FACTOR): the noise
+    # of the next verdicts would rest on their own runs alone
+    set_kernel(ref.workspace_path, {"1": [50.0, 50.5], "2": [100.0, 101.0]})
+    assert ref.save_and_test("global", "halve the work").verdict == "improved"
+    before = len(ref.state.noise_history)
+    assert ref.commit_improvement("faster").committed
+    assert ref.state.noise_history[before] == [{"n=1": 50.0, "n=2": 100.0}, {"n=1": 50.5, "n=2": 101.0}]
+
+
 def test_regression_reverted_and_counted(ref):
     set_kernel(ref.workspace_path, {"1": 120.0, "2": 240.0})
     v = ref.save_and_test("global", "worse")

@@ -108,6 +108,17 @@ class Policy(BaseModel):
         """Most paired script-metric rounds per verdict."""
         return max(1, self.max_rounds - 1) if self.profiler_confirms else self.max_rounds
 
+    @property
+    def keep_confidence(self) -> float:
+        """One-sided confidence of each look at a keep on the script metric alone. A keep can be
+        declared after round k0 = min(2, confirmations, script_rounds) and after every round up to
+        script_rounds, so each of those looks gets an equal share of 1 - confidence (Bonferroni):
+        over the whole verdict an identical candidate is kept with probability <= 1 - confidence.
+        Testing each look at `confidence` itself kept one 1.0-1.9% of the time (simulation,
+        2026-11-24)."""
+        first = min(2, self.confirmations, self.script_rounds)
+        return 1.0 - (1.0 - self.confidence) / (self.script_rounds - first + 1)
+
 
 #: the noise estimate pools the latest groups of BEST runs until they hold this many degrees of
 #: freedom (plus this attempt's): noise measured an hour ago, under another load or of an older
@@ -165,8 +176,9 @@ def _log(best: float, candidate: float, higher_is_better: bool) -> float:
         return 0.0
 
 
-def _interval(logs: list[float], noise: NoiseEstimate, conf: float, hib: bool) -> PairedInterval:
-    return as_improvement(paired_interval(logs, noise, conf), hib)
+def _interval(logs: list[float], noise: NoiseEstimate, conf: float, hib: bool,
+              runs_in_noise: bool = False) -> PairedInterval:
+    return as_improvement(paired_interval(logs, noise, conf, runs_in_noise), hib)
 
 
 def _split_now(rounds: list[Round], keys: list[str], target: str, hib: bool, noise: float,
@@ -223,7 +235,10 @@ def decide(rounds: list[Round], target: str, higher_is_better: bool, policy: Pol
     on the log scale, far beyond a slow BEST's 40% run-to-run noise, not a 97% "within" it.
 
     lo' is `stats.guarded`'s bound: the pooled one, widened by the spread of this attempt's own
-    deltas. The noise is pooled from the latest BEST runs only (RECENT_NOISE_DF). The script metric alone keeps a candidate only
+    deltas; for a keep (rules 2 and 3) it is taken at `Policy.keep_confidence`, the share of
+    1 - confidence of each round that may keep, so that the whole verdict keeps an identical
+    candidate with probability <= 1 - confidence. Without a profiler the deltas' own scatter is not
+    pooled with the noise a second time: their runs are in it (`stats.paired_interval`). The noise is pooled from the latest BEST runs only (RECENT_NOISE_DF). The script metric alone keeps a candidate only
     on a win seen in two rounds under the conditions of now: a CPU's load changes within minutes
     and one round under a burst of a neighbour's load looks like a win (identical candidates were
     kept 1 time in 8 with a CPU hog on both cores before this rule). It counts a regression (which
@@ -240,17 +255,22 @@ def decide(rounds: list[Round], target: str, higher_is_better: bool, policy: Pol
     keys = _check(rounds, target)
     history = history or []
     noise, conf = policy.noise_pct, policy.confidence
+    # the script metric alone: this attempt's runs are in the noise groups, so their deltas' scatter is
+    # not pooled a second time (stats.paired_interval); the GPU screen (profiler_confirms) keeps the count
+    # its decision-quality runs were recorded with (KEEP_RULES), and the keep metric decides there
+    alone = not policy.profiler_confirms
     classes = []
     for k in keys:
         ds = [improvement_pct(r.best[k], r.candidate[k], higher_is_better) for r in rounds]
         iv = _interval([_log(r.best[k], r.candidate[k], higher_is_better) for r in rounds],
-                       _series_noise(history, rounds, k), conf, higher_is_better)
+                       _series_noise(history, rounds, k), conf, higher_is_better, alone)
         classes.append(ClassDelta(key=k, best=rounds[-1].best[k], candidate=rounds[-1].candidate[k],
                                   deltas_pct=ds, mean_pct=iv.mean_pct, interval=iv))
     pairs = [(target_value(r.best, target), target_value(r.candidate, target)) for r in rounds]
     tds = [improvement_pct(b, c, higher_is_better) for b, c in pairs]
     logs = [_log(b, c, higher_is_better) for b, c in pairs]
-    tiv_log = paired_interval(logs, _series_noise(history, rounds, target), conf)
+    target_noise = _series_noise(history, rounds, target)
+    tiv_log = paired_interval(logs, target_noise, conf, alone)
     tiv = as_improvement(tiv_log, higher_is_better)
     m, n = tiv.mean_pct, len(rounds)
     others = [c for c in classes if target == GLOBAL or c.key != target]
@@ -283,9 +303,13 @@ def decide(rounds: list[Round], target: str, higher_is_better: bool, policy: Pol
     shown = ", ".join(f"{d:+.2f}%" for d in tds)
     stat = tiv.shown()
     change = classify_change(m, noise)
-    # the script metric alone keeps only what this attempt's own measurements also support
+    # the script metric alone counts a regression, and keeps, only where this attempt's own
+    # measurements also support it; a keep is tested at the per-look confidence (Policy.keep_confidence)
     giv = as_improvement(guarded(tiv_log, logs), higher_is_better)
     gstat = giv.shown()
+    kiv = as_improvement(guarded(paired_interval(logs, target_noise, policy.keep_confidence, alone), logs),
+                         higher_is_better)
+    kstat = kiv.shown()
     need = min(2, policy.script_rounds)
     if change == "worse":
         if policy.profiler_confirms:  # a quiet GPU: one significant round decides, as before
@@ -322,27 +346,27 @@ def decide(rounds: list[Round], target: str, higher_is_better: bool, policy: Pol
         clear = sum(d >= noise for d in tds)
         if n < need:
             return measure_more("a clear win: taking the confirming round (the script metric alone decides)",
-                                f"target {target} changed {shown}, {gstat}: not confirmed")
+                                f"target {target} changed {shown}, {kstat}: not confirmed")
         if worse and tiv.lo_pct > 0:  # divergent keeps nothing: the pooled bound names it, as with a profiler
             return diverged()
         split = _split_now(rounds, keys, target, higher_is_better, noise, conf)
         if split:  # the same, judged by this attempt's paired spread alone (a CPU under changing load)
             worse[:] = split
             return diverged()
-        if giv.lo_pct <= 0 or clear < need or min(tds) <= 0:
+        if kiv.lo_pct <= 0 or clear < need or min(tds) <= 0:
             return measure_more("a clear win but not yet significant and confirmed: measuring again", (
-                f"target {target} changed {shown}, {gstat}: not a significant win confirmed in {need} rounds "
+                f"target {target} changed {shown}, {kstat}: not a significant win confirmed in {need} rounds "
                 f"(each >= the {noise:g}% noise threshold, none slower)"))
-        return out("improved", f"target {target} improved {shown}, {gstat} (>= the {noise:g}% noise "
+        return out("improved", f"target {target} improved {shown}, {kstat} (>= the {noise:g}% noise "
                                  f"threshold in {clear} rounds)")
     if m > 0:
         last = tds[-policy.confirmations:]
-        if len(tds) >= policy.confirmations and all(d > 0 for d in last) and giv.lo_pct > 0 and not worse:
+        if len(tds) >= policy.confirmations and all(d > 0 for d in last) and kiv.lo_pct > 0 and not worse:
             return out("improved", (
-                f"sub-noise win on {target} confirmed {len(tds)} times in a row ({shown}), {gstat}: significant"))
+                f"sub-noise win on {target} confirmed {len(tds)} times in a row ({shown}), {kstat}: significant"))
         if tds[-1] > 0 and not worse:
             return measure_more("sub-noise win: taking a confirming measurement",
-                                f"target {target} changed {shown}, {gstat}: within the {noise:g}% noise threshold "
+                                f"target {target} changed {shown}, {kstat}: within the {noise:g}% noise threshold "
                                 f"and not confirmed as a significant win")
     return out("tie", (
         f"target {target} changed {shown}, {stat}: within the {noise:g}% noise threshold and not confirmed "

@@ -36,6 +36,17 @@ def test_a_delta_is_two_runs_so_the_run_sd_counts_twice_in_its_variance():
     assert iv.lo_pct == pytest.approx(0.5 - T_995_DF1 * math.sqrt(2.0))
 
 
+def test_deltas_of_runs_already_in_the_noise_add_no_second_estimate():
+    # BEST ran 100, 101 and the candidate 99, 100 in this lease: the noise groups hold those four runs,
+    # and the deltas (1%, 1%) are their differences, so their scatter is no new degree of freedom
+    noise = noise_from_groups([[100.0, 101.0], [99.0, 100.0]])
+    counted = paired_interval([1.0, 1.0], noise, 0.995, runs_in_noise=True)
+    assert counted.df == noise.df == 2
+    assert counted.sd_delta_pct == pytest.approx(math.sqrt(2) * noise.run_sd_pct)
+    again = paired_interval([1.0, 1.0], noise, 0.995)  # the scatter (0 here) pooled a second time
+    assert again.df == 3 and again.lo_pct > counted.lo_pct
+
+
 def test_no_degree_of_freedom_gives_infinite_bounds():
     iv = paired_interval([5.0], NoiseEstimate(run_sd_pct=0.0, df=0), 0.99)
     assert math.isinf(iv.lo_pct) and math.isinf(iv.hi_pct) and iv.sd_delta_pct is None

@@ -8,6 +8,7 @@ leases of five runs each jittering by +-0.1% (run-to-run SD about 0.08%; the rul
 from __future__ import annotations
 
 import math
+import random
 
 import pytest
 
@@ -140,7 +141,7 @@ def test_noise_of_an_older_best_at_another_level_is_left_out(monkeypatch):
     slow = [[{"n=1": x} for x in (3000.0, 6000.0, 1500.0, 4000.0, 2000.0)] for _ in range(2)]
     rounds = [one(100.0, 60.0), one(100.4, 60.1)]
     d = run(rounds, hist=slow, noise=7.0)
-    assert d.outcome == "improved" and d.target_interval.df == 3  # this attempt's runs and deltas only
+    assert d.outcome == "improved" and d.target_interval.df == 2  # this attempt's runs only: 1 df per tree
     monkeypatch.setattr(v, "LEVEL_FACTOR", float("inf"))
     assert run(rounds, hist=slow, noise=7.0).outcome == "tie"  # the old BEST's spread hid a 40% win
     monkeypatch.undo()
@@ -194,6 +195,45 @@ def test_divergence_follows_higher_is_better():
     d = run([r, r], target="a", hib=True)
     assert d.outcome == "divergent" and d.worse_classes == ["b"]
     assert [c.deltas_pct for c in d.classes] == [[pytest.approx(10.0)] * 2, [pytest.approx(-5.0)] * 2]
+
+
+# --- how often an identical candidate is kept (script metric alone) ---------------------------------
+
+
+def _simulated(rng: random.Random, effect_pct: float) -> str:
+    """One verdict as the referee reaches it right after a commit (no earlier BEST group at the new
+    level): rounds of BEST and a candidate `effect_pct` faster, each run with 1% log-normal noise."""
+    def run_value() -> float:
+        return 100.0 * math.exp(rng.gauss(0.0, 0.01))
+
+    rounds: list[Round] = []
+    while True:
+        rounds.append(R({"n=1": run_value()}, {"n=1": run_value() * math.exp(-effect_pct / 100.0)}))
+        d = decide(rounds, "n=1", higher_is_better=False, policy=Policy(noise_pct=7.0), history=[])
+        if not d.needs_round:
+            return d.outcome
+
+
+def test_an_identical_candidate_is_kept_at_most_one_minus_confidence_of_the_time():
+    # seeded, so the count is fixed: 7 of 2000. Before each look got its share of 1 - confidence and
+    # the deltas' scatter stopped being pooled twice, this was 1.9% (38 of 2000): an identical rename
+    # in the three-agent demo was kept on CI (2026-11-24)
+    rng = random.Random(11)
+    kept = sum(_simulated(rng, 0.0) == "improved" for _ in range(2000))
+    assert kept <= 0.005 * 2000
+    rng = random.Random(12)  # and the rule still keeps what is there: a 10% win, 10 x the noise
+    assert sum(_simulated(rng, 10.0) == "improved" for _ in range(300)) >= 0.95 * 300
+
+
+@pytest.mark.parametrize(("max_rounds", "confirmations", "profiler", "expected"), [
+    (3, 2, False, 0.9975),  # a keep can be declared after round 2 or 3: two looks
+    (2, 2, False, 0.995),  # one look
+    (4, 1, False, 1 - 0.005 / 4),  # one confirmation: looks after rounds 1..4
+    (3, 2, True, 0.995),  # the GPU screen: 2 script rounds, one look
+])
+def test_each_look_at_a_keep_gets_its_share_of_one_minus_confidence(max_rounds, confirmations, profiler, expected):
+    p = Policy(noise_pct=1.0, confirmations=confirmations, max_rounds=max_rounds, profiler_confirms=profiler)
+    assert p.keep_confidence == pytest.approx(expected)
 
 
 # --- sub-noise wins -----------------------------------------------------------------------------------
@@ -309,8 +349,8 @@ def test_without_any_noise_estimate_one_round_is_never_enough():
     assert (d.outcome, d.needs_round) == ("tie", True)
     assert math.isinf(d.target_interval.lo_pct)
     d = run([one(100.0, 95.0), one(100.0, 94.9)], hist=[])
-    # the deltas (1) + BEST run twice (1) + the candidate run twice (1)
-    assert d.outcome == "improved" and d.target_interval.df == 3
+    # BEST run twice (1) + the candidate run twice (1); the deltas are differences of those same runs
+    assert d.outcome == "improved" and d.target_interval.df == 2
 
 
 def test_clear_win_under_heavy_noise_is_measured_again_then_tie():
@@ -343,7 +383,7 @@ def test_the_verdict_shows_mean_bounds_and_degrees_of_freedom():
 
 
 def test_higher_confidence_needs_more_evidence():
-    rounds = [one(100.0, 99.7), one(100.0, 99.74)]  # 0.3% wins
+    rounds = [one(100.0, 99.5), one(100.0, 99.46)]  # 0.5% wins
     noisy = history(["n=1"], jitter=0.002)
     assert run(rounds, hist=noisy, confidence=0.9).outcome == "improved"
     assert run(rounds, hist=noisy, confidence=0.9999).outcome == "tie"

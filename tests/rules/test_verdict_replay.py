@@ -3,7 +3,7 @@
 Each fixture under tests/fixtures/load/ holds every measured run of one `kopt-mcp demo` session
 (benchmarks/load/extract.py; how it was measured is in the fixture's "device" and "load"). The
 replay feeds the rounds to `decide` one at a time, as the referee does (the baseline's runs and
-each attempt's BEST runs become the noise history), and compares each verdict with what the
+each attempt's BEST runs, and a committed attempt's candidate runs, become the noise history), and compares each verdict with what the
 demo's scenario expects (the fixture's "expect" says how strictly). Where the rules ask for more rounds than the session measured (it ran
 under other rules), that attempt is undecided: its recorded rounds still join the history, and
 every fixture must leave at least 3 attempts decided.
@@ -46,6 +46,8 @@ def replay(session: dict, pol: Policy) -> dict[int, ScriptDecision | None]:
                 break
         if k >= 2:
             history.append([r.best for r in rounds[:k]])
+            if d.outcome == "improved":  # the demo commits it: its runs are the new BEST's (referee.commit)
+                history.append([r.candidate for r in rounds[:k]])
         out[a["attempt"]] = None if d.needs_round else d
     return out
 
