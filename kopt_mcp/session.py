@@ -71,7 +71,7 @@ class PendingImprovement(BaseModel):
     gpu_floor_pct: float | None = None
     #: the candidate's script-metric runs in its attempt's lease (class -> metric, in order): once this
     #: very tree is committed they are repeated runs of the new BEST, the first noise group at its level
-    candidate_runs: list[dict[str, float]] = Field(default_factory=list)
+    candidate_run_metrics: list[dict[str, float]] = Field(default_factory=list)
 
 
 class LastVerdict(BaseModel):

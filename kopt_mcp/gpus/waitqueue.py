@@ -36,13 +36,6 @@ __all__ = ["TICKET_STALE_S", "WaitQueue", "ticket_alive"]
 TICKET_STALE_S = 60.0  # a ticket not touched for this long (s, wall clock) is no waiter's any more
 
 
-def _create_time(pid: int) -> float | None:
-    try:
-        return psutil.Process(pid).create_time()
-    except (psutil.Error, OSError):
-        return None
-
-
 def ticket_alive(ticket: dict, mtime: float, now: float | None = None) -> bool:
     """Whether `ticket` (a ticket file's JSON) still stands for a waiting process.
 
@@ -116,13 +109,13 @@ class WaitQueue:
                     pass
             with filelock.FileLock(str(self.lease_dir / f"{_safe(uuid)}.queue.lock"), **_LOCK_KW):
                 seq = max((t["seq"] for t, _, _ in self._tickets(uuid)), default=0) + 1
-                me = os.getpid()
-                data = {"seq": seq, "token": self.token, "pid": me, "create_time": _create_time(me),
+                me = psutil.Process()
+                data = {"seq": seq, "token": self.token, "pid": me.pid, "create_time": me.create_time(),
                         "host": socket.gethostname(), "tag": self.tag,
                         "since": datetime.now(UTC).isoformat(timespec="seconds")}
                 path = qdir / f"{seq:012d}-{self.token}.json"
                 atomic_write(path, json.dumps(data))
-        except OSError:
+        except (OSError, psutil.Error):  # a ticket without this process's create time would count as dead
             return False
         self._mine[uuid] = path
         return True

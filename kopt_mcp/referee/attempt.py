@@ -33,8 +33,9 @@ class Attempt:
     `n`: its number; `tree` / `best_tree`: the candidate's and BEST's snapshot tree ids; `changed`:
     repo-relative paths of its diff; `runs`: run folders so far; `checked`: trees whose
     [correctness] command ran; `decision` / `keep`: the script-metric and keep-metric decisions
-    once made; `rounds`: paired rounds run; `cand_values`: the candidate's last per-class metrics;
-    `cand_runs`: its per-class metrics in every round; `class_errors` / `class_gpu_us`: per-class error numbers and GPU time (us) when known."""
+    once made; `rounds`: paired rounds run; `cand_run_values`: the candidate's per-class metrics in
+    every round (`cand_values`: the last round's); `class_errors` / `class_gpu_us`: per-class error
+    numbers and GPU time (us) when known."""
 
     n: int
     target: str
@@ -48,19 +49,22 @@ class Attempt:
     decision: ScriptDecision | None = None
     keep: KeepDecision | None = None
     rounds: int = 0
-    cand_values: dict[str, float] = field(default_factory=dict)
-    cand_runs: list[dict[str, float]] = field(default_factory=list)
+    cand_run_values: list[dict[str, float]] = field(default_factory=list)
     class_errors: dict = field(default_factory=dict)
     class_gpu_us: dict[str, float] | None = None
     lost_devices: list[str] = field(default_factory=list)
     #: the GPU-time floor (%) the keep metric's gain had to clear (rules.verdict.gpu_gain_floor)
     gpu_floor_pct: float | None = None
 
+    @property
+    def cand_values(self) -> dict[str, float]:
+        """The candidate's per-class metrics of the last round ({} before any)."""
+        return self.cand_run_values[-1] if self.cand_run_values else {}
+
     def measured_again(self) -> None:
         """Forget the measurements (the device was lost: the whole measuring call runs again on
         a new lease); the runs made so far stay listed."""
-        self.checked, self.decision, self.keep, self.rounds, self.cand_values = set(), None, None, 0, {}
-        self.cand_runs = []
+        self.checked, self.decision, self.keep, self.rounds, self.cand_run_values = set(), None, None, 0, []
         self.class_errors, self.class_gpu_us = {}, None
 
 
@@ -203,8 +207,7 @@ def _judge(sess: Session, a: Attempt, progress: Progress | None) -> VerdictResul
     except VerdictError as e:
         return finish(sess, a, "failed", str(e), revert=True, reset=True)
     s.record_best_runs([r.best for r in rounds])  # BEST ran len(rounds) times in this lease
-    a.decision, a.rounds, a.cand_values = d, len(rounds), rounds[-1].candidate
-    a.cand_runs = [r.candidate for r in rounds]
+    a.decision, a.rounds, a.cand_run_values = d, len(rounds), [r.candidate for r in rounds]
     if d.outcome != "improved":
         return finish(sess, a, d.outcome, d.reason, revert=True, reset=d.outcome != "regressed")
     if progress and profiled:
@@ -275,7 +278,7 @@ def _improved(sess: Session, a: Attempt, reason: str) -> VerdictResult:
         candidate_class_gpu_us=a.class_gpu_us,
         kernels=sess.state.best.kernels, target_delta_pct=sum(d.target_deltas_pct) / len(d.target_deltas_pct),
         metric_used=keep.metric_used, base=sess.state.best.commit,
-        gpu_best_us=keep.gpu_best_us, gpu_floor_pct=a.gpu_floor_pct, candidate_runs=a.cand_runs))
+        gpu_best_us=keep.gpu_best_us, gpu_floor_pct=a.gpu_floor_pct, candidate_run_metrics=a.cand_run_values))
     return finish(sess, a, "improved", reason, revert=False)
 
 

@@ -217,7 +217,7 @@ def _write_commit(sess: Session, a: Attempt, k: Kept, message: str, progress: Pr
                               f"{title}\n\nkopt-mcp attempt {p.attempt}, target {p.target}: {d.reason}")
     faults.point("commit_improvement.after_git_commit")
     if not k.reapplied:  # the runs of this very tree (formatting aside): the new BEST's first noise group
-        s.record_best_runs(p.candidate_runs)
+        s.record_best_runs(p.candidate_run_metrics)
     adopt_best(sess, p.attempt, sha, metrics, gpu_us, formatted=k.formatted, device=sess.device_id,
                **({"reapplied_from": p.base} if k.reapplied else {}), overtaken_rounds=k.overtaken_rounds,
                classes=[c.model_dump() for c in d.classes], rows=rows)
