@@ -28,6 +28,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from kopt_mcp.config import TargetConfig
+from kopt_mcp.init_kernels import choose_targets, defined_kernels
 from kopt_mcp.init_read import (
     HIGHER_IS_BETTER,
     SKIP_DIRS,
@@ -41,7 +42,7 @@ from kopt_mcp.init_read import (
 )
 
 __all__ = ["HIGHER_IS_BETTER", "TIME_NAME", "InitError", "Proposal", "Run", "analyse", "benchmark_files",
-           "correctness_tests", "find_test_files", "installed_copy_hint", "kernel_regex", "propose", "render",
+           "correctness_tests", "env_prefix", "find_test_files", "installed_copy_hint", "kernel_regex", "propose", "render",
            "result_unit", "run_init", "run_twice"]
 
 
@@ -92,18 +93,41 @@ def benchmark_files(repo: Path, command: str) -> list[str]:
         words = shlex.split(command)
     except ValueError:
         return []
-    out = []
+    out: list[str] = []
+    root = repo.resolve()
     for w in words:
-        w = w.split("=", 1)[-1]
-        p = (repo / w)
-        if w and not w.startswith("-") and p.is_file() and p.resolve().is_relative_to(repo.resolve()):
-            out.append(str(p.resolve().relative_to(repo.resolve())))
+        # the word itself, a value after "=", and path-like pieces inside it: a script that
+        # `python -c "...runpy.run_path('benchmarks/rms_norm.py')"` runs is a benchmark file too
+        for piece in dict.fromkeys([w.split("=", 1)[-1], *_PATH_PIECE.findall(w)]):
+            p = repo / piece
+            if piece and not piece.startswith("-") and p.is_file() and p.resolve().is_relative_to(root):
+                rel = str(p.resolve().relative_to(root))
+                if rel not in out:
+                    out.append(rel)
     return out
 
 
-def kernel_regex(repo: Path, command: str, timeout_s: float = 1200.0, profiler=None) -> tuple[str | None, str]:
-    """The hottest kernel's anchored regex from one run under `profiler` (default: the machine's
-    `auto` profiler for its first GPU), or None and why not (no GPU, no profiler, a failed run)."""
+#: a path-like piece of a command word (letters, digits, _ . / -)
+_PATH_PIECE = re.compile(r"[\w./-]+")
+#: the environment assignments a shell command starts with (`PYTHONPATH=src${PYTHONPATH:+:$PYTHONPATH} `)
+_ENV_PREFIX = re.compile(r"""^\s*((?:[A-Za-z_]\w*=(?:"[^"]*"|'[^']*'|[^\s"'])*\s+)+)""")
+
+
+def env_prefix(command: str) -> str:
+    """The variable assignments `command` starts with, as written, with one trailing space
+    ("PYTHONPATH=.${PYTHONPATH:+:$PYTHONPATH} python b.py" -> "PYTHONPATH=.${PYTHONPATH:+:$PYTHONPATH} "),
+    or ''. The correctness command gets them too: a benchmark that puts the worktree's sources first
+    needs its tests to import the same sources. Pure."""
+    m = _ENV_PREFIX.match(command)
+    return m.group(1).strip() + " " if m else ""
+
+
+def kernel_regex(repo: Path, command: str, timeout_s: float = 1200.0, profiler=None,
+                 topic: str | None = None) -> tuple[str | None, str]:
+    """The target kernels' anchored regex from one run under `profiler` (default: the machine's
+    `auto` profiler for its first GPU): the kernels of the trace that the repository defines, hottest
+    first (kopt_mcp/init_kernels.py `choose_targets`; `topic`: init's --kernel), and why; or None and
+    why not (no GPU, no profiler, a failed run, an empty trace)."""
     try:
         from kopt_mcp.gpus import make_probe
         from kopt_mcp.profilers import make_profiler
@@ -123,9 +147,8 @@ def kernel_regex(repo: Path, command: str, timeout_s: float = 1200.0, profiler=N
             if r.exit_code != 0:
                 return None, f"the profiled run exited {r.exit_code}"
             trace = prof.parse(Path(tmp))
-        if not trace.kernels:
-            return None, "the trace has no kernels"
-        return exact_names_regex([trace.kernels[0].name]), f"hottest kernel in one {prof.name} trace"
+        names, why = choose_targets([k.name for k in trace.kernels], defined_kernels(repo), topic)
+        return exact_names_regex(names), f"{why} (one {prof.name} trace)"
     except Exception as e:  # a proposal, not a gate: say why and go on
         return None, f"profiling failed: {e}"
 
@@ -197,10 +220,10 @@ def propose(repo: Path, command: str | None, results: str | None = None, kernel:
     unit = result_unit(keys, runs, "benchmark.log")
     found, bench = find_test_files(repo), (benchmark_files(repo, command) if command else [])
     tests = correctness_tests(found, bench, kernel)
-    correctness = f"python -m pytest -q {' '.join(tests[:8])}" if tests else ""
+    correctness = f"{env_prefix(command or '')}python -m pytest -q {' '.join(tests[:8])}" if tests else ""
     oracles = [t for t in find_test_files(repo, ORACLE_FILE)]
     protect = sorted(set(bench + tests[:20] + found[:20] + oracles[:10]))
-    kern = kernel_regex(repo, command) if (profile and command) else (None, "not profiled")
+    kern = kernel_regex(repo, command, topic=kernel) if (profile and command) else (None, "not profiled")
     return Proposal(toml=render(command, keys, unit, correctness, protect, kern, findings), findings=findings)
 
 

@@ -209,3 +209,19 @@ def test_the_correctness_proposal_skips_performance_suites_and_keeps_to_the_benc
     assert correctness_tests(tk, "python benchmarks/rms_norm.py") == ["tests/test_rms_norm.py"]
     # no topic match: every test that is not a performance suite
     assert correctness_tests(tk, "python run_all.py") == ["tests/test_layer_norm.py", "tests/test_rms_norm.py"]
+
+
+def test_a_benchmark_run_through_python_c_is_protected_and_its_environment_reaches_the_tests(harness):
+    """triton-kernels' finished command (torch 2.11 needs donated_buffer off) runs the benchmark through
+    `python -c "...runpy.run_path('benchmarks/rms_norm.py')"`: on the H100 (2026-11-24) init left that
+    script unprotected and proposed a correctness command without the benchmark's PYTHONPATH."""
+    from kopt_mcp.init import benchmark_files, env_prefix
+
+    cmd = ("PYTHONPATH=.${PYTHONPATH:+:$PYTHONPATH} python -c \"import runpy, sys; sys.argv[1:] = ['--overwrite']; "
+           "runpy.run_path('benchmark/benchmark_rms_norm.py', run_name='__main__')\"")
+    assert benchmark_files(harness, cmd) == ["benchmark/benchmark_rms_norm.py"]
+    assert env_prefix(cmd) == "PYTHONPATH=.${PYTHONPATH:+:$PYTHONPATH} "
+    assert env_prefix('A=1 B="x y" python b.py') == 'A=1 B="x y" ' and env_prefix("python b.py") == ""
+    cfg = TargetConfig.model_validate(tomllib.loads(propose(harness, cmd, profile=False).toml))
+    assert cfg.correctness.command == "PYTHONPATH=.${PYTHONPATH:+:$PYTHONPATH} python -m pytest -q tests/test_kernel.py"
+    assert "benchmark/benchmark_rms_norm.py" in cfg.protect.paths
