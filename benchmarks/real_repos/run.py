@@ -81,11 +81,12 @@ def verdict_record(cand, v, secs: float) -> dict:
 def write(out: Path, project: Project, result: dict) -> None:
     (out / f"{project.name}.json").write_text(json.dumps(result, indent=1, default=str))
     lines = [f"# {project.github} at {result['commit']}: the refereed loop with its own benchmark", "",
-             f"Command (kopt.toml): `{result.get('toml_command', project.command)}`. Device: {result.get('device')}. "
+             f"Documented command: `{project.command}`. Command (kopt.toml): `{result.get('toml_command', '(not written)')}`. "
+             f"Device: {result.get('device')}. "
              f"Versions: {result.get('versions')}.", ""]
     init = result.get("init")
     if init:
-        lines += [f"`kopt-mcp init --command`: exit {init['exit_code']}, {init['seconds']} s "
+        lines += [f"`kopt-mcp init --command '{project.init_command}'`: exit {init['exit_code']}, {init['seconds']} s "
                   f"(proposal: {project.name}-init.toml).", ""]
     b = result.get("baseline")
     if b and b.get("resumed"):
