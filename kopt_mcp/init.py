@@ -29,9 +29,11 @@ from pydantic import BaseModel
 
 from kopt_mcp.config import TargetConfig
 from kopt_mcp.init_kernels import choose_targets, defined_kernels
+from kopt_mcp.init_protect import protected_paths
 from kopt_mcp.init_read import (
     HIGHER_IS_BETTER,
     SKIP_DIRS,
+    TEST_FILE,
     TIME_NAME,
     InitError,
     Run,
@@ -53,7 +55,6 @@ class Proposal(BaseModel):
     findings: list[str]
 
 
-TEST_FILE = re.compile(r"^(test_.*|.*_test)\.py$")
 ORACLE_FILE = re.compile(r"^(reference|ref|oracle|golden)(_.*)?\.py$|^.*_(reference|ref|oracle)\.py$")
 
 
@@ -191,7 +192,7 @@ def render(command: str | None, keys: dict, unit: str | None, correctness_cmd: s
     regex, why = kernel
     lines.append(f"kernel = {_q(regex)}  # {why}" if regex else
                  f'# kernel = "^my_kernel"  # {why}: run kernel_trace_analysis on the GPU host and set the target')
-    lines += ["", "[protect]", f"paths = {_q(protect)}  # the benchmark and the tests: a candidate may not edit them"]
+    lines += ["", "[protect]", f"paths = {_q(protect)}  # the benchmark and the tests (their folders where those hold no kernel and no result): a candidate may not edit them"]
     text = "\n".join(lines) + "\n"
     try:
         TargetConfig.model_validate(tomllib.loads(text))
@@ -222,7 +223,8 @@ def propose(repo: Path, command: str | None, results: str | None = None, kernel:
     tests = correctness_tests(found, bench, kernel)
     correctness = f"{env_prefix(command or '')}python -m pytest -q {' '.join(tests[:8])}" if tests else ""
     oracles = [t for t in find_test_files(repo, ORACLE_FILE)]
-    protect = sorted(set(bench + tests[:20] + found[:20] + oracles[:10]))
+    written = {path for r in runs for path in r.files}
+    protect = protected_paths(repo, bench, found, oracles[:10], written)
     kern = kernel_regex(repo, command, topic=kernel) if (profile and command) else (None, "not profiled")
     return Proposal(toml=render(command, keys, unit, correctness, protect, kern, findings), findings=findings)
 

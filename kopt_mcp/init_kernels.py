@@ -20,6 +20,7 @@ import re
 from pathlib import Path
 
 from kopt_mcp.init_read import SKIP_DIRS as _SKIP_TESTS
+from kopt_mcp.init_read import TEST_FILE
 from kopt_mcp.profilers.kernel_names import is_utility_kernel, short_kernel_name
 
 #: folders never scanned for kernel definitions: those init skips for tests, plus vendored code and build output
@@ -60,16 +61,16 @@ def cuda_kernels(source: str) -> set[str]:
     return {m.group(1) for m in _GLOBAL.finditer(_LAUNCH_BOUNDS.sub(" ", source))}
 
 
-def defined_kernels(repo: Path) -> set[str]:
+def defined_kernels(repo: Path, skip_tests: bool = False) -> set[str]:
     """Every GPU kernel function name the repository's own sources define (`python_kernels` of its
     .py files, `cuda_kernels` of its C++/CUDA/HIP files), outside hidden, vendored and build folders;
-    files over 2 MiB or unreadable are skipped."""
+    files over 2 MiB or unreadable are skipped, and pytest files (TEST_FILE) with `skip_tests`."""
     names: set[str] = set()
     for root, dirs, files in os.walk(repo):
         dirs[:] = [d for d in dirs if d not in SKIP_DIRS and not d.startswith(".")]
         for f in files:
             path, suffix = Path(root) / f, Path(f).suffix
-            if suffix != ".py" and suffix not in CUDA_SUFFIXES:
+            if (suffix != ".py" and suffix not in CUDA_SUFFIXES) or (skip_tests and TEST_FILE.match(f)):
                 continue
             try:
                 if path.stat().st_size > MAX_FILE_BYTES:

@@ -23,6 +23,8 @@ from kopt_mcp.metrics import MEASUREMENT_PREFIXES, MetricsError, found_config_co
 from kopt_mcp.readers import ReaderError, ResultFile, make_reader
 
 RESULT_SUFFIXES = (".csv", ".json")
+#: a pytest file: test_*.py or *_test.py
+TEST_FILE = re.compile(r"^(test_.*|.*_test)\.py$")
 SKIP_DIRS = {".git", ".kopt", "__pycache__", "node_modules", ".venv", "venv", ".tox", ".mypy_cache", ".pytest_cache"}
 # selector columns: several values among one run's rows -> a `rows` filter (flag name, column names)
 SELECTORS = {
