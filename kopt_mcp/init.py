@@ -4,9 +4,11 @@ With `--command`, the benchmark runs twice in the repository (the result files i
 back as they were afterwards); without, `--results GLOB` names output that is already there. From
 what the runs wrote it proposes: the result file and format (CSV wide or long, JSON,
 pytest-benchmark, or the run log), the metric and its unit, error columns, config columns (dropping
-columns that differ between two identical runs), a `rows` filter where several kernels, providers,
-modes or metric names are present (flags pick the target), protected paths (the benchmark and test
-files), and the target kernel regex from one profiled run where a profiler is available.
+columns that differ between two identical runs), a `rows` filter where several kernels, providers
+or metric names are present (flags pick the target; modes become config classes), protected paths
+(kopt_mcp/init_protect.py: the benchmark's and the tests' folders), the correctness command (the
+benchmark's topic, its environment assignments), and the target kernels from one profiled run where
+a profiler is available (kopt_mcp/init_kernels.py: the trace's kernels the repository defines).
 
 Running and reading the benchmark (`run_twice`, `analyse`: format, metric, config columns) is
 kopt_mcp/init_read.py, re-exported here; this module writes the proposal: correctness tests and

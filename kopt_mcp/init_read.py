@@ -4,8 +4,8 @@ and read what the runs wrote.
 `run_twice` runs the command in the repository and puts every result file back as it was;
 `analyse` (pure: contents in, [benchmark] keys out) detects the result file and format (CSV wide
 or long, JSON, pytest-benchmark, or the run log), the metric and its direction, a `rows` filter
-where several kernels, providers, modes or metric names are present, error columns, and the
-config columns, dropping columns that differ between two runs of the same code; `result_unit`
+where several kernels, providers or metric names are present (several modes become a config
+column instead, unless --mode picks one), error columns, and the config columns, dropping columns that differ between two runs of the same code; `result_unit`
 reads the metric's unit. Writing the proposal (kopt.toml text) is kopt_mcp/init.py.
 """
 
@@ -251,13 +251,19 @@ def analyse(runs: list[Run], log_name: str = "benchmark.log", results: str | Non
     else:
         keys["metric"] = _metric_column(df, keys["format"] == "pytest-benchmark", provider, findings)
     keys["higher_is_better"] = bool(HIGHER_IS_BETTER.search(keys["metric"]))
-    filters = []
+    filters, mode_col = [], None
     flags = {"kernel": kernel, "provider": provider, "mode": mode}
     for what, names in SELECTORS.items():
         col = _pick(df, names)
         if col is None or col in (keys.get("metric_name_column"), keys["metric"]):
             continue
         values = sorted(map(str, df[col].dropna().unique()))
+        if what == "mode" and len(values) > 1 and mode is None:
+            # forward and backward are both the kernel's work (the kernel regex covers both): a config
+            # class each, as the hand-finished Liger-Kernel config counts them, not a filter
+            mode_col = col
+            findings.append(f"{col} has {values}: each is a config class of its own (--mode NAME counts one)")
+            continue
         if len(values) > 1 or flags[what] is not None:
             v = _choose(values, flags[what], ("ours", "forward"), what, col)
             filters.append(f"{col} == {v!r}" if df[col].dtype.kind not in "biuf" else f"{col} == {v}")
@@ -283,7 +289,7 @@ def analyse(runs: list[Run], log_name: str = "benchmark.log", results: str | Non
     dropped = [str(c) for c in df.columns if never_config(str(c), df[c])]
     if dropped:
         findings.append(f"never config columns (timestamps, versions, statistics, units, machine): {dropped[:12]}")
-    keys["config_columns"] = cols
+    keys["config_columns"] = [mode_col, *(c for c in cols if c != mode_col)] if mode_col else cols
     errs = [str(c) for c in sel[0].columns if re.search(r"(^|[_.])(err|error|errors|mismatch|mismatches)", str(c), re.I)]
     zero = [c for c in errs if pd.to_numeric(sel[0][c], errors="coerce").fillna(1).eq(0).all()]
     keys["correctness_columns"] = zero

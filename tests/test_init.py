@@ -78,13 +78,20 @@ def test_init_reads_pytest_benchmark_json_already_there(tmp_path):
     assert '# command = "python my_benchmark.py"  # REQUIRED' in p.toml  # no command given: asked for
 
 
-def test_init_on_liger_output_already_there_filters_provider_and_mode(tmp_path):
+def test_init_on_liger_output_already_there_filters_provider_and_keeps_each_mode_a_class(tmp_path):
     (tmp_path / "data").mkdir()
     shutil.copy(FIX / "liger_all_benchmark_data_head.csv", tmp_path / "data" / "all_benchmark_data.csv")
     p = propose(tmp_path, None, results="data/*.csv", provider="liger", profile=False)
-    assert 'rows = "kernel_provider == \'liger\' and kernel_operation_mode == \'forward\'"' in p.toml
-    assert 'metric = "speed"  # unit: ms' in p.toml and 'config_columns = ["x_value"]' in p.toml
+    # forward, backward and full are all the kernel's work: config classes, not a filter (the
+    # hand-finished Liger-Kernel config counts every mode; init proposed forward only on the H100)
+    assert 'rows = "kernel_provider == \'liger\'"' in p.toml
+    assert 'config_columns = ["kernel_operation_mode", "x_value"]' in p.toml
+    assert "each is a config class of its own (--mode NAME counts one)" in p.toml
+    assert 'metric = "speed"  # unit: ms' in p.toml
     assert "chose 'speed' (--metric-name to change)" in p.toml
+    one = propose(tmp_path, None, results="data/*.csv", provider="liger", mode="full", profile=False)
+    assert 'rows = "kernel_provider == \'liger\' and kernel_operation_mode == \'full\'"' in one.toml
+    assert 'config_columns = ["x_value"]' in one.toml
 
 
 def test_init_without_command_or_results_says_what_to_pass(tmp_path):

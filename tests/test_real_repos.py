@@ -127,3 +127,4 @@ def test_an_init_command_is_the_command_the_finished_kopt_toml_runs():
     assert tk.init_command == tomllib.loads(tk.toml)["benchmark"]["command"] != tk.command
     assert "donated_buffer = False" in tk.init_command
     assert PROJECTS["flaggems"].init_command == PROJECTS["flaggems"].command  # its documented command runs
+    assert PROJECTS["liger"].init_command.startswith("PYTHONPATH=src")  # not the installed copy

@@ -108,6 +108,9 @@ LIGER = Project(
     paths=["src", "benchmark", "test", "pyproject.toml", "setup.py", "README.md", "LICENSE"],
     command="python benchmark/scripts/benchmark_rms_norm.py --overwrite",
     init_flags=["--kernel", "rms_norm", "--provider", "liger", "--metric-name", "speed"],
+    # the documented command imports the GPU machine's installed liger_kernel wheel, not src/: init
+    # exits 2 and says to write PYTHONPATH=src... (H100, 2026-11-24, seventh session); kopt.toml does
+    init_with_toml_command=True,
     toml='''# Liger-Kernel RMSNorm: the project's own benchmark, unmodified. It rewrites the tracked
 # benchmark/data/all_benchmark_data.csv (2,480 rows, every kernel and provider) with --overwrite.
 [benchmark]
