@@ -128,6 +128,10 @@ def main() -> int:
     ap.add_argument("--skip-init", action="store_true", help="do not run `kopt-mcp init --command` first")
     ap.add_argument("--init-only", action="store_true",
                     help="run `kopt-mcp init --command` and stop (exit 0 when init exits 0): no baseline, no candidates")
+    ap.add_argument("--use-init-toml", action="store_true",
+                    help="commit init's proposal, unedited, as kopt.toml (instead of the hand-finished one of projects.py)")
+    ap.add_argument("--toml", type=Path, default=None,
+                    help="commit this file as kopt.toml (e.g. a recorded init proposal); implies --skip-init")
     ap.add_argument("--only", default=None, help="comma-separated candidate names (default: all, in order)")
     ap.add_argument("--work", type=Path, default=None,
                     help="keep the repository and session here (default: a fresh temporary folder); when it "
@@ -147,16 +151,25 @@ def main() -> int:
     repo = tmp / "repo"
     if not resumed:
         make_repo(a.src, repo, project, a.commit)
-        if not a.skip_init:
+        if not a.skip_init and a.toml is None:
             result["init"] = run_init(repo, project, a.out)
             print(f"init: {result['init']}", flush=True)
             if a.init_only:
                 write(a.out, project, result)
                 return 0 if result["init"]["exit_code"] == 0 else 1
-        (repo / "kopt.toml").write_text(project.toml)
+        proposal = a.out / f"{project.name}-init.toml"
+        if a.use_init_toml and not (result.get("init", {}).get("exit_code") == 0 and proposal.is_file()):
+            print("--use-init-toml: init did not write a proposal", flush=True)
+            write(a.out, project, result)
+            return 1
+        toml = a.toml.read_text() if a.toml else proposal.read_text() if a.use_init_toml else project.toml
+        (repo / "kopt.toml").write_text(toml)
         git(repo, "add", "kopt.toml")
-        git(repo, "commit", "-q", "-m", "kopt.toml (kopt-mcp init's proposal, finished by hand)")
-    result["toml_command"] = tomllib.loads(project.toml)["benchmark"]["command"]
+        git(repo, "commit", "-q", "-m", "kopt.toml (kopt-mcp init's proposal, " +
+            ("unedited)" if a.use_init_toml or a.toml else "finished by hand)"))
+        result["toml_from"] = (f"{a.toml.name}, unedited" if a.toml else "init, unedited" if a.use_init_toml
+                               else "projects.py, finished by hand")
+    result["toml_command"] = tomllib.loads((repo / "kopt.toml").read_text())["benchmark"]["command"]
     write(a.out, project, result)
 
     from kopt_mcp.referee import Referee
