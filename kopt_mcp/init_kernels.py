@@ -21,7 +21,7 @@ from pathlib import Path
 
 from kopt_mcp.init_read import SKIP_DIRS as _SKIP_TESTS
 from kopt_mcp.init_read import TEST_FILE
-from kopt_mcp.profilers.kernel_names import is_utility_kernel, short_kernel_name
+from kopt_mcp.profilers.kernel_names import function_name, is_utility_kernel, short_kernel_name
 
 #: folders never scanned for kernel definitions: those init skips for tests, plus vendored code and build output
 SKIP_DIRS = _SKIP_TESTS | {"build", "dist", "site-packages", "third_party", "3rdparty"}
@@ -85,13 +85,6 @@ def defined_kernels(repo: Path, skip_tests: bool = False) -> set[str]:
     return names
 
 
-def function_of(kernel: str) -> str:
-    """The unqualified function name of a trace's (demangled) kernel name:
-    "void at::native::vectorized_elementwise_kernel<4, ...>(int, ...)" -> "vectorized_elementwise_kernel";
-    a Triton kernel's name ("_rms_norm_fwd") stays as is. Pure."""
-    return short_kernel_name(kernel, 1 << 20).rsplit("::", 1)[-1].strip()
-
-
 def choose_targets(names: list[str], defined: set[str], topic: str | None = None) -> tuple[list[str], str]:
     """The kernels to propose as `[profiler] kernel`, from a trace's kernel `names` (hottest first)
     and the repository's `defined` kernel functions, with why (one line, for the proposal's comment).
@@ -102,7 +95,7 @@ def choose_targets(names: list[str], defined: set[str], topic: str | None = None
     An empty trace gives ([], why). Pure."""
     if not names:
         return [], "the trace has no kernels"
-    ours = [n for n in names if function_of(n) in defined]
+    ours = [n for n in names if function_name(n) in defined]
     if topic:
         ours = [n for n in ours if topic.lower() in n.lower()] or ours
     hottest = short_kernel_name(names[0])

@@ -5,8 +5,8 @@ and read what the runs wrote.
 `analyse` (pure: contents in, [benchmark] keys out) detects the result file and format (CSV wide
 or long, JSON, pytest-benchmark, or the run log), the metric and its direction, a `rows` filter
 where several kernels, providers or metric names are present (several modes become a config
-column instead, unless --mode picks one), error columns, and the config columns, dropping columns that differ between two runs of the same code; `result_unit`
-reads the metric's unit. Writing the proposal (kopt.toml text) is kopt_mcp/init.py.
+column instead, unless --mode picks one), error columns, and the config columns, dropping columns
+that differ between two runs of the same code; `result_unit` reads the metric's unit. Writing the proposal (kopt.toml text) is kopt_mcp/init.py.
 """
 
 from __future__ import annotations

@@ -12,8 +12,9 @@ import shutil
 from pathlib import Path
 
 from kopt_mcp.init import kernel_regex
-from kopt_mcp.init_kernels import choose_targets, cuda_kernels, defined_kernels, function_of, python_kernels
+from kopt_mcp.init_kernels import choose_targets, cuda_kernels, defined_kernels, python_kernels
 from kopt_mcp.profilers.cupti import parse_cupti_dir
+from kopt_mcp.profilers.kernel_names import function_name
 
 #: recorded on the H100 on 2026-11-24: the hottest kernel of triton-kernels' do_bench benchmark
 FILL = ("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<int>, std::array<char*, 1ul> >"
@@ -69,9 +70,9 @@ def test_defined_kernels_reads_the_repository_and_skips_vendored_folders(tmp_pat
     assert defined_kernels(tmp_path) == {"_rms_norm_fwd", "_rms_norm_bwd", "scale_kernel", "add_kernel"}
 
 
-def test_function_of_a_demangled_name_and_a_triton_name():
-    assert function_of(FILL) == "vectorized_elementwise_kernel"
-    assert function_of("_rms_norm_fwd") == "_rms_norm_fwd"
+def test_function_name_of_a_demangled_name_and_a_triton_name():
+    assert function_name(FILL) == "vectorized_elementwise_kernel"
+    assert function_name("_rms_norm_fwd") == "_rms_norm_fwd"
 
 
 def test_the_repositorys_kernels_win_over_the_harness_fill():

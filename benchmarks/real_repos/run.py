@@ -158,17 +158,19 @@ def main() -> int:
                 write(a.out, project, result)
                 return 0 if result["init"]["exit_code"] == 0 else 1
         proposal = a.out / f"{project.name}-init.toml"
-        if a.use_init_toml and not (result.get("init", {}).get("exit_code") == 0 and proposal.is_file()):
-            print("--use-init-toml: init did not write a proposal", flush=True)
-            write(a.out, project, result)
-            return 1
-        toml = a.toml.read_text() if a.toml else proposal.read_text() if a.use_init_toml else project.toml
+        if a.toml:
+            toml, result["toml_from"] = a.toml.read_text(), f"{a.toml.name}, unedited"
+        elif a.use_init_toml:
+            if result.get("init", {}).get("exit_code") != 0 or not proposal.is_file():
+                print("--use-init-toml: init did not write a proposal", flush=True)
+                write(a.out, project, result)
+                return 1
+            toml, result["toml_from"] = proposal.read_text(), "init, unedited"
+        else:
+            toml, result["toml_from"] = project.toml, "projects.py, finished by hand"
         (repo / "kopt.toml").write_text(toml)
         git(repo, "add", "kopt.toml")
-        git(repo, "commit", "-q", "-m", "kopt.toml (kopt-mcp init's proposal, " +
-            ("unedited)" if a.use_init_toml or a.toml else "finished by hand)"))
-        result["toml_from"] = (f"{a.toml.name}, unedited" if a.toml else "init, unedited" if a.use_init_toml
-                               else "projects.py, finished by hand")
+        git(repo, "commit", "-q", "-m", f"kopt.toml ({result['toml_from']})")
     result["toml_command"] = tomllib.loads((repo / "kopt.toml").read_text())["benchmark"]["command"]
     write(a.out, project, result)
 

@@ -50,7 +50,7 @@ from pydantic import BaseModel, Field
 
 from kopt_mcp.errors import MeasurementError
 from kopt_mcp.profilers.base import KernelTrace, LaunchGroup, Profiler, ProfilerError, trace_groups
-from kopt_mcp.profilers.kernel_names import short_kernel_name
+from kopt_mcp.profilers.kernel_names import function_name, short_kernel_name
 from kopt_mcp.profilers.ncu import LOG_NAME, parse_ncu_csv
 from kopt_mcp.profilers.rocprof import OUTPUT_NAME, parse_rocprof_dir
 
@@ -121,10 +121,10 @@ class Confirmation(BaseModel):
 
 def function_names(names: Sequence[str]) -> list[str]:
     """The unqualified function names of demangled kernel names, in order, without repeats:
-    "void at::native::reduce_kernel<512, 1>(...)" -> "reduce_kernel"; a plain Triton name stays as
-    is. Nsight Compute's default `--kernel-name-base function` matches these. Never raises."""
-    out = [short_kernel_name(n, 1 << 20).rsplit("::", 1)[-1].strip() for n in names]
-    return list(dict.fromkeys(n for n in out if n))
+    "void at::native::reduce_kernel<512, 1>(...)" -> "reduce_kernel" (`kernel_names.function_name`);
+    a plain Triton name stays as is. Nsight Compute's default `--kernel-name-base function` matches
+    these. Never raises."""
+    return list(dict.fromkeys(f for f in map(function_name, names) if f))
 
 
 def _function_regex(functions: Sequence[str]) -> str:

@@ -49,6 +49,14 @@ def short_kernel_name(name: str, max_chars: int = MAX_DISPLAY_CHARS) -> str:
     return short
 
 
+def function_name(name: str) -> str:
+    """The unqualified function name of a (demangled) kernel name:
+    "void at::native::reduce_kernel<512, 1>(...)" -> "reduce_kernel"; a plain Triton name
+    ("_rms_norm_fwd") stays as is. Nsight Compute's `--kernel-name-base function` matches these, and
+    `kopt-mcp init` compares them with the functions a repository defines. Never raises."""
+    return short_kernel_name(name, 1 << 20).rsplit("::", 1)[-1].strip()
+
+
 def _strip_templates_and_params(text: str) -> str:
     """Drop every <...> group, and stop at the parameter list: the first top-level '(' that
     does not belong to `operator()`."""
