@@ -53,7 +53,8 @@ def pack(ws: git.Repo, tree: str, base: str | None = None) -> bytes:
         stdin.write(revs.encode())
         stdin.seek(0)
         try:
-            return ws.git.execute(args, istream=stdin, stdout_as_string=False)
+            # a pack ends in its SHA-1: 1 in 256 ends in byte 0x0a, which GitPython strips by default
+            return ws.git.execute(args, istream=stdin, stdout_as_string=False, strip_newline_in_stdout=False)
         except git.GitCommandError as e:
             raise ShipError(f"could not pack tree {tree[:12]}" + (f" against {base[:12]}" if base else "")
                             + f" in {ws.git_dir}: {str(e.stderr).strip()[-300:]}") from e

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import tempfile
 
 import pytest
@@ -22,6 +23,26 @@ def test_full_then_diff_rebuilds_the_candidate_exactly(toy, tmp_path):
     vcs.export(node.repo, cand, tmp_path / "out")
     assert '"1": 50.0' in (tmp_path / "out" / "kernel.py").read_text()
     assert (tmp_path / "out" / "bench.py").read_bytes() == (toy.path / "bench.py").read_bytes()
+
+
+def test_a_pack_whose_last_byte_is_a_newline_ships_whole(toy, tmp_path):
+    """A pack ends in its SHA-1, so about one pack in 256 ends in byte 0x0a. GitPython strips a
+    trailing newline from a command's output by default: such a pack lost its last byte and the node
+    refused it ("fatal: early EOF"), twice in CI (2026-11-24, cluster tests). Planted here: the first
+    candidate whose raw thin pack ends in a newline."""
+    for i in range(4000):
+        cand = toy.candidate({"1": 50.0 + i / 1000, "2": 200.0})
+        raw = subprocess.run(["git", "pack-objects", "--revs", "--stdout", "-q", "--thin"], cwd=toy.path,
+                             input=f"{cand}\n^{toy.best}\n".encode(), capture_output=True, check=True).stdout
+        if raw.endswith(b"\n"):
+            break
+    else:
+        pytest.fail("no candidate in 4000 had a pack ending in a newline")
+    assert pack(toy.ws, cand, toy.best) == raw
+    node = NodeRepo(tmp_path / "node" / "repo")
+    node.add(pack(toy.ws, toy.best), toy.best)
+    node.add(pack(toy.ws, cand, toy.best), cand)
+    assert node.has(cand)
 
 
 def test_a_diff_without_its_base_is_refused(toy, tmp_path):
