@@ -21,12 +21,12 @@ from pathlib import Path
 import anyio
 from mcp import Client, StdioServerParameters
 
-from kopt_mcp.testing import make_toy_repo
+from kopt_mcp.testing.toy import make_toy_repo
 
 
 async def one(repo: Path, tag: str) -> tuple[float, float]:
     exe = shutil.which("kopt-mcp")
-    cmd = [exe] if exe and not os.environ.get("KOPT_STARTUP_MODULE") else [sys.executable, "-m", "kopt_mcp.cli"]
+    cmd = [exe] if exe and not os.environ.get("KOPT_STARTUP_MODULE") else [sys.executable, "-m", "kopt_mcp.app.cli"]
     params = StdioServerParameters(command=cmd[0], args=[*cmd[1:], "serve", "--repo", str(repo), "--tag", tag],
                                    env=dict(os.environ))  # the SDK passes a minimal env otherwise
     t0 = time.perf_counter()

@@ -20,7 +20,7 @@ from pathlib import Path
 import anyio
 from mcp import Client, StdioServerParameters
 
-from kopt_mcp.testing import make_toy_repo
+from kopt_mcp.testing.toy import make_toy_repo
 
 TARGET_RATIO = 1.5
 
@@ -55,7 +55,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as d:
         repo = make_toy_repo(Path(d) / "repo", {"1": 100.0})
         os.environ.setdefault("KOPT_LEASE_DIR", str(Path(d) / "leases"))
-        kopt = anyio.run(list_tools, [sys.executable, "-m", "kopt_mcp.cli", "serve", "--repo", str(repo),
+        kopt = anyio.run(list_tools, [sys.executable, "-m", "kopt_mcp.app.cli", "serve", "--repo", str(repo),
                                       "--tag", "size"])
         git = anyio.run(list_tools, [args.git_server, "--repository", str(repo)])
     kt, klines = table("kopt-mcp", kopt)

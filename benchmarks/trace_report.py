@@ -82,7 +82,7 @@ def write_report(out: Path, trace: TraceResult, base: BenchmarkResult) -> tuple[
 
 def main(out: Path, keep: bool = False) -> int:
     """Run the baseline and the trace on a GPU and write the report; 0 when written, 2 without a GPU."""
-    from kopt_mcp.demo import gpu_example_possible, prepare_repo
+    from kopt_mcp.commands.demo import gpu_example_possible, prepare_repo
     from kopt_mcp.paths import examples_dir
     from kopt_mcp.referee import Referee
 

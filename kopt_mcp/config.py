@@ -15,7 +15,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from kopt_mcp.errors import SetupError
+from kopt_mcp.errors import ConfigError
 
 
 class _Section(BaseModel):
@@ -165,10 +165,6 @@ class TargetConfig(_Section):
                 "[benchmark] correctness (a row-wise condition) or [correctness] command"
             )
         return self
-
-
-class ConfigError(SetupError, ValueError):
-    """The config could not be used; the message says what is wrong and what to write instead."""
 
 
 def _valid_keys(model: type[BaseModel]) -> str:

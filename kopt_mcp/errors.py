@@ -1,7 +1,7 @@
 """kopt-mcp's exception tree: one root, `KoptError`, and four families by who must act.
 
 Every message says what to do next. The MCP layer turns them into tool errors in one place
-(`kopt_mcp.tools.errors.to_tool_error`); the CLI prints them to stderr.
+(`kopt_mcp.app.tools.errors.to_tool_error`); the CLI prints them to stderr.
 
     KoptError
       SetupError        a person must fix the repository, the config or the machine
@@ -41,3 +41,86 @@ class InputError(KoptError):
 class StartupError(SetupError):
     """The server could not open its session (bad repository, bad config, a second server on the
     same repository). The server still answers the protocol; every tool returns this message."""
+
+
+# -- the concrete classes, by family (raised where the module named in each docstring works) --
+
+
+class ProfilerError(MeasurementError, RuntimeError):
+    """The profiler's output could not be read; the message names the file and what was missing."""
+
+
+class VcsError(SetupError, RuntimeError):
+    """A git operation was refused or failed; the message says what to do next."""
+
+
+class ConfigError(SetupError, ValueError):
+    """The config could not be used; the message says what is wrong and what to write instead."""
+
+
+class DeviceLost(MeasurementError, RuntimeError):
+    """The lease's device or node went away during a run (a Ray node died, a GPU fell off the bus).
+    The referee retries the measuring call once on a new lease, then rules it `failed`."""
+
+
+class MetricsError(MeasurementError, ValueError):
+    """The metrics file is missing, stale or unusable; the message names the cause and the fix."""
+
+
+class ReaderError(SetupError, ValueError):
+    """The content could not be read in the configured format; the message says what to change."""
+
+
+class InitError(SetupError, RuntimeError):
+    """init could not propose a config; the message says what to pass or fix."""
+
+
+class RefereeError(StateError, RuntimeError):
+    """An operation cannot proceed; the message says what the caller should do next."""
+
+
+class StateSaveError(RefereeError):
+    """state.json could not be written (disk full, read-only): nothing changed in memory."""
+
+
+class Cancelled(StateError, RuntimeError):
+    """The client cancelled the call: the running process tree was killed, the lease released and
+    the session left as it was before the call (an archived patch is kept, labelled `cancelled`)."""
+
+
+class Tampered(KoptError):
+    """A run changed a protected file in its checkout, or the workspace outside it: the attempt is
+    `rejected` with this message (which names the files)."""
+
+
+class VerdictError(InputError, ValueError):
+    """The target or the rounds do not fit the measured classes."""
+
+
+class KnowledgeError(InputError, ValueError):
+    """A knowledge or skill file that does not parse, or a request that cannot be answered."""
+
+
+class SessionError(StateError, RuntimeError):
+    """A tool was called in a phase that does not allow it; the message says what to call instead."""
+
+
+class ShipError(MeasurementError, RuntimeError):
+    """A snapshot could not be shipped or rebuilt on the node; the message says which and why."""
+
+
+class SnapshotMissing(ShipError):
+    """The node does not hold the snapshot (not shipped, or its damaged store was dropped): ship it again."""
+
+
+class LedgerEventError(KoptError, ValueError):
+    """A ledger record does not fit its event model (unknown kind, wrong field type, unknown or
+    missing field): a bug in the code that writes it. The message names the kind and the field."""
+
+
+class ProbeError(SetupError, RuntimeError):
+    """A probe could not read the GPUs; the message names the source and what was missing."""
+
+
+class TokenError(SetupError):
+    """A token or host setting the server must not start with (the CLI exits 2 with this text)."""

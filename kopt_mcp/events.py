@@ -39,17 +39,12 @@ from typing import Annotated, Any, ClassVar, Literal, TypeVar, Union, get_args
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Tag, ValidationError, model_validator
 
-from kopt_mcp.errors import KoptError
+from kopt_mcp.errors import LedgerEventError
 from kopt_mcp.session import Verdict
 
 #: the verdicts an `attempt` record carries: the session's, plus `interrupted` (recovery after a
 #: kill), `cancelled` (the client cancelled) and `conflict` (another slot moved BEST first)
 AttemptVerdict = Literal[get_args(Verdict) + ("interrupted", "cancelled", "conflict")]  # type: ignore[valid-type]
-
-
-class LedgerEventError(KoptError, ValueError):
-    """A ledger record does not fit its event model (unknown kind, wrong field type, unknown or
-    missing field): a bug in the code that writes it. The message names the kind and the field."""
 
 
 # -- nested payloads (their producers own the full shape) -------------------------------------
@@ -396,7 +391,7 @@ class BestMoved(_Event):
 
 
 class DeviceLost(_Event):
-    """A job lease's device or node was lost mid-call (executor.DeviceLost): `retrying` on a new
+    """A job lease's device or node was lost mid-call (kopt_mcp.errors.DeviceLost): `retrying` on a new
     lease, or not (the call then ends `failed`)."""
 
     event: Literal["device_lost"]

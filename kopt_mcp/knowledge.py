@@ -20,16 +20,12 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from kopt_mcp.errors import InputError
+from kopt_mcp.errors import KnowledgeError
 from kopt_mcp.paths import resources_dir
 
 CLASSES = ("memory-bound", "compute-bound", "latency/occupancy-bound")
 MIN_PART_CHARS = 600  # the least of a technique worth returning cut
 _FRONT = re.compile(r"\A\+\+\+\n(.*?)\n\+\+\+\n", re.S)
-
-
-class KnowledgeError(InputError, ValueError):
-    """A knowledge or skill file that does not parse, or a request that cannot be answered."""
 
 
 class Entry(BaseModel):

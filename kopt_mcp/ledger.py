@@ -32,7 +32,6 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from kopt_mcp import faults
 from kopt_mcp.events import (  # PerfRow re-exported: performance.md rows are built from it
     Baseline,
     Commit,
@@ -44,6 +43,7 @@ from kopt_mcp.events import (  # PerfRow re-exported: performance.md rows are bu
     check_record,
     last,
 )
+from kopt_mcp.testing import faults
 
 PERF_HEADER = (
     "| Date | Commit | Status | Benchmark command | Target config class | Kernel | {metric} | GPU time (us) "

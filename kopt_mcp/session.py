@@ -19,7 +19,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from kopt_mcp.errors import StateError
+from kopt_mcp.errors import SessionError
 from kopt_mcp.rules.repair import RepairState
 from kopt_mcp.rules.stop import RegressionCounter, RegressionNote
 
@@ -246,10 +246,6 @@ def spread_pct(first_us: float, second_us: float) -> float:
 def _now() -> str:
     """UTC time, ISO 8601 to the second (as ledger.now_iso)."""
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-class SessionError(StateError, RuntimeError):
-    """A tool was called in a phase that does not allow it; the message says what to call instead."""
 
 
 _ALLOWED: dict[str, set[Phase]] = {

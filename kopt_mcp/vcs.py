@@ -27,14 +27,10 @@ from typing import NamedTuple
 
 import git
 
-from kopt_mcp.errors import SetupError
+from kopt_mcp.errors import VcsError
 from kopt_mcp.rules.protect import FileChange
 
 EXCLUDE_LINE = ".kopt/"
-
-
-class VcsError(SetupError, RuntimeError):
-    """A git operation was refused or failed; the message says what to do next."""
 
 
 def open_repo(path: Path) -> git.Repo:

@@ -30,12 +30,13 @@ import sys
 import time
 from pathlib import Path
 
-from kopt_mcp.profilers.base import KernelTrace, ProfilerError
+from kopt_mcp.bench.runner import run_command
+from kopt_mcp.errors import ProfilerError
+from kopt_mcp.profilers.base import KernelTrace
 from kopt_mcp.profilers.confirm import ConfirmNcu, confirm_keep
 from kopt_mcp.profilers.cupti import CuptiProfiler
 from kopt_mcp.rules.keep import target_median_us
 from kopt_mcp.rules.verdict import gpu_gain_floor
-from kopt_mcp.runner import run_command
 
 BENCH = '''
 import json, torch, triton, triton.language as tl

@@ -60,7 +60,7 @@ run() {
     ncu --version | tail -1
     python3 -c "from importlib.metadata import version as v; print('cupti-python', v('cupti-python'), 'cupy', v('cupy-cuda13x'), 'nvidia-cuda-cupti', v('nvidia-cuda-cupti'))"
   } > "$OUT/device.txt" 2>&1
-  python3 -m kopt_mcp.cli demo --example triton 2>&1 | tee "$OUT/demo_triton.log"
+  python3 -m kopt_mcp.app.cli demo --example triton 2>&1 | tee "$OUT/demo_triton.log"
   gpu_tests
 }
 

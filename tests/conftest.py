@@ -9,7 +9,7 @@ import mcp.client.stdio  # noqa: F401  -- see below
 import pytest
 
 from kopt_mcp.referee import Referee
-from kopt_mcp.testing import make_toy_repo
+from kopt_mcp.testing.toy import make_toy_repo
 
 # mcp.client.stdio binds `errlog=sys.stderr` as a default argument when it is first imported. Imported
 # here, before any test runs, that is pytest's session-wide stderr (a real file). Imported first inside

@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from kopt_mcp.commands.demo import prepare_repo
 from kopt_mcp.config import load_config
-from kopt_mcp.demo import prepare_repo
-from kopt_mcp.metrics import MetricsError, capture_before, collect_results, read_results
+from kopt_mcp.errors import MetricsError
+from kopt_mcp.readers.metrics import capture_before, collect_results, read_results
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "appended_harness"
 

@@ -8,7 +8,8 @@ from pathlib import Path
 import pydantic
 import pytest
 
-from kopt_mcp.config import ConfigError, ConfigFile, load_config
+from kopt_mcp.config import ConfigFile, load_config
+from kopt_mcp.errors import ConfigError
 
 FULL = """\
 [benchmark]

@@ -18,18 +18,8 @@ import pytest
 from pydantic import TypeAdapter
 
 from kopt_mcp import events as ev
-from kopt_mcp.events import (
-    EVENTS,
-    Attempt,
-    Baseline,
-    Commit,
-    LedgerEventError,
-    Other,
-    Trace,
-    as_events,
-    check_record,
-    parse_event,
-)
+from kopt_mcp.errors import LedgerEventError
+from kopt_mcp.events import EVENTS, Attempt, Baseline, Commit, Other, Trace, as_events, check_record, parse_event
 from kopt_mcp.ledger import Store, new_record, render_performance, verify_ledger
 
 LEDGERS = Path(__file__).parent / "fixtures" / "ledgers"

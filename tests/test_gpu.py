@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from kopt_mcp.demo import prepare_repo
+from kopt_mcp.bench.runner import run_command
+from kopt_mcp.commands.demo import prepare_repo
 from kopt_mcp.paths import examples_dir
 from kopt_mcp.profilers.base import target_gpu_time
 from kopt_mcp.profilers.ncu import NcuProfiler
-from kopt_mcp.runner import run_command
 
 pytestmark = pytest.mark.gpu
 SMALL = Path(__file__).parent / "fixtures" / "ncu" / "small_torch.py"

@@ -7,7 +7,8 @@ import re
 
 import pytest
 
-from kopt_mcp.knowledge import CLASSES, KnowledgeError, load_entries, load_skills, retrieve, split_front_matter
+from kopt_mcp.errors import KnowledgeError
+from kopt_mcp.knowledge import CLASSES, load_entries, load_skills, retrieve, split_front_matter
 from kopt_mcp.paths import resources_dir
 
 SKILLS = ("flydsl", "tilelang", "ck", "asm", "triton", "cuda")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from kopt_mcp.demo import gpu_example_possible
+from kopt_mcp.commands.demo import gpu_example_possible
 from tests.profilers.test_trace_analysis_merged import ReplayNcu
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "trace_report.py"

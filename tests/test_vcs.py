@@ -8,9 +8,9 @@ from pathlib import Path
 import git
 import pytest
 
+from kopt_mcp.errors import VcsError
 from kopt_mcp.vcs import (
     EXCLUDE_LINE,
-    VcsError,
     commit_all,
     create_workspace,
     diff_against,

@@ -44,7 +44,7 @@ from mcp import Client, StdioServerParameters
 from kopt_mcp.ledger import Store, render_performance
 from kopt_mcp.paths import kopt_dir
 from kopt_mcp.session import SessionState
-from kopt_mcp.testing import kernel_source, make_toy_repo
+from kopt_mcp.testing.toy import kernel_source, make_toy_repo
 
 ROOT = Path(__file__).resolve().parents[2]
 #: fault points passed only while a session begins (its creation and its baseline)
@@ -80,14 +80,14 @@ class Chaos:
                    PYTHONPATH=os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]))
         if fault:
             env["KOPT_FAULT"] = fault
-        return StdioServerParameters(command=sys.executable, args=["-m", "kopt_mcp.cli", "serve", "--repo",
+        return StdioServerParameters(command=sys.executable, args=["-m", "kopt_mcp.app.cli", "serve", "--repo",
                                      str(self.repo), "--tag", self.tag], env=env, cwd=str(ROOT))
 
     def server_pid(self) -> int | None:
         try:
             holder = json.loads((kopt_dir(self.repo) / "server.json").read_text())
             p = psutil.Process(int(holder["pid"]))
-            return p.pid if "kopt_mcp.cli" in " ".join(p.cmdline()) and p.status() != psutil.STATUS_ZOMBIE else None
+            return p.pid if "kopt_mcp.app.cli" in " ".join(p.cmdline()) and p.status() != psutil.STATUS_ZOMBIE else None
         except (OSError, ValueError, KeyError, psutil.Error):
             return None
 

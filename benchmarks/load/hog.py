@@ -1,7 +1,7 @@
 """A CPU hog on every core while a command runs, repeated: how kopt-mcp's CPU verdicts hold up
 under load (issue 11 item 8).
 
-    python benchmarks/load/hog.py --repeat 10 --out OUT -- python -m kopt_mcp.cli demo --example cpu --keep OUT/demo-{i}
+    python benchmarks/load/hog.py --repeat 10 --out OUT -- python -m kopt_mcp.app.cli demo --example cpu --keep OUT/demo-{i}
     python benchmarks/load/hog.py --pattern bursty --repeat 1 --out OUT -- python benchmarks/decision_quality/run.py ...
 
 One busy process per core (`--cores`, default every core the machine has), each pinned to its core

@@ -58,7 +58,7 @@ def make_repo(src: Path, dest: Path, project: Project, commit: str) -> Path:
 def run_init(repo: Path, project: Project, out: Path) -> dict:
     """`kopt-mcp init --command` on the unmodified repository; its proposal and log saved to OUT."""
     t = time.perf_counter()
-    p = subprocess.run([sys.executable, "-m", "kopt_mcp.cli", "init", "--repo", str(repo), "--command",
+    p = subprocess.run([sys.executable, "-m", "kopt_mcp.app.cli", "init", "--repo", str(repo), "--command",
                         project.init_command, *project.init_flags], capture_output=True, text=True, timeout=900, check=False)
     secs = time.perf_counter() - t
     (out / f"{project.name}-init.toml").write_text(p.stdout)

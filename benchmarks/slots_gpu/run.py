@@ -22,8 +22,8 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 import threading
+import time
 import tomllib
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -82,7 +82,7 @@ def play(repo: str, slot: str | None, names: list[str]) -> list[dict]:
 def main() -> int:
     out = Path(sys.argv[1])
     out.mkdir(parents=True, exist_ok=True)
-    from kopt_mcp.demo import prepare_repo
+    from kopt_mcp.commands.demo import prepare_repo
 
     repo = prepare_repo(example(), Path(tempfile.mkdtemp(prefix="kopt-slots-")) / "triton_softmax")
     samples: list[tuple[float, int]] = []

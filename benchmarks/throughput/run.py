@@ -59,7 +59,7 @@ def kernel_text(n: int, sleep_s: float) -> str:
 
 def make_repo(path: Path, n: int, sleep_s: float) -> Path:
     """A committed toy repository with classes n=1..N and a sleep-dominated benchmark."""
-    from kopt_mcp.testing import make_toy_repo
+    from kopt_mcp.testing.toy import make_toy_repo
 
     repo = make_toy_repo(path, {"1": 1.0}, timeout_s=120,
                          extra_gates="gpu_wait_s = 300.0\ngpu_poll_s = 0.5")
@@ -91,7 +91,7 @@ class SpanRunner:
         self.path, self.slot = path, slot
 
     def __call__(self, command, cwd, env, timeout_s, log_path, **kw):
-        from kopt_mcp.runner import run_command
+        from kopt_mcp.bench.runner import run_command
 
         r = run_command(command, cwd, env, timeout_s, log_path, **kw)
         with open(self.path, "a", encoding="utf-8") as f:

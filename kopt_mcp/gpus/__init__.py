@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import shutil
 
-from kopt_mcp.gpus.base import GpuProbe, GpuProcess, GpuReading, ProbeError, Vendor
+from kopt_mcp.errors import ProbeError
+from kopt_mcp.gpus.base import GpuProbe, GpuProcess, GpuReading, Vendor
 
 # "none" stays fourth: error messages (and tests) list the NVIDIA-era names first
 BACKENDS = ("auto", "nvml", "nvidia-smi", "none", "amdsmi", "amd-smi", "rocm-smi", "sysfs")
@@ -19,6 +20,7 @@ def _smi_answers() -> bool:
     """True when `nvidia-smi` is on PATH and reads at least one GPU. Never raises."""
     if shutil.which("nvidia-smi") is None:
         return False
+    # lazy: an optional vendor library loads only when its probe is asked for
     from kopt_mcp.gpus.smi import NvidiaSmiProbe
 
     try:
@@ -37,6 +39,7 @@ def _answers(make) -> bool:
 
 def _amdsmi_answers() -> bool:
     """True when the `amdsmi` library imports, initialises and sees a GPU."""
+    # lazy: an optional vendor library loads only when its probe is asked for
     from kopt_mcp.gpus.amd import AmdSmiLibProbe
 
     return AmdSmiLibProbe.available() and _answers(AmdSmiLibProbe)
@@ -44,6 +47,7 @@ def _amdsmi_answers() -> bool:
 
 def _amd_smi_cli_answers() -> bool:
     """True when `amd-smi` is on PATH and the amd-smi probe (with sysfs) reads a GPU."""
+    # lazy: an optional vendor library loads only when its probe is asked for
     from kopt_mcp.gpus.amd import AmdSmiCliProbe
 
     return shutil.which("amd-smi") is not None and _answers(AmdSmiCliProbe)
@@ -51,6 +55,7 @@ def _amd_smi_cli_answers() -> bool:
 
 def _rocm_smi_answers() -> bool:
     """True when `rocm-smi` is on PATH and reads a GPU."""
+    # lazy: an optional vendor library loads only when its probe is asked for
     from kopt_mcp.gpus.amd import RocmSmiProbe
 
     return shutil.which("rocm-smi") is not None and _answers(RocmSmiProbe)
@@ -58,6 +63,7 @@ def _rocm_smi_answers() -> bool:
 
 def _sysfs_answers() -> bool:
     """True when /sys/class/drm holds an AMD card whose VRAM counters read."""
+    # lazy: an optional vendor library loads only when its probe is asked for
     from kopt_mcp.gpus.amd import SysfsProbe
 
     return _answers(SysfsProbe)
@@ -75,31 +81,38 @@ def make_probe(backend: str) -> GpuProbe:
     if backend not in BACKENDS:
         raise ValueError(f"unknown GPU probe backend {backend!r}: expected one of {', '.join(BACKENDS)}")
     if backend in ("auto", "nvml"):
+        # lazy: an optional vendor library loads only when its probe is asked for
         from kopt_mcp.gpus.nvml import NvmlProbe
 
         if backend == "nvml" or NvmlProbe.available():
             return NvmlProbe()
     if backend == "nvidia-smi" or (backend == "auto" and _smi_answers()):
+        # lazy: an optional vendor library loads only when its probe is asked for
         from kopt_mcp.gpus.smi import NvidiaSmiProbe
 
         return NvidiaSmiProbe()
     auto = backend == "auto"
     if backend == "amdsmi" or (auto and _amdsmi_answers()):
+        # lazy: an optional vendor library loads only when its probe is asked for
         from kopt_mcp.gpus.amd import AmdSmiLibProbe
 
         return AmdSmiLibProbe()
     if backend == "amd-smi" or (auto and _amd_smi_cli_answers()):
+        # lazy: an optional vendor library loads only when its probe is asked for
         from kopt_mcp.gpus.amd import AmdSmiCliProbe
 
         return AmdSmiCliProbe()
     if backend == "rocm-smi" or (auto and _rocm_smi_answers()):
+        # lazy: an optional vendor library loads only when its probe is asked for
         from kopt_mcp.gpus.amd import RocmSmiProbe
 
         return RocmSmiProbe()
     if backend == "sysfs" or (auto and _sysfs_answers()):
+        # lazy: an optional vendor library loads only when its probe is asked for
         from kopt_mcp.gpus.amd import SysfsProbe
 
         return SysfsProbe()
+    # lazy: an optional vendor library loads only when its probe is asked for
     from kopt_mcp.gpus.none import NoGpuProbe
 
     return NoGpuProbe()

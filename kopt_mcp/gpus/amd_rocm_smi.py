@@ -7,8 +7,9 @@ import json
 import re
 from collections.abc import Callable
 
+from kopt_mcp.errors import ProbeError
 from kopt_mcp.gpus.amd_common import _MIB, _NA, _cmd, _fallback_uuid, _number
-from kopt_mcp.gpus.base import GpuProcess, GpuReading, ProbeError
+from kopt_mcp.gpus.base import GpuProcess, GpuReading
 from kopt_mcp.gpus.smi import _default_run
 
 ROCM_SMI_GPU_COMMAND = ["rocm-smi", "--showuse", "--showmeminfo", "vram", "--showproductname",

@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
+from kopt_mcp.errors import ProbeError
 from kopt_mcp.gpus.amd_common import _MIB, _NA, _UNIT_BYTES, _cmd, _number
 from kopt_mcp.gpus.amd_sysfs import SysfsProbe
-from kopt_mcp.gpus.base import GpuProcess, GpuReading, ProbeError
+from kopt_mcp.gpus.base import GpuProcess, GpuReading
 from kopt_mcp.gpus.smi import _default_run
 
 AMD_SMI_PROCESS_COMMAND = ["amd-smi", "process", "--json"]

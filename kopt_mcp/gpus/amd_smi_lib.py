@@ -5,8 +5,9 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from kopt_mcp.errors import ProbeError
 from kopt_mcp.gpus.amd_common import _MIB, _fallback_uuid, _number
-from kopt_mcp.gpus.base import GpuProcess, GpuReading, ProbeError
+from kopt_mcp.gpus.base import GpuProcess, GpuReading
 
 _lib_lock = threading.Lock()
 _lib_initialised = False

@@ -5,8 +5,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from kopt_mcp.errors import ProbeError
 from kopt_mcp.gpus.amd_common import _MIB, AMD_VENDOR_ID, _fallback_uuid
-from kopt_mcp.gpus.base import GpuReading, ProbeError
+from kopt_mcp.gpus.base import GpuReading
 
 
 class SysfsProbe:

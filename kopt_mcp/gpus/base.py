@@ -10,8 +10,6 @@ from typing import Literal, Protocol
 
 from pydantic import BaseModel, Field
 
-from kopt_mcp.errors import SetupError
-
 Vendor = Literal["nvidia", "amd", "cpu"]
 
 
@@ -38,10 +36,6 @@ class GpuReading(BaseModel):
     mem_used_mib: float | None = None
     mem_total_mib: float | None = None
     processes: list[GpuProcess] = Field(default_factory=list)
-
-
-class ProbeError(SetupError, RuntimeError):
-    """A probe could not read the GPUs; the message names the source and what was missing."""
 
 
 class GpuProbe(Protocol):

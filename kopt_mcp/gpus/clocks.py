@@ -24,12 +24,12 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel
 
+from kopt_mcp.profilers.run_clock import LEVEL_TOLERANCE_PCT, RunClock
+
 #: seconds between two samples: a do_bench call of 100 ms still gets several
 SAMPLE_PERIOD_S = 0.05
 #: fewer busy samples than this give no clock figure (the run was too short to say)
 MIN_BUSY_SAMPLES = 5
-#: samples within this relative distance (%) of the median count as the median's level
-LEVEL_TOLERANCE_PCT = 0.1
 
 
 class ClockSample(BaseModel):
@@ -39,24 +39,6 @@ class ClockSample(BaseModel):
     t_s: float
     sm_mhz: float
     idle: bool
-
-
-class RunClock(BaseModel):
-    """The SM clock (MHz) of one run while the GPU was busy: the median busy sample, the range,
-    how many busy samples, and `steady_pct`, the share (%) of busy samples within
-    LEVEL_TOLERANCE_PCT of the median (100: the run never left one clock level)."""
-
-    sm_mhz: float
-    min_mhz: float
-    max_mhz: float
-    busy_samples: int
-    steady_pct: float
-
-    def shown(self) -> str:
-        """'1980 MHz' or '1965 MHz (1965-1980, 78% at 1965)' for a verdict's reason."""
-        if self.steady_pct >= 99.5:
-            return f"{self.sm_mhz:g} MHz"
-        return f"{self.sm_mhz:g} MHz ({self.min_mhz:g}-{self.max_mhz:g}, {self.steady_pct:.0f}% at {self.sm_mhz:g})"
 
 
 class ClockSource(Protocol):
@@ -127,6 +109,7 @@ class NvmlClockSource:
     period_s = SAMPLE_PERIOD_S
 
     def __init__(self, uuid: str) -> None:
+        # lazy: nvidia-ml-py loads only where an NVIDIA clock is read
         from kopt_mcp.gpus.nvml import _call, _nvml
 
         self._nv: Any = _nvml()

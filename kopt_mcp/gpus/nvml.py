@@ -9,7 +9,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from kopt_mcp.gpus.base import GpuProcess, GpuReading, ProbeError
+from kopt_mcp.errors import ProbeError
+from kopt_mcp.gpus.base import GpuProcess, GpuReading
 
 _MIB = 1024 * 1024
 _init_lock = threading.Lock()

@@ -17,7 +17,8 @@ import re
 import subprocess
 from collections.abc import Callable, Sequence
 
-from kopt_mcp.gpus.base import GpuProcess, GpuReading, ProbeError
+from kopt_mcp.errors import ProbeError
+from kopt_mcp.gpus.base import GpuProcess, GpuReading
 
 GPU_FIELDS = ("index", "uuid", "name", "utilization.gpu", "memory.used", "memory.total")
 APP_FIELDS = ("pid", "process_name", "used_memory", "gpu_uuid")

@@ -27,9 +27,9 @@ from pathlib import Path
 import filelock
 import psutil
 
+from kopt_mcp.bench.runner import same_process
 from kopt_mcp.gpus.lease import _LOCK_KW, _safe
 from kopt_mcp.ledger import atomic_write
-from kopt_mcp.runner import same_process
 
 __all__ = ["TICKET_STALE_S", "WaitQueue", "ticket_alive"]
 

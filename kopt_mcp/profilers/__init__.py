@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from kopt_mcp.profilers.base import KernelStat, KernelTrace, Profiler, ProfilerError, target_gpu_time
+from kopt_mcp.errors import ProfilerError
+from kopt_mcp.profilers.base import KernelStat, KernelTrace, Profiler, target_gpu_time
 from kopt_mcp.profilers.combined import TraceWithMetrics
 from kopt_mcp.profilers.cupti import CuptiProfiler
 from kopt_mcp.profilers.ncu import NcuProfiler, short_kernel_name

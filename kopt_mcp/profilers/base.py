@@ -14,7 +14,8 @@ from typing import Protocol
 
 from pydantic import BaseModel, Field
 
-from kopt_mcp.errors import MeasurementError
+from kopt_mcp.errors import ProfilerError
+from kopt_mcp.profilers.kernel_names import is_utility_kernel, short_kernel_name
 
 
 class KernelStat(BaseModel):
@@ -88,8 +89,6 @@ class LaunchGroup(BaseModel):
 
     def label(self) -> str:
         """A short display form, e.g. `rms_norm_fwd grid=(4096,1,1) block=(128,1,1)`."""
-        from kopt_mcp.profilers.kernel_names import short_kernel_name
-
         parts = [short_kernel_name(self.kernel, 60)]
         if self.grid:
             parts.append("grid=({},{},{})".format(*self.grid))
@@ -204,10 +203,6 @@ def trace_groups(trace: KernelTrace) -> list[LaunchGroup]:
     return out
 
 
-class ProfilerError(MeasurementError, RuntimeError):
-    """The profiler's output could not be read; the message names the file and what was missing."""
-
-
 class Profiler(Protocol):
     """A kernel profiler backend. `name` is "ncu", "none", ..."""
 
@@ -247,8 +242,6 @@ def target_gpu_time(trace: KernelTrace, kernel_regex: str | None) -> tuple[float
                 f"no kernel matches [profiler] kernel = {kernel_regex!r}; hottest kernels seen: {seen}"
             )
     else:
-        from kopt_mcp.profilers.kernel_names import is_utility_kernel
-
         hits = [next((k for k in trace.kernels if not is_utility_kernel(k.name)), trace.kernels[0])]
     return sum(k.total_us for k in hits), [k.name for k in hits]
 

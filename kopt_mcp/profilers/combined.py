@@ -14,7 +14,8 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from kopt_mcp.profilers.base import KernelStat, KernelTrace, Profiler, ProfilerError
+from kopt_mcp.errors import ProfilerError
+from kopt_mcp.profilers.base import KernelStat, KernelTrace, Profiler
 from kopt_mcp.profilers.kernel_names import short_kernel_name
 
 __all__ = ["METRICS_DIR", "TIMING_DIR", "TraceWithMetrics", "match_kernel_names"]

@@ -48,11 +48,12 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from kopt_mcp.errors import MeasurementError
-from kopt_mcp.profilers.base import KernelTrace, LaunchGroup, Profiler, ProfilerError, trace_groups
+from kopt_mcp.errors import MeasurementError, ProfilerError
+from kopt_mcp.profilers.base import KernelTrace, LaunchGroup, Profiler, trace_groups
 from kopt_mcp.profilers.kernel_names import function_name, short_kernel_name
 from kopt_mcp.profilers.ncu import LOG_NAME, parse_ncu_csv
 from kopt_mcp.profilers.rocprof import OUTPUT_NAME, parse_rocprof_dir
+from kopt_mcp.rules.keep import target_groups
 
 __all__ = [
     "AGREE_FRACTION",
@@ -277,8 +278,6 @@ def target_time(trace: KernelTrace, kernel_regex: str | None) -> TargetTime:
     None: the hottest non-utility kernel's), each group's median launch summed (us). Raises
     ProfilerError when nothing matches or a group has no per-launch times; re.error for a
     `kernel_regex` that is not a regular expression."""
-    from kopt_mcp.rules.keep import target_groups
-
     groups: list[LaunchGroup] = target_groups(trace_groups(trace), kernel_regex)
     if any(g.median_us is None for g in groups):
         raise ProfilerError("the out-of-process profiler did not record each launch's GPU time")

@@ -20,7 +20,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from kopt_mcp.profilers.base import KernelStat, KernelTrace, LaunchGroup, ProfilerError, launch_median_us, split_runs
+from kopt_mcp.errors import ProfilerError
+from kopt_mcp.profilers.base import KernelStat, KernelTrace, LaunchGroup, launch_median_us, split_runs
 
 __all__ = ["INJECT_DIR", "CuptiProfiler", "cupti_importable", "keep_injector", "parse_cupti_dir", "pythonpath_problems"]
 

@@ -16,7 +16,8 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kopt_mcp.profilers.base import KernelStat, KernelTrace, ProfilerError, build_groups, launch_median_us
+from kopt_mcp.errors import ProfilerError
+from kopt_mcp.profilers.base import KernelStat, KernelTrace, build_groups, launch_median_us
 from kopt_mcp.profilers.kernel_names import short_kernel_name
 
 __all__ = ["LOG_NAME", "NcuProfiler", "short_kernel_name", "parse_ncu_csv"]

@@ -35,7 +35,8 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kopt_mcp.profilers.base import KernelStat, KernelTrace, ProfilerError, build_groups, launch_median_us
+from kopt_mcp.errors import ProfilerError
+from kopt_mcp.profilers.base import KernelStat, KernelTrace, build_groups, launch_median_us
 
 __all__ = ["OUTPUT_NAME", "RocprofV3Profiler", "parse_rocprof_csv", "parse_rocprof_dir"]
 

@@ -1,7 +1,7 @@
 """Result readers: turn one result file's bytes (or the run log) into a table of rows.
 
 Every reader has one method, `frame(content, source) -> pandas.DataFrame`: one row per measured
-record, columns as the harness names them. A reader never decides what counts; kopt_mcp/metrics.py
+record, columns as the harness names them. A reader never decides what counts; kopt_mcp/readers/metrics.py
 takes the frames of the content BEFORE and AFTER the run (stale rows), applies `[benchmark] rows`,
 checks units and groups config classes.
 
@@ -16,47 +16,16 @@ checks units and groups config classes.
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
-from pydantic import BaseModel
+from kopt_mcp.errors import ReaderError
+from kopt_mcp.readers.base import Reader, ResultFile, numeric_where_possible
+from kopt_mcp.readers.records import JsonReader
+from kopt_mcp.readers.stdout import StdoutReader
+from kopt_mcp.readers.tabular import CsvReader, LongCsvReader
 
 if TYPE_CHECKING:
-    import pandas as pd
-
     from kopt_mcp.config import BenchmarkSection
-
-
-class ReaderError(ValueError):
-    """The content could not be read in the configured format; the message says what to change."""
-
-
-class Reader(Protocol):
-    """One result format. `name` is the `[benchmark] format` value it serves."""
-
-    name: str
-
-    def frame(self, content: bytes, source: str) -> pd.DataFrame:
-        """Rows of `content` (from `source`, a file name for messages). Raises ReaderError."""
-        ...
-
-
-class ResultFile(BaseModel):
-    """One result file of a run: its content before the run (None: it did not exist) and after."""
-
-    path: str
-    before: bytes | None = None
-    after: bytes
-    tracked: bool = False  # tracked by git in the run's tree: rows left unchanged by the run are stale
-
-    @property
-    def name(self) -> str:
-        return Path(self.path).name
-
-    @classmethod
-    def load(cls, path: Path, before: bytes | None = None, tracked: bool = False) -> ResultFile:
-        """The file at `path` as it is now, with `before` (its bytes captured before the run)."""
-        return cls(path=str(path), before=before, after=path.read_bytes(), tracked=tracked)
 
 
 def resolve_format(bench: BenchmarkSection, source: str = "") -> str:
@@ -78,10 +47,6 @@ def resolve_format(bench: BenchmarkSection, source: str = "") -> str:
 
 def make_reader(bench: BenchmarkSection, source: str = "") -> Reader:
     """The reader for `bench` (and, with format auto, for the file named `source`)."""
-    from kopt_mcp.readers.records import JsonReader
-    from kopt_mcp.readers.stdout import StdoutReader
-    from kopt_mcp.readers.tabular import CsvReader, LongCsvReader
-
     fmt = resolve_format(bench, source)
     if fmt == "csv":
         return CsvReader()
@@ -90,19 +55,6 @@ def make_reader(bench: BenchmarkSection, source: str = "") -> Reader:
     if fmt in ("json", "pytest-benchmark"):
         return JsonReader(pytest_benchmark=fmt == "pytest-benchmark")
     return StdoutReader(bench.stdout_pattern)
-
-
-def numeric_where_possible(df: pd.DataFrame) -> pd.DataFrame:
-    """Columns whose every non-empty value parses as a number become numeric (others unchanged)."""
-    import pandas as pd
-
-    for c in df.columns:
-        if df[c].dtype.kind in "biuf":
-            continue
-        conv = pd.to_numeric(df[c], errors="coerce")
-        if conv.notna().sum() == df[c].notna().sum() and df[c].notna().any():
-            df[c] = conv
-    return df
 
 
 __all__ = ["Reader", "ReaderError", "ResultFile", "make_reader", "numeric_where_possible", "resolve_format"]

@@ -8,7 +8,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from kopt_mcp.readers import ReaderError, numeric_where_possible
+from kopt_mcp.errors import ReaderError
+from kopt_mcp.readers.base import numeric_where_possible
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 from typing import TYPE_CHECKING
 
-from kopt_mcp.readers import ReaderError
+from kopt_mcp.errors import ReaderError
 
 if TYPE_CHECKING:
     import pandas as pd

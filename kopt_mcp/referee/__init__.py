@@ -12,11 +12,10 @@ from pathlib import Path
 
 import git
 
-from kopt_mcp import vcs
-from kopt_mcp.executor import DeviceLost
+from kopt_mcp.errors import Cancelled, DeviceLost, RefereeError, StateSaveError, VcsError
 from kopt_mcp.gpus.base import GpuProbe
-from kopt_mcp.referee import attempt, commit, ops
-from kopt_mcp.referee.core import Cancelled, RefereeError, Session, StateSaveError, short
+from kopt_mcp.referee import attempt, commit, guards, ops
+from kopt_mcp.referee.core import Session, short
 from kopt_mcp.referee.opening import open_session
 from kopt_mcp.referee.recovery import settle
 from kopt_mcp.referee.services import Services
@@ -40,7 +39,7 @@ def operation(fn):
             if not self.state.in_progress:
                 try:
                     sync(self)  # another candidate slot moved BEST: judge against the newest one
-                except (git.GitCommandError, vcs.VcsError) as e:
+                except (git.GitCommandError, VcsError) as e:
                     raise RefereeError(
                         f"another slot moved BEST and following it failed ({short(e)}): check `git -C "
                         f"{self.workspace_path} status`, remove a stale lock file if a git process was killed, "
@@ -53,7 +52,8 @@ def operation(fn):
             finally:
                 self.release_job()  # per-job leases: no device is held between calls
             if fn.__name__ in REPORTED:  # the HTML report follows every verdict, commit, revert and stop
-                from kopt_mcp.report_html import write_session_report
+                # lazy: matplotlib (the report's charts) loads only once a report is written
+                from kopt_mcp.views.report_html import write_session_report
 
                 write_session_report(self)  # never raises: a failure is logged, the verdict stands
             return result
@@ -106,7 +106,7 @@ class Referee(Session):
 
     def judge_run_changes(self, changes, who: str):
         """ops.judge_run_changes on this session."""
-        return ops.judge_run_changes(self, changes, who)
+        return guards.judge_run_changes(self, changes, who)
 
 
 __all__ = ["Cancelled", "Referee", "RefereeError", "Services", "Session", "StateSaveError", "operation"]

@@ -9,63 +9,21 @@ the session); commit_improvement's re-measure uses the same record and helpers."
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
-from kopt_mcp import faults, vcs
-from kopt_mcp.executor import DeviceLost
+from kopt_mcp import vcs
+from kopt_mcp.errors import Cancelled, DeviceLost, ProfilerError, RefereeError, StateSaveError, Tampered, VerdictError
 from kopt_mcp.ledger import now_iso
-from kopt_mcp.profilers.base import ProfilerError
-from kopt_mcp.referee.core import Cancelled, Progress, RefereeError, Session, StateSaveError
-from kopt_mcp.referee.measure import Measurement
-from kopt_mcp.referee.ops import Tampered, judge_run_changes, protected_paths, workspace_moved
+from kopt_mcp.referee.core import Progress, Session
+from kopt_mcp.referee.guards import protected_paths, workspace_moved
+from kopt_mcp.referee.keep_metric import keep_metric
+from kopt_mcp.referee.recovery import stop as stop_session
+from kopt_mcp.referee.runs import Attempt, measure_run
 from kopt_mcp.results import VerdictResult
-from kopt_mcp.rules.protect import FileChange, describe, touched_protected, unsafe_symlinks
+from kopt_mcp.rules.protect import touched_protected, unsafe_symlinks
 from kopt_mcp.rules.repair import after_incorrect
 from kopt_mcp.rules.stop import RegressionNote, should_stop
-from kopt_mcp.rules.verdict import GLOBAL, KeepDecision, Round, ScriptDecision, VerdictError, decide
+from kopt_mcp.rules.verdict import GLOBAL, Round, decide
 from kopt_mcp.session import PendingImprovement, Phase, next_actions, require
-
-
-@dataclass
-class Attempt:
-    """One attempt being judged (save_and_test) or re-measured (commit_improvement).
-
-    `n`: its number; `tree` / `best_tree`: the candidate's and BEST's snapshot tree ids; `changed`:
-    repo-relative paths of its diff; `runs`: run folders so far; `checked`: trees whose
-    [correctness] command ran; `decision` / `keep`: the script-metric and keep-metric decisions
-    once made; `rounds`: paired rounds run; `cand_run_values`: the candidate's per-class metrics in
-    every round (`cand_values`: the last round's); `class_errors` / `class_gpu_us`: per-class error
-    numbers and GPU time (us) when known."""
-
-    n: int
-    target: str
-    hypothesis: str
-    tree: str
-    best_tree: str
-    changed: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-    runs: list[str] = field(default_factory=list)
-    checked: set[str] = field(default_factory=set)
-    decision: ScriptDecision | None = None
-    keep: KeepDecision | None = None
-    rounds: int = 0
-    cand_run_values: list[dict[str, float]] = field(default_factory=list)
-    class_errors: dict = field(default_factory=dict)
-    class_gpu_us: dict[str, float] | None = None
-    lost_devices: list[str] = field(default_factory=list)
-    #: the GPU-time floor (%) the keep metric's gain had to clear (rules.verdict.gpu_gain_floor)
-    gpu_floor_pct: float | None = None
-
-    @property
-    def cand_values(self) -> dict[str, float]:
-        """The candidate's per-class metrics of the last round ({} before any)."""
-        return self.cand_run_values[-1] if self.cand_run_values else {}
-
-    def measured_again(self) -> None:
-        """Forget the measurements (the device was lost: the whole measuring call runs again on
-        a new lease); the runs made so far stay listed."""
-        self.checked, self.decision, self.keep, self.rounds, self.cand_run_values = set(), None, None, 0, []
-        self.class_errors, self.class_gpu_us = {}, None
+from kopt_mcp.testing import faults
 
 
 def save_and_test(sess: Session, target: str = GLOBAL, hypothesis: str = "",
@@ -142,8 +100,6 @@ def _judge_on_one_device(sess: Session, a: Attempt, progress: Progress | None) -
 
 
 def _judge(sess: Session, a: Attempt, progress: Progress | None) -> VerdictResult:
-    from kopt_mcp.referee.keep_metric import keep_metric
-
     hits = touched_protected(a.changed, protected_paths(sess))
     if hits:
         return finish(sess, a, "rejected", f"the candidate changes protected file(s) {', '.join(hits)}: the "
@@ -155,7 +111,7 @@ def _judge(sess: Session, a: Attempt, progress: Progress | None) -> VerdictResul
         return finish(sess, a, "rejected", "; ".join(unsafe) + ": a symlink may not lead into a protected path "
                       "or out of the repository (writes through it would change what is fixed or escape "
                       "the checkout); copy the file instead", revert=True)
-    gate = sess.lease(progress, stop_now=False)
+    gate = sess.lease(progress)
     if gate.lease is None:
         stop = None if gate.reason == "cancelled" else f"no idle GPU: {gate.reason}"
         return finish(sess, a, "failed", stop or "cancelled while waiting for a GPU", revert=True, stop=stop)
@@ -223,41 +179,6 @@ def _judge(sess: Session, a: Attempt, progress: Progress | None) -> VerdictResul
     return _improved(sess, a, f"{d.reason}; {a.keep.reason}")
 
 
-def measure_run(sess: Session, a: Attempt, tree: str, label: str) -> Measurement:
-    """One run of snapshot `tree` (the attempt's candidate or BEST) in a disposable checkout,
-    verified afterwards (`verify_run`). The [correctness] command runs once per candidate tree (its
-    first run); BEST passed it at the baseline. Raises Tampered."""
-    check = "candidate" in label and tree not in a.checked
-    a.checked.add(tree)
-    m = sess.measure(tree, sess.store.run_dir(a.n, label), check)
-    a.runs.append(m.run_dir)
-    verify_run(sess, a, m.changes, tree)
-    return m
-
-
-def profile_run(sess: Session, a: Attempt, prof, tree: str, label: str):
-    """One run of snapshot `tree` under profiler `prof` in a disposable checkout, verified
-    afterwards (`verify_run`); returns the Profiled (its `trace` None when the run left none).
-    Raises Tampered."""
-    p = sess.profile(prof, tree, sess.store.run_dir(a.n, label))
-    a.runs.append(str(p.log_path.rsplit("/", 1)[0]))
-    verify_run(sess, a, p.changes, tree)
-    return p
-
-
-def verify_run(sess: Session, a: Attempt, changes: list[FileChange], tree: str) -> None:
-    """What a run of `tree` changed in its checkout: a protected file raises Tampered (named);
-    a run of BEST adds its other changes to the benchmark outputs; a candidate's other changes
-    become a warning."""
-    is_best = tree == a.best_tree
-    rest = judge_run_changes(sess, changes, "the run of BEST_COMMIT" if is_best else "the run")
-    if rest and not is_best:
-        w = (describe(rest) + " in its checkout: reported only, the tested snapshot (not the tree left "
-             "after the run) is what is judged and committed")
-        if w not in a.warnings:
-            a.warnings.append(w)
-
-
 def _incorrect(sess: Session, a: Attempt, reason: str) -> VerdictResult:
     s, g = sess.state, sess.cfg.gates
     outcome, rep = after_incorrect(s.repair, a.n, a.target, a.hypothesis, g.max_repairs)
@@ -319,7 +240,7 @@ def finish(sess: Session, a: Attempt, verdict: str, reason: str, revert: bool, r
         stop = f"{s.regressions.consecutive} consecutive measured regressions"
     s.end_job()  # the verdict and the phase are saved together with the end of the job
     if stop:  # after the revert, so the Stop Summary commit sits on top of BEST_COMMIT
-        sess.stop(stop)
+        stop_session(sess, stop)
     sess.save()
     return VerdictResult(
         attempt=n, verdict=verdict, reason=reason, target=a.target, metric=sess.cfg.benchmark.metric,

@@ -7,17 +7,21 @@ from __future__ import annotations
 
 import statistics
 
-from kopt_mcp import faults, vcs
-from kopt_mcp.profilers.base import ProfilerError, exact_names_regex, target_gpu_time
-from kopt_mcp.referee.core import BASELINE_MESSAGE, Progress, RefereeError, Session
-from kopt_mcp.referee.ops import bench_result, judge_run_changes, protected_paths
+from kopt_mcp import vcs
+from kopt_mcp.bench.measure import Measurement
+from kopt_mcp.errors import ProfilerError, RefereeError
+from kopt_mcp.profilers.base import exact_names_regex, target_gpu_time
+from kopt_mcp.referee.core import BASELINE_MESSAGE, Progress, Session
+from kopt_mcp.referee.guards import judge_run_changes, protected_paths
 from kopt_mcp.referee.report import perf_rows
 from kopt_mcp.referee.slots import best_lock, publish
-from kopt_mcp.results import BenchmarkResult
+from kopt_mcp.results import BenchmarkResult, ClassMetric
 from kopt_mcp.rules.clocks import same_clock
 from kopt_mcp.rules.keep import class_gpu_times, group_spread_pct, launch_counts_differ, target_median_us
+from kopt_mcp.rules.percent import improvement_pct
 from kopt_mcp.rules.protect import FileChange, describe, touched_protected
-from kopt_mcp.session import spread_pct
+from kopt_mcp.session import next_actions, spread_pct
+from kopt_mcp.testing import faults
 
 #: profiled runs of unmodified BEST_COMMIT at the baseline, back to back: their spreads are the
 #: first estimate of the process-to-process shift of GPU time (rules.verdict.gpu_gain_floor)
@@ -143,3 +147,19 @@ def _baseline_spreads(traces: list, totals_us: list[float], kernel_regex: str | 
                 pass
         out.append(spread_pct(u1, u2))
     return out
+
+
+def bench_result(sess: Session, what: str, m: Measurement, recorded: bool) -> BenchmarkResult:
+    """The result of one run; for the baseline (`recorded`) each class shows the value recorded
+    in performance.md and BEST's metrics (the median of the baseline runs), not the first run's."""
+    best = sess.state.best.metrics
+    shown = best if recorded else {}
+    classes = [ClassMetric(key=c.key, metric=shown.get(c.key, c.metric), correct=c.correct, errors=c.errors)
+               for c in (m.table.classes if m.table else [])]
+    vs = {c.key: improvement_pct(best[c.key], c.metric, sess.cfg.benchmark.higher_is_better)
+          for c in classes if c.key in best and not recorded}
+    return BenchmarkResult(
+        what=what, device=sess.device, ok=m.gate.kind == "ok", gate=m.gate.kind, reason=m.gate.reason,
+        metric=sess.cfg.benchmark.metric, classes=classes, vs_best_pct=vs, exit_code=m.run.exit_code,
+        duration_s=m.run.duration_s, log_path=m.run.log_path, log_tail=m.run.log_tail[-2000:],
+        baseline_recorded=recorded, best_commit=sess.state.best.commit, next_actions=next_actions(sess.state))

@@ -17,18 +17,23 @@ from __future__ import annotations
 from contextlib import nullcontext
 from dataclasses import dataclass
 
-from kopt_mcp import faults, vcs
-from kopt_mcp.referee.attempt import Attempt, measure_run
-from kopt_mcp.referee.core import Progress, RefereeError, Session
-from kopt_mcp.referee.measure import raise_if_cancelled
-from kopt_mcp.referee.ops import Tampered, protected_paths, workspace_moved
-from kopt_mcp.referee.recovery import adopt_best, recover
+from kopt_mcp import vcs
+from kopt_mcp.bench.measure import raise_if_cancelled
+from kopt_mcp.errors import MeasurementError, RefereeError, Tampered
+from kopt_mcp.profilers.confirm import confirm_keep, gain_pct
+from kopt_mcp.referee.core import Progress, Session
+from kopt_mcp.referee.guards import protected_paths, workspace_moved
+from kopt_mcp.referee.keep_metric import keep_metric
+from kopt_mcp.referee.reapply import reapply
+from kopt_mcp.referee.recovery import adopt_best, lease_or_stop, recover
 from kopt_mcp.referee.report import perf_rows
+from kopt_mcp.referee.runs import Attempt, measure_run, profile_run
 from kopt_mcp.referee.slots import best_lock, read_shared, sync
 from kopt_mcp.results import CommitResult
 from kopt_mcp.rules.protect import touched_protected, unsafe_symlinks
 from kopt_mcp.rules.verdict import Round, ScriptDecision, decide
 from kopt_mcp.session import next_actions, require
+from kopt_mcp.testing import faults
 
 
 def commit_improvement(sess: Session, message: str = "", progress: Progress | None = None) -> CommitResult:
@@ -135,7 +140,7 @@ def _commit(sess: Session, message: str, progress: Progress | None, overtaken: i
             if refused:
                 return _not_kept(sess, refused, formatted, [])
     faults.point("commit_improvement.after_format")
-    if sess.lease(progress).lease is None:
+    if lease_or_stop(sess, progress).lease is None:
         raise RefereeError(f"no device to re-measure on: {s.stop_reason or 'cancelled'}")
     if progress:
         progress(1, 4, "re-measuring candidate and BEST in the same lease")
@@ -162,7 +167,6 @@ def _commit(sess: Session, message: str, progress: Progress | None, overtaken: i
                          formatted, d.classes)
     gpu_us, claim = p.candidate_gpu_us, (p.gpu_best_us, p.candidate_gpu_us, p.gpu_floor_pct)
     if (formatted or reapplied) and gpu_us is not None:  # a new tree: its GPU time is measured again
-        from kopt_mcp.referee.keep_metric import keep_metric
 
         a.decision = d
         try:
@@ -248,7 +252,6 @@ def _reapply(sess: Session, a: Attempt, judged_against: str) -> CommitResult | N
     `.../attempts/NNNN-reapplied` and measured against the newest BEST by the caller (None is
     returned). Overlapping edits: the verdict `conflict` (candidate archived, workspace reset to
     the newest BEST, phase ready), returned as a not-committed CommitResult."""
-    from kopt_mcp.referee.reapply import reapply
 
     s, n = sess.state, a.n
     frozen = sess.ws.git.rev_parse(sess.attempt_ref(n)).strip()
@@ -326,9 +329,6 @@ def _confirm(sess: Session, a: Attempt, claim: tuple[float | None, float | None,
     record goes to the ledger (`confirmation`). `claim`: BEST's and the candidate's GPU time (us) in
     the keep decision and the floor (%) it cleared. None when the claim is incomplete (a session
     saved before these fields existed). Raises Tampered."""
-    from kopt_mcp.errors import MeasurementError
-    from kopt_mcp.profilers.confirm import confirm_keep, gain_pct
-    from kopt_mcp.referee.attempt import profile_run
 
     best_us, cand_us, floor = claim
     if best_us is None or cand_us is None:

@@ -51,41 +51,28 @@ import threading
 from collections.abc import Callable
 from datetime import date
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import git
 
-from kopt_mcp import faults, vcs
+from kopt_mcp import vcs
+from kopt_mcp.bench.executor import Executor, JobLease
+from kopt_mcp.bench.measure import Measurement, Profiled
 from kopt_mcp.config import ConfigFile, TargetConfig
-from kopt_mcp.errors import StateError
-from kopt_mcp.executor import Executor, JobLease
+from kopt_mcp.errors import Cancelled, RefereeError, StateSaveError
 from kopt_mcp.gpus.gate import GateOutcome
 from kopt_mcp.ledger import Store, atomic_write, new_record, render_performance
+from kopt_mcp.paths import kopt_dir, session_dir
 from kopt_mcp.profilers.base import Profiler
 from kopt_mcp.referee.services import Services
+from kopt_mcp.referee.slots import check_slot_name, shared_events
 from kopt_mcp.results import DeviceInfo
 from kopt_mcp.rules.verdict import Policy
 from kopt_mcp.session import SessionState
-
-if TYPE_CHECKING:
-    from kopt_mcp.referee.measure import Measurement, Profiled
+from kopt_mcp.testing import faults
 
 Progress = Callable[[float, float, str], None]
 BASELINE_MESSAGE = "kopt: baseline"
 STOP_MESSAGE = "kopt: stop summary"
-
-
-class RefereeError(StateError, RuntimeError):
-    """An operation cannot proceed; the message says what the caller should do next."""
-
-
-class StateSaveError(RefereeError):
-    """state.json could not be written (disk full, read-only): nothing changed in memory."""
-
-
-class Cancelled(StateError, RuntimeError):
-    """The client cancelled the call: the running process tree was killed, the lease released and
-    the session left as it was before the call (an archived patch is kept, labelled `cancelled`)."""
 
 
 def default_tag() -> str:
@@ -116,8 +103,6 @@ class Session:
 
     def __init__(self, repo: Path, config_path: Path | None = None, tag: str | None = None,
                  services: Services | None = None, slot: str | None = None) -> None:
-        from kopt_mcp.referee.slots import check_slot_name
-
         self.repo_path = repo.resolve()
         self.repo = vcs.open_repo(self.repo_path)
         self.tag = tag or default_tag()
@@ -143,8 +128,6 @@ class Session:
                            "TORCH_EXTENSIONS_DIR": str(cache / "torch_extensions"),
                            "CUDA_CACHE_PATH": str(cache / "cuda"),
                            "MIOPEN_USER_DB_PATH": str(cache / "miopen")}
-        from kopt_mcp.paths import kopt_dir, session_dir
-
         vcs.ensure_excluded(self.repo)
         self.kopt_dir = kopt_dir(self.repo)
         self.state_dir = session_dir(self.repo, self.tag) / "slots" / self.slot if self.slot else \
@@ -200,8 +183,6 @@ class Session:
     def write_performance(self, extra: list[dict] | None = None) -> None:
         """Render performance.md from the ledger, the queued records and `extra` records (the ones
         about to be committed) into the workspace (atomic)."""
-        from kopt_mcp.referee.slots import shared_events
-
         events = shared_events(self) + list(self.state.outbox) + list(extra or [])
         atomic_write(self.workspace_path / "performance.md", render_performance(events, self.cfg.benchmark.metric))
 
@@ -234,15 +215,15 @@ class Session:
                 "these commits from the branch (their diff is in the attempt's archived patch); a commit puts "
                 "their content in one new commit on top of BEST_COMMIT")]
 
-    # -- the job lease: one device for one measuring call (kopt_mcp.executor) ----------------
+    # -- the job lease: one device for one measuring call (kopt_mcp.bench.executor) ----------------
 
-    def lease(self, progress: Progress | None, stop_now: bool = True) -> GateOutcome:
+    def lease(self, progress: Progress | None) -> GateOutcome:
         """Take the job lease for this measuring call (or keep the one it holds): every run of the
         call goes to that device (`measure`, `profile`), so A/B pairs share one GPU; the device
-        used last is preferred. With none after the whole wait the session must stop (reason `no
-        idle GPU: ...`): at once, or by the caller after its own clean-up (stop_now=False).
-        Raises Cancelled when the client cancelled the wait. The lease ends with the operation
-        (`release_job`, called by referee.operation)."""
+        used last is preferred. With none after the whole wait (`outcome.lease` None) the session
+        must stop (reason `no idle GPU: ...`): `recovery.lease_or_stop` does so at once, save_and_test
+        after its own clean-up. Raises Cancelled when the client cancelled the wait. The lease ends
+        with the operation (`release_job`, called by referee.operation)."""
         if self.job is not None:
             return self.job_outcome
         grant = self.executor.acquire(progress=progress, cancel=self.cancel, prefer=self.last_device)
@@ -250,10 +231,6 @@ class Session:
         if grant.lease is None:
             if outcome.reason == "cancelled":
                 raise Cancelled("cancelled while waiting for an idle GPU")
-            if stop_now:
-                from kopt_mcp.referee.recovery import stop
-
-                stop(self, f"no idle GPU: {outcome.reason}")
             return outcome
         self.job, self.job_outcome = grant.lease, outcome
         self.device = grant.lease.device
@@ -315,12 +292,6 @@ class Session:
             return make(self.cfg.profiler.backend, detail)
         vendor = self.device.vendor if self.device else "cpu"
         return self.services.profiler(self.cfg.profiler.backend, vendor, detail)
-
-    def stop(self, reason: str) -> None:
-        """Stop the session (recovery.stop): state `stopped`, Stop Summary written and committed."""
-        from kopt_mcp.referee.recovery import stop
-
-        stop(self, reason)
 
     def workspace_tree(self) -> str:
         """The workspace as a snapshot tree against BEST_COMMIT (benchmark outputs left out)."""

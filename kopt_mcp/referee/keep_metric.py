@@ -4,9 +4,10 @@ group, else rules.verdict.apply_keep_metric on the totals)."""
 
 from __future__ import annotations
 
-from kopt_mcp.profilers.base import ProfilerError, exact_names_regex, target_durations, target_gpu_time, target_launches
-from kopt_mcp.referee.attempt import Attempt, profile_run
+from kopt_mcp.errors import ProfilerError
+from kopt_mcp.profilers.base import exact_names_regex, target_durations, target_gpu_time, target_launches
 from kopt_mcp.referee.core import Session
+from kopt_mcp.referee.runs import Attempt, profile_run
 from kopt_mcp.rules.keep import judge_groups
 from kopt_mcp.rules.verdict import KeepDecision, apply_keep_metric, gpu_gain_floor
 
@@ -22,7 +23,7 @@ def keep_metric(sess: Session, a: Attempt, suspect: bool = True, candidate_runs:
     triple. Each run's SM clock (Profiled.clock) goes to judge_groups (rules/clocks.py). A failed
     profile, or a trace without the target kernels, is never kept (no fallback
     to a weaker metric). `candidate_runs`: profiled candidate runs allowed (>= 1). Sets
-    `a.class_gpu_us` where launch groups map to classes; raises Tampered (ops.Tampered)."""
+    `a.class_gpu_us` where launch groups map to classes; raises Tampered (kopt_mcp.errors.Tampered)."""
     s = sess.state
     try:
         prof = sess.profiler()

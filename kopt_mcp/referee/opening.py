@@ -13,15 +13,17 @@ import git
 from filelock import FileLock, Timeout
 
 from kopt_mcp import vcs
+from kopt_mcp.bench.local import LocalExecutor
+from kopt_mcp.bench.runner import end_leftovers
 from kopt_mcp.config import load_config
+from kopt_mcp.errors import RefereeError, VcsError
 from kopt_mcp.gpus import make_probe
 from kopt_mcp.gpus.cpu import CpuLoadProbe
 from kopt_mcp.gpus.gate import IdleThresholds
 from kopt_mcp.ledger import now_iso
-from kopt_mcp.referee.core import RefereeError, Session, lease_dir_default, short
+from kopt_mcp.referee.core import Session, lease_dir_default, short
 from kopt_mcp.referee.recovery import clear_stale_locks, settle
 from kopt_mcp.referee.slots import read_shared
-from kopt_mcp.runner import end_leftovers
 from kopt_mcp.session import Best, SessionState
 
 
@@ -129,7 +131,7 @@ def _open_state(sess: Session) -> None:
                                  "retries it first")
     try:
         sess.best_tree = vcs.ensure_best_worktree(sess.repo, sess.best_path, sess.state.best.commit)
-    except (git.GitCommandError, vcs.VcsError, OSError) as e:
+    except (git.GitCommandError, VcsError, OSError) as e:
         sess.best_tree = None
         sess.problems.append(f"the BEST worktree {sess.best_path} could not be checked out at "
                              f"{sess.state.best.commit[:12]} ({short(e)}): measuring calls will fail until "
@@ -158,7 +160,7 @@ def _create_slot_workspace(sess: Session):
     line = f"kernel-opt/{sess.tag}"
     start = shared["commit"] if shared else (line if vcs.has_branch(sess.repo, line) else "HEAD")
     if vcs.has_branch(sess.repo, sess.branch) or sess.workspace_path.exists():
-        raise vcs.VcsError(f"slot {sess.slot!r}: branch {sess.branch} or folder {sess.workspace_path} exists but "
+        raise VcsError(f"slot {sess.slot!r}: branch {sess.branch} or folder {sess.workspace_path} exists but "
                            "holds no slot state: pass another --slot, or remove them")
     sess.workspace_path.parent.mkdir(parents=True, exist_ok=True)
     sess.repo.git.worktree("add", "-b", sess.branch, str(sess.workspace_path), start)
@@ -167,13 +169,14 @@ def _create_slot_workspace(sess: Session):
 
 def _open_gate(sess: Session) -> None:
     """The session's executor: `services.executor(sess)`; else, with `[cluster] ray_address`, the Ray
-    executor (kopt_mcp.cluster.ray_executor; ImportError names the install line when Ray is missing);
+    executor (kopt_mcp.bench.cluster.ray_executor; ImportError names the install line when Ray is missing);
     else `local_executor(sess)` (this host)."""
     if sess.services.executor is not None:
         sess.executor = sess.services.executor(sess)
         return
     if sess.cfg.cluster.ray_address:  # imported only then: importing Ray takes seconds
-        from kopt_mcp.cluster.ray_executor import executor_for
+        # lazy: importing Ray takes seconds: only with [cluster] ray_address
+        from kopt_mcp.bench.cluster.ray_executor import executor_for
 
         sess.executor = executor_for(sess.cfg, sess.tag)
         return
@@ -181,10 +184,8 @@ def _open_gate(sess: Session) -> None:
 
 
 def local_executor(sess: Session):
-    """The local executor (kopt_mcp.executor_local.LocalExecutor) over the GPU gate of `[gates]`
+    """The local executor (kopt_mcp.bench.local.LocalExecutor) over the GPU gate of `[gates]`
     and the session's services (probe, clock, sleep, lease dir, runner)."""
-    from kopt_mcp.executor_local import LocalExecutor
-
     gates, sv = sess.cfg.gates, sess.services
     return LocalExecutor(
         probe=sv.probe or make_probe(gates.gpu_probe), lease_dir=sv.lease_dir or lease_dir_default(), tag=sess.tag,

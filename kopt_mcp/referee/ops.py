@@ -7,18 +7,20 @@ Each operation is a plain function over a `Session` (referee/core.py); `Referee`
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from kopt_mcp import faults, vcs
-from kopt_mcp.metrics import improvement_pct
-from kopt_mcp.profilers.base import ProfilerError, target_gpu_time
-from kopt_mcp.referee.core import Progress, RefereeError, Session
-from kopt_mcp.referee.measure import Measurement, checkout, raise_if_cancelled
+from kopt_mcp import vcs
+from kopt_mcp.bench.measure import checkout, raise_if_cancelled
+from kopt_mcp.errors import ProfilerError, RefereeError
+from kopt_mcp.profilers.base import target_gpu_time
+from kopt_mcp.profilers.bottleneck import classify
+from kopt_mcp.profilers.kernel_names import short_kernel_name
+from kopt_mcp.referee.baseline import baseline, bench_result
+from kopt_mcp.referee.core import Progress, Session
+from kopt_mcp.referee.guards import run_note
+from kopt_mcp.referee.recovery import lease_or_stop
 from kopt_mcp.referee.slots import slots_status
 from kopt_mcp.results import (
     AttemptResult,
     BenchmarkResult,
-    ClassMetric,
     GpuResult,
     KernelRow,
     RevertResult,
@@ -26,65 +28,10 @@ from kopt_mcp.results import (
     TraceResult,
     WarmupResult,
 )
-from kopt_mcp.rules.protect import FileChange, describe, run_changes_verdict
 from kopt_mcp.session import Phase, next_actions, require
+from kopt_mcp.testing import faults
 
 PATCH_CHARS = 60_000
-
-
-class Tampered(Exception):
-    """A run changed a protected file in its checkout, or the workspace outside it: the attempt is
-    `rejected` with this message (which names the files)."""
-
-
-def protected_paths(sess: Session) -> list[str]:
-    """[protect] paths plus the config file (when it lies inside the repository)."""
-    paths = list(sess.cfg.protect.paths)
-    try:
-        paths.append(Path(sess.config.path).relative_to(sess.repo_path).as_posix())
-    except ValueError:
-        pass
-    return paths
-
-
-def judge_run_changes(sess: Session, changes: list[FileChange], who: str) -> list[FileChange]:
-    """What one run changed in its checkout. A protected path (benchmark, oracle, config,
-    performance.md) raises Tampered naming it ("the run rewrote bench.py"). A run of unchanged
-    BEST_COMMIT (`who` starts with "the run of BEST") adds its other changes to the session's
-    benchmark outputs (logged). Returns the remaining changes, benchmark outputs left out."""
-    s = sess.state
-    reason, rest = run_changes_verdict(changes, protected_paths(sess), s.benchmark_outputs, who)
-    if reason:
-        raise Tampered(reason)
-    if rest and who.startswith("the run of BEST"):
-        new = sorted({c.path for c in rest} - set(s.benchmark_outputs))
-        s.benchmark_outputs = sorted({*s.benchmark_outputs, *new})
-        sess.store.log("benchmark_outputs", added=new, outputs=s.benchmark_outputs)
-        return []
-    return rest
-
-
-def workspace_moved(sess: Session, tree: str) -> str | None:
-    """A rejection reason when the workspace no longer holds snapshot `tree` (outputs aside): a
-    run wrote outside its own checkout (or the workspace was edited while it was measured);
-    None when it is intact."""
-    now = sess.workspace_tree()
-    if now == tree:
-        return None
-    what = describe(vcs.tree_changes(sess.ws, tree, now), "it")
-    return (f"the run changed the workspace {sess.workspace_path} outside its own checkout ({what}), or the "
-            "workspace was edited while it was measured: the tested snapshot is archived, nothing written "
-            "during the run is kept")
-
-
-def run_note(sess: Session, changes: list[FileChange]) -> str:
-    """A note on what a run without a verdict (check, trace, warm-up) changed in its checkout;
-    a protected file is named as save_and_test would reject it. Empty when nothing changed."""
-    try:
-        rest = judge_run_changes(sess, changes, "the run")
-    except Tampered as e:
-        return f"{str(e).split(':')[0]} (save_and_test rejects a candidate whose run does this)"
-    return (describe(rest) + " in its disposable checkout (nothing in the workspace changed)") if rest else ""
 
 
 def status(sess: Session) -> StatusResult:
@@ -108,7 +55,7 @@ def find_idle_gpu(sess: Session, progress: Progress | None = None) -> GpuResult:
     The lease found is NOT kept: it ends with this call (every measuring call leases its own
     device, preferring this one)."""
     require(sess.state, "find_idle_gpu")
-    out = sess.lease(progress)
+    out = lease_or_stop(sess, progress)
     sess.store.log("gpu_gate", leased=out.lease is not None, reason=out.reason, waited_s=out.waited_s,
                    device=sess.device_id)
     return GpuResult(leased=out.lease is not None, device=sess.device, checks=out.checks,
@@ -118,33 +65,16 @@ def find_idle_gpu(sess: Session, progress: Progress | None = None) -> GpuResult:
 
 def need_device(sess: Session, progress: Progress | None) -> None:
     """Lease a device for a measuring call, or raise RefereeError (the session may have stopped)."""
-    out = sess.lease(progress)
+    out = lease_or_stop(sess, progress)
     if out.lease is None:
         raise RefereeError(f"no device: {out.reason}. " + (
             "The session stopped." if sess.state.phase == Phase.stopped else "Call again later."))
-
-
-def bench_result(sess: Session, what: str, m: Measurement, recorded: bool) -> BenchmarkResult:
-    """The result of one run; for the baseline (`recorded`) each class shows the value recorded
-    in performance.md and BEST's metrics (the median of the baseline runs), not the first run's."""
-    best = sess.state.best.metrics
-    shown = best if recorded else {}
-    classes = [ClassMetric(key=c.key, metric=shown.get(c.key, c.metric), correct=c.correct, errors=c.errors)
-               for c in (m.table.classes if m.table else [])]
-    vs = {c.key: improvement_pct(best[c.key], c.metric, sess.cfg.benchmark.higher_is_better)
-          for c in classes if c.key in best and not recorded}
-    return BenchmarkResult(
-        what=what, device=sess.device, ok=m.gate.kind == "ok", gate=m.gate.kind, reason=m.gate.reason,
-        metric=sess.cfg.benchmark.metric, classes=classes, vs_best_pct=vs, exit_code=m.run.exit_code,
-        duration_s=m.run.duration_s, log_path=m.run.log_path, log_tail=m.run.log_tail[-2000:],
-        baseline_recorded=recorded, best_commit=sess.state.best.commit, next_actions=next_actions(sess.state))
 
 
 def run_benchmark(sess: Session, progress: Progress | None = None) -> BenchmarkResult:
     """Run the fixed benchmark once. Before the baseline exists: measure unmodified BEST_COMMIT
     (in the BEST worktree) and record it as the baseline. After: measure the workspace as it is
     (quick check; no verdict, nothing kept)."""
-    from kopt_mcp.referee.baseline import baseline
 
     require(sess.state, "run_benchmark")
     need_device(sess, progress)
@@ -164,8 +94,6 @@ def run_benchmark(sess: Session, progress: Progress | None = None) -> BenchmarkR
 
 def kernel_trace_analysis(sess: Session, top: int = 10, progress: Progress | None = None) -> TraceResult:
     """Profile the workspace once in detail mode; hottest kernels first (at most `top`)."""
-    from kopt_mcp.profilers.bottleneck import classify
-    from kopt_mcp.profilers.ncu import short_kernel_name
 
     require(sess.state, "kernel_trace_analysis")
     need_device(sess, progress)

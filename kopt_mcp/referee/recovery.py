@@ -10,11 +10,14 @@ from pathlib import Path
 import git
 import psutil
 
-from kopt_mcp import faults, vcs
-from kopt_mcp.referee.core import BASELINE_MESSAGE, STOP_MESSAGE, RefereeError, Session, short
+from kopt_mcp import vcs
+from kopt_mcp.errors import RefereeError, VcsError
+from kopt_mcp.gpus.gate import GateOutcome
+from kopt_mcp.referee.core import BASELINE_MESSAGE, STOP_MESSAGE, Progress, Session, short
 from kopt_mcp.referee.report import stop_summary
 from kopt_mcp.referee.slots import best_lock, publish, read_shared, unpublish
 from kopt_mcp.session import Phase
+from kopt_mcp.testing import faults
 
 
 def settle(sess: Session) -> None:
@@ -27,7 +30,7 @@ def settle(sess: Session) -> None:
         try:
             recover(sess)
             sess.problems = [p for p in sess.problems if not p.startswith("recovery at start failed")]
-        except (git.GitCommandError, vcs.VcsError) as e:
+        except (git.GitCommandError, VcsError) as e:
             raise RefereeError(
                 f"could not finish the interrupted job {sess.state.in_progress.get('tool')!r} ({short(e)}): "
                 f"check `git -C {sess.workspace_path} status`, remove a stale lock file if a git process "
@@ -259,3 +262,13 @@ def clear_stale_locks(sess: Session) -> None:
             sess.problems.append(f"stale git lock {lock} could not be removed ({e}): remove it by hand")
     if removed:
         sess.store.log("stale_git_locks_removed", paths=removed)
+
+
+def lease_or_stop(sess: Session, progress: Progress | None) -> GateOutcome:
+    """`Session.lease`; with no device after the whole wait the session stops at once (reason `no
+    idle GPU: ...`, Stop Summary written) and the outcome, without a lease, is returned. Raises
+    Cancelled when the client cancelled the wait."""
+    outcome = sess.lease(progress)
+    if outcome.lease is None:
+        stop(sess, f"no idle GPU: {outcome.reason}")
+    return outcome

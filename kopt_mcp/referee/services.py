@@ -13,16 +13,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kopt_mcp.executor import Executor
+from kopt_mcp.bench.executor import Executor
+from kopt_mcp.bench.runner import RunResult, run_command
 from kopt_mcp.gpus.base import GpuProbe
 from kopt_mcp.gpus.clocks import ClockFactory, clock_source
 from kopt_mcp.profilers import make_profiler
 from kopt_mcp.profilers.base import Profiler
-from kopt_mcp.runner import RunResult, run_command
 
 #: (backend, vendor, detail) -> Profiler, as kopt_mcp.profilers.make_profiler
 ProfilerFactory = Callable[[str, str, bool], Profiler]
-#: as kopt_mcp.runner.run_command (command, cwd, env, timeout_s, log_path, cancel=, pid_dir=)
+#: as kopt_mcp.bench.runner.run_command (command, cwd, env, timeout_s, log_path, cancel=, pid_dir=)
 Runner = Callable[..., RunResult]
 
 
@@ -47,7 +47,7 @@ class Services:
     clock: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] | None = None
     lease_dir: Path | None = None
-    #: builds the session's executor (kopt_mcp.executor.Executor) from the opened session; None:
-    #: the local one (kopt_mcp.executor_local.LocalExecutor over this host's GPU gate)
+    #: builds the session's executor (kopt_mcp.bench.executor.Executor) from the opened session; None:
+    #: the local one (kopt_mcp.bench.local.LocalExecutor over this host's GPU gate)
     executor: Callable[[Any], Executor] | None = None
     clocks: ClockFactory | None = clock_source

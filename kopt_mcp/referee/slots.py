@@ -29,8 +29,11 @@ from pathlib import Path
 
 from filelock import FileLock
 
-from kopt_mcp import faults, vcs
+from kopt_mcp import vcs
 from kopt_mcp.ledger import atomic_write
+from kopt_mcp.referee.reapply import reapply
+from kopt_mcp.session import Phase
+from kopt_mcp.testing import faults
 
 SLOT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$")
 BEST_FILE = "best.json"
@@ -99,7 +102,6 @@ def unpublish(sess, commit: str) -> None:
 def sync(sess) -> str | None:
     """Bring this slot to the shared BEST when another slot moved it (see module docstring).
     Returns what was done (also logged), or None when BEST had not moved. Raises git errors."""
-    from kopt_mcp.session import Phase
 
     s = sess.state
 
@@ -139,7 +141,6 @@ def _rebase_workspace(sess, old: str, new: str) -> str:
     """The workspace's change against `old` re-applied onto `new`: clean -> the workspace holds
     the merged tree; a conflict -> archived as a `conflict` attempt, workspace reset to `new`, a
     repair dropped. A clean workspace is simply reset to `new`."""
-    from kopt_mcp.referee.reapply import reapply
 
     s = sess.state
     tree = vcs.snapshot(sess.ws, old, s.benchmark_outputs).tree

@@ -48,9 +48,10 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, Field
 
-from kopt_mcp.gpus.clocks import RunClock
-from kopt_mcp.profilers.base import KernelTrace, LaunchGroup, ProfilerError, trace_groups
+from kopt_mcp.errors import ProfilerError
+from kopt_mcp.profilers.base import KernelTrace, LaunchGroup, trace_groups
 from kopt_mcp.profilers.kernel_names import is_utility_kernel, short_kernel_name
+from kopt_mcp.profilers.run_clock import RunClock
 from kopt_mcp.rules.clocks import ClockPlan, clock_plan
 from kopt_mcp.rules.pairing import first_launch_key, match_groups
 from kopt_mcp.rules.verdict import GainFloor, KeepDecision, gpu_gain_floor

@@ -15,11 +15,18 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from kopt_mcp.errors import InputError
-from kopt_mcp.metrics import improvement_pct
+from kopt_mcp.errors import VerdictError
 from kopt_mcp.rules.noise import classify_change
-from kopt_mcp.rules.stats import (NoiseEstimate, PairedInterval, as_improvement, guarded, log_delta_pct, noise_from_groups,
-                                  paired_interval)
+from kopt_mcp.rules.percent import improvement_pct
+from kopt_mcp.rules.stats import (
+    NoiseEstimate,
+    PairedInterval,
+    as_improvement,
+    guarded,
+    log_delta_pct,
+    noise_from_groups,
+    paired_interval,
+)
 
 GLOBAL = "global"
 #: said with every keep the script metric decided alone (no profiler): what the verdict cannot rule out
@@ -57,10 +64,6 @@ class ScriptDecision(BaseModel):
     classes: list[ClassDelta]
     worse_classes: list[str]
     reason: str
-
-
-class VerdictError(InputError, ValueError):
-    """The target or the rounds do not fit the measured classes."""
 
 
 def target_value(values: dict[str, float], target: str) -> float:

@@ -1,6 +1,6 @@
 """Process cheats (issue 11, item 3): what a benchmark leaves running must end with its run.
 
-Each test plants one cheat and asserts it is caught; the module docstring of kopt_mcp/contain.py
+Each test plants one cheat and asserts it is caught; the module docstring of kopt_mcp/bench/contain.py
 says how. Before the launcher (runner with a process-group kill only) every one of them got
 through: see benchmarks/results/2026-11-23-cpu-load-robustness.md and the session report.
 """
@@ -19,8 +19,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from kopt_mcp.runner import end_leftovers, run_command
-from kopt_mcp.testing import make_toy_repo
+from kopt_mcp.bench.runner import end_leftovers, run_command
+from kopt_mcp.testing.toy import make_toy_repo
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the subreaper is Linux's")
 
@@ -216,7 +216,7 @@ def test_a_detached_child_cannot_pause_the_next_best_run(tmp_path, make_referee,
 SERVER = textwrap.dedent("""\
     import sys
     from pathlib import Path
-    from kopt_mcp.runner import run_command
+    from kopt_mcp.bench.runner import run_command
     work, pid_dir = Path(sys.argv[1]), Path(sys.argv[2])
     run_command("sleep 300 & echo $! > pids; setsid sleep 300 & echo $! >> pids; sleep 300",
                 work, {}, 600, work / "log", pid_dir=pid_dir)

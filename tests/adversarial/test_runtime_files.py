@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from kopt_mcp.testing import kernel_source
+from kopt_mcp.testing.toy import kernel_source
 
 FASTER = {"1": 80.0, "2": 160.0}
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kopt_mcp.testing import FakeClock
+from kopt_mcp.testing.toy import FakeClock
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nvidia_smi"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from kopt_mcp.errors import ProbeError
 from kopt_mcp.gpus.amd import (
     AMD_SMI_PROCESS_COMMAND,
     ROCM_SMI_GPU_COMMAND,
@@ -12,7 +13,6 @@ from kopt_mcp.gpus.amd import (
     RocmSmiProbe,
     SysfsProbe,
 )
-from kopt_mcp.gpus.base import ProbeError
 from kopt_mcp.gpus.gate import GpuGate, IdleThresholds
 from kopt_mcp.gpus.lease import LeaseManager
 from tests.gpus.test_amd_probes import (

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from kopt_mcp.errors import ProbeError
 from kopt_mcp.gpus import BACKENDS, make_probe
 from kopt_mcp.gpus.amd import (
     AMD_SMI_PROCESS_COMMAND,
@@ -26,7 +27,7 @@ from kopt_mcp.gpus.amd import (
     parse_rocm_smi,
     parse_showpids,
 )
-from kopt_mcp.gpus.base import GpuProcess, ProbeError
+from kopt_mcp.gpus.base import GpuProcess
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 BESZEL_JSON = "rocm_smi/beszel414_rx7900xtx_showtemp_showuse_showpower_meminfo_vram_oneline.json"

@@ -192,11 +192,11 @@ def _hog(seconds: float = 60.0) -> _Hog:
 
 
 def test_cpu_probe_sees_a_planted_busy_process_and_not_its_own_tree():
-    from kopt_mcp.gpus.cpu import CpuLoadProbe
-
     import time
 
     import psutil
+
+    from kopt_mcp.gpus.cpu import CpuLoadProbe
 
     hog = _hog()
     try:

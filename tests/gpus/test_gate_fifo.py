@@ -231,7 +231,7 @@ def test_another_live_process_keeps_its_place_until_it_dies(tmp_path, fake_time)
 def test_two_slots_of_one_server_through_the_local_executor(tmp_path, fake_time):
     """The executor builds a gate (and a waiter) per measuring call: slot a's next call, started while
     slot b waits, queues behind b."""
-    from kopt_mcp.executor_local import LocalExecutor
+    from kopt_mcp.bench.local import LocalExecutor
 
     def executor(tag, wait_s, **timing):
         return LocalExecutor(probe=NvidiaSmiProbe(SmiReplay(IDLE)), lease_dir=tmp_path, tag=tag, wait_s=wait_s,

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from kopt_mcp.errors import ProbeError
 from kopt_mcp.gpus import make_probe
-from kopt_mcp.gpus.base import ProbeError
 from kopt_mcp.gpus.gate import GpuGate, IdleThresholds, busy_reasons
 from kopt_mcp.gpus.lease import LeaseManager
 from kopt_mcp.gpus.nvml import NvmlProbe

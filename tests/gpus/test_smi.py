@@ -8,9 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from kopt_mcp.gpus.base import ProbeError
-from kopt_mcp.gpus.smi import (APPS_COMMAND, GPU_COMMAND, GPU_FIELDS, NvidiaSmiProbe,
-                               parse_compute_apps_csv, parse_query_gpu_csv)
+from kopt_mcp.errors import ProbeError
+from kopt_mcp.gpus.smi import (
+    APPS_COMMAND,
+    GPU_COMMAND,
+    GPU_FIELDS,
+    NvidiaSmiProbe,
+    parse_compute_apps_csv,
+    parse_query_gpu_csv,
+)
 from tests.gpus.conftest import BUSY, FIXTURES, IDLE, X8, SmiReplay, fixture_text
 
 

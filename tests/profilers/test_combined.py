@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from kopt_mcp.profilers import CuptiProfiler, NcuProfiler, ProfilerError, TraceWithMetrics, make_profiler
+from kopt_mcp.errors import ProfilerError
+from kopt_mcp.profilers import CuptiProfiler, NcuProfiler, TraceWithMetrics, make_profiler
 from kopt_mcp.profilers import cupti as cupti_mod
 from kopt_mcp.profilers.bottleneck import classify
 from kopt_mcp.profilers.combined import match_kernel_names

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from kopt_mcp.profilers.base import ProfilerError
+from kopt_mcp.errors import ProfilerError
 from kopt_mcp.profilers.confirm import (
     AGREE_FRACTION,
     ConfirmNcu,
@@ -254,11 +254,11 @@ def parse_rocprof_trace(path: Path):
 
 
 def test_the_wrapped_command_runs_the_benchmark_as_the_profilers_child(tmp_path):
-    """Through a real executor (kopt_mcp.runner): a stand-in `ncu` that records its arguments and
+    """Through a real executor (kopt_mcp.bench.runner): a stand-in `ncu` that records its arguments and
     runs the trailing `bash -c <command>` as its child, as ncu does (it profiles nothing, so no CSV: BEST cannot be
     measured and the confirmation is `unavailable`). The benchmark's quoting survives the wrap and
     its parent is the profiler's process."""
-    from kopt_mcp.runner import run_command
+    from kopt_mcp.bench.runner import run_command
 
     fake = tmp_path / "ncu"
     fake.write_text('#!/usr/bin/env bash\nprintf "%s\\n" "$@" > "$(dirname "$0")/args.txt"\n'

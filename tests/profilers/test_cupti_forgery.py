@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from kopt_mcp.profilers.base import ProfilerError
+from kopt_mcp.errors import ProfilerError
 from kopt_mcp.profilers.cupti import MANIFEST, CuptiProfiler
 from tests.replay_cupti import FIXTURE, SGEMM_PREFIX, write_fake_cupti
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from kopt_mcp.demo import kernel_line
+from kopt_mcp.commands.demo import kernel_line
 from kopt_mcp.profilers.base import launch_median_us
 from kopt_mcp.profilers.cupti import parse_cupti_dir
 from kopt_mcp.profilers.ncu import NcuProfiler, short_kernel_name

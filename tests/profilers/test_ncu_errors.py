@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kopt_mcp.profilers.base import ProfilerError
+from kopt_mcp.errors import ProfilerError
 from kopt_mcp.profilers.ncu import NcuProfiler
 from tests.profilers.conftest import DETAILS, RAW
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from kopt_mcp.gpus.clocks import RunClock
 from kopt_mcp.profilers.base import LaunchGroup
+from kopt_mcp.profilers.run_clock import RunClock
 from kopt_mcp.rules.clocks import clock_plan
 from kopt_mcp.rules.keep import judge_groups
 

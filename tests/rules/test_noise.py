@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from kopt_mcp.metrics import improvement_pct
 from kopt_mcp.rules.noise import classify_change
+from kopt_mcp.rules.percent import improvement_pct
 
 
 def test_change_below_noise_is_noise():

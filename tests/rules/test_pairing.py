@@ -36,7 +36,7 @@ def test_renamed_kernel_within_the_regex_is_paired_in_launch_order(runs):
 
 
 def test_renamed_kernel_without_a_regex_is_not_kept(runs):
-    """The target is then BEST's kernel by name, as in the totals rule (tests/test_keep_metric.py)."""
+    """The target is then BEST's kernel by name, as in the totals rule (tests/referee/test_keep_metric.py)."""
     v = judge_groups(runs(configs()), runs(configs(0.5, 0.5, name="my_sgemm_v2")), runs(configs()))
     assert not v.kept and "profiling the candidate: no kernel matches" in v.reason and "my_sgemm_v2" in v.reason
 

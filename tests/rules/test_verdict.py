@@ -12,7 +12,8 @@ import random
 
 import pytest
 
-from kopt_mcp.rules.verdict import GLOBAL, Policy, Round, VerdictError, decide
+from kopt_mcp.errors import VerdictError
+from kopt_mcp.rules.verdict import GLOBAL, Policy, Round, decide
 
 
 def R(best: dict[str, float], cand: dict[str, float]) -> Round:

@@ -1,0 +1,204 @@
+"""The `kopt-mcp` command: `serve` (stdio, or streamable HTTP with --http), `demo`, `check-config`, `init`, `--version`.
+
+Nothing is printed to stdout before the server runs (stdout is the MCP channel); errors go to stderr.
+A session that cannot open (bad repository or config, another server on the repository) does not end
+`serve`: the server still answers, every tool returns the error (clients hide stderr), and the exit
+status is 2 when the client disconnects.
+
+Subcommands are added in `_parser` (one `sub.add_parser` block each) and dispatched in `main`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from kopt_mcp import __version__
+from kopt_mcp.app.logs import add_logging_args, setup_logging
+from kopt_mcp.errors import StartupError, TokenError
+
+
+def _repo_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--repo", type=Path, default=Path.cwd(), metavar="PATH",
+                   help="the kernel repository, a git checkout with at least one commit (default: cwd)")
+    p.add_argument("--config", type=Path, default=None, metavar="PATH",
+                   help="the target config, TOML (default: <repo>/kopt.toml)")
+
+
+def _tool_list(text: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError("give at least one tool name, e.g. --tools status,run_benchmark")
+    return names
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="kopt-mcp", description="MCP server that referees GPU-kernel optimization loops.")
+    p.add_argument("--version", action="version", version=f"kopt-mcp {__version__}")
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
+    s = sub.add_parser("serve", help="run the MCP server for one kernel repository (stdio; --http for remote use)",
+                       description="Run the MCP server for one kernel repository (stdio by default).")
+    _repo_options(s)
+    s.add_argument("--tag", default=None, help="session tag: branch kernel-opt/<tag> (default: today's date)")
+    s.add_argument("--slot", default=None, metavar="NAME",
+                   help="join the session as another agent: candidate slot NAME (own workspace, repair counter and "
+                   "pending verdict; one BEST line for all); `auto`: a fresh name for this process (default: the "
+                   "main slot)")
+    t = s.add_argument_group("which tools to expose (default: all)")
+    t.add_argument("--tools", type=_tool_list, default=None, metavar="A,B,C",
+                   help="expose only these tools, comma-separated (e.g. status,run_benchmark,plot_progress)")
+    t.add_argument("--read-only", action="store_true",
+                   help="expose only the read-only tools (status, get_attempt, plot_progress, optimization_knowledge): "
+                   "for watching a session, e.g. through the MCP Inspector")
+    h = s.add_argument_group("streamable HTTP (remote use)")
+    h.add_argument("--http", action="store_true", help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio")
+    h.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1; a non-loopback host "
+                   "needs a token)")
+    h.add_argument("--port", type=int, default=8765, help="port to bind (default: 8765)")
+    h.add_argument("--token-env", default="KOPT_MCP_TOKEN", metavar="NAME",
+                   help="environment variable holding the bearer token (default: KOPT_MCP_TOKEN)")
+    h.add_argument("--token-file", type=Path, default=None, metavar="PATH",
+                   help="file whose first line is the bearer token (mode 600; overrides --token-env)")
+    add_logging_args(s)
+    d = sub.add_parser("demo", help="the whole loop on a bundled example, driven over stdio",
+                       description="Run the whole loop on a bundled example kernel, driven by a scripted MCP client.")
+    d.add_argument("--example", choices=["auto", "cpu", "triton"], default="auto",
+                   help="auto: triton when torch+triton+an NVIDIA GPU are present, else cpu")
+    d.add_argument("--keep", type=Path, default=None, metavar="DIR",
+                   help="work in this folder and keep it (default: a temp dir)")
+    d.add_argument("--agents", type=int, default=1, metavar="N",
+                   help="3: three scripted agents at once, one candidate slot each, on the CPU example "
+                   "(default 1: the single-agent demo)")
+    c = sub.add_parser("check-config", help="validate a config against the repository and print what it found",
+                       description="Validate a config against the repository and print what it found; "
+                       "exit 0 when usable, 2 otherwise.")
+    _repo_options(c)
+    r = sub.add_parser("report", help="write a session's report as one self-contained HTML page")
+    r.add_argument("--repo", type=Path, default=Path.cwd(), help="the kernel repository (default: cwd)")
+    r.add_argument("--tag", default=None, help="session tag (default: the most recently active session)")
+    r.add_argument("--out", type=Path, default=None, help="HTML file to write (default: report.html in the "
+                   "session's state folder); its path is printed")
+    i = sub.add_parser("init", help="run the repository's own benchmark twice and propose a commented kopt.toml")
+    i.add_argument("--repo", type=Path, default=Path.cwd(), metavar="PATH",
+                   help="the kernel repository, a git checkout (default: cwd)")
+    i.add_argument("--command", default=None, help="the benchmark command (run twice in --repo); else --results")
+    i.add_argument("--results", default=None, metavar="GLOB", help="the result file (choose one, or read one "
+                   "already there when no --command is given)")
+    for flag in ("kernel", "provider", "mode", "metric-name"):
+        i.add_argument(f"--{flag}", default=None, help=f"the {flag.replace('-', ' ')} whose rows count")
+    i.add_argument("--write", action="store_true", help="write <repo>/kopt.toml instead of printing it")
+    i.add_argument("--force", action="store_true", help="with --write: replace an existing kopt.toml")
+    return p
+
+
+def open_session(repo: Path, config: Path | None, tag: str | None, slot: str | None = None):
+    """The session's Referee (of candidate slot `slot`; "auto": a fresh name per process; None:
+    the main slot), or the StartupError that says why it could not open (never raises for a bad
+    repository, config, git state or a second server on the same slot)."""
+    # lazy: start-up time: each subcommand loads only what it uses
+    from kopt_mcp.app.tools.errors import error_text
+
+    if not repo.exists():
+        return StartupError(f"the repository {repo} does not exist: pass --repo with the path of the kernel's "
+                            "git checkout")
+    if not repo.is_dir():
+        return StartupError(f"--repo {repo} is a file, not a folder: pass the kernel's git checkout")
+    if config is not None and not config.exists():
+        return StartupError(f"the config {config} does not exist: pass --config with a kopt.toml "
+                            "(see `kopt-mcp check-config --help`)")
+    try:
+        # lazy: start-up time: each subcommand loads only what it uses
+        from kopt_mcp.referee import Referee
+
+        if slot == "auto":
+            slot = f"agent-{os.getpid()}"
+        return Referee(repo, config, tag, slot=slot)
+    except Exception as e:  # every start-up failure becomes the text every tool returns
+        return StartupError(f"kopt-mcp could not open a session on {repo}: {error_text(e, repo, 'serve')}")
+
+
+def _serve(args: argparse.Namespace) -> int:
+    # lazy: start-up time: each subcommand loads only what it uses
+    from kopt_mcp.app.server import build_server
+    from kopt_mcp.app.tools import select_tools  # lazy: start-up time
+
+    setup_logging(args)
+    try:
+        select_tools(args.tools, args.read_only)
+    except ValueError as e:
+        print(f"kopt-mcp serve: --tools: {e}", file=sys.stderr)
+        return 2
+    token = None
+    if args.http:
+        # lazy: start-up time: each subcommand loads only what it uses
+        from kopt_mcp.app.http import check_policy, resolve_token
+
+        try:
+            token = resolve_token(args.token_env, args.token_file)
+            for warning in check_policy(args.host, token):
+                print(f"kopt-mcp serve: warning: {warning}", file=sys.stderr)
+        except TokenError as e:
+            print(f"kopt-mcp serve: {e}", file=sys.stderr)
+            return 2
+    ref = open_session(args.repo, args.config, args.tag, args.slot)
+    if isinstance(ref, StartupError):
+        print(f"kopt-mcp serve: {ref}\nkopt-mcp serve: still serving, so the client can show this error: every "
+              "tool returns it", file=sys.stderr, flush=True)
+    mcp = build_server(ref, args.tools, args.read_only, slot_per_session=args.http)
+    if args.http:
+        # lazy: start-up time: each subcommand loads only what it uses
+        from kopt_mcp.app.http import serve_http
+
+        serve_http(mcp, args.host, args.port, token)
+    else:
+        mcp.run("stdio")
+    return 2 if isinstance(ref, StartupError) else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the console script; returns the exit code."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.cmd == "serve":
+        return _serve(args)
+    if args.cmd == "report":
+        # lazy: start-up time: each subcommand loads only what it uses
+        from kopt_mcp.commands.report import report_command
+
+        return report_command(args.repo, args.tag, args.out)
+    if args.cmd == "demo":
+        if args.agents != 1:
+            # lazy: start-up time: each subcommand loads only what it uses
+            from kopt_mcp.commands.demo_agents import run_agents_demo
+
+            if args.example == "triton":
+                parser.error("--agents runs on the CPU example only: leave out --example triton")
+            try:
+                return run_agents_demo(args.agents, args.keep)
+            except ValueError as e:
+                parser.error(str(e))
+        # lazy: start-up time: each subcommand loads only what it uses
+        from kopt_mcp.commands.demo import run_demo
+
+        return run_demo(args.example, args.keep)
+    if args.cmd == "init":
+        # lazy: start-up time: each subcommand loads only what it uses
+        from kopt_mcp.commands.init.propose import run_init
+
+        return run_init(args.repo, args.command, args.results, args.kernel, args.provider, args.mode,
+                        args.metric_name, args.write, args.force)
+    # lazy: start-up time: each subcommand loads only what it uses
+    from kopt_mcp.commands.check_config import check_config
+
+    if not args.repo.is_dir():
+        what = "does not exist" if not args.repo.exists() else "is not a folder"
+        print(f"kopt-mcp check-config: the repository {args.repo} {what}: pass --repo with the kernel's git "
+              "checkout", file=sys.stderr)
+        return 2
+    return check_config(args.repo, args.config)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

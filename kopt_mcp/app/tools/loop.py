@@ -1,0 +1,57 @@
+"""Tools that change the session: save_and_test, revert_to_best, commit_improvement."""
+
+from typing import Annotated
+
+from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.tools import Tool
+from pydantic import Field
+
+from kopt_mcp.app.tools._adapter import call, referee, tool
+from kopt_mcp.app.tools.notify import announce_session_files
+from kopt_mcp.results import CommitResult, RevertResult, VerdictResult
+
+CHANGES = dict(read_only_hint=False, open_world_hint=False)
+
+
+async def _call_and_announce(ctx: Context, fn, *args, **kwargs):
+    """`call` a state-changing referee operation, then send resources/updated for the session's
+    files (performance.md, charts, report) to subscribed clients."""
+    result = await call(ctx, fn, *args, **kwargs)
+    await announce_session_files(ctx)
+    return result
+
+
+def register(tools: list[Tool]) -> None:
+    @tool(tools, "Test a candidate and get the verdict", destructive_hint=True, idempotent_hint=False, **CHANGES)
+    async def save_and_test(
+        ctx: Context,
+        target: Annotated[str, Field(min_length=1, max_length=200, description=(
+            'config class aimed at, e.g. "n=4096,dtype=float16" (keys as in status), or "global"'))] = "global",
+        hypothesis: Annotated[str, Field(max_length=1000, description="why it should be faster, one sentence")] = "",
+    ) -> VerdictResult:
+        """Submit the workspace's edits as a candidate. The server archives the diff, rejects edits to
+        protected files, measures candidate and BEST in one GPU lease and applies correctness, noise and
+        keep-metric (profiler GPU time) rules. Verdicts: improved (call commit_improvement), incorrect
+        (repair, call again), tie/regressed/divergent/failed/rejected/abandoned (reverted). Returns
+        per-class deltas (+% = better), the reason and next_actions.
+        """
+        return await _call_and_announce(ctx, referee(ctx).save_and_test, target, hypothesis)
+
+    @tool(tools, "Revert the workspace to BEST_COMMIT", destructive_hint=True, idempotent_hint=True, **CHANGES)
+    async def revert_to_best(
+        ctx: Context,
+        reason: Annotated[str, Field(max_length=1000, description="why, for the ledger")] = "",
+    ) -> RevertResult:
+        """Drop the workspace's edits: the diff is archived first, then the workspace is reset to
+        BEST_COMMIT. Returns the archived patch and the changed files."""
+        return await _call_and_announce(ctx, referee(ctx).revert_to_best, reason, progress=False)
+
+    @tool(tools, "Commit the improved candidate", destructive_hint=False, idempotent_hint=False, **CHANGES)
+    async def commit_improvement(
+        ctx: Context,
+        message: Annotated[str, Field(max_length=500, description="commit title (default: the hypothesis)")] = "",
+    ) -> CommitResult:
+        """Commit the exact tree save_and_test ruled improved: format, re-measure against BEST, commit
+        code + performance.md only if still better; BEST_COMMIT moves. If another slot commits meanwhile,
+        re-applies onto the newer BEST and measures again. Returns committed, reason, commit."""
+        return await _call_and_announce(ctx, referee(ctx).commit_improvement, message)

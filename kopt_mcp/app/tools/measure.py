@@ -1,0 +1,39 @@
+"""Tools that measure without a verdict: run_benchmark, kernel_trace_analysis, warm_up_harness."""
+
+from typing import Annotated
+
+from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.tools import Tool
+from pydantic import Field
+
+from kopt_mcp.app.tools._adapter import MEASURING, call, referee, tool
+from kopt_mcp.results import BenchmarkResult, TraceResult, WarmupResult
+
+
+def register(tools: list[Tool]) -> None:
+    @tool(tools, "Run the fixed benchmark", **MEASURING)
+    async def run_benchmark(ctx: Context) -> BenchmarkResult:
+        """Run the fixed benchmark once on a leased device; no verdict. The first call records the
+        baseline of BEST_COMMIT; later calls are a quick check of the workspace with the change vs BEST
+        per class (+% = better; one run: use save_and_test for a verdict). Returns per-class metric and
+        correctness, the gate, exit code, log tail and next_actions.
+        """
+        return await call(ctx, referee(ctx).run_benchmark)
+
+    @tool(tools, "Profile the kernels (trace)", **MEASURING)
+    async def kernel_trace_analysis(
+        ctx: Context,
+        top: Annotated[int, Field(ge=1, le=200, description="how many kernels to return, hottest first")] = 10,
+    ) -> TraceResult:
+        """Profile the workspace's benchmark (CUPTI/Nsight Compute on NVIDIA, rocprofv3 on AMD); call
+        before forming a hypothesis. Returns the hottest kernels with calls, per-launch GPU time (us),
+        share, registers per thread, shared memory, occupancy, the target kernels' GPU time (the keep
+        metric) and the bottleneck class. Without a profiler: available=false.
+        """
+        return await call(ctx, referee(ctx).kernel_trace_analysis, top)
+
+    @tool(tools, "Warm up JIT caches", **MEASURING)
+    async def warm_up_harness(ctx: Context) -> WarmupResult:
+        """Pay JIT/compile cost before timing: runs the warm-up command twice on the workspace with the
+        shared caches later runs use. Call after edits that recompile. Returns cold_s and warm_s."""
+        return await call(ctx, referee(ctx).warm_up_harness)

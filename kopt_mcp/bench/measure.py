@@ -1,0 +1,255 @@
+"""One measurement: run the fixed benchmark (or it under the profiler) in a tree, read its metrics,
+apply the correctness gate. Uses the runner for every process; never decides a verdict.
+
+Every run of the session happens in a disposable checkout of a frozen snapshot (`checkout`,
+`measure_snapshot`, `profile_snapshot`): the snapshot's files are exported (vcs.export: a plain
+copy, no `.git`) into a fresh folder `kopt-run-XXXX/<repo name>` under `$KOPT_RUN_ROOT` (default:
+the system temp dir), outside the workspace the agent edits and outside the repository; after the
+run the checkout is compared with its snapshot (vcs.run_changes) and removed; one that a killed
+server left behind is removed by the next checkout (an owner file names the server's pid). Logs, CSV copies and
+traces go to the run folder of the session's store, as before. Cost on the toy repository (4 files):
+about 15 ms to export and 15 ms to verify per run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
+from pathlib import Path
+
+import git
+import psutil
+from pydantic import BaseModel
+
+from kopt_mcp import vcs
+from kopt_mcp.bench.runner import RunResult, run_command
+from kopt_mcp.config import TargetConfig
+from kopt_mcp.errors import Cancelled, MetricsError, ProfilerError
+from kopt_mcp.gpus.clocks import ClockSampler, ClockSource
+from kopt_mcp.profilers.base import KernelTrace, Profiler
+from kopt_mcp.profilers.run_clock import RunClock
+from kopt_mcp.readers.metrics import MetricTable, capture_before, collect_results, read_results
+from kopt_mcp.rules.correctness import GateResult, RunFacts, correctness_gate, failed_tests
+from kopt_mcp.rules.protect import FileChange
+
+Runner = Callable[..., RunResult]
+
+RUN_ROOT_ENV = "KOPT_RUN_ROOT"
+
+
+def run_root() -> Path | None:
+    """Where disposable checkouts are made: $KOPT_RUN_ROOT (created if missing), else None (the
+    system temp dir)."""
+    root = os.environ.get(RUN_ROOT_ENV)
+    if not root:
+        return None
+    Path(root).mkdir(parents=True, exist_ok=True)
+    return Path(root)
+
+
+def _remove(root: Path) -> None:
+    """Remove a checkout, also where the run made folders read-only."""
+
+    def fix(func, path, _exc):
+        try:
+            os.chmod(os.path.dirname(path), stat.S_IRWXU)
+            os.chmod(path, stat.S_IRWXU)
+            func(path)
+        except OSError:
+            pass
+
+    shutil.rmtree(root, onerror=fix)
+
+
+#: exported files are dated this many seconds before the export, so a metrics file shipped inside
+#: the snapshot can never pass for one the run wrote (metrics.fresh_csvs)
+PREDATE_S = 60.0
+
+
+def _predate(root: Path) -> None:
+    """Set the modification time of everything under `root` to PREDATE_S seconds ago (links
+    themselves, not their targets)."""
+    t = time.time() - PREDATE_S
+    for d, dirs, files in os.walk(root):
+        for name in (*dirs, *files):
+            os.utime(os.path.join(d, name), (t, t), follow_symlinks=False)
+
+
+OWNER_FILE = "owner.json"
+
+
+def sweep_stale_checkouts(root: Path | None = None) -> list[Path]:
+    """Remove the disposable checkouts (`kopt-run-*` under `root`, default the run root) whose
+    server process is gone (a server killed mid-run leaves its checkout behind); checkouts of live
+    servers and folders without an owner file are left alone. Returns the removed folders."""
+    base = root or run_root() or Path(tempfile.gettempdir())
+    gone = []
+    for d in base.glob("kopt-run-*"):
+        try:
+            pid = int(json.loads((d / OWNER_FILE).read_text(encoding="utf-8"))["pid"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if not psutil.pid_exists(pid):
+            _remove(d)
+            gone.append(d)
+    return gone
+
+
+def _repo_name(ws: git.Repo) -> str:
+    """The user's repository folder name (the checkout is named like it), else "tree"."""
+    common = Path(ws.common_dir).resolve()
+    return (common.parent.name if common.name == ".git" else "") or "tree"
+
+
+@contextmanager
+def checkout(ws: git.Repo, tree: str, name: str = "tree") -> Iterator[Path]:
+    """A disposable checkout of tree object `tree` (see the module docstring): yields its folder
+    (`<run root>/kopt-run-XXXX/<name>`), removed afterwards whatever happens. Raises OSError or
+    git.GitCommandError when the export fails (disk full, a tree gc'd). Checkouts a killed server
+    left behind are swept first (`sweep_stale_checkouts`)."""
+    sweep_stale_checkouts()
+    root = Path(tempfile.mkdtemp(prefix="kopt-run-", dir=run_root()))
+    try:
+        (root / OWNER_FILE).write_text(json.dumps({"pid": os.getpid()}) + "\n", encoding="utf-8")
+        path = root / name
+        vcs.export(ws, tree, path)
+        _predate(path)
+        yield path
+    finally:
+        _remove(root)
+
+
+def raise_if_cancelled(run: RunResult) -> None:
+    """Raise Cancelled when the runner killed `run` because the client cancelled the call."""
+    if run.cancelled:
+        raise Cancelled(f"cancelled by the client: `{run.command[:80]}` and its process tree were killed")
+
+
+class Measurement(BaseModel):
+    """The run, its per-class table (None if unreadable) and the correctness gate's result."""
+
+    tree: str
+    run: RunResult
+    table: MetricTable | None
+    gate: GateResult
+    run_dir: str
+    #: the snapshot (tree object id) that ran, and what the run changed in its checkout
+    snapshot: str = ""
+    changes: list[FileChange] = []
+
+    def values(self) -> dict[str, float]:
+        """Class key -> metric (empty when the table could not be read)."""
+        return self.table.values() if self.table else {}
+
+
+def measure(cfg: TargetConfig, tree: Path, run_dir: Path, env: dict[str, str],
+            cancel: threading.Event | None = None, pid_dir: Path | None = None, check: bool = True,
+            run: Runner = run_command) -> Measurement:
+    """Run the benchmark in `tree` (a checkout root); logs and a copy of the CSVs go to `run_dir`.
+    `pid_dir`: where each run is recorded while it lasts (runner.end_leftovers); `check`: also run
+    the [correctness] command (the referee asks once per candidate tree, not after every run);
+    `run`: the runner (Services.run)."""
+    b = cfg.benchmark
+    cwd = tree / b.workdir
+    # result files as they were (a fresh checkout holds only the snapshot's tracked files): rows the run
+    # leaves unchanged are stale
+    before = capture_before(cwd, b, all_tracked=True)
+    runner, run = run, run(b.command, cwd, env, b.timeout_s, run_dir / "benchmark.log", cancel=cancel,
+                           pid_dir=pid_dir)
+    raise_if_cancelled(run)
+    table, err, failing, tests = None, None, [], []
+    check_exit, check_timeout = None, False
+    if run.exit_code == 0:
+        try:
+            files = collect_results(cwd, b, run.started_at, before, run_dir / "benchmark.log")
+            for f in files:
+                if Path(f.path).parent != run_dir:  # format stdout reads the log already there
+                    # by its path under the workdir: two result files of one name (results/fwd/x.csv,
+                    # results/bwd/x.csv) are both kept
+                    src = Path(f.path)
+                    rel = src.relative_to(cwd) if src.is_relative_to(cwd) else Path(f.name)
+                    (run_dir / rel).parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copy2(src, run_dir / rel)
+            table = read_results(files, b)
+            failing = table.failing()
+        except MetricsError as e:
+            err = str(e)
+        if table is not None and cfg.correctness.command and check:
+            chk = runner(cfg.correctness.command, tree, env, cfg.correctness.timeout_s,
+                         run_dir / "correctness.log", cancel=cancel, pid_dir=pid_dir)
+            raise_if_cancelled(chk)
+            check_exit, check_timeout = chk.exit_code, chk.timed_out
+            if chk.exit_code not in (None, 0):
+                tests = failed_tests(Path(chk.log_path).read_text(encoding="utf-8", errors="replace"))
+    gate = correctness_gate(RunFacts(exit_code=run.exit_code, timed_out=run.timed_out, timeout_s=b.timeout_s,
+                                     metrics_error=err, failing_classes=failing, check_exit=check_exit,
+                                     check_timed_out=check_timeout, failed_tests=tests))
+    return Measurement(tree=str(tree), run=run, table=table, gate=gate, run_dir=str(run_dir))
+
+
+class Profiled(BaseModel):
+    """A profiled run: the trace, or the error that prevented one."""
+
+    trace: KernelTrace | None
+    error: str | None
+    log_path: str
+    snapshot: str = ""
+    changes: list[FileChange] = []
+    #: the SM clock while the run kept the GPU busy, sampled by the referee's process (None: no
+    #: clock source for the device, e.g. AMD, the CPU, NVML missing; kopt_mcp.gpus.clocks)
+    clock: RunClock | None = None
+
+
+def profile(cfg: TargetConfig, profiler: Profiler, tree: Path, run_dir: Path, env: dict[str, str],
+            cancel: threading.Event | None = None, pid_dir: Path | None = None, run: Runner = run_command) -> Profiled:
+    """Run the benchmark under `profiler` in `tree` (env gets KOPT_PROFILE=1) and parse the trace;
+    `run`: the runner (Services.run)."""
+    cwd = tree / cfg.benchmark.workdir
+    log = run_dir / "profile.log"
+    cmd = profiler.wrap(cfg.benchmark.command, run_dir)
+    run = run(cmd, cwd, {**env, "KOPT_PROFILE": "1"}, cfg.profiler.timeout_s, log, cancel=cancel,
+              pid_dir=pid_dir)
+    raise_if_cancelled(run)
+    if run.timed_out:
+        return Profiled(trace=None, log_path=str(log),
+                        error=f"the profiled run passed [profiler] timeout_s = {cfg.profiler.timeout_s:g} s and was killed")
+    if run.exit_code != 0:
+        return Profiled(trace=None, log_path=str(log), error=(
+            f"the profiled run exited with code {run.exit_code}; log tail: {run.log_tail[-600:]}"))
+    try:
+        return Profiled(trace=profiler.parse(run_dir), error=None, log_path=str(log))
+    except ProfilerError as e:
+        return Profiled(trace=None, error=str(e), log_path=str(log))
+
+
+def measure_snapshot(cfg: TargetConfig, ws: git.Repo, tree: str, run_dir: Path, env: dict[str, str],
+                     cancel: threading.Event | None = None, pid_dir: Path | None = None,
+                     check: bool = True, run: Runner = run_command) -> Measurement:
+    """`measure` in a disposable checkout of tree object `tree`; `changes` lists what the run changed
+    there (vcs.run_changes)."""
+    with checkout(ws, tree, _repo_name(ws)) as co:
+        m = measure(cfg, co, run_dir, env, cancel, pid_dir, check, run)
+        changes = vcs.run_changes(ws, tree, co)
+    return m.model_copy(update={"snapshot": tree, "changes": changes})
+
+
+def profile_snapshot(cfg: TargetConfig, profiler: Profiler, ws: git.Repo, tree: str, run_dir: Path,
+                     env: dict[str, str], cancel: threading.Event | None = None,
+                     pid_dir: Path | None = None, run: Runner = run_command,
+                     clock: ClockSource | None = None) -> Profiled:
+    """`profile` in a disposable checkout of tree object `tree`, with the run's `changes`; with a
+    `clock` source (the leased device's, kopt_mcp.gpus.clocks) the SM clock is sampled meanwhile
+    from this process and summarised in `Profiled.clock` (None without a source)."""
+    with checkout(ws, tree, _repo_name(ws)) as co:
+        with ClockSampler(clock) if clock is not None else nullcontext() as sampler:
+            p = profile(cfg, profiler, co, run_dir, env, cancel, pid_dir, run)
+        changes = vcs.run_changes(ws, tree, co)
+    return p.model_copy(update={"snapshot": tree, "changes": changes,
+                                "clock": sampler.summary() if sampler is not None else None})

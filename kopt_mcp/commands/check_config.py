@@ -1,0 +1,168 @@
+"""`kopt-mcp check-config`: validate kopt.toml against the repository and print a compact summary.
+
+The summary: the config, the benchmark and correctness commands, the result files and how they are
+read (format, rows filter, counts, the first 10 config classes), the gates in force, the device and
+profiler, protected paths, warnings. Problems that make every run fail (a command that is not
+there, a workdir that does not exist, a result glob that can never match inside the tree, existing
+results that do not fit) are errors: exit code 2.
+"""
+
+from __future__ import annotations
+
+import glob
+import re
+import shlex
+import shutil
+from pathlib import Path
+
+from rich.console import Console
+from rich.markup import escape
+
+from kopt_mcp.config import BenchmarkSection, TargetConfig, load_config
+from kopt_mcp.errors import ConfigError, MetricsError
+from kopt_mcp.gpus import make_probe
+from kopt_mcp.profilers import make_profiler
+from kopt_mcp.profilers.cupti import pythonpath_problems
+from kopt_mcp.readers import resolve_format
+from kopt_mcp.readers.metrics import MetricTable, read_metrics
+
+SHOWN_CLASSES = 10
+_SHELL_WORDS = {"cd", "export", "source", ".", "set", "exec", "env", "time", "nice", "timeout", "if", "for", "while",
+                "(", "{", "!", "true", "false", "test", "[", "echo", "eval"}
+_INTERPRETERS = re.compile(r"^(python[0-9.]*|bash|sh|zsh|pytest|torchrun|node)$")
+
+
+def command_problems(command: str, cwd: Path) -> list[str]:
+    """Why `command` cannot run in `cwd` (empty list when it may): its program is not on PATH nor a
+    file, or the script an interpreter is given does not exist. Only the first simple command is
+    checked (what follows `&&`, `;` or `|` is not); shell words (cd, export, ...) are skipped."""
+    try:
+        words = shlex.split(re.split(r"&&|\|\||;|\|", command, maxsplit=1)[0])
+    except ValueError as e:
+        return [f"the command is not valid shell ({e}): fix its quotes"]
+    words = [w for w in words if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", w)]  # VAR=value prefixes
+    if not words or words[0] in _SHELL_WORDS or words[0].startswith("$"):
+        return []
+    prog = words[0]
+    if "/" in prog:
+        if not (cwd / prog).exists():
+            return [f"the command's program {prog} does not exist in {cwd}: fix [benchmark] command or workdir"]
+    elif shutil.which(prog) is None:
+        return [f"the command's program {prog!r} is not on PATH: install it or write its full path"]
+    if _INTERPRETERS.match(Path(prog).name) and len(words) > 1:
+        script = words[1]
+        if script == "-m" or script.startswith("-") or script.startswith("$"):
+            return []
+        if script.endswith((".py", ".sh")) and not (cwd / script).exists():
+            return [f"{prog} is given {script}, which does not exist in {cwd}: fix [benchmark] command or workdir"]
+    return []
+
+
+def glob_problems(pattern: str) -> list[str]:
+    """Why the result glob can never match inside the run's tree (absolute, or climbing out with ..)."""
+    if Path(pattern).is_absolute():
+        return [f"[benchmark] csv = {pattern!r} is absolute: runs happen in disposable checkouts, so write it "
+                "relative to workdir"]
+    if ".." in Path(pattern).parts:
+        return [f"[benchmark] csv = {pattern!r} climbs out of the tree with '..': write it relative to workdir, "
+                "inside the repository"]
+    return []
+
+
+def command_warnings(command: str, cwd: Path) -> list[str]:
+    """Advice for commands that work but lose something: a shell script the command runs that
+    replaces PYTHONPATH drops the CUPTI injector (profilers.cupti.pythonpath_problems names the line
+    and what to write). A PYTHONPATH assignment in the command itself is handled
+    (profilers.cupti.keep_injector puts the injector in front of it)."""
+    return pythonpath_problems(command, cwd)
+
+
+def _gates_line(t: TargetConfig) -> str:
+    g = t.gates
+    return (f"gates: noise {g.noise_pct:g}%, {g.confirmations} confirmation(s), confidence {g.confidence:g}, "
+            f"at most {g.max_rounds} candidate run(s) per verdict, {g.baseline_runs} baseline run(s), "
+            f"{g.max_repairs} repair(s), stop after {g.max_consecutive_regressions} regressions")
+
+
+def _classes_lines(t: MetricTable) -> list[str]:
+    unit = f" {t.unit}" if t.unit else ""
+    lines = [f"  {c.key[:100]}: {c.metric:.6g}{unit} ({c.rows} row(s){'' if c.correct else ', INCORRECT'})"
+             for c in t.classes[:SHOWN_CLASSES]]
+    if len(t.classes) > SHOWN_CLASSES:
+        lines.append(f"  ... and {len(t.classes) - SHOWN_CLASSES} more")
+    return lines
+
+
+def _results(out: Console, repo: Path, b: BenchmarkSection, warnings: list[str]) -> int:
+    fmt = resolve_format(b)
+    out.print(escape(f"metric: {b.metric} ({'higher' if b.higher_is_better else 'lower'} is better)"
+                     + (f": the {b.value_column} of rows whose {b.metric_name_column} is {b.metric!r}"
+                        if fmt == "csv-long" else "")))
+    out.print(escape(f"results: {b.csv or 'the run log'} (format {fmt}); rows that count: {b.rows or 'all'}"))
+    if fmt == "stdout":
+        out.print("  read from the run log: config classes are found from the first run")
+        return 0
+    files = sorted(Path(p) for p in glob.glob(str(repo / b.workdir / b.csv), recursive=True) if Path(p).is_file())
+    if not files:
+        out.print(f"  no file matching {b.csv!r} yet: config classes are found from the first run")
+        return 0
+    try:
+        t = read_metrics(files, b)
+    except MetricsError as e:
+        out.print(f"[red]existing results do not fit the config[/red]: {escape(str(e))}")
+        return 2
+    out.print(escape(f"  existing {', '.join(f.name for f in files)}: {sum(c.rows for c in t.classes)} counted "
+                     f"row(s), {len(t.classes)} config class(es) over columns {t.config_columns}"
+                     + (f", unit {t.unit}" if t.unit else "")))
+    for line in _classes_lines(t):
+        out.print(escape(line))
+    warnings.extend(t.warnings)
+    if len(t.classes) > 200:
+        warnings.append(f"{len(t.classes)} config classes: narrow [benchmark] rows to the kernel being optimized")
+    return 0
+
+
+def check_config(repo: Path, config: Path | None) -> int:
+    """Print the config's summary (rich, to stdout); 0 when usable, 2 with the errors otherwise."""
+    out = Console(soft_wrap=True)
+    path = config or repo / "kopt.toml"
+    try:
+        cf = load_config(path)
+    except ConfigError as e:
+        out.print(f"[red]config error[/red]: {escape(str(e))}")
+        return 2
+    t, status, warnings, errors = cf.target, 0, [], []
+    b = t.benchmark
+    cwd = repo / b.workdir
+    out.print(f"config {cf.path} (sha256 {cf.sha256[:12]})")
+    out.print(escape(f"benchmark: `{b.command}` in {b.workdir}, timeout {b.timeout_s:g} s"))
+    if not cwd.is_dir():
+        errors.append(f"[benchmark] workdir {b.workdir!r} is not a directory under {repo}")
+    else:
+        errors += command_problems(b.command, cwd)
+        if t.correctness.command:
+            errors += [f"[correctness] {p}" for p in command_problems(t.correctness.command, repo)]
+    errors += glob_problems(b.csv) if b.csv else []
+    warnings += command_warnings(b.command, repo / b.workdir)
+    out.print(escape(f"correctness: columns {b.correctness_columns or '-'}; condition {b.correctness or '-'}; "
+                     f"command {t.correctness.command or '-'}"))
+    if not errors:
+        status = max(status, _results(out, repo, b, warnings))
+    out.print(_gates_line(t))
+    try:
+        probe = make_probe(t.gates.gpu_probe)
+        gpus = probe.read()
+        vendor = gpus[0].vendor if gpus else "cpu"
+        out.print(f"GPU probe: {probe.name}; {len(gpus)} GPU(s)" + (": the CPU is the device" if not gpus else ""))
+        prof = make_profiler(t.profiler.backend, vendor)
+        out.print(escape(f"profiler: {prof.name}" + (f", target kernel regex {t.profiler.kernel!r}"
+                                                    if t.profiler.kernel else ", target: the hottest kernel")))
+    except Exception as e:  # probe/profiler problems are findings, not crashes
+        out.print(f"[red]device check failed[/red]: {escape(str(e))}")
+        status = 2
+    out.print(escape(f"protected: {t.protect.paths + ['kopt.toml', 'performance.md']}"))
+    for w in warnings:
+        out.print(f"[yellow]warning[/yellow]: {escape(w)}")
+    for e in errors:
+        out.print(f"[red]error[/red]: {escape(e)}")
+    return 2 if errors else status

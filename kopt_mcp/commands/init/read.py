@@ -1,0 +1,312 @@
+"""`kopt-mcp init`, reading the runs: run the benchmark twice (or take result files already there)
+and read what the runs wrote.
+
+`run_twice` runs the command in the repository and puts every result file back as it was;
+`analyse` (pure: contents in, [benchmark] keys out) detects the result file and format (CSV wide
+or long, JSON, pytest-benchmark, or the run log), the metric and its direction, a `rows` filter
+where several kernels, providers or metric names are present (several modes become a config
+column instead, unless --mode picks one), error columns, and the config columns, dropping columns
+that differ between two runs of the same code; `result_unit` reads the metric's unit. Writing the proposal (kopt.toml text) is kopt_mcp/commands/init/propose.py.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from kopt_mcp.bench.runner import run_command
+from kopt_mcp.config import BenchmarkSection
+from kopt_mcp.errors import InitError, MetricsError, ReaderError
+from kopt_mcp.readers import ResultFile, make_reader
+from kopt_mcp.readers.metrics import MEASUREMENT_PREFIXES, found_config_columns, never_config, read_results
+
+RESULT_SUFFIXES = (".csv", ".json")
+#: a pytest file: test_*.py or *_test.py
+TEST_FILE = re.compile(r"^(test_.*|.*_test)\.py$")
+SKIP_DIRS = {".git", ".kopt", "__pycache__", "node_modules", ".venv", "venv", ".tox", ".mypy_cache", ".pytest_cache"}
+# selector columns: several values among one run's rows -> a `rows` filter (flag name, column names)
+SELECTORS = {
+    "kernel": ("kernel_name", "kernel", "op", "op_name", "operation", "benchmark"),
+    "provider": ("kernel_provider", "provider", "backend", "impl", "implementation", "line"),
+    "mode": ("kernel_operation_mode", "mode", "direction", "pass"),
+}
+METRIC_NAME_COLUMNS = ("metric_name", "metric", "measurement")
+VALUE_COLUMNS = ("y_value_50", "value", "median", "p50", "y_value", "val")
+PREFERRED_METRIC_NAMES = ("speed", "latency", "time", "runtime", "duration")
+# rates are higher-is-better: named (tflops, gbps, bandwidth, ...) or a unit per second ("triton (GB/s)",
+# "TFLOP/s", "tokens/s": triton.testing.perf_report names a provider's column "<line> (<ylabel>)")
+HIGHER_IS_BETTER = re.compile(r"tflops|gflops|gbps|gb_s|bandwidth|throughput|speedup|ops_per|items_per|\w/s(ec)?\b", re.I)
+# a time column, also where names hold spaces and units in parentheses ("Gems Latency (ms)")
+TIME_NAME = re.compile(r"(^|[_\s(])(ms|us|ns|s|sec|time|latency|runtime|duration|median|mean|p50)($|[_\s)])", re.I)
+
+
+class Run(BaseModel):
+    """What one benchmark run left: result file -> (content before, content after), and its log."""
+
+    files: dict[str, tuple[bytes | None, bytes]]
+    log: bytes = b""
+
+
+# --- running -------------------------------------------------------------------------------------
+
+
+def _result_files(repo: Path) -> dict[str, tuple[int, int]]:
+    out = {}
+    for root, dirs, files in os.walk(repo):
+        dirs[:] = [d for d in dirs if d not in SKIP_DIRS]
+        for f in files:
+            if f.endswith(RESULT_SUFFIXES):
+                p = Path(root) / f
+                st = p.stat()
+                out[str(p.relative_to(repo))] = (st.st_mtime_ns, st.st_size)
+    return out
+
+
+_TRACEBACK_FILE = re.compile(r'File "([^"]+)"')
+
+
+def installed_copy_hint(repo: Path, log: str) -> str:
+    """A hint when a failed run's traceback passes through a copy of the repository's own package
+    installed elsewhere (site-packages, a wheel, another checkout) while the repository holds it
+    under `src/<pkg>` or `<pkg>`: then the benchmark ran that copy, not the repository's sources
+    (Liger-Kernel's benchmark imported an installed liger_kernel). '' when there is none."""
+    repo = repo.resolve()
+    for path in _TRACEBACK_FILE.findall(log):
+        p = Path(path)
+        if not p.is_absolute() or p.resolve().is_relative_to(repo):
+            continue
+        for i, part in enumerate(p.parts[:-1]):
+            for root in ("src", "."):
+                if part.isidentifier() and (repo / root / part / "__init__.py").is_file():
+                    where = str(Path(*p.parts[:i])) if i else "/"
+                    return (f"\nThe run imported {part} from {where}, not from this repository's {root}/{part}: "
+                            f"put the sources first: `PYTHONPATH={root}${{PYTHONPATH:+:$PYTHONPATH}} <command>`")
+    return ""
+
+
+def run_twice(repo: Path, command: str, timeout_s: float = 600.0, runs: int = 2) -> list[Run]:
+    """Run `command` `runs` times in `repo`; per run, the .csv/.json files it wrote or changed (with
+    their content before that run) and its log. Every file is put back as it was before the first
+    run (created ones are removed). Raises InitError when a run fails."""
+    first = {p: (repo / p).read_bytes() for p in _result_files(repo)}
+    out: list[Run] = []
+    try:
+        with tempfile.TemporaryDirectory(prefix="kopt-init-") as tmp:
+            for i in range(runs):
+                before = {p: (repo / p).read_bytes() for p in _result_files(repo)}
+                stamp = _result_files(repo)
+                r = run_command(command, repo, {}, timeout_s, Path(tmp) / f"run{i}.log")
+                if r.timed_out or r.exit_code != 0:
+                    raise InitError(f"`{command}` {'timed out' if r.timed_out else f'exited {r.exit_code}'} in {repo}; "
+                                    f"log tail: {r.log_tail[-800:]}{installed_copy_hint(repo, r.log_tail)}")
+                changed = {p: (before.get(p), (repo / p).read_bytes()) for p, s in _result_files(repo).items()
+                           if stamp.get(p) != s}
+                out.append(Run(files=changed, log=(Path(tmp) / f"run{i}.log").read_bytes()))
+    finally:
+        for p in set(_result_files(repo)) - set(first):
+            (repo / p).unlink(missing_ok=True)
+        for p, content in first.items():
+            if (repo / p).read_bytes() != content:
+                (repo / p).write_bytes(content)
+    return out
+
+
+# --- analysing -----------------------------------------------------------------------------------
+
+
+def _frame(bench: BenchmarkSection, name: str, content: bytes):
+    try:
+        return make_reader(bench, name).frame(content, name)
+    except ReaderError as e:
+        raise InitError(str(e)) from e
+
+
+def _fresh(bench: BenchmarkSection, name: str, before: bytes | None, after: bytes):
+    """Rows of `after` that are not rows of `before` (multiset); all rows when nothing was there."""
+    from collections import Counter
+
+    df = _frame(bench, name, after)
+    if before is None:
+        return df
+    old = _frame(bench, name, before)
+    cols = [c for c in df.columns if c in old.columns]
+    left = Counter(tuple(map(str, r)) for r in old[cols].itertuples(index=False, name=None))
+    keep = []
+    for r in df[cols].itertuples(index=False, name=None):
+        k = tuple(map(str, r))
+        keep.append(left[k] == 0)
+        if left[k]:
+            left[k] -= 1
+    return df[keep]
+
+
+def _pick(df, names: tuple[str, ...]) -> str | None:
+    lower = {str(c).lower(): str(c) for c in df.columns}
+    return next((lower[n] for n in names if n in lower), None)
+
+
+def _choose(values: list[str], wanted: str | None, preferred: tuple[str, ...], what: str, col: str) -> str:
+    if wanted is not None:
+        if wanted not in values:
+            raise InitError(f"--{what} {wanted!r} is not a value of {col}; values: {values}")
+        return wanted
+    return next((v for v in preferred if v in values), values[0])
+
+
+def _metric_column(df, pytest_benchmark: bool, provider: str | None = None,
+                   findings: list[str] | None = None) -> str:
+    """The metric column of a wide table: a time column first, then a rate, then any fractional
+    one. Where several columns qualify (one per provider, e.g. "Torch Latency (ms)" and "Gems
+    Latency (ms)"), the first naming `provider` (case-insensitive); the choice goes to `findings`.
+    Raises InitError when no column holds measured numbers."""
+    if pytest_benchmark and "stats.median" in df.columns:
+        return "stats.median"
+    numeric = [str(c) for c in df.columns if df[c].dtype.kind in "iuf" and not str(c).lower().startswith("err")]
+    fractional = [c for c in numeric if df[c].dtype.kind == "f" and not (df[c].dropna() % 1 == 0).all()]
+    for pool, rule in ((numeric, lambda c: c.lower().startswith(MEASUREMENT_PREFIXES) or TIME_NAME.search(c)),
+                       (numeric, lambda c: HIGHER_IS_BETTER.search(c)), (fractional, lambda c: True)):
+        hits = [c for c in pool if rule(c)]
+        if hits:
+            named = [c for c in hits if provider and provider.lower() in c.lower()]
+            if len(hits) > 1 and findings is not None:
+                findings.append(f"metric columns: {hits}; chose {(named or hits)[0]!r} "
+                                "(--provider NAME takes the one naming NAME)")
+            return (named or hits)[0]
+    raise InitError(f"no column of measured numbers in the results (columns {list(map(str, df.columns))}): "
+                    "pass --results to the file the benchmark writes its timings to")
+
+
+def _shared_glob(paths: list[str], run: Run) -> str | None:
+    """One glob for several result files of the same folder depth, file suffix and header (a
+    perf_report per mode: results/fwd/rms-norm.csv, results/bwd/rms-norm.csv -> results/*/rms-norm.csv):
+    the path segments that differ become `*`. None for fewer than two files or files of other shapes."""
+    if len(paths) < 2:
+        return None
+    parts = [Path(p).parts for p in paths]
+    heads = {(run.files[p][1] or b"").split(b"\n", 1)[0].strip() for p in paths}
+    if len({len(x) for x in parts}) != 1 or len({Path(p).suffix for p in paths}) != 1 or len(heads) != 1:
+        return None
+    glob = [seg if len({x[i] for x in parts}) == 1 else "*" for i, seg in enumerate(parts[0])]
+    if glob[-1] == "*":
+        glob[-1] = "*" + Path(paths[0]).suffix
+    return "/".join(glob)
+
+
+def analyse(runs: list[Run], log_name: str = "benchmark.log", results: str | None = None,
+            kernel: str | None = None, provider: str | None = None, mode: str | None = None,
+            metric_name: str | None = None) -> tuple[dict, list[str]]:
+    """The [benchmark] keys (a dict for BenchmarkSection, without command) and findings, from the
+    runs' contents. `results` picks the result file among several; the flags pick selector values.
+    Raises InitError when nothing readable was produced or a flag names no value."""
+    import pandas as pd
+
+    findings: list[str] = []
+    written = [p for p in runs[0].files if results is None or Path(p).match(results) or p == results]
+    shared = _shared_glob(written, runs[0])
+    if shared:
+        findings.append(f"the benchmark wrote {len(written)} result files of one shape ({', '.join(written[:5])}): "
+                        f"reading them all as {shared!r}; each file's rows are classes of their own (result_file)")
+    elif len(written) > 1:
+        findings.append(f"the benchmark wrote {len(written)} result files ({', '.join(written[:5])}); using "
+                        f"{written[0]} (pass --results GLOB to choose)")
+    if written:
+        path = written[0]
+        keys: dict = {"csv": shared or path, "format": "auto"}
+        probe = BenchmarkSection(command="x", metric="x", **keys)
+        contents = [r.files.get(path, (None, None)) for r in runs]
+        after = _frame(probe, path, contents[0][1])
+        if path.endswith(".json"):
+            reader = make_reader(probe, path)
+            reader.frame(contents[0][1], path)
+            keys["format"] = reader.name
+        frames = [f for f in (_fresh(probe, path, b, a) for b, a in contents if a is not None) if not f.empty]
+        if not frames:  # nothing new: read the file as it is, and say why every run would be stale
+            findings.append(f"{path}: the run left every row unchanged (it keeps old rows): pass the benchmark's "
+                            "overwrite flag in the command, or every run will be judged stale")
+            frames = [after]
+    else:
+        keys = {"csv": "", "format": "stdout"}
+        probe = BenchmarkSection(command="x", metric="x", format="stdout")
+        frames = [_frame(probe, log_name, r.log) for r in runs]
+        findings.append("the benchmark wrote no .csv or .json file: its printed table is read from the run log")
+    df = frames[0]
+    if df.empty:
+        raise InitError("the results have no rows")
+    name_col, value_col = _pick(df, METRIC_NAME_COLUMNS), _pick(df, VALUE_COLUMNS)
+    if keys["format"] != "stdout" and keys["csv"].endswith(".csv") and name_col and value_col \
+            and df[name_col].dtype.kind not in "biuf":
+        names = sorted(map(str, df[name_col].dropna().unique()))
+        keys.update(format="csv-long", metric_name_column=name_col, value_column=value_col,
+                    metric=_choose(names, metric_name, PREFERRED_METRIC_NAMES, "metric-name", name_col))
+        if len(names) > 1:
+            findings.append(f"metric names in {name_col}: {names}; chose {keys['metric']!r} (--metric-name to change)")
+    else:
+        keys["metric"] = _metric_column(df, keys["format"] == "pytest-benchmark", provider, findings)
+    keys["higher_is_better"] = bool(HIGHER_IS_BETTER.search(keys["metric"]))
+    filters, mode_col = [], None
+    flags = {"kernel": kernel, "provider": provider, "mode": mode}
+    for what, names in SELECTORS.items():
+        col = _pick(df, names)
+        if col is None or col in (keys.get("metric_name_column"), keys["metric"]):
+            continue
+        values = sorted(map(str, df[col].dropna().unique()))
+        if what == "mode" and len(values) > 1 and mode is None:
+            # forward and backward are both the kernel's work (the kernel regex covers both): a config
+            # class each, as the hand-finished Liger-Kernel config counts them, not a filter
+            mode_col = col
+            findings.append(f"{col} has {values}: each is a config class of its own (--mode NAME counts one)")
+            continue
+        if len(values) > 1 or flags[what] is not None:
+            v = _choose(values, flags[what], ("ours", "forward"), what, col)
+            filters.append(f"{col} == {v!r}" if df[col].dtype.kind not in "biuf" else f"{col} == {v}")
+            findings.append(f"{col} has {values}; counting {v!r} (--{what} to change)")
+    keys["rows"] = " and ".join(filters)
+    bench = BenchmarkSection(command="x", **keys)
+    sel = [f.query(keys["rows"]) if keys["rows"] else f for f in frames]
+    if keys["format"] == "csv-long":
+        sel = [f[f[name_col].astype(str) == keys["metric"]].assign(**{keys["metric"]: f[value_col]}) for f in sel]
+    if sel[0].empty:
+        raise InitError(f"no row left after rows = {keys['rows']!r}")
+    cols = found_config_columns(sel[0], bench, keys["format"])
+    varying = [c for c in cols if sel[0][c].nunique(dropna=False) > 1]
+    cols = varying or cols
+    if len(sel) > 1:
+        a, b = sel[0], sel[1]
+        moved = [c for c in cols if c in b.columns and (
+            set(map(str, a[c])) != set(map(str, b[c]))
+            or (len(a) == len(b) and list(map(str, a[c])) != list(map(str, b[c]))))]
+        if moved:
+            findings.append(f"column(s) {moved} differ between two runs of the same code: not config columns")
+        cols = [c for c in cols if c not in moved]
+    dropped = [str(c) for c in df.columns if never_config(str(c), df[c])]
+    if dropped:
+        findings.append(f"never config columns (timestamps, versions, statistics, units, machine): {dropped[:12]}")
+    keys["config_columns"] = [mode_col, *(c for c in cols if c != mode_col)] if mode_col else cols
+    errs = [str(c) for c in sel[0].columns if re.search(r"(^|[_.])(err|error|errors|mismatch|mismatches)", str(c), re.I)]
+    zero = [c for c in errs if pd.to_numeric(sel[0][c], errors="coerce").fillna(1).eq(0).all()]
+    keys["correctness_columns"] = zero
+    if set(errs) - set(zero):
+        findings.append(f"error column(s) {sorted(set(errs) - set(zero))} are not 0 on every row: write a "
+                        "[benchmark] correctness condition such as \"max_err < 1e-3\"")
+    return keys, findings
+
+
+def result_unit(keys: dict, runs: list[Run], log_name: str) -> str | None:
+    """The metric's unit (e.g. "ms", "GB/s") as the referee's reader finds it in the first run's
+    result files (or its log for `format = "stdout"`) under the proposed [benchmark] `keys`; None
+    where the results do not read. Never raises."""
+    bench = BenchmarkSection(command="x", **keys)
+    if keys["format"] == "stdout":
+        files = [ResultFile(path=log_name, after=runs[0].log)]
+    else:
+        paths = [p for p in runs[0].files if p == keys["csv"] or Path(p).match(keys["csv"])]
+        files = [ResultFile(path=p, before=runs[0].files[p][0], after=runs[0].files[p][1],
+                            tracked=runs[0].files[p][0] is not None) for p in paths]
+    try:
+        return read_results(files, bench).unit
+    except MetricsError:
+        return None
