@@ -40,11 +40,10 @@ from typing import Annotated, Any, ClassVar, Literal, TypeVar, Union, get_args
 from pydantic import BaseModel, ConfigDict, Discriminator, Tag, ValidationError, model_validator
 
 from kopt_mcp.errors import LedgerEventError
-from kopt_mcp.session import Verdict
+from kopt_mcp.rules.decision import AttemptVerdict
 
 #: the verdicts an `attempt` record carries: the session's, plus `interrupted` (recovery after a
 #: kill), `cancelled` (the client cancelled) and `conflict` (another slot moved BEST first)
-AttemptVerdict = Literal[get_args(Verdict) + ("interrupted", "cancelled", "conflict")]  # type: ignore[valid-type]
 
 
 # -- nested payloads (their producers own the full shape) -------------------------------------

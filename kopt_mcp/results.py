@@ -20,7 +20,7 @@ from kopt_mcp.gpus.gate import GpuCheck
 from kopt_mcp.knowledge import Hit
 from kopt_mcp.profilers.base import KernelStat
 from kopt_mcp.profilers.bottleneck import BottleneckKind
-from kopt_mcp.session import Verdict
+from kopt_mcp.rules.decision import Verdict
 
 
 def _finite_or_none(v: object) -> object:

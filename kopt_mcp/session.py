@@ -15,19 +15,17 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 from enum import Enum
-from typing import Literal
 
 from pydantic import BaseModel, Field
 
 from kopt_mcp.errors import SessionError
+from kopt_mcp.rules.decision import Verdict
 from kopt_mcp.rules.repair import RepairState
 from kopt_mcp.rules.stop import RegressionCounter, RegressionNote
 
 #: groups of repeated BEST runs (one per lease) kept for the noise estimate of rules/stats.py
 NOISE_GROUPS_KEPT = 20
 
-Verdict = Literal["improved", "tie", "regressed", "divergent", "incorrect", "abandoned", "failed", "rejected",
-                  "conflict"]
 
 
 class Phase(str, Enum):

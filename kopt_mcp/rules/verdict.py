@@ -16,6 +16,7 @@ from typing import Literal
 from pydantic import BaseModel
 
 from kopt_mcp.errors import VerdictError
+from kopt_mcp.rules.decision import MeasuredOutcome
 from kopt_mcp.rules.noise import classify_change
 from kopt_mcp.rules.percent import improvement_pct
 from kopt_mcp.rules.stats import (
@@ -32,7 +33,6 @@ GLOBAL = "global"
 #: said with every keep the script metric decided alone (no profiler): what the verdict cannot rule out
 SCRIPT_METRIC_WARNING = ("a script metric can be forged by code inside the benchmark process (a patched timer, "
                          "a cached result); no per-launch profiler cross-checks it on this device")
-ScriptOutcome = Literal["improved", "tie", "regressed", "divergent"]
 
 
 class Round(BaseModel):
@@ -56,7 +56,7 @@ class ClassDelta(BaseModel):
 class ScriptDecision(BaseModel):
     """The script-metric decision. `needs_round`: measure one more paired round, then decide again."""
 
-    outcome: ScriptOutcome
+    outcome: MeasuredOutcome
     needs_round: bool
     target: str
     target_deltas_pct: list[float]
@@ -282,7 +282,7 @@ def decide(rounds: list[Round], target: str, higher_is_better: bool, policy: Pol
              and c.interval is not None and c.interval.hi_pct < 0]
     can_measure = n < policy.script_rounds
 
-    def out(outcome: ScriptOutcome, reason: str, needs: bool = False) -> ScriptDecision:
+    def out(outcome: MeasuredOutcome, reason: str, needs: bool = False) -> ScriptDecision:
         return ScriptDecision(outcome=outcome, needs_round=needs, target=target, target_deltas_pct=tds,
                               target_interval=tiv, classes=classes,
                               worse_classes=worse if outcome == "divergent" else [], reason=reason)

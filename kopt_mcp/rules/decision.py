@@ -1,0 +1,84 @@
+"""The one verdict vocabulary and the stable reason codes every rule returns (pure).
+
+A rule returns a decision with an `outcome` (what happens), a `code` (why, from `Code`: stable, for
+agents, tests, the ledger and the report to branch on) and a `reason` (the same in words, with the
+numbers; free to be reworded). Tests assert codes and numbers, never the reason's prose.
+
+Vocabularies:
+
+| name | values | where |
+|---|---|---|
+| `Verdict` | what `save_and_test` / `commit_improvement` rule on an attempt | VerdictResult, SessionState |
+| `AttemptVerdict` | `Verdict` plus ledger-only ends: `interrupted`, `cancelled` | ledger `attempt` records |
+| `MeasuredOutcome` | what a measured comparison concludes | the script metric, the GPU time |
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Literal, get_args
+
+from pydantic import BaseModel, Field
+
+Verdict = Literal["improved", "tie", "regressed", "divergent", "incorrect", "abandoned", "failed", "rejected",
+                  "conflict"]
+AttemptVerdict = Literal[get_args(Verdict) + ("interrupted", "cancelled")]  # type: ignore[valid-type]
+MeasuredOutcome = Literal["improved", "tie", "regressed", "divergent"]
+
+
+class Code(StrEnum):
+    """Why a decision came out as it did. Stable: add codes, never rename one (agents branch on them)."""
+
+    # the script metric (rules/verdict.py)
+    SCRIPT_WIN = "script_win"                      # a clear win, significant and confirmed
+    SCRIPT_SUB_NOISE_WIN = "script_sub_noise_win"  # under the noise threshold, confirmed in a row, significant
+    SCRIPT_SCREEN_PASSED = "script_screen_passed"  # faster in the last run: the GPU time confirms or not
+    SCRIPT_NOISE = "script_noise"                  # within the noise threshold, not confirmed
+    SCRIPT_NOT_CONFIRMED = "script_not_confirmed"  # a change not significant or not confirmed within the budget
+    SCRIPT_REGRESSION = "script_regression"        # slower beyond the noise threshold, confirmed, significant
+    SCRIPT_DIVERGENT = "script_divergent"          # target better, another class reproducibly worse
+    SCRIPT_WORSE_CLASS = "script_worse_class"      # target better, another class significantly worse: not kept
+    NEEDS_ROUND = "needs_round"                    # undecided: measure one more round
+    # the keep metric: profiler GPU time (rules/keep.py, rules/verdict.py apply_keep_metric)
+    GPU_TIME_WIN = "gpu_time_win"                  # the target kernels' GPU time improved beyond the floor
+    GPU_TIME_BELOW_FLOOR = "gpu_time_below_floor"  # moved the right way, not beyond BEST's own spread
+    GPU_TIME_NOT_IMPROVED = "gpu_time_not_improved"  # the script metric improved, the GPU time did not
+    GPU_TIME_LOSS = "gpu_time_loss"                # significantly slower beyond the floor
+    GPU_TIME_MISSING = "gpu_time_missing"          # a profile failed or lacks the target / per-launch times
+    GPU_TIME_UNREPRODUCIBLE = "gpu_time_unreproducible"  # BEST's own profiles launched different work
+    SKIPPED_WORK = "skipped_work"                  # fewer launches than the fixed benchmark makes
+    OTHER_KERNEL_GREW = "other_kernel_grew"        # the target won, but another kernel of the timed unit grew
+    COMPILED_CODE_UNCHANGED = "compiled_code_unchanged"  # target kernels compiled and launched as BEST's
+    PROFILER_LOST = "profiler_lost"                # the session's keep metric is GPU time, no profiler now
+    SCRIPT_ONLY = "script_only"                    # no profiler on this device: the script metric decided
+    # gates before and around the measurement (referee/)
+    INCORRECT = "incorrect"                        # the correctness gate failed: repair
+    ABANDONED = "abandoned"                        # still incorrect after the last repair
+    RUN_FAILED = "run_failed"                      # crash, timeout, missing or stale results
+    PROTECTED_PATH = "protected_path"              # the diff touches a protected file
+    UNSAFE_SYMLINK = "unsafe_symlink"              # a symlink into a protected path or out of the repository
+    SHADOWING = "shadowing"                        # a new file shadows a module the benchmark imports
+    TAMPERED = "tampered"                          # a run rewrote a protected file or the workspace
+    NO_DEVICE = "no_device"                        # no idle device for the whole wait
+    DEVICE_LOST = "device_lost"                    # the device went away twice in one call
+    BAD_TARGET = "bad_target"                      # the target or the classes do not fit the runs
+    # the commit gate (rules/commit.py) and the out-of-process confirmation (rules/confirm.py)
+    STILL_BETTER = "still_better"                  # the commit's re-measure still favours the candidate
+    NO_LONGER_BETTER = "no_longer_better"          # the re-measure no longer shows the win, or a class got worse
+    CONFIRMED = "confirmed"
+    REFUTED = "refuted"
+    UNCONFIRMED = "unconfirmed"                    # no out-of-process profiler applies here
+    CONFLICT = "conflict"                          # re-applying onto a newer BEST overlapped
+
+
+class Decision(BaseModel):
+    """A rule's result: `outcome` (what happens), `code` (why, stable), `reason` (why, in words, with
+    the numbers) and `numbers` (the figures the reason names: % and us)."""
+
+    outcome: str
+    code: Code
+    reason: str
+    numbers: dict[str, float | int | str | None] = Field(default_factory=dict)
+
+
+__all__ = ["AttemptVerdict", "Code", "Decision", "MeasuredOutcome", "Verdict"]
