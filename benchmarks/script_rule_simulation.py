@@ -25,7 +25,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from kopt_mcp.rules.verdict import Policy, Round, decide  # noqa: E402
+from kopt_mcp.rules.policy import Policy  # noqa: E402
+from kopt_mcp.rules.script import Round, decide
 
 
 def verdict(rng: random.Random, effect_pct: float, history: list[int], sd_pct: float, policy: Policy) -> str:

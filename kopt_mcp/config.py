@@ -88,13 +88,13 @@ class GatesSection(_Section):
                               description="one-sided confidence of the final paired test (rules/stats.py): the "
                               "profiler's per-launch GPU time where it records launches, else the script metric (a keep on it "
                               "is tested at 1 - (1 - confidence) / looks after each round that may keep: "
-                              "rules.verdict.Policy.keep_confidence)")
+                              "rules.policy.Policy.keep_confidence)")
     screen_confidence: float = Field(0.95, gt=0.5, lt=1.0,
                                      description="one-sided confidence of the script metric's regression and divergence "
                                      "tests when a per-launch profiler test follows it (which then confirms wins)")
     min_gpu_gain_pct: float = Field(0.2, ge=0, description="least per-launch GPU-time gain (%) the keep metric "
                                     "accepts (its paired lower bound must exceed it; the floor rises with BEST's own "
-                                    "spread in the attempt and its recent spreads: rules.verdict.gpu_gain_floor)")
+                                    "spread in the attempt and its recent spreads: rules.floor.gpu_gain_floor)")
     max_rounds: int = Field(3, ge=1, description="most candidate runs per verdict (the repeat budget): paired script "
                             "rounds, less one for the profiled run where a per-launch profiler confirms")
     baseline_runs: int = Field(3, ge=1, description="runs of unmodified BEST_COMMIT at the baseline (noise estimate)")

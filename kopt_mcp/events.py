@@ -69,7 +69,7 @@ class PerfRow(BaseModel):
 
 
 class ClassChange(_Payload):
-    """One config class in a verdict (rules.verdict.ClassDelta dumped): metric of BEST and the
+    """One config class in a verdict (rules.script.ClassDelta dumped): metric of BEST and the
     candidate, change per round and its mean (%, + = better; None against a zero metric)."""
 
     key: str
@@ -80,7 +80,7 @@ class ClassChange(_Payload):
 
 
 class GpuKeep(_Payload):
-    """The keep decision of an attempt (rules.verdict.KeepDecision dumped): GPU time (us) of BEST
+    """The keep decision of an attempt (rules.keep_totals.KeepDecision dumped): GPU time (us) of BEST
     and the candidate, change in % (+ = better)."""
 
     kept: bool | None = None
@@ -198,6 +198,8 @@ class Attempt(_OnSlot):
     event: Literal["attempt"]
     attempt: int
     verdict: AttemptVerdict
+    #: why, stable (kopt_mcp.rules.decision.Code); absent in records written before codes existed
+    code: str | None = None
     reason: str = ""
     target: str | None = None
     hypothesis: str = ""
@@ -365,6 +367,8 @@ class Confirmation(_OnSlot):
     event: Literal["confirmation"]
     attempt: int | None = None
     status: Literal["confirmed", "refuted", "unavailable"]
+    #: why, stable (kopt_mcp.rules.decision.Code: confirmed / refuted / unconfirmed)
+    code: str | None = None
     reason: str = ""
     backend: str | None = None
     claimed_gain_pct: float | None = None

@@ -56,7 +56,7 @@ class Interval(BaseModel):
 
 
 class ClassChange(BaseModel):
-    """One config class's change (rules.verdict.ClassDelta as output): metric of BEST and candidate,
+    """One config class's change (rules.script.ClassDelta as output): metric of BEST and candidate,
     improvement in % per round (+ = better; null against a zero metric), its mean and the interval."""
 
     model_config = ConfigDict(from_attributes=True)
@@ -170,6 +170,8 @@ class VerdictResult(BaseModel):
 
     attempt: int
     verdict: Verdict
+    #: why, stable: branch on it (kopt_mcp/rules/decision.py Code; e.g. gpu_time_below_floor, script_noise)
+    code: str
     reason: str
     target: str
     metric: str

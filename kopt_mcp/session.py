@@ -20,6 +20,7 @@ from pydantic import BaseModel, Field
 
 from kopt_mcp.errors import SessionError
 from kopt_mcp.rules.decision import Verdict
+from kopt_mcp.rules.percent import spread_pct
 from kopt_mcp.rules.repair import RepairState
 from kopt_mcp.rules.stop import RegressionCounter, RegressionNote
 
@@ -109,7 +110,7 @@ class SessionState(BaseModel):
     noise_history: list[list[dict[str, float]]] = Field(default_factory=list)
     #: spreads (%) between two profiled runs of unchanged BEST_COMMIT taken seconds apart in one
     #: lease (the baseline's pair, each attempt's BEST before and after the candidate), latest last
-    #: (rules.verdict.gpu_gain_floor)
+    #: (rules.floor.gpu_gain_floor)
     gpu_spreads_pct: list[float] = Field(default_factory=list)
     #: True once two profiled runs of unchanged BEST_COMMIT launched a target launch group a different
     #: number of times (a time-driven harness: do_bench and the like); it never turns False, since
@@ -231,14 +232,6 @@ class SessionState(BaseModel):
         a single run adds nothing; only the latest `keep` groups are kept."""
         if len(runs) >= 2:
             self.noise_history = [*self.noise_history, [dict(r) for r in runs]][-keep:]
-
-
-def spread_pct(first_us: float, second_us: float) -> float:
-    """The spread (%) between two GPU times (us, both > 0): |first - second| / mean * 100.
-    Raises ValueError if a time is not positive."""
-    if first_us <= 0 or second_us <= 0:
-        raise ValueError(f"GPU times must be positive, got {first_us} and {second_us} us")
-    return abs(first_us - second_us) / ((first_us + second_us) / 2.0) * 100.0
 
 
 def _now() -> str:

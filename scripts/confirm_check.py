@@ -35,8 +35,8 @@ from kopt_mcp.errors import ProfilerError
 from kopt_mcp.profilers.base import KernelTrace
 from kopt_mcp.profilers.confirm import ConfirmNcu, confirm_keep
 from kopt_mcp.profilers.cupti import CuptiProfiler
+from kopt_mcp.rules.floor import gpu_gain_floor
 from kopt_mcp.rules.keep import target_median_us
-from kopt_mcp.rules.verdict import gpu_gain_floor
 
 BENCH = '''
 import json, torch, triton, triton.language as tl

@@ -101,7 +101,7 @@ def main() -> int:
         ap.error("--device is required (or --merge)")
 
     from kopt_mcp.referee import Referee
-    from kopt_mcp.rules.verdict import KEEP_RULES
+    from kopt_mcp.rules.floor import KEEP_RULES
 
     effects = effects_for(a.device, a.effects)
     a.out.mkdir(parents=True, exist_ok=True)

@@ -33,7 +33,7 @@ Pieces:
 - `ConfirmNcu` / `ConfirmRocprof`: Profiler-protocol backends for the confirming run (cheap:
   one metric, the target kernels only, a bounded launch count per launch configuration);
 - `confirm_profiler`: which of them applies (`[profiler] confirm`, vendor, tool on PATH);
-- `decide_confirmation`: the pure rule (planted numbers and recorded traces test it directly);
+- `decide_confirmation` (kopt_mcp/rules/confirm.py): the pure rule (planted numbers and recorded traces test it directly);
 - `confirm_keep`: runs both trees through any executor's `run_profiled` and decides.
 """
 
@@ -44,80 +44,21 @@ import shlex
 import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Literal
-
-from pydantic import BaseModel, Field
 
 from kopt_mcp.errors import MeasurementError, ProfilerError
 from kopt_mcp.profilers.base import KernelTrace, LaunchGroup, Profiler, trace_groups
 from kopt_mcp.profilers.kernel_names import function_name, short_kernel_name
 from kopt_mcp.profilers.ncu import LOG_NAME, parse_ncu_csv
 from kopt_mcp.profilers.rocprof import OUTPUT_NAME, parse_rocprof_dir
+from kopt_mcp.rules.confirm import Confirmation, TargetTime, decide_confirmation
 from kopt_mcp.rules.keep import target_groups
 
-__all__ = [
-    "AGREE_FRACTION",
-    "DEFAULT_LAUNCH_COUNT",
-    "ConfirmNcu",
-    "ConfirmRocprof",
-    "Confirmation",
-    "TargetTime",
-    "confirm_keep",
-    "confirm_profiler",
-    "decide_confirmation",
-    "function_names",
-    "gain_pct",
-    "target_time",
-]
+__all__ = ["DEFAULT_LAUNCH_COUNT", "ConfirmNcu", "ConfirmRocprof", "confirm_keep", "confirm_profiler", "function_names",
+           "target_time"]
 
 #: launches ncu profiles per launch configuration (grid, block, shared memory) of the target: the
 #: median of this many is the group's time; ncu serializes each one, so this bounds the cost
 DEFAULT_LAUNCH_COUNT = 50
-#: part of the claimed gain the out-of-process gain may fall short by, on top of the floor: ncu
-#: serializes launches (no overlap with the neighbours the CUPTI run had) and sees the first
-#: DEFAULT_LAUNCH_COUNT launches of each configuration only, so a real 30% win may read 27%
-AGREE_FRACTION = 0.25
-
-Status = Literal["confirmed", "refuted", "unavailable"]
-
-
-class TargetTime(BaseModel):
-    """The target's GPU time in one out-of-process run: `us` = sum over its launch groups (kernel,
-    grid, block) of the median launch (us per benchmark step, the quantity of the keep metric's
-    gpu_best_us / gpu_candidate_us); `launches`: profiled target launches; `groups`: launch groups
-    (display labels); `kernels`: the target kernels' short names."""
-
-    us: float
-    launches: int
-    groups: list[str]
-    kernels: list[str]
-
-
-class Confirmation(BaseModel):
-    """The out-of-process check of a keep.
-
-    `status`: "confirmed" (the independent gain agrees: commit), "refuted" (it shows no gain, or
-    falls short of the claim by more than `tolerance_pct`, or the candidate could not be measured
-    where BEST could: do not commit), "unavailable" (no ncu / rocprofv3 here, `[profiler] confirm =
-    "off"`, or BEST itself could not be measured: the commit proceeds on the verdict alone and says
-    so). Times in us per benchmark step (sum of median launches), gains in %."""
-
-    status: Status
-    reason: str
-    backend: str | None = None
-    claimed_gain_pct: float
-    floor_pct: float
-    tolerance_pct: float | None = None
-    best: TargetTime | None = None
-    candidate: TargetTime | None = None
-    gain_pct: float | None = None
-    #: the run folders' labels, for the ledger
-    runs: list[str] = Field(default_factory=list)
-
-    @property
-    def blocks_commit(self) -> bool:
-        """True only for `refuted`: `unavailable` lets the commit proceed (with its reason shown)."""
-        return self.status == "refuted"
 
 
 def function_names(names: Sequence[str]) -> list[str]:
@@ -284,63 +225,6 @@ def target_time(trace: KernelTrace, kernel_regex: str | None) -> TargetTime:
     return TargetTime(us=sum(g.median_us for g in groups), launches=sum(g.calls for g in groups),
                       groups=[g.label() for g in groups],
                       kernels=list(dict.fromkeys(short_kernel_name(g.kernel, 60) for g in groups)))
-
-
-def gain_pct(best_us: float, candidate_us: float) -> float:
-    """GPU-time gain (%, positive = faster) from BEST's and the candidate's time per step (us):
-    (best - candidate) / best * 100; 0.0 for best <= 0. The claim to pass to `confirm_keep` is this
-    of the keep decision's gpu_best_us / gpu_candidate_us (sums of median launches, the quantity
-    `target_time` measures out of process), not its time-share-weighted gpu_delta_pct."""
-    return (best_us - candidate_us) / best_us * 100.0 if best_us > 0 else 0.0
-
-
-def decide_confirmation(claimed_gain_pct: float, floor_pct: float, best: TargetTime | None,
-                        candidate: TargetTime | None, backend: str, best_error: str | None = None,
-                        candidate_error: str | None = None, agree_fraction: float = AGREE_FRACTION) -> Confirmation:
-    """The rule (pure). Inputs: the keep verdict's claimed gain of the target's GPU time (%,
-    positive = faster) and its GPU-time floor (%); the out-of-process target times of BEST and of
-    the candidate (None with `*_error` saying why where a run gave none); the backend's name.
-
-    - BEST not measured: `unavailable` (the tool cannot measure this benchmark here; the commit
-      proceeds on the verdict and the reason says why).
-    - the candidate not measured where BEST was: `refuted` (it behaves differently under the
-      out-of-process profiler: a crash, or no target launch).
-    - gain g = (best - candidate) / best * 100; tolerance = floor + agree_fraction x claimed gain.
-      g <= 0: `refuted` (no gain); g < claimed - tolerance: `refuted` (the claim is not reproduced);
-      else `confirmed` (a gain above the claim too: the reason says so).
-
-    The reason names every number. Never raises."""
-    tol = floor_pct + agree_fraction * max(claimed_gain_pct, 0.0)
-    base = {"backend": backend, "claimed_gain_pct": claimed_gain_pct, "floor_pct": floor_pct, "best": best,
-            "candidate": candidate}
-    if best is None:
-        return Confirmation(status="unavailable", **base, reason=(
-            f"{backend} (out of process) could not measure BEST_COMMIT's target: {best_error or 'no result'}; "
-            f"the keep rests on the in-process verdict alone ({claimed_gain_pct:+.2f}%)"))
-    if candidate is None:
-        return Confirmation(status="refuted", **base, tolerance_pct=tol, reason=(
-            f"{backend} (out of process) measured BEST_COMMIT ({best.us:.2f} us per step over {best.launches} "
-            f"launches) but not the candidate: {candidate_error or 'no result'}. A candidate that fails or launches "
-            "no target kernel under the out-of-process profiler is not committed"))
-    gain = gain_pct(best.us, candidate.us)
-    need = claimed_gain_pct - tol
-    names = ", ".join(best.kernels) or "the target"
-    numbers = (f"{backend} (benchmark's parent process) measured {names} at {best.us:.2f} -> {candidate.us:.2f} us "
-               f"per step ({gain:+.2f}%; median launch per launch group, {best.launches} and {candidate.launches} "
-               f"launches); the in-process verdict claimed {claimed_gain_pct:+.2f}%; agreement needs > 0 and >= "
-               f"{need:+.2f}% (the claim less {tol:.2f}% = GPU-time floor {floor_pct:.2f}% + "
-               f"{agree_fraction * 100:g}% of the claim)")
-    if gain <= 0:
-        return Confirmation(status="refuted", **base, tolerance_pct=tol, gain_pct=gain,
-                            reason=f"refuted: {numbers}. Out of process the candidate is not faster: the in-process "
-                                   "timing or trace did not measure what the GPU did")
-    if gain < need:
-        return Confirmation(status="refuted", **base, tolerance_pct=tol, gain_pct=gain,
-                            reason=f"refuted: {numbers}. The claimed gain is not reproduced out of process")
-    more = ("; the out-of-process gain exceeds the claim by more than the tolerance (reported only)"
-            if gain > claimed_gain_pct + tol else "")
-    return Confirmation(status="confirmed", **base, tolerance_pct=tol, gain_pct=gain,
-                        reason=f"confirmed: {numbers}{more}")
 
 
 RunProfiled = Callable[[str, Profiler, str], KernelTrace]

@@ -18,10 +18,12 @@ from kopt_mcp.referee.keep_metric import keep_metric
 from kopt_mcp.referee.recovery import stop as stop_session
 from kopt_mcp.referee.runs import Attempt, measure_run
 from kopt_mcp.results import VerdictResult
+from kopt_mcp.rules.decision import Code
 from kopt_mcp.rules.protect import touched_protected, unsafe_symlinks
 from kopt_mcp.rules.repair import after_incorrect
+from kopt_mcp.rules.script import GLOBAL, Round, decide
 from kopt_mcp.rules.stop import RegressionNote, should_stop
-from kopt_mcp.rules.verdict import GLOBAL, Round, decide
+from kopt_mcp.rules.verdict import attempt_verdict, clear_script_win
 from kopt_mcp.session import PendingImprovement, Phase, next_actions, require
 from kopt_mcp.testing import faults
 
@@ -63,7 +65,7 @@ def save_and_test(sess: Session, target: str = GLOBAL, hypothesis: str = "",
         try:
             return _judge_on_one_device(sess, a, progress)
         except Tampered as e:
-            return finish(sess, a, "rejected", str(e), revert=True)
+            return finish(sess, a, "rejected", str(e), revert=True, code=Code.TAMPERED)
     except Cancelled:
         path = sess.store.relabel(n, "pending", "cancelled")  # the tree stays as it was: nothing lost
         sess.record("attempt", attempt=n, verdict="cancelled", target=target, hypothesis=hypothesis,
@@ -92,7 +94,7 @@ def _judge_on_one_device(sess: Session, a: Attempt, progress: Progress | None) -
             if last:
                 return finish(sess, a, "failed", f"the device was lost twice during the measurements ({e}); "
                               "the candidate was archived and reverted: call save_and_test again when the "
-                              "machines are back", revert=True, reset=True)
+                              "machines are back", revert=True, reset=True, code=Code.DEVICE_LOST)
             a.measured_again()
             a.warnings.append(f"the device was lost during the measurements ({e}): measured again from the "
                               "start on another lease")
@@ -104,24 +106,24 @@ def _judge(sess: Session, a: Attempt, progress: Progress | None) -> VerdictResul
     if hits:
         return finish(sess, a, "rejected", f"the candidate changes protected file(s) {', '.join(hits)}: the "
                       "benchmark, oracle, config and performance.md are fixed for the session; make "
-                      "the change in the kernel only", revert=True)
+                      "the change in the kernel only", revert=True, code=Code.PROTECTED_PATH)
     links = vcs.symlinks(sess.ws, a.tree)
     unsafe = unsafe_symlinks([p for p in a.changed if p in links], links, protected_paths(sess))
     if unsafe:
         return finish(sess, a, "rejected", "; ".join(unsafe) + ": a symlink may not lead into a protected path "
                       "or out of the repository (writes through it would change what is fixed or escape "
-                      "the checkout); copy the file instead", revert=True)
+                      "the checkout); copy the file instead", revert=True, code=Code.UNSAFE_SYMLINK)
     gate = sess.lease(progress)
     if gate.lease is None:
         stop = None if gate.reason == "cancelled" else f"no idle GPU: {gate.reason}"
-        return finish(sess, a, "failed", stop or "cancelled while waiting for a GPU", revert=True, stop=stop)
+        return finish(sess, a, "failed", stop or "cancelled while waiting for a GPU", revert=True, stop=stop, code=Code.NO_DEVICE)
     # a profiler that records each launch gives a second, independent paired test (the keep metric)
     try:
         prof = sess.profiler()
         screening, profiled = prof.per_launch, prof.name != "none"
     except ProfilerError:  # reported where the keep metric runs; the script test stays strict
         screening = profiled = False
-    g = sess.cfg.gates
+    g = sess.policy
     # progress counts runs: the first pair, at most max_rounds - 1 more pairs, then 3 profiled runs
     total = 2.0 + 2.0 * (g.max_rounds - 1) + (3.0 if profiled else 0.0)
     if progress:
@@ -129,7 +131,7 @@ def _judge(sess: Session, a: Attempt, progress: Progress | None) -> VerdictResul
     cand = measure_run(sess, a, a.tree, "candidate")
     faults.point("save_and_test.after_candidate_run")
     if cand.gate.kind == "failed":
-        return finish(sess, a, "failed", cand.gate.reason, revert=True, reset=True)
+        return finish(sess, a, "failed", cand.gate.reason, revert=True, reset=True, code=Code.RUN_FAILED)
     if cand.gate.kind == "incorrect":
         if cand.table is not None:  # per-class error numbers for the agent's repair
             a.class_errors = cand.table.failing_errors()
@@ -144,7 +146,7 @@ def _judge(sess: Session, a: Attempt, progress: Progress | None) -> VerdictResul
         raise RefereeError(f"BEST_COMMIT itself failed to run just now ({best.gate.reason}): the machine "
                            "changed, not the candidate. The candidate is still in place; call save_and_test again")
     rounds = [Round(best=best.values(), candidate=cand.values())]
-    policy, s, hib = sess.policy(screening=screening), sess.state, sess.cfg.benchmark.higher_is_better
+    policy, s, hib = (g.screen() if screening else g), sess.state, sess.cfg.benchmark.higher_is_better
     try:
         d = decide(rounds, a.target, hib, policy, s.noise_history)
         while d.needs_round:
@@ -157,41 +159,41 @@ def _judge(sess: Session, a: Attempt, progress: Progress | None) -> VerdictResul
             if b2.gate.kind != "ok" or c2.gate.kind != "ok":
                 bad = c2 if c2.gate.kind != "ok" else b2
                 return finish(sess, a, "failed", f"the confirming run failed: {bad.gate.reason}", revert=True,
-                              reset=True)
+                              reset=True, code=Code.RUN_FAILED)
             rounds.append(Round(best=b2.values(), candidate=c2.values()))
             d = decide(rounds, a.target, hib, policy, s.noise_history)
     except VerdictError as e:
-        return finish(sess, a, "failed", str(e), revert=True, reset=True)
+        return finish(sess, a, "failed", str(e), revert=True, reset=True, code=Code.BAD_TARGET)
     s.record_best_runs([r.best for r in rounds])  # BEST ran len(rounds) times in this lease
     a.decision, a.rounds, a.cand_run_values = d, len(rounds), [r.candidate for r in rounds]
     if d.outcome != "improved":
-        return finish(sess, a, d.outcome, d.reason, revert=True, reset=d.outcome != "regressed")
+        return finish(sess, a, d.outcome, d.reason, revert=True, reset=d.outcome != "regressed", code=d.code)
     if progress and profiled:
         total = 2.0 * len(rounds) + 3.0  # no more script rounds: the profiled runs are the rest
         progress(2 * len(rounds), total, f"attempt {a.n}: runs {2 * len(rounds) + 1}-{2 * len(rounds) + 3}: "
                  "profiling BEST, the candidate, BEST again (keep metric)")
-    tiv = d.target_interval  # a clear, significant script win that GPU time then denies is suspect
-    suspect = bool(tiv and tiv.mean_pct >= g.noise_pct and tiv.lo_pct > 0)
+    suspect = clear_script_win(d, g.noise_pct)  # a clear script win that GPU time then denies is suspect
     # every candidate run counts against [gates] max_rounds: the script rounds, then the profiled runs
     a.keep = keep_metric(sess, a, suspect, candidate_runs=max(1, g.max_rounds - len(rounds)))
-    if not a.keep.kept:
-        return finish(sess, a, "tie", a.keep.reason, revert=True, reset=True)
-    return _improved(sess, a, f"{d.reason}; {a.keep.reason}")
+    v = attempt_verdict(d, a.keep)
+    if v.outcome != "improved":
+        return finish(sess, a, v.outcome, v.reason, revert=True, reset=True, code=v.code)
+    return _improved(sess, a, v.reason, v.code)
 
 
 def _incorrect(sess: Session, a: Attempt, reason: str) -> VerdictResult:
-    s, g = sess.state, sess.cfg.gates
+    s, g = sess.state, sess.policy
     outcome, rep = after_incorrect(s.repair, a.n, a.target, a.hypothesis, g.max_repairs)
     if outcome == "abandoned":
         return finish(sess, a, "abandoned", f"{reason}; still incorrect after {g.max_repairs} repair attempt(s): "
                       "abandoned (patch archived, tree reverted; not counted as a regression)",
-                      revert=True, reset=True)
+                      revert=True, reset=True, code=Code.ABANDONED)
     s.repairing(rep)
     left = g.max_repairs - rep.repairs_used
-    return finish(sess, a, "incorrect", f"{reason}; {left} repair attempt(s) left", revert=False, repairs_left=left)
+    return finish(sess, a, "incorrect", f"{reason}; {left} repair attempt(s) left", revert=False, repairs_left=left, code=Code.INCORRECT)
 
 
-def _improved(sess: Session, a: Attempt, reason: str) -> VerdictResult:
+def _improved(sess: Session, a: Attempt, reason: str, code: Code) -> VerdictResult:
     d, keep = a.decision, a.keep
     sess.state.improved(PendingImprovement(
         attempt=a.n, tree=a.tree, target=a.target, hypothesis=a.hypothesis,
@@ -200,11 +202,11 @@ def _improved(sess: Session, a: Attempt, reason: str) -> VerdictResult:
         kernels=sess.state.best.kernels, target_delta_pct=sum(d.target_deltas_pct) / len(d.target_deltas_pct),
         metric_used=keep.metric_used, base=sess.state.best.commit,
         gpu_best_us=keep.gpu_best_us, gpu_floor_pct=a.gpu_floor_pct, candidate_run_metrics=a.cand_run_values))
-    return finish(sess, a, "improved", reason, revert=False)
+    return finish(sess, a, "improved", reason, revert=False, code=code)
 
 
 def finish(sess: Session, a: Attempt, verdict: str, reason: str, revert: bool, reset: bool = False,
-           repairs_left: int | None = None, stop: str | None = None) -> VerdictResult:
+           repairs_left: int | None = None, stop: str | None = None, *, code: Code) -> VerdictResult:
     """Rule `verdict` on attempt `a`: relabel its patch, revert (after archiving) when `revert`,
     move the counters (`reset`: a verdict that resets the regression counter), queue the `attempt`
     record, stop the session when the stop rule says so (or `stop` names a reason), and save:
@@ -213,7 +215,7 @@ def finish(sess: Session, a: Attempt, verdict: str, reason: str, revert: bool, r
     s, d, keep, n = sess.state, a.decision, a.keep, a.n
     moved = workspace_moved(sess, a.tree)
     if moved:  # the tested snapshot is archived; what the run left in the workspace is not kept
-        verdict, revert, repairs_left, reason = "rejected", True, None, moved + (
+        verdict, revert, repairs_left, code, reason = "rejected", True, None, Code.TAMPERED, moved + (
             f" (the measurements said: {verdict}, {reason})" if verdict != "rejected" else f"; {reason}")
     patch_path = sess.store.relabel(n, "pending", verdict)
     if revert:
@@ -231,19 +233,19 @@ def finish(sess: Session, a: Attempt, verdict: str, reason: str, revert: bool, r
     # queued, not written: the verdict record, the phase and the end of the job are committed
     # together by the next save (see referee/core.py), so a kill never leaves a verdict in the
     # ledger that recovery would contradict with `interrupted`
-    sess.record("attempt", attempt=n, verdict=verdict, reason=reason, target=a.target,
+    sess.record("attempt", attempt=n, verdict=verdict, code=str(code), reason=reason, target=a.target,
                 hypothesis=a.hypothesis, changed=a.changed, patch=str(patch_path),
                 classes=[x.model_dump() for x in d.classes] if d else [], runs=a.runs,
                 gpu=keep.model_dump() if keep else None, reverted=revert, device=sess.device_id,
                 **({"lost_devices": a.lost_devices} if a.lost_devices else {}))
-    if verdict == "regressed" and should_stop(s.regressions, sess.cfg.gates.max_consecutive_regressions):
+    if verdict == "regressed" and should_stop(s.regressions, sess.policy.max_consecutive_regressions):
         stop = f"{s.regressions.consecutive} consecutive measured regressions"
     s.end_job()  # the verdict and the phase are saved together with the end of the job
     if stop:  # after the revert, so the Stop Summary commit sits on top of BEST_COMMIT
         stop_session(sess, stop)
     sess.save()
     return VerdictResult(
-        attempt=n, verdict=verdict, reason=reason, target=a.target, metric=sess.cfg.benchmark.metric,
+        attempt=n, verdict=verdict, code=code, reason=reason, target=a.target, metric=sess.cfg.benchmark.metric,
         metric_used=keep.metric_used if keep else ("script metric" if d else "none"),
         classes=d.classes if d else [], target_deltas_pct=d.target_deltas_pct if d else [],
         divergent_classes=d.worse_classes if d else [], class_errors=a.class_errors,

@@ -18,13 +18,13 @@ from kopt_mcp.referee.slots import best_lock, publish
 from kopt_mcp.results import BenchmarkResult, ClassMetric
 from kopt_mcp.rules.clocks import same_clock
 from kopt_mcp.rules.keep import class_gpu_times, group_spread_pct, launch_counts_differ, target_median_us
-from kopt_mcp.rules.percent import improvement_pct
+from kopt_mcp.rules.percent import improvement_pct, spread_pct
 from kopt_mcp.rules.protect import FileChange, describe, touched_protected
-from kopt_mcp.session import next_actions, spread_pct
+from kopt_mcp.session import next_actions
 from kopt_mcp.testing import faults
 
 #: profiled runs of unmodified BEST_COMMIT at the baseline, back to back: their spreads are the
-#: first estimate of the process-to-process shift of GPU time (rules.verdict.gpu_gain_floor)
+#: first estimate of the process-to-process shift of GPU time (rules.floor.gpu_gain_floor)
 BASELINE_PROFILES = 4
 
 

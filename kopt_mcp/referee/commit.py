@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from kopt_mcp import vcs
 from kopt_mcp.bench.measure import raise_if_cancelled
 from kopt_mcp.errors import MeasurementError, RefereeError, Tampered
-from kopt_mcp.profilers.confirm import confirm_keep, gain_pct
+from kopt_mcp.profilers.confirm import confirm_keep
 from kopt_mcp.referee.core import Progress, Session
 from kopt_mcp.referee.guards import protected_paths, workspace_moved
 from kopt_mcp.referee.keep_metric import keep_metric
@@ -30,8 +30,10 @@ from kopt_mcp.referee.report import perf_rows
 from kopt_mcp.referee.runs import Attempt, measure_run, profile_run
 from kopt_mcp.referee.slots import best_lock, read_shared, sync
 from kopt_mcp.results import CommitResult
+from kopt_mcp.rules.commit import still_better
+from kopt_mcp.rules.confirm import gain_pct
 from kopt_mcp.rules.protect import touched_protected, unsafe_symlinks
-from kopt_mcp.rules.verdict import Round, ScriptDecision, decide
+from kopt_mcp.rules.script import Round, ScriptDecision, decide
 from kopt_mcp.session import next_actions, require
 from kopt_mcp.testing import faults
 
@@ -152,19 +154,16 @@ def _commit(sess: Session, message: str, progress: Progress | None, overtaken: i
     except Tampered as e:
         return _not_kept(sess, str(e), formatted, [])
     faults.point("commit_improvement.after_remeasure")
-    g = cfg.gates
     if cand.gate.kind != "ok" or best.gate.kind != "ok":
         return _not_kept(sess, f"re-measure failed: {(cand if cand.gate.kind != 'ok' else best).gate.reason}",
                          formatted, [])
     # one round, no repeats: the rule here is only "still better, no class worse beyond noise"
     d = decide([Round(best=best.values(), candidate=cand.values())], p.target,
-               cfg.benchmark.higher_is_better, sess.policy().model_copy(update={"max_rounds": 1}),
+               cfg.benchmark.higher_is_better, sess.policy.model_copy(update={"max_rounds": 1}),
                s.noise_history)
-    worse = [c.key for c in d.classes if c.key != p.target and c.mean_pct <= -g.noise_pct]
-    if d.target_deltas_pct[-1] <= 0 or worse:
-        return _not_kept(sess, f"no longer better after formatting and re-measure: target {p.target} "
-                         f"{d.target_deltas_pct[-1]:+.2f}%" + (f", worse: {', '.join(worse)}" if worse else ""),
-                         formatted, d.classes)
+    still = still_better(d, p.target, sess.policy.noise_pct)
+    if still.outcome != "commit":
+        return _not_kept(sess, still.reason, formatted, d.classes)
     gpu_us, claim = p.candidate_gpu_us, (p.gpu_best_us, p.candidate_gpu_us, p.gpu_floor_pct)
     if (formatted or reapplied) and gpu_us is not None:  # a new tree: its GPU time is measured again
 
@@ -202,7 +201,7 @@ def _commit(sess: Session, message: str, progress: Progress | None, overtaken: i
 
 def _write_commit(sess: Session, a: Attempt, k: Kept, message: str, progress: Progress | None) -> CommitResult:
     """Commit the judged snapshot `a.tree` + performance.md on BEST and adopt it (under best_lock)."""
-    s, cfg, p, g = sess.state, sess.cfg, sess.state.pending, sess.cfg.gates
+    s, cfg, p, g = sess.state, sess.cfg, sess.state.pending, sess.policy
     d, metrics, gpu_us = k.decision, k.metrics, k.gpu_us
     if progress:
         progress(3, 4, "committing code and performance.md")
@@ -342,7 +341,7 @@ def _confirm(sess: Session, a: Attempt, claim: tuple[float | None, float | None,
 
     vendor = sess.device.vendor if sess.device else "cpu"
     conf = confirm_keep(run_profiled, a.tree, a.best_tree, claimed_gain_pct=gain_pct(best_us, cand_us),
-                        floor_pct=floor if floor is not None else sess.cfg.gates.min_gpu_gain_pct, vendor=vendor,
+                        floor_pct=floor if floor is not None else sess.policy.min_gpu_gain_pct, vendor=vendor,
                         setting=sess.cfg.profiler.confirm, kernel_regex=sess.cfg.profiler.kernel or None,
                         target_names=sess.state.best.kernels)
     sess.store.log("confirmation", attempt=a.n, **conf.model_dump(mode="json"))

@@ -45,6 +45,7 @@ ledger whose hash chain does not verify, is listed in `problems` (shown by `stat
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import threading
@@ -66,7 +67,7 @@ from kopt_mcp.profilers.base import Profiler
 from kopt_mcp.referee.services import Services
 from kopt_mcp.referee.slots import check_slot_name, shared_events
 from kopt_mcp.results import DeviceInfo
-from kopt_mcp.rules.verdict import Policy
+from kopt_mcp.rules.policy import Policy
 from kopt_mcp.session import SessionState
 from kopt_mcp.testing import faults
 
@@ -276,14 +277,11 @@ class Session:
         """Environment for every benchmark run: the device binding and the shared JIT caches."""
         return {**(self.device.env if self.device else {}), **self.cache_dirs}
 
-    def policy(self, screening: bool = False) -> Policy:
-        """The script-metric thresholds of `[gates]`. `screening`: a profiler test on per-launch GPU
-        time follows (at `confidence`), so the script metric is a screen at `screen_confidence` and
-        the profiled run is the confirming measurement (Policy.profiler_confirms)."""
-        g = self.cfg.gates
-        return Policy(noise_pct=g.noise_pct, confirmations=g.confirmations,
-                      confidence=g.screen_confidence if screening else g.confidence, max_rounds=g.max_rounds,
-                      profiler_confirms=screening)
+    @functools.cached_property
+    def policy(self) -> Policy:
+        """The rules' thresholds, built once from the frozen `[gates]` (kopt_mcp/rules/policy.py);
+        `policy.screen()` where a per-launch profiler test follows the script metric."""
+        return Policy.from_gates(self.cfg.gates)
 
     def profiler(self, detail: bool = False) -> Profiler:
         """The configured profiler for the leased device's vendor (from `services.profiler`)."""

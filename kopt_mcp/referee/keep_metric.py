@@ -1,6 +1,6 @@
 """The keep metric of one attempt: profiled runs in the same lease, BEST, candidate, BEST again
 (A/B/A), judged on profiler GPU time of the target kernels (rules.keep.judge_groups per launch
-group, else rules.verdict.apply_keep_metric on the totals)."""
+group, else rules.keep_totals.apply_keep_metric on the totals)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,11 @@ from kopt_mcp.errors import ProfilerError
 from kopt_mcp.profilers.base import exact_names_regex, target_durations, target_gpu_time, target_launches
 from kopt_mcp.referee.core import Session
 from kopt_mcp.referee.runs import Attempt, profile_run
-from kopt_mcp.rules.keep import judge_groups
-from kopt_mcp.rules.verdict import KeepDecision, apply_keep_metric, gpu_gain_floor
+from kopt_mcp.rules.decision import Code
+from kopt_mcp.rules.evidence import Profiles, TargetProfile
+from kopt_mcp.rules.floor import profile_again
+from kopt_mcp.rules.gpu_time import judge_profiles
+from kopt_mcp.rules.keep_totals import KeepDecision, apply_keep_metric
 
 
 def keep_metric(sess: Session, a: Attempt, suspect: bool = True, candidate_runs: int = 1) -> KeepDecision:
@@ -17,7 +20,7 @@ def keep_metric(sess: Session, a: Attempt, suspect: bool = True, candidate_runs:
     (A/B/A). The candidate is compared with the mean of the two BEST runs (launch by launch
     where both have per-launch times), which cancels a drift that is linear over the three runs;
     the two BEST runs' spread joins the session's spreads and sets the floor a gain must clear
-    (rules.verdict.gpu_gain_floor). When only this attempt's own spread stops a gain that clears
+    (rules.floor.gpu_gain_floor). When only this attempt's own spread stops a gain that clears
     the rest of the floor (BEST's level jumped during the attempt) and `candidate_runs` allows a
     second profiled candidate run, it measures candidate, BEST once more and judges the later
     triple. Each run's SM clock (Profiled.clock) goes to judge_groups (rules/clocks.py). A failed
@@ -34,14 +37,13 @@ def keep_metric(sess: Session, a: Attempt, suspect: bool = True, candidate_runs:
     if prof is None or (prof.name == "none" and s.best.gpu_us is not None):
         # the baseline was judged on GPU time: the script metric alone would be a weaker keep metric
         return KeepDecision(kept=False, gpu_best_us=s.best.gpu_us, gpu_candidate_us=None,
-                            gpu_delta_pct=None, metric_used="profiler GPU time", reason=(
+                            gpu_delta_pct=None, metric_used="profiler GPU time", code=Code.PROFILER_LOST, reason=(
                                 f"the session's keep metric is profiler GPU time, but {lost}: not kept (the keep "
                                 "decision never falls back to a weaker metric). Restore the profiler (e.g. "
                                 "cupti-python, ncu or rocprofv3 where the server runs), or start a new session "
                                 "with [profiler] backend = \"none\""))
     if prof.name == "none":
         return apply_keep_metric(None, None, [])
-    g = sess.cfg.gates
     before = _profile_target(sess, a, prof, "best-profile", a.best_tree)
     if isinstance(before, KeepDecision):
         return before
@@ -53,60 +55,43 @@ def keep_metric(sess: Session, a: Attempt, suspect: bool = True, candidate_runs:
         after = _profile_target(sess, a, prof, "best-profile-after", a.best_tree)
         if isinstance(after, KeepDecision):
             return after
-        if all(x[4].groups is not None for x in (before, cand, after)):
-            # per launch group (kernel + grid/block), median launch: robust to time-driven
-            # repetition (do_bench), warm-up launches and input-generation kernels (rules/keep.py)
-            keep = judge_groups(before[4], cand[4], after[4],
-                                sess.cfg.profiler.kernel or exact_names_regex(s.best.kernels),
-                                recent_spreads_pct=s.gpu_spreads_pct, min_gain_pct=g.min_gpu_gain_pct,
-                                confidence=g.confidence, suspect=suspect, classes=list(s.best.metrics),
-                                clocks=(before[5], cand[5], after[5]), known_time_driven=s.launch_counts_vary)
-            if keep.spread_pct is None:  # BEST's profiles could not be compared: nothing to learn
-                return keep
-            s.launch_counts_vary = s.launch_counts_vary or keep.time_driven
-            # a spread that is BEST's SM clock step is not noise: it stays out of the session's spreads
-            spread = (keep.spread_pct if keep.clock is not None and keep.clock.spread_explained
-                      else s.record_spread_pct(keep.spread_pct))
-            floor = keep.floor
-            a.class_gpu_us = keep.class_gpu_us
-        else:
-            (b1, _, calls_b, dur_b1, *_), (c, names_c, calls_c, dur_c, *_), (b2, _, _, dur_b2, *_) = before, cand, after
-            spread = s.record_gpu_spread(b1, b2)
-            floor = gpu_gain_floor(s.gpu_spreads_pct, spread, g.min_gpu_gain_pct)
-            best_launches = (None if dur_b1 is None or dur_b2 is None else
-                             [(x + y) / 2.0 for x, y in zip(dur_b1, dur_b2)] if len(dur_b1) == len(dur_b2)
-                             else dur_b1)
-            keep = apply_keep_metric((b1 + b2) / 2.0, c, names_c, calls_b, calls_c, best_launches, dur_c,
-                                     confidence=g.confidence, min_gain_pct=floor.pct, suspect=suspect)
-            keep.reason += (f" (BEST profiled before and after the candidate: {b1:.1f} and {b2:.1f} us, spread "
-                            f"{spread:.3f}%; {floor.shown()})")
-        a.gpu_floor_pct = floor.pct if floor is not None else None
-        jumped = (not keep.kept and floor is not None and floor.binding == "own_spread" and keep.gpu_delta_pct is not None
-                  and keep.gpu_delta_pct > floor.rest_pct)
+        triple = Profiles(before=before, candidate=cand, after=after)
+        j = judge_profiles(triple,
+                           sess.cfg.profiler.kernel or exact_names_regex(s.best.kernels), sess.policy,
+                           s.gpu_spreads_pct, s.launch_counts_vary, list(s.best.metrics), suspect)
+        if j.spread_pct is None:  # BEST's profiles could not be compared: nothing to learn
+            return j.keep
+        s.launch_counts_vary = s.launch_counts_vary or j.time_driven
+        if j.record_spread_pct is not None:
+            s.record_spread_pct(j.record_spread_pct)
+        if triple.grouped:  # launch groups map to config classes (rules/keep.py class_gpu_times)
+            a.class_gpu_us = j.class_gpu_us
+        a.gpu_floor_pct = j.floor.pct if j.floor is not None else None
         runs_left -= 1
-        if not jumped or runs_left == 0:
-            return keep
+        if not profile_again(j.keep.kept, j.keep.gpu_delta_pct, j.floor) or runs_left == 0:
+            return j.keep
         before = after
         a.warnings.append(
-            f"BEST's GPU time moved {spread:.3f}% between its profiles around the candidate: profiled the "
+            f"BEST's GPU time moved {j.spread_pct:.3f}% between its profiles around the candidate: profiled the "
             "candidate and BEST once more")
 
 
 def _profile_target(sess: Session, a: Attempt, prof, label: str, tree: str):
-    """One profiled run of snapshot `tree` in a disposable checkout, verified afterwards: (target
-    GPU time us, target names, launches, per-launch us or None, the trace, the run's SM clock or
-    None), or a not-kept KeepDecision
-    saying why it could not be read. Raises Tampered."""
+    """One profiled run of snapshot `tree` in a disposable checkout, verified afterwards: its
+    TargetProfile (rules/evidence.py), or a not-kept KeepDecision (code gpu_time_missing) saying
+    why it could not be read. Raises Tampered."""
     p = profile_run(sess, a, prof, tree, label)
     who = "the candidate" if label.startswith("candidate") else "BEST_COMMIT"
     if p.trace is None:
         return KeepDecision(kept=False, gpu_best_us=None, gpu_candidate_us=None, gpu_delta_pct=None,
-                            metric_used="profiler GPU time",
+                            metric_used="profiler GPU time", code=Code.GPU_TIME_MISSING,
                             reason=f"profiling {who} failed ({p.error}): not kept, the keep decision never "
                             "falls back to a weaker metric")
     try:
         us, names = target_gpu_time(p.trace, sess.cfg.profiler.kernel or exact_names_regex(sess.state.best.kernels))
     except ProfilerError as e:
         return KeepDecision(kept=False, gpu_best_us=None, gpu_candidate_us=None, gpu_delta_pct=None,
-                            metric_used="profiler GPU time", reason=f"profiling {who}: {e}: not kept")
-    return us, names, target_launches(p.trace, names), target_durations(p.trace, names), p.trace, p.clock
+                            metric_used="profiler GPU time", code=Code.GPU_TIME_MISSING,
+                            reason=f"profiling {who}: {e}: not kept")
+    return TargetProfile(trace=p.trace, us=us, names=names, launches=target_launches(p.trace, names),
+                         durations_us=target_durations(p.trace, names), clock=p.clock)

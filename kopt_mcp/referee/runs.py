@@ -9,8 +9,9 @@ from dataclasses import dataclass, field
 from kopt_mcp.bench.measure import Measurement
 from kopt_mcp.referee.core import Session
 from kopt_mcp.referee.guards import judge_run_changes
+from kopt_mcp.rules.keep_totals import KeepDecision
 from kopt_mcp.rules.protect import FileChange, describe
-from kopt_mcp.rules.verdict import KeepDecision, ScriptDecision
+from kopt_mcp.rules.script import ScriptDecision
 
 
 @dataclass
@@ -40,7 +41,7 @@ class Attempt:
     class_errors: dict = field(default_factory=dict)
     class_gpu_us: dict[str, float] | None = None
     lost_devices: list[str] = field(default_factory=list)
-    #: the GPU-time floor (%) the keep metric's gain had to clear (rules.verdict.gpu_gain_floor)
+    #: the GPU-time floor (%) the keep metric's gain had to clear (rules.floor.gpu_gain_floor)
     gpu_floor_pct: float | None = None
 
     @property

@@ -20,7 +20,7 @@ The rule (`judge_groups`, A/B/A: BEST profiled before and after the candidate in
    times (1 + u) for the charged extra work (u: extra time / matched time in the candidate).
    Lower bound: gain - z * SE, SE from each median's standard error (1.2533 * 1.4826 * MAD / sqrt n,
    z at `confidence`).
-4. Floor: `rules.verdict.gpu_gain_floor` of this attempt's own spread and the session's recent
+4. Floor: `rules.floor.gpu_gain_floor` of this attempt's own spread and the session's recent
    spreads. The spread is the same aggregate between BEST's two profiles: |sum w (after - before)
    / mean| * 100, per group by median launch (a shift of a whole process moves every group alike;
    the medians' sampling error is in the spread too). Kept when the gain clears the floor (which
@@ -53,8 +53,9 @@ from kopt_mcp.profilers.base import KernelTrace, LaunchGroup, trace_groups
 from kopt_mcp.profilers.kernel_names import is_utility_kernel, short_kernel_name
 from kopt_mcp.profilers.run_clock import RunClock
 from kopt_mcp.rules.clocks import ClockPlan, clock_plan
+from kopt_mcp.rules.floor import GainFloor, gpu_gain_floor
+from kopt_mcp.rules.keep_totals import KeepDecision
 from kopt_mcp.rules.pairing import first_launch_key, match_groups
-from kopt_mcp.rules.verdict import GainFloor, KeepDecision, gpu_gain_floor
 
 __all__ = ["GroupDelta", "GroupKeepDecision", "class_gpu_times", "group_classes", "group_spread_pct", "is_utility_kernel", "judge_groups",
            "launch_counts_differ",
@@ -162,7 +163,7 @@ def judge_groups(best_before: KernelTrace | Sequence[LaunchGroup], candidate: Ke
     non-utility kernel of BEST's first profile); `recent_spreads_pct`: the session's earlier spreads
     between BEST profiles (%; SessionState.gpu_spreads_pct, this attempt's NOT included: it is
     added here); `min_gain_pct`: [gates] min_gpu_gain_pct; `confidence`: one-sided, for the bound;
-    `suspect`: as in `rules.verdict.apply_keep_metric` (only changes the reason's wording);
+    `suspect`: as in `rules.keep_totals.apply_keep_metric` (only changes the reason's wording);
     `classes`: config class keys in row order, to fill `class_gpu_us` from the candidate's groups;
     `clocks`: the three runs' SM clocks (BEST, candidate, BEST; kopt_mcp.gpus.clocks), which pick
     the BEST profile(s) the candidate is compared with and may charge a clock penalty

@@ -17,3 +17,11 @@ def improvement_pct(best: float, candidate: float, higher_is_better: bool) -> fl
         return 0.0 if candidate == best else (math.inf if (candidate > best) == higher_is_better else -math.inf)
     change = (candidate - best) / abs(best) * 100.0
     return change if higher_is_better else -change
+
+
+def spread_pct(first_us: float, second_us: float) -> float:
+    """The spread (%) between two GPU times (us, both > 0): |first - second| / mean * 100.
+    Raises ValueError if a time is not positive."""
+    if first_us <= 0 or second_us <= 0:
+        raise ValueError(f"GPU times must be positive, got {first_us} and {second_us} us")
+    return abs(first_us - second_us) / ((first_us + second_us) / 2.0) * 100.0

@@ -24,7 +24,6 @@ from mcp import Client, StdioServerParameters
 from kopt_mcp.app.server import build_server
 from kopt_mcp.app.tools.heartbeat import Heartbeat, ProgressScale, interval_from_env
 from kopt_mcp.testing.toy import make_toy_repo, set_kernel
-
 from tests.conftest import BASE_TIMES
 
 CLIENTS = Path(__file__).parents[1] / "clients"
@@ -304,7 +303,6 @@ def test_modern_connection_gets_phase_logs_where_the_request_opts_in(ref, fast_b
 def test_gpu_wait_sends_heartbeats_between_polls(tmp_path, make_referee, fast_beat):
     """A GPU wait polls every gpu_poll_s (600 s by default); the heartbeat fills the time between."""
     from kopt_mcp.gpus.smi import NvidiaSmiProbe
-
     from tests.conftest import FIXTURES
 
     busy = {"--query-gpu": (FIXTURES / "nvidia_smi" / "h200_busy_query_gpu_header.csv").read_text(),

@@ -19,19 +19,16 @@ import pytest
 
 from kopt_mcp.errors import ProfilerError
 from kopt_mcp.profilers.confirm import (
-    AGREE_FRACTION,
     ConfirmNcu,
     ConfirmRocprof,
-    TargetTime,
     confirm_keep,
     confirm_profiler,
-    decide_confirmation,
     function_names,
-    gain_pct,
     target_time,
 )
 from kopt_mcp.profilers.cupti import INJECT_DIR
 from kopt_mcp.profilers.ncu import parse_ncu_csv
+from kopt_mcp.rules.confirm import AGREE_FRACTION, TargetTime, decide_confirmation, gain_pct
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 NCU_RAW = FIX / "ncu" / "h200_raw_page_torch_matmul_softmax.csv"

@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from kopt_mcp.bench.runner import LOG_KEEP_BYTES, TAIL_BYTES, run_command
 from kopt_mcp.config import BenchmarkSection
 from kopt_mcp.readers.metrics import class_key, read_metrics
-from kopt_mcp.rules.verdict import GLOBAL, Policy, Round, decide
+from kopt_mcp.rules.policy import Policy
+from kopt_mcp.rules.script import GLOBAL, Round, decide
 from kopt_mcp.testing.toy import set_kernel
 
 # -- benchmark output -------------------------------------------------------------------------

@@ -17,8 +17,8 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from kopt_mcp.paths import session_dir
-from kopt_mcp.testing.toy import kernel_source, make_toy_repo
 from kopt_mcp.testing.faults import BASELINE_POINTS, POINTS, STOP_POINTS
+from kopt_mcp.testing.toy import kernel_source, make_toy_repo
 
 FASTER = {"1": 80.0, "2": 160.0}
 SLOWER = {"1": 120.0, "2": 240.0}

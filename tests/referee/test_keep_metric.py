@@ -1,4 +1,4 @@
-"""The keep metric inside save_and_test (rules.verdict.apply_keep_metric / gpu_gain_floor, driven by
+"""The keep metric inside save_and_test (rules.keep_totals.apply_keep_metric / gpu_gain_floor, driven by
 referee.attempt._keep_metric): BEST is profiled before and after the candidate (A/B/A) in the same
 lease, the candidate is compared with their mean, their spread sets the floor; a failed or
 unmatched profile is never kept. GPU times come from the recorded CUPTI trace, replayed with set

@@ -506,8 +506,8 @@ def test_two_servers_on_one_idle_gpu_never_both_run_on_it(tmp_path, make_referee
 
 def test_script_metric_is_a_screen_only_when_a_per_launch_profiler_test_follows(ref):
     g = ref.cfg.gates
-    assert ref.policy().confidence == g.confidence == 0.995
-    assert ref.policy(screening=True).confidence == g.screen_confidence == 0.95
+    assert ref.policy.confidence == g.confidence == 0.995
+    assert ref.policy.screen().confidence == g.screen_confidence == 0.95
     assert ref.profiler().per_launch is False  # the toy has no profiler: its script test stays strict
 
 

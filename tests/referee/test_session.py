@@ -143,7 +143,8 @@ def test_a_state_saved_before_the_outbox_existed_still_loads():
 
 
 def test_spreads_are_recorded_from_times_or_directly_and_bad_values_refused():
-    from kopt_mcp.session import Best, SessionState, spread_pct
+    from kopt_mcp.rules.percent import spread_pct
+    from kopt_mcp.session import Best, SessionState
 
     s = SessionState(tag="t", branch="b", repo="r", workspace="w", best_worktree="bw", config_path="c",
                      config_sha256="x", best=Best(commit="0" * 40))

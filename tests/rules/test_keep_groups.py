@@ -179,7 +179,7 @@ def test_kernel_stats_layout_has_no_groups_and_trace_groups_falls_back_per_kerne
 
 
 def test_old_keep_metric_signature_still_works():
-    from kopt_mcp.rules.verdict import apply_keep_metric
+    from kopt_mcp.rules.keep_totals import apply_keep_metric
 
     assert apply_keep_metric(100.0, 90.0, ["k"], 10, 10).kept
     assert not apply_keep_metric(100.0, 90.0, ["k"], 10, 9).kept

@@ -1,12 +1,13 @@
-"""The keep metric (rules.verdict.apply_keep_metric): profiler GPU time of the target kernels must
+"""The keep metric (rules.keep_totals.apply_keep_metric): profiler GPU time of the target kernels must
 improve too (totals, per launch, or paired launch by launch), skipped work is never kept, and the
-GPU-time floor (rules.verdict.gpu_gain_floor) follows BEST's measured spreads."""
+GPU-time floor (rules.floor.gpu_gain_floor) follows BEST's measured spreads."""
 
 from __future__ import annotations
 
 import pytest
 
-from kopt_mcp.rules.verdict import apply_keep_metric, gpu_gain_floor
+from kopt_mcp.rules.floor import gpu_gain_floor
+from kopt_mcp.rules.keep_totals import apply_keep_metric
 
 
 def test_gpu_gain_floor_takes_the_largest_of_its_three_parts():
@@ -151,7 +152,7 @@ def test_an_unconfirmed_sub_noise_gain_is_called_noise_not_a_timing_cheat():
 
 
 def test_a_keep_without_profiler_warns_that_the_script_metric_can_be_forged():
-    from kopt_mcp.rules.verdict import SCRIPT_METRIC_WARNING, apply_keep_metric
+    from kopt_mcp.rules.keep_totals import SCRIPT_METRIC_WARNING, apply_keep_metric
 
     k = apply_keep_metric(None, None, [])
     assert k.kept and k.metric_used == "script metric"

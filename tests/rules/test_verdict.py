@@ -13,7 +13,8 @@ import random
 import pytest
 
 from kopt_mcp.errors import VerdictError
-from kopt_mcp.rules.verdict import GLOBAL, Policy, Round, decide
+from kopt_mcp.rules.policy import Policy
+from kopt_mcp.rules.script import GLOBAL, Round, decide
 
 
 def R(best: dict[str, float], cand: dict[str, float]) -> Round:
@@ -137,7 +138,7 @@ def test_noise_is_pooled_from_the_latest_best_runs_only():
 def test_noise_of_an_older_best_at_another_level_is_left_out(monkeypatch):
     # the slow baseline (level 3000, spreading 2x under a bursty load) was replaced by a 30x faster
     # BEST; its spread says nothing about the new BEST's runs
-    import kopt_mcp.rules.verdict as v
+    import kopt_mcp.rules.script as v
 
     slow = [[{"n=1": x} for x in (3000.0, 6000.0, 1500.0, 4000.0, 2000.0)] for _ in range(2)]
     rounds = [one(100.0, 60.0), one(100.4, 60.1)]

@@ -18,7 +18,8 @@ import pytest
 
 from kopt_mcp.config import load_config
 from kopt_mcp.paths import examples_dir
-from kopt_mcp.rules.verdict import Policy, Round, ScriptDecision, decide
+from kopt_mcp.rules.policy import Policy
+from kopt_mcp.rules.script import Round, ScriptDecision, decide
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "load"
 EXAMPLE = examples_dir() / "cpu_softmax"

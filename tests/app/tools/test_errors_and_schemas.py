@@ -17,8 +17,8 @@ from kopt_mcp.app.server import build_server
 from kopt_mcp.app.tools.errors import MAX_CHARS, error_text, git_message, os_message
 from kopt_mcp.errors import InputError, KoptError, MeasurementError, SetupError, StateError
 from kopt_mcp.results import ClassChange, VerdictResult
+from kopt_mcp.rules.script import ClassDelta
 from kopt_mcp.rules.stats import PairedInterval
-from kopt_mcp.rules.verdict import ClassDelta
 from kopt_mcp.testing.toy import make_toy_repo, set_kernel
 
 pytestmark = pytest.mark.anyio
@@ -126,7 +126,7 @@ def test_infinite_bounds_and_nan_become_null_with_a_note_and_validate():
     out = ClassChange.model_validate(cd)
     assert out.interval.lo_pct is None and out.interval.hi_pct is None and out.mean_pct is None
     assert "noise not yet measurable" in out.interval.note
-    v = VerdictResult(attempt=1, verdict="tie", reason="r", target="global", metric="us", metric_used="script metric",
+    v = VerdictResult(attempt=1, verdict="tie", code="script_noise", reason="r", target="global", metric="us", metric_used="script metric",
                       classes=[cd], target_deltas_pct=[math.nan], divergent_classes=[], gpu_best_us=None,
                       gpu_candidate_us=None, gpu_delta_pct=math.inf, rounds=1, reverted=True, repairs_left=None,
                       patch_path="p", run_dirs=[], device=None, consecutive_regressions=0, stopped=False,

@@ -1,0 +1,123 @@
+"""The out-of-process confirmation rule (DESIGN.md: commit gate; issue 11 item 4), pure: does the
+GPU-time gain measured by a profiler that is the benchmark's parent process (ncu / rocprofv3,
+kopt_mcp/profilers/confirm.py) reproduce the gain the in-process keep verdict claimed?
+
+`decide_confirmation` returns a `Confirmation` (`status` confirmed / refuted / unavailable, with a
+stable `code`); `TargetTime` is its evidence: the target's GPU time per step measured out of process.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from kopt_mcp.rules.decision import Code
+
+Status = Literal["confirmed", "refuted", "unavailable"]
+
+#: part of the claimed gain the out-of-process gain may fall short by, on top of the floor: ncu
+#: serializes launches (no overlap with the neighbours the CUPTI run had) and sees the first
+#: DEFAULT_LAUNCH_COUNT launches of each configuration only, so a real 30% win may read 27%
+AGREE_FRACTION = 0.25
+
+
+class TargetTime(BaseModel):
+    """The target's GPU time in one out-of-process run: `us` = sum over its launch groups (kernel,
+    grid, block) of the median launch (us per benchmark step, the quantity of the keep metric's
+    gpu_best_us / gpu_candidate_us); `launches`: profiled target launches; `groups`: launch groups
+    (display labels); `kernels`: the target kernels' short names."""
+
+    us: float
+    launches: int
+    groups: list[str]
+    kernels: list[str]
+
+
+class Confirmation(BaseModel):
+    """The out-of-process check of a keep.
+
+    `status`: "confirmed" (the independent gain agrees: commit), "refuted" (it shows no gain, or
+    falls short of the claim by more than `tolerance_pct`, or the candidate could not be measured
+    where BEST could: do not commit), "unavailable" (no ncu / rocprofv3 here, `[profiler] confirm =
+    "off"`, or BEST itself could not be measured: the commit proceeds on the verdict alone and says
+    so). Times in us per benchmark step (sum of median launches), gains in %."""
+
+    status: Status
+    reason: str
+    backend: str | None = None
+    claimed_gain_pct: float
+    floor_pct: float
+    tolerance_pct: float | None = None
+    best: TargetTime | None = None
+    candidate: TargetTime | None = None
+    gain_pct: float | None = None
+    #: the run folders' labels, for the ledger
+    runs: list[str] = Field(default_factory=list)
+    #: why (kopt_mcp.rules.decision.Code): confirmed, refuted or unconfirmed
+    code: Code = Code.UNCONFIRMED
+
+    @property
+    def blocks_commit(self) -> bool:
+        """True only for `refuted`: `unavailable` lets the commit proceed (with its reason shown)."""
+        return self.status == "refuted"
+
+
+def gain_pct(best_us: float, candidate_us: float) -> float:
+    """GPU-time gain (%, positive = faster) from BEST's and the candidate's time per step (us):
+    (best - candidate) / best * 100; 0.0 for best <= 0. The claim to pass to `confirm_keep` is this
+    of the keep decision's gpu_best_us / gpu_candidate_us (sums of median launches, the quantity
+    `target_time` measures out of process), not its time-share-weighted gpu_delta_pct."""
+    return (best_us - candidate_us) / best_us * 100.0 if best_us > 0 else 0.0
+
+
+def decide_confirmation(claimed_gain_pct: float, floor_pct: float, best: TargetTime | None,
+                        candidate: TargetTime | None, backend: str, best_error: str | None = None,
+                        candidate_error: str | None = None, agree_fraction: float = AGREE_FRACTION) -> Confirmation:
+    """The rule (pure). Inputs: the keep verdict's claimed gain of the target's GPU time (%,
+    positive = faster) and its GPU-time floor (%); the out-of-process target times of BEST and of
+    the candidate (None with `*_error` saying why where a run gave none); the backend's name.
+
+    - BEST not measured: `unavailable` (the tool cannot measure this benchmark here; the commit
+      proceeds on the verdict and the reason says why).
+    - the candidate not measured where BEST was: `refuted` (it behaves differently under the
+      out-of-process profiler: a crash, or no target launch).
+    - gain g = (best - candidate) / best * 100; tolerance = floor + agree_fraction x claimed gain.
+      g <= 0: `refuted` (no gain); g < claimed - tolerance: `refuted` (the claim is not reproduced);
+      else `confirmed` (a gain above the claim too: the reason says so).
+
+    The reason names every number. Never raises."""
+    tol = floor_pct + agree_fraction * max(claimed_gain_pct, 0.0)
+    base = {"backend": backend, "claimed_gain_pct": claimed_gain_pct, "floor_pct": floor_pct, "best": best,
+            "candidate": candidate}
+    if best is None:
+        return Confirmation(status="unavailable", code=Code.UNCONFIRMED, **base, reason=(
+            f"{backend} (out of process) could not measure BEST_COMMIT's target: {best_error or 'no result'}; "
+            f"the keep rests on the in-process verdict alone ({claimed_gain_pct:+.2f}%)"))
+    if candidate is None:
+        return Confirmation(status="refuted", code=Code.REFUTED, **base, tolerance_pct=tol, reason=(
+            f"{backend} (out of process) measured BEST_COMMIT ({best.us:.2f} us per step over {best.launches} "
+            f"launches) but not the candidate: {candidate_error or 'no result'}. A candidate that fails or launches "
+            "no target kernel under the out-of-process profiler is not committed"))
+    gain = gain_pct(best.us, candidate.us)
+    need = claimed_gain_pct - tol
+    names = ", ".join(best.kernels) or "the target"
+    numbers = (f"{backend} (benchmark's parent process) measured {names} at {best.us:.2f} -> {candidate.us:.2f} us "
+               f"per step ({gain:+.2f}%; median launch per launch group, {best.launches} and {candidate.launches} "
+               f"launches); the in-process verdict claimed {claimed_gain_pct:+.2f}%; agreement needs > 0 and >= "
+               f"{need:+.2f}% (the claim less {tol:.2f}% = GPU-time floor {floor_pct:.2f}% + "
+               f"{agree_fraction * 100:g}% of the claim)")
+    if gain <= 0:
+        return Confirmation(status="refuted", code=Code.REFUTED, **base, tolerance_pct=tol, gain_pct=gain,
+                            reason=f"refuted: {numbers}. Out of process the candidate is not faster: the in-process "
+                                   "timing or trace did not measure what the GPU did")
+    if gain < need:
+        return Confirmation(status="refuted", code=Code.REFUTED, **base, tolerance_pct=tol, gain_pct=gain,
+                            reason=f"refuted: {numbers}. The claimed gain is not reproduced out of process")
+    more = ("; the out-of-process gain exceeds the claim by more than the tolerance (reported only)"
+            if gain > claimed_gain_pct + tol else "")
+    return Confirmation(status="confirmed", code=Code.CONFIRMED, **base, tolerance_pct=tol, gain_pct=gain,
+                        reason=f"confirmed: {numbers}{more}")
+
+
+__all__ = ["AGREE_FRACTION", "Confirmation", "TargetTime", "decide_confirmation", "gain_pct"]

@@ -1,0 +1,74 @@
+"""The keep metric of one A/B/A triple of profiled runs (pure): by launch group where every trace
+has them (rules/keep.py `judge_groups`: median launch per group, robust to time-driven repetition
+such as do_bench, warm-up launches and input-generation kernels), else on the target kernels'
+totals, paired per launch where recorded (rules/keep_totals.py `apply_keep_metric`).
+
+Evidence: `Profiles` (rules/evidence.py). The session's history enters as numbers
+(`recent_spreads_pct`, `known_time_driven`); what the referee must remember afterwards comes back
+in `GpuTimeJudgement` (the spread to record, whether the harness is time-driven).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pydantic import BaseModel
+
+from kopt_mcp.rules.evidence import Profiles
+from kopt_mcp.rules.floor import GainFloor, gpu_gain_floor
+from kopt_mcp.rules.keep import judge_groups
+from kopt_mcp.rules.keep_totals import KeepDecision, apply_keep_metric
+from kopt_mcp.rules.percent import spread_pct
+from kopt_mcp.rules.policy import Policy
+
+
+class GpuTimeJudgement(BaseModel):
+    """The keep decision of one triple, the GPU-time floor it had to clear, and what the session
+    remembers: `record_spread_pct` (BEST's spread between its two profiles, % ; None: nothing to
+    record, e.g. a spread that is BEST's SM clock step, or profiles that could not be compared),
+    `spread_pct` (that spread as measured, for the reason), `time_driven` (the harness launched a
+    group a different number of times in BEST's profiles), `class_gpu_us` (the candidate's GPU
+    time per config class, us, where the groups map to classes)."""
+
+    keep: KeepDecision
+    floor: GainFloor | None = None
+    spread_pct: float | None = None
+    record_spread_pct: float | None = None
+    time_driven: bool = False
+    class_gpu_us: dict[str, float] | None = None
+
+
+def judge_profiles(p: Profiles, kernel_regex: str | None, policy: Policy, recent_spreads_pct: Sequence[float],
+                   known_time_driven: bool, classes: Sequence[str], suspect: bool) -> GpuTimeJudgement:
+    """Judge the triple `p` on the target kernels (`kernel_regex`: [profiler] kernel, else BEST's
+    target names exactly) against the floor from `recent_spreads_pct` (the session's earlier BEST
+    spreads, %) and `policy.min_gpu_gain_pct`, at `policy.confidence`. `classes`: config class keys
+    in row order (for class_gpu_us). `suspect`: the script metric showed a clear win (only words
+    change). Never raises for data."""
+    if p.grouped:
+        keep = judge_groups(p.before.trace, p.candidate.trace, p.after.trace, kernel_regex,
+                            recent_spreads_pct=recent_spreads_pct, min_gain_pct=policy.min_gpu_gain_pct,
+                            confidence=policy.confidence, suspect=suspect, classes=list(classes),
+                            clocks=(p.before.clock, p.candidate.clock, p.after.clock),
+                            known_time_driven=known_time_driven)
+        if keep.spread_pct is None:  # BEST's profiles could not be compared: nothing to learn
+            return GpuTimeJudgement(keep=keep, floor=keep.floor)
+        # a spread that is BEST's SM clock step is not noise: it stays out of the session's spreads
+        explained = keep.clock is not None and keep.clock.spread_explained
+        return GpuTimeJudgement(keep=keep, floor=keep.floor, spread_pct=keep.spread_pct,
+                                record_spread_pct=None if explained else keep.spread_pct,
+                                time_driven=keep.time_driven, class_gpu_us=keep.class_gpu_us)
+    b1, c, b2 = p.before, p.candidate, p.after
+    spread = spread_pct(b1.us, b2.us)
+    floor = gpu_gain_floor([*recent_spreads_pct, spread], spread, policy.min_gpu_gain_pct)
+    d1, d2 = b1.durations_us, b2.durations_us
+    best_launches = (None if d1 is None or d2 is None else
+                     [(x + y) / 2.0 for x, y in zip(d1, d2)] if len(d1) == len(d2) else d1)
+    keep = apply_keep_metric((b1.us + b2.us) / 2.0, c.us, c.names, b1.launches, c.launches, best_launches,
+                             c.durations_us, confidence=policy.confidence, min_gain_pct=floor.pct, suspect=suspect)
+    keep.reason += (f" (BEST profiled before and after the candidate: {b1.us:.1f} and {b2.us:.1f} us, spread "
+                    f"{spread:.3f}%; {floor.shown()})")
+    return GpuTimeJudgement(keep=keep, floor=floor, spread_pct=spread, record_spread_pct=spread)
+
+
+__all__ = ["GpuTimeJudgement", "judge_profiles"]

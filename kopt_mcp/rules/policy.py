@@ -1,0 +1,69 @@
+"""The thresholds every rule applies, built once per session from `[gates]` (pure).
+
+One frozen `Policy` holds what the rules read: the noise threshold, the confirmations a sub-noise
+win needs, the one-sided confidences of the paired tests, the repeat budget, the least GPU-time
+gain, the repair and stop limits. The referee builds it once (`Policy.from_gates`) and hands it
+to every rule; no rule reads `[gates]` itself. `screen()` is the same policy for a script metric
+that only screens the direction because a per-launch profiler decides after it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+
+class Policy(BaseModel):
+    """The rules' thresholds (defaults: DESIGN.md's `[gates]`). `noise_pct`: changes smaller than
+    this (%) are noise; `confirmations`: same-direction measurements a sub-noise win needs;
+    `confidence`: one-sided confidence of the final paired test; `screen_confidence`: that of the
+    script metric when a per-launch profiler test follows; `max_rounds`: most candidate runs per
+    verdict; `min_gpu_gain_pct`: least GPU-time gain (%) the keep metric accepts; `max_repairs`,
+    `max_consecutive_regressions`: the repair and stop rules' limits.
+
+    `profiler_confirms`: a profiler that times every launch (CUPTI, ncu) measures BEST and the
+    candidate once more after the script metric (the keep metric), so that profiled run is the
+    confirming measurement: the script metric is a screen for the direction, and its rounds are
+    capped at max_rounds - 1 so that the candidate runs at most max_rounds times in all."""
+
+    model_config = ConfigDict(frozen=True)
+
+    noise_pct: float
+    confirmations: int = 2
+    confidence: float = 0.995
+    screen_confidence: float = 0.95
+    max_rounds: int = 3
+    min_gpu_gain_pct: float = 0.2
+    max_repairs: int = 3
+    max_consecutive_regressions: int = 5
+    profiler_confirms: bool = False
+
+    @classmethod
+    def from_gates(cls, gates: Any) -> Policy:
+        """The policy of a `[gates]` section (kopt_mcp.config.GatesSection, or anything with its fields)."""
+        return cls(**{name: getattr(gates, name) for name in cls.model_fields if hasattr(gates, name)})
+
+    def screen(self) -> Policy:
+        """This policy for a script metric that screens before a per-launch profiler test: its
+        confidence is `screen_confidence` and `profiler_confirms` is set."""
+        return self.model_copy(update={"confidence": self.screen_confidence, "profiler_confirms": True})
+
+    @property
+    def script_rounds(self) -> int:
+        """Most paired script-metric rounds per verdict."""
+        return max(1, self.max_rounds - 1) if self.profiler_confirms else self.max_rounds
+
+    @property
+    def keep_confidence(self) -> float:
+        """One-sided confidence of each look at a keep on the script metric alone. A keep can be
+        declared after round k0 = min(2, confirmations, script_rounds) and after every round up to
+        script_rounds, so each of those looks gets an equal share of 1 - confidence (Bonferroni):
+        over the whole verdict an identical candidate is kept with probability <= 1 - confidence.
+        Testing each look at `confidence` itself kept one 1.0-1.9% of the time (simulation,
+        2026-11-24)."""
+        first = min(2, self.confirmations, self.script_rounds)
+        return 1.0 - (1.0 - self.confidence) / (self.script_rounds - first + 1)
+
+
+__all__ = ["Policy"]
