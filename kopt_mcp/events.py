@@ -211,6 +211,9 @@ class Attempt(_OnSlot):
     reverted: bool | None = None
     #: devices whose lease was lost mid-call (DeviceLost) before the call was retried on a new lease
     lost_devices: list[str] = []
+    #: compiled-code provenance: {"best", "candidate": {"code": {kernel: [cubin sha256]}, "launches": [...]},
+    #: "unchanged": bool} (rules/provenance.py); absent where the trace recorded no code
+    provenance: dict[str, Any] | None = None
     #: verdict `conflict`: the BEST the candidate was judged against, and the newer BEST it overlaps
     judged_against: str | None = None
     best_commit: str | None = None

@@ -184,6 +184,8 @@ class VerdictResult(BaseModel):
     gpu_best_us: MaybeFloat
     gpu_candidate_us: MaybeFloat
     gpu_delta_pct: MaybeFloat
+    #: the GPU-time floor (%) the gain had to clear (rules/floor.py); null without a profiler
+    gpu_floor_pct: MaybeFloat = None
     rounds: int
     reverted: bool
     repairs_left: int | None

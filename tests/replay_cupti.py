@@ -30,6 +30,8 @@ class ReplayCupti(CuptiProfiler):
     (it writes the trace file itself, no collector)."""
 
     stream = False
+    #: these tests cover the screen-then-profile flow (ncu's); tests/referee/test_profiled.py the other
+    measures_script = False
 
     def __init__(self, runs_dir: Path, **kw):
         super().__init__(**kw)

@@ -481,6 +481,16 @@ paths = ["benchmark/", "tests/", "pytest.ini"]
 
 PROJECTS = {p.name: p for p in (LIGER, TRITON_KERNELS, FLAGGEMS)}
 
+
+def _more() -> None:
+    """Projects kept in modules of their own (one module per project from here on)."""
+    from fla import FLA  # lazy: fla.py imports this module's Project and Candidate
+
+    PROJECTS[FLA.name] = FLA
+
+
+_more()
+
 # ------------------------------------------- the bundled CPU example: the driver's own test (no GPU)
 _CPU_TOML = Path(__file__).resolve().parents[2] / "examples" / "cpu_softmax" / "kopt.toml"
 CPU_SOFTMAX = Project(

@@ -66,11 +66,23 @@ def run_init(repo: Path, project: Project, out: Path) -> dict:
     return {"exit_code": p.returncode, "seconds": round(secs, 1)}
 
 
+def keep_runs(state_dir: Path, dest: Path) -> None:
+    """The session folder as `kopt-mcp rejudge` reads it: state.json, the ledger, and each run
+    folder's traces, manifests and result copies (logs left out), as one tar.gz."""
+    keep = (".json", ".jsonl", ".csv")
+    with tarfile.open(dest, "w:gz") as tar:
+        for f in sorted(state_dir.rglob("*")):
+            if f.is_file() and f.suffix in keep and "attempts" not in f.parts:
+                tar.add(f, arcname=str(f.relative_to(state_dir.parent)))
+
+
 def verdict_record(cand, v, secs: float) -> dict:
     """The numbers of one verdict (VerdictResult) for the results file."""
     return {"candidate": cand.name, "target": cand.target, "expected": cand.expected, "verdict": v.verdict,
-            "right": v.verdict == cand.expected, "hypothesis": cand.hypothesis, "reason": v.reason,
-            "seconds": round(secs, 1), "rounds": v.rounds, "gpu_best_us": v.gpu_best_us,
+            "code": v.code, "right": v.verdict == cand.expected, "hypothesis": cand.hypothesis, "reason": v.reason,
+            "seconds": round(secs, 1), "rounds": v.rounds, "benchmark_runs": len(v.run_dirs),
+            "run_labels": [Path(d).name for d in v.run_dirs], "gpu_floor_pct": v.gpu_floor_pct,
+            "gpu_best_us": v.gpu_best_us,
             "gpu_candidate_us": v.gpu_candidate_us, "gpu_delta_pct": v.gpu_delta_pct,
             "target_deltas_pct": v.target_deltas_pct, "divergent_classes": v.divergent_classes,
             "class_errors": v.class_errors, "warnings": v.warnings,
@@ -95,16 +107,23 @@ def write(out: Path, project: Project, result: dict) -> None:
     elif b:
         lines += [f"Baseline: ok={b['ok']}, {b['seconds']} s, {len(b['classes'])} config classes, "
                   f"reason: {b['reason'][:300]}", ""]
-    lines += ["| candidate | expected | verdict | right | GPU time BEST -> candidate (us) | GPU delta | "
-              "mean script delta over classes | rounds | s |", "|---|---|---|---|---|---|---|---|---|"]
+    plain = (result.get("baseline") or {}).get("plain_run_s")
+    if plain:
+        lines += [f"One plain run of the benchmark: {plain} s (the baseline's first run).", ""]
+    lines += ["| candidate | expected | verdict | code | right | GPU time BEST -> candidate (us) | GPU delta | floor | "
+              "mean script delta over classes | benchmark runs | s | x plain run |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in result["verdicts"]:
         ds = [d for d in r["target_deltas_pct"] if d is not None]
         mean = f"{sum(ds) / len(ds):+.2f}%" if ds else "n/a"
         gpu = (f"{r['gpu_best_us']:.1f} -> {r['gpu_candidate_us']:.1f}"
                if r["gpu_best_us"] is not None and r["gpu_candidate_us"] is not None else "n/a")
         gd = f"{r['gpu_delta_pct']:+.2f}%" if r["gpu_delta_pct"] is not None else "n/a"
-        lines.append(f"| {r['candidate']} | {r['expected']} | {r['verdict']} | {'yes' if r['right'] else 'NO'} | "
-                     f"{gpu} | {gd} | {mean} | {r['rounds']} | {r['seconds']} |")
+        fl = f"{r['gpu_floor_pct']:.2f}%" if r.get("gpu_floor_pct") is not None else "n/a"
+        times = f"{r['seconds'] / plain:.1f}" if plain else "n/a"
+        lines.append(f"| {r['candidate']} | {r['expected']} | {r['verdict']} | {r.get('code')} | "
+                     f"{'yes' if r['right'] else 'NO'} | {gpu} | {gd} | {fl} | {mean} | {r.get('benchmark_runs')} | "
+                     f"{r['seconds']} | {times} |")
     lines += [""] + [f"- {r['candidate']}: {r['reason']}" for r in result["verdicts"]]
     if result.get("skipped"):
         lines += ["", f"Not run (deadline): {', '.join(result['skipped'])}"]
@@ -133,6 +152,14 @@ def main() -> int:
     ap.add_argument("--toml", type=Path, default=None,
                     help="commit this file as kopt.toml (e.g. a recorded init proposal); implies --skip-init")
     ap.add_argument("--only", default=None, help="comma-separated candidate names (default: all, in order)")
+    ap.add_argument("--lease-dir", type=Path, default=None,
+                    help="the GPU lease files (default: a folder of this run's own); sessions that share a host "
+                         "must share it, so each measuring call gets a GPU of its own")
+    ap.add_argument("--poll-s", type=float, default=None,
+                    help="[gates] gpu_poll_s for this run (a busy GPU is checked again after this many seconds)")
+    ap.add_argument("--keep-runs", action="store_true",
+                    help="write OUT/<project>-runs.tar.gz: every run folder's traces and result copies (for "
+                         "`kopt-mcp rejudge`), with state.json and the ledger")
     ap.add_argument("--work", type=Path, default=None,
                     help="keep the repository and session here (default: a fresh temporary folder); when it "
                          "already holds them (an earlier call on the same machine), go on with that session: "
@@ -168,6 +195,8 @@ def main() -> int:
             toml, result["toml_from"] = proposal.read_text(), "init, unedited"
         else:
             toml, result["toml_from"] = project.toml, "projects.py, finished by hand"
+        if a.poll_s is not None and "[gates]" not in toml:
+            toml += f"\n[gates]\ngpu_poll_s = {a.poll_s}\n"
         (repo / "kopt.toml").write_text(toml)
         git(repo, "add", "kopt.toml")
         git(repo, "commit", "-q", "-m", f"kopt.toml ({result['toml_from']})")
@@ -176,7 +205,7 @@ def main() -> int:
 
     from kopt_mcp.referee import Referee
 
-    ref = Referee(repo, tag="real", lease_dir=tmp / "leases")
+    ref = Referee(repo, tag="real", lease_dir=a.lease_dir or tmp / "leases")
     code = 0
     try:
         t = time.perf_counter()
@@ -190,6 +219,7 @@ def main() -> int:
             result["device"] = b.device.model_dump() if b.device else None
             result["baseline"] = {"ok": b.ok and b.baseline_recorded, "reason": b.reason,
                                   "seconds": round(time.perf_counter() - t, 1),
+                                  "plain_run_s": round(b.duration_s, 1),
                                   "classes": [c.model_dump() for c in b.classes], "log_tail": b.log_tail[-2000:]}
             print(f"baseline: ok={b.ok} recorded={b.baseline_recorded} {result['baseline']['seconds']} s: "
                   f"{b.reason[:300]}", flush=True)
@@ -219,6 +249,8 @@ def main() -> int:
         ledger = ref.state_dir / "ledger.jsonl"
         if ledger.exists():
             shutil.copy(ledger, a.out / f"{project.name}-ledger.jsonl")
+        if a.keep_runs:
+            keep_runs(ref.state_dir, a.out / f"{project.name}-runs.tar.gz")
         write(a.out, project, result)
         ref.close()
     return code

@@ -90,6 +90,14 @@ def _parser() -> argparse.ArgumentParser:
         i.add_argument(f"--{flag}", default=None, help=f"the {flag.replace('-', ' ')} whose rows count")
     i.add_argument("--write", action="store_true", help="write <repo>/kopt.toml instead of printing it")
     i.add_argument("--force", action="store_true", help="with --write: replace an existing kopt.toml")
+    j = sub.add_parser("rejudge", help="decide a recorded attempt again under today's rules, from its run folders "
+                       "(nothing runs): why was this a tie?")
+    j.add_argument("state_dir", type=Path, help="the session's state folder (status shows it: "
+                   "<git-common-dir>/kopt/<tag>)")
+    j.add_argument("--attempt", type=int, required=True, help="the attempt's number")
+    j.add_argument("--config", type=Path, default=None, help="a kopt.toml to judge with (default: the session's)")
+    j.add_argument("--json", action="store_true", help="one JSON object: verdict, code, gpu_floor_pct, "
+                   "gpu_delta_pct, per-class rows, the recorded verdict")
     return p
 
 
@@ -183,6 +191,11 @@ def main(argv: list[str] | None = None) -> int:
         from kopt_mcp.commands.demo import run_demo
 
         return run_demo(args.example, args.keep)
+    if args.cmd == "rejudge":
+        # lazy: start-up time: each subcommand loads only what it uses
+        from kopt_mcp.commands.rejudge import rejudge_command
+
+        return rejudge_command(args.state_dir, args.attempt, args.config, args.json)
     if args.cmd == "init":
         # lazy: start-up time: each subcommand loads only what it uses
         from kopt_mcp.commands.init.propose import run_init

@@ -55,8 +55,9 @@ class JobLease(Protocol):
 
     def profile(self, cfg: TargetConfig, profiler: Profiler, ws: git.Repo, tree: str, run_dir: Path,
                 env: dict[str, str], *, base: str | None = None, cancel: threading.Event | None = None,
-                pid_dir: Path | None = None) -> Profiled:
-        """Run the benchmark under `profiler` on this lease's device; as referee.measure.profile_snapshot."""
+                pid_dir: Path | None = None, check: bool = False) -> Profiled:
+        """Run the benchmark under `profiler` on this lease's device, read its results too (`check`:
+        the [correctness] command after it); as bench.measure.profile_snapshot."""
         ...
 
     def release(self) -> None:

@@ -58,11 +58,11 @@ class LocalJobLease:
 
     def profile(self, cfg: TargetConfig, profiler: Profiler, ws: git.Repo, tree: str, run_dir: Path,
                 env: dict[str, str], *, base: str | None = None, cancel: threading.Event | None = None,
-                pid_dir: Path | None = None) -> Profiled:
-        """referee.measure.profile_snapshot on this lease's device, its SM clock sampled meanwhile
+                pid_dir: Path | None = None, check: bool = False) -> Profiled:
+        """bench.measure.profile_snapshot on this lease's device, its SM clock sampled meanwhile
         (`Profiled.clock`; kopt_mcp.gpus.clocks) where the device has a clock source."""
         return profile_snapshot(cfg, profiler, ws, tree, run_dir, self._env(env), cancel, pid_dir, run=self._run,
-                                clock=self._clock_source)
+                                clock=self._clock_source, check=check)
 
     def release(self) -> None:
         """Give the device back (idempotent)."""

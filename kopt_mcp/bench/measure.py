@@ -161,14 +161,25 @@ def measure(cfg: TargetConfig, tree: Path, run_dir: Path, env: dict[str, str],
     # result files as they were (a fresh checkout holds only the snapshot's tracked files): rows the run
     # leaves unchanged are stale
     before = capture_before(cwd, b, all_tracked=True)
-    runner, run = run, run(b.command, cwd, env, b.timeout_s, run_dir / "benchmark.log", cancel=cancel,
-                           pid_dir=pid_dir)
-    raise_if_cancelled(run)
+    result = run(b.command, cwd, env, b.timeout_s, run_dir / "benchmark.log", cancel=cancel, pid_dir=pid_dir)
+    raise_if_cancelled(result)
+    return read_run(cfg, tree, run_dir, result, before, env, run_dir / "benchmark.log", cancel, pid_dir, check, run)
+
+
+def read_run(cfg: TargetConfig, tree: Path, run_dir: Path, result: RunResult, before, env: dict[str, str],
+             log: Path, cancel: threading.Event | None = None, pid_dir: Path | None = None, check: bool = True,
+             runner: Runner = run_command) -> Measurement:
+    """What a finished benchmark run left: its fresh result files read into the per-class table
+    (copies kept in `run_dir`), the [correctness] command run after it when `check`, and the
+    correctness gate's result. `before`: the result files captured before the run (metrics.capture_before);
+    `log`: the run's log (stdout results are read from it)."""
+    b = cfg.benchmark
+    cwd = tree / b.workdir
     table, err, failing, tests = None, None, [], []
     check_exit, check_timeout = None, False
-    if run.exit_code == 0:
+    if result.exit_code == 0:
         try:
-            files = collect_results(cwd, b, run.started_at, before, run_dir / "benchmark.log")
+            files = collect_results(cwd, b, result.started_at, before, log)
             for f in files:
                 if Path(f.path).parent != run_dir:  # format stdout reads the log already there
                     # by its path under the workdir: two result files of one name (results/fwd/x.csv,
@@ -188,10 +199,10 @@ def measure(cfg: TargetConfig, tree: Path, run_dir: Path, env: dict[str, str],
             check_exit, check_timeout = chk.exit_code, chk.timed_out
             if chk.exit_code not in (None, 0):
                 tests = failed_tests(Path(chk.log_path).read_text(encoding="utf-8", errors="replace"))
-    gate = correctness_gate(RunFacts(exit_code=run.exit_code, timed_out=run.timed_out, timeout_s=b.timeout_s,
+    gate = correctness_gate(RunFacts(exit_code=result.exit_code, timed_out=result.timed_out, timeout_s=b.timeout_s,
                                      metrics_error=err, failing_classes=failing, check_exit=check_exit,
                                      check_timed_out=check_timeout, failed_tests=tests))
-    return Measurement(tree=str(tree), run=run, table=table, gate=gate, run_dir=str(run_dir))
+    return Measurement(tree=str(tree), run=result, table=table, gate=gate, run_dir=str(run_dir))
 
 
 class Profiled(BaseModel):
@@ -205,28 +216,35 @@ class Profiled(BaseModel):
     #: the SM clock while the run kept the GPU busy, sampled by the referee's process (None: no
     #: clock source for the device, e.g. AMD, the CPU, NVML missing; kopt_mcp.gpus.clocks)
     clock: RunClock | None = None
+    #: the same run read as a measurement (results table, correctness gate: `read_run`), where the
+    #: profiled command exited; every profiled run of a verdict is also a script-metric run
+    measurement: Measurement | None = None
 
 
 def profile(cfg: TargetConfig, profiler: Profiler, tree: Path, run_dir: Path, env: dict[str, str],
-            cancel: threading.Event | None = None, pid_dir: Path | None = None, run: Runner = run_command) -> Profiled:
-    """Run the benchmark under `profiler` in `tree` (env gets KOPT_PROFILE=1) and parse the trace;
-    `run`: the runner (Services.run)."""
+            cancel: threading.Event | None = None, pid_dir: Path | None = None, run: Runner = run_command,
+            check: bool = False) -> Profiled:
+    """Run the benchmark under `profiler` in `tree` (env gets KOPT_PROFILE=1), read its results
+    like a plain run (`Profiled.measurement`; `check`: the [correctness] command after it) and
+    parse the trace; `run`: the runner (Services.run)."""
     cwd = tree / cfg.benchmark.workdir
     log = run_dir / "profile.log"
     cmd = profiler.wrap(cfg.benchmark.command, run_dir)
-    run = run(cmd, cwd, {**env, "KOPT_PROFILE": "1"}, cfg.profiler.timeout_s, log, cancel=cancel,
-              pid_dir=pid_dir)
-    raise_if_cancelled(run)
-    if run.timed_out:
-        return Profiled(trace=None, log_path=str(log),
+    before = capture_before(cwd, cfg.benchmark, all_tracked=True)
+    result = run(cmd, cwd, {**env, "KOPT_PROFILE": "1"}, cfg.profiler.timeout_s, log, cancel=cancel,
+                 pid_dir=pid_dir)
+    raise_if_cancelled(result)
+    m = read_run(cfg, tree, run_dir, result, before, env, log, cancel, pid_dir, check, run)
+    if result.timed_out:
+        return Profiled(trace=None, log_path=str(log), measurement=m,
                         error=f"the profiled run passed [profiler] timeout_s = {cfg.profiler.timeout_s:g} s and was killed")
-    if run.exit_code != 0:
-        return Profiled(trace=None, log_path=str(log), error=(
-            f"the profiled run exited with code {run.exit_code}; log tail: {run.log_tail[-600:]}"))
+    if result.exit_code != 0:
+        return Profiled(trace=None, log_path=str(log), measurement=m, error=(
+            f"the profiled run exited with code {result.exit_code}; log tail: {result.log_tail[-600:]}"))
     try:
-        return Profiled(trace=profiler.parse(run_dir), error=None, log_path=str(log))
+        return Profiled(trace=profiler.parse(run_dir), error=None, log_path=str(log), measurement=m)
     except ProfilerError as e:
-        return Profiled(trace=None, error=str(e), log_path=str(log))
+        return Profiled(trace=None, error=str(e), log_path=str(log), measurement=m)
 
 
 def measure_snapshot(cfg: TargetConfig, ws: git.Repo, tree: str, run_dir: Path, env: dict[str, str],
@@ -243,13 +261,13 @@ def measure_snapshot(cfg: TargetConfig, ws: git.Repo, tree: str, run_dir: Path, 
 def profile_snapshot(cfg: TargetConfig, profiler: Profiler, ws: git.Repo, tree: str, run_dir: Path,
                      env: dict[str, str], cancel: threading.Event | None = None,
                      pid_dir: Path | None = None, run: Runner = run_command,
-                     clock: ClockSource | None = None) -> Profiled:
+                     clock: ClockSource | None = None, check: bool = False) -> Profiled:
     """`profile` in a disposable checkout of tree object `tree`, with the run's `changes`; with a
     `clock` source (the leased device's, kopt_mcp.gpus.clocks) the SM clock is sampled meanwhile
     from this process and summarised in `Profiled.clock` (None without a source)."""
     with checkout(ws, tree, _repo_name(ws)) as co:
         with ClockSampler(clock) if clock is not None else nullcontext() as sampler:
-            p = profile(cfg, profiler, co, run_dir, env, cancel, pid_dir, run)
+            p = profile(cfg, profiler, co, run_dir, env, cancel, pid_dir, run, check)
         changes = vcs.run_changes(ws, tree, co)
     return p.model_copy(update={"snapshot": tree, "changes": changes,
                                 "clock": sampler.summary() if sampler is not None else None})

@@ -176,6 +176,33 @@ def build_groups(launches: list[tuple]) -> list[LaunchGroup]:
     return split_runs(groups)
 
 
+class HarnessUnit(BaseModel):
+    """One measurement unit of the benchmark's own harness in one profiled run (a do_bench call, a
+    torch.utils.benchmark Timer measurement, a pytest-benchmark case), in the harness's order
+    (`index`, 0-based over the run's processes in the order they ran), with each kernel's GPU time
+    per invocation of the timed function.
+
+    `per_invocation[kernel][i]`: the GPU time (us) of kernel's launches in invocation i, summed;
+    `launches[kernel][i]`: how many; invocations that launched no kernel are absent from both.
+    `weights[i]`: statements in invocation i where the harness runs several per timed block
+    (torch.utils.benchmark's `number`; absent: 1). `source`: "marked" (external correlation ids
+    pushed around each invocation inside the process) or "segmented" (found in the launch stream
+    afterwards: kopt_mcp/profilers/segment.py)."""
+
+    index: int
+    harness: str
+    label: str = ""
+    invocations: int = 0
+    weights: dict[int, int] = Field(default_factory=dict)
+    per_invocation: dict[str, dict[int, float]] = Field(default_factory=dict)
+    launches: dict[str, dict[int, int]] = Field(default_factory=dict)
+    source: str = "marked"
+
+    def kernels(self) -> list[str]:
+        """The kernel names launched inside this unit's invocations, in name order."""
+        return sorted(self.per_invocation)
+
+
 class KernelTrace(BaseModel):
     """Every kernel of one profiled run, hottest first (by `total_us`)."""
 
@@ -186,6 +213,11 @@ class KernelTrace(BaseModel):
     #: launches grouped by kernel and launch shape, in order of first launch, where the backend
     #: records each launch (CUPTI, rocprofv3 kernel trace); None otherwise (see `trace_groups`)
     groups: list[LaunchGroup] | None = Field(default=None, exclude=True)
+    #: the harness's measurement units where the CUPTI injector marked them (HarnessUnit); None
+    #: where it did not (no known timer, an older trace): kopt_mcp/profilers/segment.py finds them
+    units: list[HarnessUnit] | None = Field(default=None, exclude=True)
+    #: compiled-code provenance: kernel name -> SHA-256 of each module (cubin) that defines it
+    code: dict[str, list[str]] | None = None
 
 
 def trace_groups(trace: KernelTrace) -> list[LaunchGroup]:

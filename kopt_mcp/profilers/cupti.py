@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 from kopt_mcp.errors import ProfilerError
-from kopt_mcp.profilers.base import KernelStat, KernelTrace, LaunchGroup, launch_median_us, split_runs
+from kopt_mcp.profilers.base import HarnessUnit, KernelStat, KernelTrace, LaunchGroup, launch_median_us, split_runs
 
 __all__ = ["INJECT_DIR", "CuptiProfiler", "cupti_importable", "keep_injector", "parse_cupti_dir", "pythonpath_problems"]
 
@@ -49,6 +49,9 @@ class CuptiProfiler:
 
     name = "cupti"
     per_launch = True  # records each launch's GPU time (the keep metric's paired test)
+    #: a profiled run costs about what a plain run does (0.95-1.00x, benchmarks/results/2026-11-23-h100-cupti-accuracy.md)
+    #: and reads the same results: every run of a verdict is profiled (referee/profiled.py)
+    measures_script = True
     #: stream the launches to the collector (True) or let each process write its file (False)
     stream = True
 
@@ -191,6 +194,9 @@ def parse_cupti_dir(out_dir: Path, require_collector: bool = False) -> KernelTra
     merged: dict[str, dict] = {}
     groups: dict[tuple, dict] = {}  # (mangled name, grid, block) -> merged launches
     errors: list[str] = []
+    units: list[dict] = []  # harness units of every process, in the order the processes ran
+    code: dict[str, set[str]] = {}
+    marked = False  # some process wrote a "units" list (format 3): its harness units were looked for
     docs = []
     for path in files:
         try:
@@ -209,6 +215,11 @@ def parse_cupti_dir(out_dir: Path, require_collector: bool = False) -> KernelTra
             errors.append(f"pid {doc.get('pid')}: {error}")
             continue
         try:
+            if isinstance(doc.get("units"), list):
+                marked = marked or bool(doc["units"])
+                units.extend(doc["units"])
+            for name, shas in (doc.get("code") or {}).items():
+                code.setdefault(name, set()).update(shas)
             for name, k in kernels.items():
                 m = merged.setdefault(name, {"calls": 0, "total_ns": 0, "registers_per_thread": None,
                                              "shared_mem_per_block_bytes": None, "block_size": None,
@@ -269,7 +280,26 @@ def parse_cupti_dir(out_dir: Path, require_collector: bool = False) -> KernelTra
             first_order=float(launches[0][0]) if launches else None, durations_us=durs,
             launch_starts=[float(t) for t, _ in launches] or None))
     launch_groups = split_runs(launch_groups)
-    return KernelTrace(backend="cupti", kernels=stats, total_gpu_us=total_us, warnings=warnings, groups=launch_groups)
+    try:
+        harness = [_unit_of(i, u, names) for i, u in enumerate(units)] if marked else None
+    except (KeyError, TypeError, ValueError) as e:
+        raise ProfilerError(f"{out_dir}: a harness unit of the CUPTI trace is not the injector's JSON ({e!r})") from e
+    return KernelTrace(backend="cupti", kernels=stats, total_gpu_us=total_us, warnings=warnings, groups=launch_groups,
+                       units=harness, code={names.get(n, n): sorted(s) for n, s in code.items()} or None)
+
+
+def _unit_of(index: int, u: dict, names: dict[str, str]) -> HarnessUnit:
+    """One recorded harness unit (kopt_cupti_trace.Trace.units_doc) as a HarnessUnit (us, demangled
+    names). Raises KeyError/TypeError/ValueError for a malformed entry."""
+    per, counts = {}, {}
+    for name, k in u["kernels"].items():
+        invs = [int(i) for i in k["inv"]]
+        per[names.get(name, name)] = dict(zip(invs, (int(ns) / 1e3 for ns in k["ns"]), strict=True))
+        counts[names.get(name, name)] = dict(zip(invs, (int(n) for n in k["n"]), strict=True))
+    return HarnessUnit(index=index, harness=str(u.get("harness") or "unknown"), label=str(u.get("label") or ""),
+                       invocations=int(u.get("invocations") or 0),
+                       weights={int(i): int(w) for i, w in (u.get("weights") or {}).items()},
+                       per_invocation=per, launches=counts)
 
 
 def _group_of(kernel: dict, group: dict | None) -> dict:

@@ -64,6 +64,12 @@ def _handle(conn: _Conn, data: bytes) -> None:
         elif kind == "rows":
             for row in msg["rows"]:
                 conn.trace.add_row(row)
+        elif kind == "ext":
+            conn.trace.add_ext(msg["pairs"])
+        elif kind == "unit":
+            conn.trace.add_unit(msg)
+        elif kind == "code":
+            conn.trace.add_code(msg["name"], msg["shas"])
         elif kind == "end":
             conn.sent, conn.error, conn.closed = int(msg["sent"]), msg.get("error"), True
         else:

@@ -15,6 +15,7 @@ from kopt_mcp.ledger import now_iso
 from kopt_mcp.referee.core import Progress, Session
 from kopt_mcp.referee.guards import protected_paths, workspace_moved
 from kopt_mcp.referee.keep_metric import keep_metric
+from kopt_mcp.referee.profiled import judge_profiled
 from kopt_mcp.referee.recovery import stop as stop_session
 from kopt_mcp.referee.runs import Attempt, measure_run
 from kopt_mcp.results import VerdictResult
@@ -122,7 +123,9 @@ def _judge(sess: Session, a: Attempt, progress: Progress | None) -> VerdictResul
         prof = sess.profiler()
         screening, profiled = prof.per_launch, prof.name != "none"
     except ProfilerError:  # reported where the keep metric runs; the script test stays strict
-        screening = profiled = False
+        prof, screening, profiled = None, False, False
+    if prof is not None and getattr(prof, "measures_script", False):  # every run profiled (referee/profiled.py)
+        return judge_profiled(sess, a, prof, progress, finish, _incorrect, _improved)
     g = sess.policy
     # progress counts runs: the first pair, at most max_rounds - 1 more pairs, then 3 profiled runs
     total = 2.0 + 2.0 * (g.max_rounds - 1) + (3.0 if profiled else 0.0)
@@ -237,6 +240,7 @@ def finish(sess: Session, a: Attempt, verdict: str, reason: str, revert: bool, r
                 hypothesis=a.hypothesis, changed=a.changed, patch=str(patch_path),
                 classes=[x.model_dump() for x in d.classes] if d else [], runs=a.runs,
                 gpu=keep.model_dump() if keep else None, reverted=revert, device=sess.device_id,
+                **({"provenance": a.provenance} if a.provenance else {}),
                 **({"lost_devices": a.lost_devices} if a.lost_devices else {}))
     if verdict == "regressed" and should_stop(s.regressions, sess.policy.max_consecutive_regressions):
         stop = f"{s.regressions.consecutive} consecutive measured regressions"
@@ -250,7 +254,7 @@ def finish(sess: Session, a: Attempt, verdict: str, reason: str, revert: bool, r
         classes=d.classes if d else [], target_deltas_pct=d.target_deltas_pct if d else [],
         divergent_classes=d.worse_classes if d else [], class_errors=a.class_errors,
         gpu_best_us=keep.gpu_best_us if keep else None, gpu_candidate_us=keep.gpu_candidate_us if keep else None,
-        gpu_delta_pct=keep.gpu_delta_pct if keep else None, rounds=a.rounds, reverted=revert,
+        gpu_delta_pct=keep.gpu_delta_pct if keep else None, gpu_floor_pct=a.gpu_floor_pct, rounds=a.rounds, reverted=revert,
         repairs_left=repairs_left, patch_path=str(patch_path), run_dirs=a.runs, device=sess.device,
         consecutive_regressions=s.regressions.consecutive, stopped=s.phase == Phase.stopped,
         stop_reason=s.stop_reason, warnings=a.warnings, next_actions=next_actions(s))

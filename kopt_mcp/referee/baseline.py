@@ -11,6 +11,7 @@ from kopt_mcp import vcs
 from kopt_mcp.bench.measure import Measurement
 from kopt_mcp.errors import ProfilerError, RefereeError
 from kopt_mcp.profilers.base import exact_names_regex, target_gpu_time
+from kopt_mcp.profilers.segment import trace_units
 from kopt_mcp.referee.core import BASELINE_MESSAGE, Progress, Session
 from kopt_mcp.referee.guards import judge_run_changes, protected_paths
 from kopt_mcp.referee.report import perf_rows
@@ -20,6 +21,7 @@ from kopt_mcp.rules.clocks import same_clock
 from kopt_mcp.rules.keep import class_gpu_times, group_spread_pct, launch_counts_differ, target_median_us
 from kopt_mcp.rules.percent import improvement_pct, spread_pct
 from kopt_mcp.rules.protect import FileChange, describe, touched_protected
+from kopt_mcp.rules.units import unit_gpu_times, unit_spread_pct
 from kopt_mcp.session import next_actions
 from kopt_mcp.testing import faults
 
@@ -78,7 +80,10 @@ def baseline(sess: Session, progress: Progress | None) -> BenchmarkResult:
     regex = cfg.profiler.kernel or exact_names_regex(kernels)
     spreads = _baseline_spreads(traces, profiles, regex, clocks)
     counts_vary = any(launch_counts_differ(a, b, regex) for a, b in zip(traces, traces[1:]))
-    if traces and traces[0].groups is not None:  # the keep metric's quantity: the median launch per group
+    units = trace_units(traces[0]) if traces else None
+    if units and regex:  # the keep metric's quantity: GPU time per invocation, per harness unit
+        gpu_us, class_gpu_us = unit_gpu_times(units, regex, list(baseline_values))
+    elif traces and traces[0].groups is not None:  # the median launch per launch group
         gpu_us = target_median_us(traces[0], regex)[0]
         class_gpu_us = class_gpu_times(traces[0], list(baseline_values), regex)
     if profiles:
@@ -131,13 +136,19 @@ def _baseline_spreads(traces: list, totals_us: list[float], kernel_regex: str | 
     """Spreads (%) between the baseline's adjacent profiles of BEST_COMMIT: by launch group
     (rules.keep.group_spread_pct, median launch per kernel + grid/block) where both traces carry
     launch groups, so a harness that picks its own repetition count (do_bench) does not inflate
-    them; else between the target kernels' totals (us, one per trace, all > 0). A pair whose SM
+    them; by harness unit (rules.units.unit_spread_pct) where both traces have units, marked or
+    segmented; else between the target kernels' totals (us, one per trace, all > 0). A pair whose SM
     clocks differ (`clocks`: RunClock or None per trace; rules.clocks.SAME_CLOCK_PCT) is left out:
     its spread is the clock step, which the keep metric handles by clock, not as noise."""
     out = []
     clocks = clocks or [None] * len(traces)
     for i, ((t1, u1), (t2, u2)) in enumerate(zip(zip(traces, totals_us), zip(traces[1:], totals_us[1:]))):
         if not same_clock(clocks[i], clocks[i + 1]):
+            continue
+        u1, u2 = trace_units(t1), trace_units(t2)
+        by_unit = unit_spread_pct(u1, u2, kernel_regex or ".") if u1 and u2 else None
+        if by_unit is not None:  # per invocation of each harness unit (rules/units.py)
+            out.append(by_unit)
             continue
         if t1.groups is not None and t2.groups is not None:
             try:

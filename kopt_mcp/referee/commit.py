@@ -19,19 +19,18 @@ from dataclasses import dataclass
 
 from kopt_mcp import vcs
 from kopt_mcp.bench.measure import raise_if_cancelled
-from kopt_mcp.errors import MeasurementError, RefereeError, Tampered
-from kopt_mcp.profilers.confirm import confirm_keep
+from kopt_mcp.errors import RefereeError, Tampered
+from kopt_mcp.referee.confirmation import confirm_out_of_process
 from kopt_mcp.referee.core import Progress, Session
 from kopt_mcp.referee.guards import protected_paths, workspace_moved
 from kopt_mcp.referee.keep_metric import keep_metric
 from kopt_mcp.referee.reapply import reapply
 from kopt_mcp.referee.recovery import adopt_best, lease_or_stop, recover
 from kopt_mcp.referee.report import perf_rows
-from kopt_mcp.referee.runs import Attempt, measure_run, profile_run
+from kopt_mcp.referee.runs import Attempt, measure_run
 from kopt_mcp.referee.slots import best_lock, read_shared, sync
 from kopt_mcp.results import CommitResult
 from kopt_mcp.rules.commit import still_better
-from kopt_mcp.rules.confirm import gain_pct
 from kopt_mcp.rules.protect import touched_protected, unsafe_symlinks
 from kopt_mcp.rules.script import Round, ScriptDecision, decide
 from kopt_mcp.session import next_actions, require
@@ -182,7 +181,7 @@ def _commit(sess: Session, message: str, progress: Progress | None, overtaken: i
         if progress:
             progress(2, 4, "confirming the GPU-time gain out of process (ncu / rocprofv3 as the benchmark's parent)")
         try:
-            conf = _confirm(sess, a, claim)
+            conf = confirm_out_of_process(sess, a, claim)
         except Tampered as e:
             return _not_kept(sess, str(e), formatted, d.classes)
         if conf is not None:
@@ -319,30 +318,3 @@ def _not_kept(sess: Session, reason: str, formatted: bool, classes) -> CommitRes
     sess.save()
     return CommitResult(committed=False, reason=reason, commit=None, best_commit=s.best.commit,
                         formatted=formatted, classes=classes, next_actions=next_actions(s))
-
-
-def _confirm(sess: Session, a: Attempt, claim: tuple[float | None, float | None, float | None]):
-    """The commit-time out-of-process confirmation of a GPU-time keep (profilers.confirm.confirm_keep):
-    the candidate and BEST run once more on this call's lease under a profiler that is the benchmark's
-    parent process (ncu; rocprofv3 on AMD), each in a disposable checkout verified afterwards. Its
-    record goes to the ledger (`confirmation`). `claim`: BEST's and the candidate's GPU time (us) in
-    the keep decision and the floor (%) it cleared. None when the claim is incomplete (a session
-    saved before these fields existed). Raises Tampered."""
-
-    best_us, cand_us, floor = claim
-    if best_us is None or cand_us is None:
-        return None
-
-    def run_profiled(tree: str, prof, label: str):
-        pr = profile_run(sess, a, prof, tree, label)
-        if pr.trace is None:
-            raise MeasurementError(pr.error or "no trace")
-        return pr.trace
-
-    vendor = sess.device.vendor if sess.device else "cpu"
-    conf = confirm_keep(run_profiled, a.tree, a.best_tree, claimed_gain_pct=gain_pct(best_us, cand_us),
-                        floor_pct=floor if floor is not None else sess.policy.min_gpu_gain_pct, vendor=vendor,
-                        setting=sess.cfg.profiler.confirm, kernel_regex=sess.cfg.profiler.kernel or None,
-                        target_names=sess.state.best.kernels)
-    sess.store.log("confirmation", attempt=a.n, **conf.model_dump(mode="json"))
-    return conf

@@ -262,9 +262,10 @@ class Session:
         return self.job.measure(self.cfg, self.ws, tree, run_dir, self.env(), check=check,
                                 base=self._best_tree_id(), cancel=self.cancel, pid_dir=self.pid_dir)
 
-    def profile(self, profiler: Profiler, tree: str, run_dir: Path) -> Profiled:
-        """One profiled run of snapshot `tree` on this call's job lease. Raises DeviceLost."""
-        return self.job.profile(self.cfg, profiler, self.ws, tree, run_dir, self.env(), base=self._best_tree_id(),
+    def profile(self, profiler: Profiler, tree: str, run_dir: Path, check: bool = False) -> Profiled:
+        """One profiled run of snapshot `tree` on this call's job lease (its results read too; `check`:
+        the [correctness] command after it). Raises DeviceLost."""
+        return self.job.profile(self.cfg, profiler, self.ws, tree, run_dir, self.env(), base=self._best_tree_id(), check=check,
                                 cancel=self.cancel, pid_dir=self.pid_dir)
 
     def _best_tree_id(self) -> str | None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kopt_mcp.bench.measure import Measurement
+from kopt_mcp.bench.measure import Measurement, Profiled
 from kopt_mcp.referee.core import Session
 from kopt_mcp.referee.guards import judge_run_changes
 from kopt_mcp.rules.keep_totals import KeepDecision
@@ -43,6 +43,8 @@ class Attempt:
     lost_devices: list[str] = field(default_factory=list)
     #: the GPU-time floor (%) the keep metric's gain had to clear (rules.floor.gpu_gain_floor)
     gpu_floor_pct: float | None = None
+    #: compiled-code provenance of the target kernels, BEST and candidate (rules/provenance.py)
+    provenance: dict | None = None
 
     @property
     def cand_values(self) -> dict[str, float]:
@@ -68,11 +70,15 @@ def measure_run(sess: Session, a: Attempt, tree: str, label: str) -> Measurement
     return m
 
 
-def profile_run(sess: Session, a: Attempt, prof, tree: str, label: str):
+def profile_run(sess: Session, a: Attempt, prof, tree: str, label: str, check: bool = False) -> Profiled:
     """One run of snapshot `tree` under profiler `prof` in a disposable checkout, verified
-    afterwards (`verify_run`); returns the Profiled (its `trace` None when the run left none).
-    Raises Tampered."""
-    p = sess.profile(prof, tree, sess.store.run_dir(a.n, label))
+    afterwards (`verify_run`); returns the Profiled (its `trace` None when the run left none; its
+    `measurement` the same run's results and gate). `check`: run the [correctness] command after it,
+    once per tree (`a.checked`). Raises Tampered."""
+    check = check and tree not in a.checked
+    if check:
+        a.checked.add(tree)
+    p = sess.profile(prof, tree, sess.store.run_dir(a.n, label), check=check)
     a.runs.append(str(p.log_path.rsplit("/", 1)[0]))
     verify_run(sess, a, p.changes, tree)
     return p

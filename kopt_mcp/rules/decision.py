@@ -47,7 +47,8 @@ class Code(StrEnum):
     GPU_TIME_MISSING = "gpu_time_missing"          # a profile failed or lacks the target / per-launch times
     GPU_TIME_UNREPRODUCIBLE = "gpu_time_unreproducible"  # BEST's own profiles launched different work
     SKIPPED_WORK = "skipped_work"                  # fewer launches than the fixed benchmark makes
-    OTHER_KERNEL_GREW = "other_kernel_grew"        # the target won, but another kernel of the timed unit grew
+    OTHER_KERNEL_GREW = "other_kernel_grew"        # the operation got slower: another kernel of the timed call grew
+    GPU_TIME_DIVERGENT = "gpu_time_divergent"      # faster overall, one config class significantly slower
     COMPILED_CODE_UNCHANGED = "compiled_code_unchanged"  # target kernels compiled and launched as BEST's
     PROFILER_LOST = "profiler_lost"                # the session's keep metric is GPU time, no profiler now
     SCRIPT_ONLY = "script_only"                    # no profiler on this device: the script metric decided

@@ -1,7 +1,12 @@
-"""The keep metric of one A/B/A triple of profiled runs (pure): by launch group where every trace
-has them (rules/keep.py `judge_groups`: median launch per group, robust to time-driven repetition
-such as do_bench, warm-up launches and input-generation kernels), else on the target kernels'
-totals, paired per launch where recorded (rules/keep_totals.py `apply_keep_metric`).
+"""The keep metric of one A/B/A triple of profiled runs (pure), in this order of preference:
+
+1. by harness unit where every trace has units, marked in the process or found in the launch
+   stream (rules/units.py `judge_units`: GPU time per invocation of the timed function, per config;
+   it decides both ways: a loss beyond the floor is `regressed`);
+2. by launch group where every trace has them (rules/keep.py `judge_groups`: median launch per
+   kernel and shape, robust to time-driven repetition, warm-up launches and input-generation
+   kernels; it confirms a win or not);
+3. on the target kernels' totals, paired per launch where recorded (rules/keep_totals.py).
 
 Evidence: `Profiles` (rules/evidence.py). The session's history enters as numbers
 (`recent_spreads_pct`, `known_time_driven`); what the referee must remember afterwards comes back
@@ -14,12 +19,16 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel
 
+from kopt_mcp.profilers.base import exact_names_regex
+from kopt_mcp.profilers.segment import trace_units
+from kopt_mcp.rules.decision import MeasuredOutcome
 from kopt_mcp.rules.evidence import Profiles
 from kopt_mcp.rules.floor import GainFloor, gpu_gain_floor
 from kopt_mcp.rules.keep import judge_groups
 from kopt_mcp.rules.keep_totals import KeepDecision, apply_keep_metric
 from kopt_mcp.rules.percent import spread_pct
 from kopt_mcp.rules.policy import Policy
+from kopt_mcp.rules.units import judge_units
 
 
 class GpuTimeJudgement(BaseModel):
@@ -31,6 +40,9 @@ class GpuTimeJudgement(BaseModel):
     time per config class, us, where the groups map to classes)."""
 
     keep: KeepDecision
+    #: what the GPU time concludes: improved / regressed / divergent / tie (units decide both ways;
+    #: groups and totals only confirm a win: improved or tie)
+    outcome: MeasuredOutcome = "tie"
     floor: GainFloor | None = None
     spread_pct: float | None = None
     record_spread_pct: float | None = None
@@ -45,6 +57,16 @@ def judge_profiles(p: Profiles, kernel_regex: str | None, policy: Policy, recent
     spreads, %) and `policy.min_gpu_gain_pct`, at `policy.confidence`. `classes`: config class keys
     in row order (for class_gpu_us). `suspect`: the script metric showed a clear win (only words
     change). Never raises for data."""
+    units = [trace_units(x.trace) for x in (p.before, p.candidate, p.after)]
+    if all(units):
+        regex = kernel_regex or exact_names_regex(p.before.names) or "."
+        keep = judge_units(*units, regex, policy, recent_spreads_pct, classes)
+        if keep.spread_pct is None:
+            return GpuTimeJudgement(keep=keep, outcome="tie")
+        return GpuTimeJudgement(keep=keep, outcome=keep.outcome, floor=keep.floor, spread_pct=keep.spread_pct,
+                                record_spread_pct=keep.spread_pct,
+                                class_gpu_us=({d.cls: d.candidate_us for d in keep.units}
+                                              if keep.units and all(d.cls in classes for d in keep.units) else None))
     if p.grouped:
         keep = judge_groups(p.before.trace, p.candidate.trace, p.after.trace, kernel_regex,
                             recent_spreads_pct=recent_spreads_pct, min_gain_pct=policy.min_gpu_gain_pct,
@@ -55,8 +77,8 @@ def judge_profiles(p: Profiles, kernel_regex: str | None, policy: Policy, recent
             return GpuTimeJudgement(keep=keep, floor=keep.floor)
         # a spread that is BEST's SM clock step is not noise: it stays out of the session's spreads
         explained = keep.clock is not None and keep.clock.spread_explained
-        return GpuTimeJudgement(keep=keep, floor=keep.floor, spread_pct=keep.spread_pct,
-                                record_spread_pct=None if explained else keep.spread_pct,
+        return GpuTimeJudgement(keep=keep, outcome="improved" if keep.kept else "tie", floor=keep.floor,
+                                spread_pct=keep.spread_pct, record_spread_pct=None if explained else keep.spread_pct,
                                 time_driven=keep.time_driven, class_gpu_us=keep.class_gpu_us)
     b1, c, b2 = p.before, p.candidate, p.after
     spread = spread_pct(b1.us, b2.us)
@@ -68,7 +90,8 @@ def judge_profiles(p: Profiles, kernel_regex: str | None, policy: Policy, recent
                              c.durations_us, confidence=policy.confidence, min_gain_pct=floor.pct, suspect=suspect)
     keep.reason += (f" (BEST profiled before and after the candidate: {b1.us:.1f} and {b2.us:.1f} us, spread "
                     f"{spread:.3f}%; {floor.shown()})")
-    return GpuTimeJudgement(keep=keep, floor=floor, spread_pct=spread, record_spread_pct=spread)
+    return GpuTimeJudgement(keep=keep, outcome="improved" if keep.kept else "tie", floor=floor, spread_pct=spread,
+                            record_spread_pct=spread)
 
 
 __all__ = ["GpuTimeJudgement", "judge_profiles"]

@@ -7,8 +7,11 @@ the GPU time does not confirm is a `tie` with the keep metric's code.
 
 from __future__ import annotations
 
-from kopt_mcp.rules.decision import Decision
+from kopt_mcp.rules.decision import Code, Decision
+from kopt_mcp.rules.floor import profile_again
+from kopt_mcp.rules.gpu_time import GpuTimeJudgement
 from kopt_mcp.rules.keep_totals import KeepDecision
+from kopt_mcp.rules.policy import Policy
 from kopt_mcp.rules.script import ScriptDecision
 
 
@@ -32,4 +35,48 @@ def attempt_verdict(script: ScriptDecision, keep: KeepDecision | None) -> Decisi
     return Decision(outcome="improved", code=keep.code, reason=f"{script.reason}; {keep.reason}")
 
 
-__all__ = ["attempt_verdict", "clear_script_win"]
+def _script_slower(script: ScriptDecision, noise_pct: float) -> bool:
+    """The script metric's target is slower beyond the noise threshold and significantly so (its
+    pooled bound below 0): worth a confirming round where the GPU time does not decide."""
+    iv = script.target_interval
+    return bool(iv and iv.mean_pct <= -noise_pct and iv.hi_pct < 0)
+
+
+def profiled_verdict(script: ScriptDecision, gpu: GpuTimeJudgement, policy: Policy, can_measure: bool) -> Decision:
+    """The verdict where every run of the attempt was profiled (BEST, candidate, BEST; then more
+    rounds only when undecided): profiler GPU time decides both ways, the script metric of the same
+    runs screens. Outcome "needs_round" asks for one more candidate run and BEST run
+    (`can_measure`: the [gates] max_rounds budget allows it). In order:
+
+    1. GPU time `regressed` (a loss beyond the floor, target or whole operation): regressed.
+    2. The script metric's slowdown confirmed over two rounds (script_regression): regressed, also
+       against a GPU-time win (the benchmark's own metric is what its users see).
+    3. GPU time `improved` / `divergent`: that outcome, unless the script metric is significantly
+       slower in this round and the budget allows a confirming round (needs_round).
+    4. GPU time `tie`: one more round where the gain was stopped only by BEST's own jump
+       (rules.floor.profile_again) or the script metric is significantly slower; else tie with the
+       GPU time's code (gpu_time_not_improved where the script metric showed a clear win: the
+       reason names the timing cheats). Never raises."""
+    keep = gpu.keep
+    if gpu.outcome == "regressed":
+        return Decision(outcome="regressed", code=keep.code, reason=keep.reason)
+    if script.outcome == "regressed":
+        return Decision(outcome="regressed", code=script.code, reason=f"{script.reason}; {keep.reason}")
+    slower = _script_slower(script, policy.noise_pct)
+    if gpu.outcome in ("improved", "divergent"):
+        if slower and can_measure:
+            return Decision(outcome="needs_round", code=Code.NEEDS_ROUND, reason=(
+                f"GPU time {gpu.outcome}, but the script metric is slower ({script.reason}): confirming"))
+        return Decision(outcome=gpu.outcome, code=keep.code, reason=keep.reason)
+    if can_measure and (slower or profile_again(keep.kept, keep.gpu_delta_pct, gpu.floor)):
+        return Decision(outcome="needs_round", code=Code.NEEDS_ROUND, reason=f"undecided: {keep.reason}")
+    code = keep.code
+    reason = keep.reason
+    if clear_script_win(script, policy.noise_pct) and keep.code in (Code.GPU_TIME_NOT_IMPROVED,
+                                                                    Code.GPU_TIME_BELOW_FLOOR):
+        reason += (". The script metric showed a clear win the GPU time does not: the timing missed GPU work "
+                   "(a side stream, a missing synchronize) or measured something other than the kernels")
+    return Decision(outcome="tie", code=code, reason=reason)
+
+
+__all__ = ["attempt_verdict", "clear_script_win", "profiled_verdict"]

@@ -233,7 +233,8 @@ class NodeJob:
             vendor = self.gpu_gate.held.vendor
         return make_profiler(backend, vendor, detail=detail)
 
-    def profile(self, cfg: TargetConfig, profiler: Any, tree: str, env: dict[str, str]) -> dict[str, Any]:
+    def profile(self, cfg: TargetConfig, profiler: Any, tree: str, env: dict[str, str],
+                check: bool = False) -> dict[str, Any]:
         """referee.measure.profile_snapshot of `tree` here; returns as `measure` (result: Profiled).
         A profiler this node lacks gives a Profiled with the error (nothing runs)."""
         if not profiler.available():
@@ -246,7 +247,8 @@ class NodeJob:
         held = self.gpu_gate.held if self.gpu_gate is not None else None
         source = self.clocks(held.vendor, held.uuid) if (self.clocks is not None and held is not None) else None
         return self._run(lambda store, run_dir, cancel: profile_snapshot(
-            cfg, profiler, store.repo, tree, run_dir, self._env(env), cancel, self.pid_dir, clock=source), tree)
+            cfg, profiler, store.repo, tree, run_dir, self._env(env), cancel, self.pid_dir, clock=source, check=check),
+            tree)
 
     def cancel(self) -> None:
         """Cancel the run in progress (its process tree is killed; it returns {"cancelled": ...})."""

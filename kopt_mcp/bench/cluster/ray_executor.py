@@ -208,12 +208,12 @@ class RayLease:
 
     def profile(self, cfg: TargetConfig, profiler: Profiler, ws: git.Repo, tree: str, run_dir: Path,
                 env: dict[str, str], *, base: str | None = None, cancel: threading.Event | None = None,
-                pid_dir: Path | None = None) -> Profiled:
-        """Run the benchmark under `profiler` on the node; as referee.measure.profile_snapshot. The
+                pid_dir: Path | None = None, check: bool = False) -> Profiled:
+        """Run the benchmark under `profiler` on the node; as bench.measure.profile_snapshot. The
         profiler object is sent as it is: build it there with `make_profiler`; one the node lacks
         comes back as a Profiled with the error. Raises as `measure`."""
         limit = cfg.profiler.timeout_s + ANSWER_SLACK_S
-        return self._run(ws, tree, base, run_dir, limit, cancel, lambda: self.actor.profile.remote(cfg, profiler, tree, env))
+        return self._run(ws, tree, base, run_dir, limit, cancel, lambda: self.actor.profile.remote(cfg, profiler, tree, env, check))
 
     def make_profiler(self, backend: str, detail: bool = False) -> Profiler:
         """The profiler for [profiler] `backend` chosen on the node (its tools, its GPU's vendor),

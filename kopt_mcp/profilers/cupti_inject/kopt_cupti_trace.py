@@ -3,8 +3,16 @@ collector (kopt_mcp/profilers/cupti_collect.py, the benchmark's parent): standar
 
 `Trace.add(rec)` takes a CUPTI kernel activity record; `Trace.add_row(row)` a streamed row
 (`row_of(rec)`: name, start ns, end ns, grid (x, y, z), block (x, y, z), registers per thread,
-static + dynamic shared memory bytes); `Trace.doc(...)` is the per-process file (format 2, see
-sitecustomize.py).
+static + dynamic shared memory bytes, CUPTI correlation id); `Trace.doc(...)` is the per-process file
+(format 3, see sitecustomize.py).
+
+Harness units (format 3): the injector marks the harness's own measurement units (a do_bench call,
+a torch.utils.benchmark Timer call, a pytest-benchmark case: kopt_units.py) and tags every CUDA API
+call inside one invocation of the timed function with a CUPTI external correlation id
+`unit << INV_BITS | invocation` (`add_ext`: correlation id -> that id). A launch whose correlation id
+carries such an id belongs to that unit and invocation; `doc()["units"]` sums each kernel's GPU time
+per invocation, per unit, in the harness's order. `add_code(name, [sha256, ...])`: the hashes of the
+compiled modules (cubins) a kernel name was found in (compiled-code provenance).
 """
 
 import os
@@ -15,13 +23,20 @@ MAX_DURATIONS = 20000  # per run of a launch group: enough for its median, bound
 # per launch group over all its runs (a run: the kernel keeps this shape until it launches another;
 # a harness visiting shapes in turn comes back to a shape later, and those launches must be kept too)
 MAX_GROUP_LAUNCHES = 4 * MAX_DURATIONS
+#: bits of an external correlation id that number the invocation within its unit
+INV_BITS = 24
+#: launches kept waiting for their external correlation record (it normally arrives first)
+MAX_PENDING = 500000
+#: invocations kept per unit (their median is the unit's figure)
+MAX_INVOCATIONS = 20000
 
 
 def row_of(rec):
     """A CUPTI kernel activity record as a plain list (JSON-ready)."""
     return [str(rec.name), int(rec.start), int(rec.end), _dims(rec, ("grid_x", "grid_y", "grid_z")),
             _dims(rec, ("block_x", "block_y", "block_z")), _int(rec, "registers_per_thread"),
-            (_int(rec, "static_shared_memory") or 0) + (_int(rec, "dynamic_shared_memory") or 0)]
+            (_int(rec, "static_shared_memory") or 0) + (_int(rec, "dynamic_shared_memory") or 0),
+            _int(rec, "correlation_id")]
 
 
 class Trace:
@@ -32,14 +47,20 @@ class Trace:
         self.last = None
         self.error = None
         self.records = 0
+        self.ext = {}  # correlation id -> external id (unit << INV_BITS | invocation)
+        self.pending = []  # (name, duration ns, correlation id) of launches whose external id has not come yet
+        self.units = {}  # unit -> {"harness", "label", "invocations", "weights", "kernels": {name: {inv: [ns, n]}}}
+        self.code = {}  # kernel name -> sha256 of each compiled module (cubin) it was found in
 
     def add(self, rec):
         """Add one CUPTI kernel activity record."""
         self.add_row(row_of(rec))
 
     def add_row(self, row):
-        """Add one launch as `row_of` gives it (grid/block may be lists or None)."""
-        name, start, end, grid, block, regs, smem = row
+        """Add one launch as `row_of` gives it (grid/block may be lists or None; the correlation id,
+        8th, may be missing or None)."""
+        name, start, end, grid, block, regs, smem = row[:7]
+        corr = row[7] if len(row) > 7 else None
         name, start, end = str(name), int(start), int(end)
         grid = None if grid is None else tuple(int(v) for v in grid)
         block = None if block is None else tuple(int(v) for v in block)
@@ -83,9 +104,77 @@ class Trace:
             k["max_ns"] = max(k["max_ns"], dur)
             self.first = start if self.first is None else min(self.first, start)
             self.last = end if self.last is None else max(self.last, end)
+            if corr is not None:
+                corr = int(corr)
+                if corr in self.ext:
+                    self._attribute(name, dur, self.ext[corr])
+                elif len(self.pending) < MAX_PENDING:
+                    self.pending.append((name, dur, corr))
+
+    def add_ext(self, pairs):
+        """External correlation records: [correlation id, external id] pairs (CUPTI's
+        EXTERNAL_CORRELATION activity, kind CUSTOM0). Launches waiting for them are attributed."""
+        with self.lock:
+            for corr, ext in pairs:
+                self.ext[int(corr)] = int(ext)
+            if self.pending:
+                left = []
+                for name, dur, corr in self.pending:
+                    if corr in self.ext:
+                        self._attribute(name, dur, self.ext[corr])
+                    else:
+                        left.append((name, dur, corr))
+                self.pending = left
+
+    def add_unit(self, msg):
+        """One harness unit ended: {"k": unit, "harness": str, "label": str, "invocations": int,
+        "weights": {invocation: calls} (Timer blocks run `calls` statements; absent: 1 each)}."""
+        with self.lock:
+            u = self._unit(int(msg["k"]))
+            u["harness"], u["label"] = str(msg.get("harness", "")), str(msg.get("label", ""))[:200]
+            u["invocations"] = int(msg.get("invocations", 0))
+            u["weights"] = {int(i): int(w) for i, w in (msg.get("weights") or {}).items()}
+
+    def add_code(self, name, shas):
+        """Compiled-code provenance: kernel `name` was found in the modules whose cubins hash to
+        `shas` (several: one name compiled in several variants, e.g. Triton specializations)."""
+        with self.lock:
+            self.code[str(name)] = sorted(set(self.code.get(str(name), [])) | {str(s) for s in shas})
+
+    def _unit(self, k):
+        u = self.units.get(k)
+        if u is None:
+            u = self.units[k] = {"harness": "", "label": "", "invocations": 0, "weights": {}, "kernels": {}}
+        return u
+
+    def _attribute(self, name, dur, ext):
+        """Add one launch to its unit and invocation (lock held)."""
+        unit, inv = ext >> INV_BITS, ext & ((1 << INV_BITS) - 1)
+        per = self._unit(unit)["kernels"].setdefault(name, {})
+        cell = per.get(inv)
+        if cell is None:
+            if len(per) >= MAX_INVOCATIONS:
+                return
+            cell = per[inv] = [0, 0]
+        cell[0] += dur
+        cell[1] += 1
+
+    def units_doc(self):
+        """The harness units in the harness's order: [{"k", "harness", "label", "invocations",
+        "weights": {inv: calls}, "kernels": {name: {"inv": [...], "ns": [...], "n": [...]}}}]."""
+        out = []
+        for k in sorted(self.units):
+            u = self.units[k]
+            kernels = {}
+            for name, per in u["kernels"].items():
+                invs = sorted(per)
+                kernels[name] = {"inv": invs, "ns": [per[i][0] for i in invs], "n": [per[i][1] for i in invs]}
+            out.append({"k": k, "harness": u["harness"], "label": u["label"], "invocations": u["invocations"],
+                        "weights": {str(i): w for i, w in u["weights"].items()}, "kernels": kernels})
+        return out
 
     def doc(self, pid=None, argv=None, **extra):
-        """The per-process trace document (format 2), `extra` fields added."""
+        """The per-process trace document (format 3), `extra` fields added."""
         kernels = {}
         for name, k in self.kernels.items():
             groups = []
@@ -95,10 +184,10 @@ class Trace:
                                "durations_ns": [d for _, d in launches], "starts_ns": [t for t, _ in launches]})
             groups.sort(key=lambda g: g["starts_ns"][0] if g["starts_ns"] else 0)
             kernels[name] = {**{f: v for f, v in k.items() if f != "groups" and not f.startswith("_")}, "groups": groups}
-        return {"format": 2, "pid": os.getpid() if pid is None else pid,
+        return {"format": 3, "pid": os.getpid() if pid is None else pid,
                 "argv": list(sys.argv) if argv is None else argv, "status": "error" if self.error else "ok",
                 "error": self.error, "records": self.records, "kernels": kernels, "first_start_ns": self.first,
-                "last_end_ns": self.last, **extra}
+                "last_end_ns": self.last, "units": self.units_doc(), "code": dict(self.code), **extra}
 
 
 def _int(rec, attr):

@@ -63,9 +63,9 @@ def _chain_next_sitecustomize():
             sys.modules["sitecustomize"] = saved_mod
 
 
-def _load_trace_module():
-    """kopt_cupti_trace from this folder, whatever sys.path holds."""
-    spec = importlib.util.spec_from_file_location("kopt_cupti_trace", os.path.join(_HERE, "kopt_cupti_trace.py"))
+def _load(name):
+    """Module `name` from this folder (kopt_cupti_trace, kopt_units), whatever sys.path holds."""
+    spec = importlib.util.spec_from_file_location(name, os.path.join(_HERE, name + ".py"))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -80,6 +80,15 @@ class _FileSink:
     def launches(self, recs):
         for rec in recs:
             self.trace.add(rec)
+
+    def ext(self, pairs):
+        self.trace.add_ext(pairs)
+
+    def unit(self, msg):
+        self.trace.add_unit(msg)
+
+    def code(self, name, shas):
+        self.trace.add_code(name, shas)
 
     def close(self, error):
         self.trace.error = self.trace.error or error
@@ -121,14 +130,58 @@ class _StreamSink:
                 self._send({"t": "rows", "rows": batch})
             self.sent += len(rows)
 
+    def ext(self, pairs):
+        with self.lock:
+            for i in range(0, len(pairs), 2000):
+                self._send({"t": "ext", "pairs": pairs[i:i + 2000]})
+
+    def unit(self, msg):
+        with self.lock:
+            self._send({"t": "unit", **msg})
+
+    def code(self, name, shas):
+        with self.lock:
+            self._send({"t": "code", "name": name, "shas": list(shas)})
+
     def close(self, error):
         with self.lock:
             self._send({"t": "end", "sent": self.sent, "error": error})
             self.sock.close()
 
 
+#: cubins up to this size are kept to find the kernel names they define (compiled-code provenance)
+MAX_CUBIN = 16 * 1024 * 1024
+
+
+class _Code:
+    """Compiled-code provenance: the SHA-256 of each loaded module's cubin (CUPTI MODULE activity),
+    and for each kernel name launched, the hashes of the modules whose cubin holds that name."""
+
+    def __init__(self, sink):
+        self.sink, self.modules, self.named = sink, [], set()
+
+    def module(self, rec):
+        import ctypes
+        import hashlib
+
+        size, ptr = int(getattr(rec, "cubin_size", 0) or 0), int(getattr(rec, "cubin", 0) or 0)
+        if ptr and 0 < size:
+            data = ctypes.string_at(ptr, size)
+            self.modules.append((hashlib.sha256(data).hexdigest(), data if size <= MAX_CUBIN else None))
+
+    def kernels(self, names):
+        for name in names:
+            if name in self.named:
+                continue
+            key = name.encode() + b"\0"
+            shas = [sha for sha, data in self.modules if data is not None and key in data]
+            if shas:
+                self.named.add(name)
+                self.sink.code(name, shas)
+
+
 def _start():
-    trace_mod = _load_trace_module()
+    trace_mod = _load("kopt_cupti_trace")
     try:
         sink = _StreamSink(trace_mod) if _SOCK else _FileSink(trace_mod.Trace())
     except OSError as exc:  # no collector listening: nothing can be reported, the collector says so
@@ -142,18 +195,47 @@ def _start():
                           "pip install cupti-python in the benchmark's environment")
         atexit.register(lambda: sink.close(state["error"]))
         return
-    kernel_kind = cupti.ActivityKind.CONCURRENT_KERNEL
+    kinds = cupti.ActivityKind
+    kernel_kind = kinds.CONCURRENT_KERNEL
+    ext_kind = getattr(kinds, "EXTERNAL_CORRELATION", None)
+    module_kind = getattr(kinds, "MODULE", None)
+    custom0 = getattr(getattr(cupti, "ExternalCorrelationKind", None), "CUSTOM0", None)
+    code = _Code(sink) if os.environ.get("KOPT_CUPTI_CODE", "1") != "0" else None
 
     def requested():
         return 8 * 1024 * 1024, 0
 
     def completed(activities):
-        sink.launches([rec for rec in activities if rec.kind == kernel_kind])
+        launches, pairs = [], []
+        for rec in activities:
+            kind = rec.kind
+            if kind == kernel_kind:
+                launches.append(rec)
+            elif kind == ext_kind:
+                if int(rec.external_kind) == int(custom0):
+                    pairs.append([int(rec.correlation_id), int(rec.external_id)])
+            elif kind == module_kind and code is not None:
+                try:
+                    code.module(rec)
+                except Exception:  # noqa: BLE001 - provenance is optional
+                    pass
+        if pairs:
+            sink.ext(pairs)
+        if launches:
+            sink.launches(launches)
+            if code is not None:
+                try:
+                    code.kernels({str(r.name) for r in launches})
+                except Exception:  # noqa: BLE001
+                    pass
+
+    enabled = []
 
     def finish():
         try:
             cupti.activity_flush_all(1)
-            cupti.activity_disable(kernel_kind)
+            for k in enabled:
+                cupti.activity_disable(k)
         except Exception as exc:  # noqa: BLE001 - never raise into the benchmark
             state["error"] = f"CUPTI flush at exit failed: {exc!r}"
         sink.close(state["error"])
@@ -161,8 +243,29 @@ def _start():
     try:
         cupti.activity_register_callbacks(requested, completed)
         cupti.activity_enable(kernel_kind)
+        enabled.append(kernel_kind)
     except Exception as exc:  # noqa: BLE001 - never raise into the benchmark
         state["error"] = f"CUPTI activity tracing could not start: {exc!r}"
+    else:
+        # harness units (kopt_units.py): external correlation records tie the launches of each
+        # invocation of the timed function to it; they come with the API records they correlate
+        if os.environ.get("KOPT_CUPTI_UNITS", "1") != "0" and ext_kind is not None and custom0 is not None:
+            try:
+                for k in (ext_kind, kinds.RUNTIME, kinds.DRIVER):
+                    cupti.activity_enable(k)
+                    enabled.append(k)
+                units_mod = _load("kopt_units")
+                units_mod.install(units_mod.Units(
+                    lambda ext: cupti.activity_push_external_correlation_id(custom0, ext),
+                    lambda: cupti.activity_pop_external_correlation_id(custom0), sink.unit))
+            except Exception as exc:  # noqa: BLE001 - the trace goes on without units
+                print(f"kopt-mcp CUPTI trace: harness units unavailable ({exc!r})", file=sys.stderr)
+        if code is not None and module_kind is not None:
+            try:
+                cupti.activity_enable(module_kind)
+                enabled.append(module_kind)
+            except Exception:  # noqa: BLE001 - provenance is optional
+                pass
     # registered first, so it runs after the benchmark's own atexit handlers (LIFO order)
     atexit.register(finish)
 

@@ -1,0 +1,84 @@
+"""One harness unit's figures: GPU time per invocation of the timed function (pure).
+
+Per invocation i of a unit (kopt_mcp.profilers.base.HarnessUnit), divided by its weight (the
+statements of a timed block; 1 for do_bench and pytest-benchmark):
+
+- target time: the target kernels' GPU time (us);
+- operation time: every kernel of the invocation but input-generation and copy utilities
+  (kernel_names.is_utility_kernel): what the timed call costs on the GPU, so work moved out of the
+  target kernels still counts;
+- per kernel: each kernel's GPU time.
+
+A unit's figure is the median over the invocations that launched a target kernel: robust to
+do_bench's warm-up calls and its first call, and unlike a launch group's median it sums every
+launch of one call (forward and backward in one step, a persistent grid whose launch shape is the
+same for every config). `se_rel` is the median's relative standard error (1.2533 x 1.4826 x MAD /
+sqrt n / median, normal data).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import statistics
+
+from pydantic import BaseModel
+
+from kopt_mcp.profilers.base import HarnessUnit
+from kopt_mcp.profilers.kernel_names import is_utility_kernel
+
+#: standard error of a sample median relative to the scale, for normal data: sqrt(pi / 2)
+_MEDIAN_SE = math.sqrt(math.pi / 2.0)
+
+
+class UnitFigures(BaseModel):
+    """A unit's figures (us per invocation): `target_us` and `op_us` (medians), their relative
+    standard errors, per-kernel medians `kernel_us`, the invocations seen (`invocations`) and how
+    many launched a target kernel (`target_invocations`)."""
+
+    index: int
+    label: str = ""
+    target_us: float | None
+    target_se_rel: float = 0.0
+    op_us: float | None
+    op_se_rel: float = 0.0
+    kernel_us: dict[str, float]
+    invocations: int
+    target_invocations: int
+
+    @property
+    def empty_share(self) -> float:
+        """The share of invocations that launched no target kernel (0..1)."""
+        return 1.0 - self.target_invocations / self.invocations if self.invocations else 1.0
+
+
+def _median_se(values: list[float]) -> tuple[float | None, float]:
+    if not values:
+        return None, 0.0
+    med = statistics.median(values)
+    if len(values) < 2 or med <= 0:
+        return med, 0.0
+    mad = statistics.median(abs(v - med) for v in values)
+    return med, _MEDIAN_SE * 1.4826 * mad / math.sqrt(len(values)) / med
+
+
+def figures(unit: HarnessUnit, target: re.Pattern) -> UnitFigures:
+    """The figures of `unit` for the target kernels `target` (re.search on the kernel name)."""
+    invs = sorted({i for per in unit.per_invocation.values() for i in per})
+    targets = [k for k in unit.per_invocation if target.search(k)]
+    ops = [k for k in unit.per_invocation if not is_utility_kernel(k)]
+    hit = [i for i in invs if any(i in unit.per_invocation[k] for k in targets)]
+
+    def per_inv(kernels: list[str], i: int) -> float:
+        return sum(unit.per_invocation[k].get(i, 0.0) for k in kernels) / unit.weights.get(i, 1)
+
+    target_us, target_se = _median_se([per_inv(targets, i) for i in hit])
+    op_us, op_se = _median_se([per_inv(ops, i) for i in hit])
+    kernel_us = {k: statistics.median(v / unit.weights.get(i, 1) for i, v in per.items())
+                 for k, per in unit.per_invocation.items() if per}
+    seen = max(unit.invocations, len(invs))
+    return UnitFigures(index=unit.index, label=unit.label, target_us=target_us, target_se_rel=target_se, op_us=op_us,
+                       op_se_rel=op_se, kernel_us=kernel_us, invocations=seen, target_invocations=len(hit))
+
+
+__all__ = ["UnitFigures", "figures"]

@@ -1,0 +1,249 @@
+"""The keep metric by harness unit (DESIGN.md: keep metric), pure: profiler GPU time per invocation
+of the timed function, per unit of the benchmark's own harness, BEST before and after the candidate
+in one lease (A/B/A). GPU time decides both ways, for the whole operation.
+
+Evidence: the three runs' units (HarnessUnit: marked in the process, or segmented afterwards,
+kopt_mcp/profilers/segment.py), in the harness's order: unit k of BEST and unit k of the candidate
+are the same config. Target units are those whose invocations launch a target kernel in both BEST
+runs; they map to the config classes in row order where the counts agree.
+
+Rule (`judge_units`), with per unit k the medians b1, c, b2 (unit_figures.figures):
+
+1. Comparable: the same number of units in the three runs, and each target unit's invocations
+   launch the target in the candidate too; else not kept (gpu_time_unreproducible / gpu_time_missing).
+2. Skipped work: a candidate unit whose share of invocations without a target launch exceeds
+   BEST's by more than SKIPPED_SHARE (results cached across calls, an early return): not kept.
+3. Gain: r_k = c_k / mean(b1_k, b2_k), weights w_k = BEST's time share; gain = (1 - sum w r) x 100;
+   the A/A shift = sum w (b2 - b1) / mean x 100; a bound gain -/+ z x SE from the medians' errors.
+   The same for the operation time (every non-utility kernel of the invocation).
+4. Floor: rules.floor.gpu_gain_floor of this attempt's A/A spread and the session's recent spreads
+   (the harness earns its floor: per-invocation medians of one config spread far less than launch
+   groups that mix configs). Each class's own floor (2x its unit's A/A spread, at least the floor)
+   is reported with it.
+5. Decision: a loss beyond the floor, significant, in the target or the operation -> `regressed`
+   (gpu_time_loss, or other_kernel_grew naming the kernel that grew); a gain beyond the floor,
+   significant, the operation not slower beyond the floor -> `improved` (gpu_time_win), or
+   `divergent` (gpu_time_divergent) where a target unit is significantly worse beyond its own floor; else `tie`
+   (gpu_time_below_floor / gpu_time_not_improved).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+
+from pydantic import BaseModel, Field
+
+from kopt_mcp.profilers.base import HarnessUnit
+from kopt_mcp.rules.decision import Code, MeasuredOutcome
+from kopt_mcp.rules.floor import GainFloor, gpu_gain_floor
+from kopt_mcp.rules.keep_totals import KeepDecision
+from kopt_mcp.rules.policy import Policy
+from kopt_mcp.rules.unit_figures import UnitFigures, figures
+
+#: a candidate unit with this much larger a share of invocations without a target launch skipped work
+SKIPPED_SHARE = 0.25
+
+
+class UnitDelta(BaseModel):
+    """One target unit (a config class): BEST's median per invocation before and after (us), the
+    candidate's, its gain (%), BEST's A/A spread (%) and the class's own floor (%)."""
+
+    unit: int
+    cls: str
+    best_before_us: float
+    best_after_us: float
+    candidate_us: float
+    gain_pct: float
+    spread_pct: float
+    floor_pct: float
+    significant_loss: bool = False
+
+
+class UnitKeepDecision(KeepDecision):
+    """The keep metric by harness unit: `outcome` (improved / regressed / divergent / tie), the
+    target's and the operation's gain (%) with bounds, the floor, BEST's A/A spread, per-unit rows."""
+
+    outcome: MeasuredOutcome = "tie"
+    lower_bound_pct: float | None = None
+    upper_bound_pct: float | None = None
+    op_delta_pct: float | None = None
+    floor: GainFloor | None = None
+    spread_pct: float | None = None
+    units: list[UnitDelta] = Field(default_factory=list)
+    divergent_classes: list[str] = Field(default_factory=list)
+    grew: str | None = None
+    source: str = "marked"
+
+
+def _not_kept(code: Code, reason: str, **kw) -> UnitKeepDecision:
+    return UnitKeepDecision(kept=False, gpu_best_us=kw.pop("gpu_best_us", None), gpu_candidate_us=None,
+                            gpu_delta_pct=None, metric_used="profiler GPU time", code=code, reason=reason, **kw)
+
+
+class _Agg(BaseModel):
+    gain: float
+    lo: float
+    hi: float
+    shift: float
+    best_us: float
+    cand_us: float
+
+
+def _aggregate(b1: list[float], c: list[float], b2: list[float], se: list[tuple[float, float, float]],
+               z: float) -> _Agg:
+    """The weighted gain over paired units (us per invocation) with its bound, and BEST's shift (%)."""
+    means = [(x + y) / 2.0 for x, y in zip(b1, b2)]
+    total = sum(means)
+    w = [m / total for m in means] if total > 0 else [1.0 / len(means)] * len(means)
+    r = [ci / m if m > 0 else 1.0 for ci, m in zip(c, means)]
+    ratio = sum(wi * ri for wi, ri in zip(w, r))
+    var = sum((wi * ri) ** 2 * ((s1 ** 2 + s2 ** 2) / 4.0 + sc ** 2) for wi, ri, (s1, sc, s2) in zip(w, r, se))
+    gain = (1.0 - ratio) * 100.0
+    half = z * math.sqrt(var) * 100.0
+    shift = 100.0 * sum(wi * (y - x) / m for wi, x, y, m in zip(w, b1, b2, means) if m > 0)
+    return _Agg(gain=gain, lo=gain - half, hi=gain + half, shift=shift, best_us=total, cand_us=sum(c))
+
+
+def _class_names(n: int, classes: Sequence[str], figs: list[UnitFigures]) -> list[str]:
+    if len(classes) == n:
+        return list(classes)
+    return [f"unit {f.index + 1}" + (f" ({f.label})" if f.label else "") for f in figs]
+
+
+def _grew(before: list[UnitFigures], cand: list[UnitFigures], after: list[UnitFigures]) -> str | None:
+    """The kernel whose time per invocation grew most (us, summed over units), or None."""
+    growth: dict[str, float] = {}
+    for b1, c, b2 in zip(before, cand, after):
+        for k, us in c.kernel_us.items():
+            best = (b1.kernel_us.get(k, 0.0) + b2.kernel_us.get(k, 0.0)) / 2.0
+            growth[k] = growth.get(k, 0.0) + us - best
+    if not growth:
+        return None
+    name, delta = max(growth.items(), key=lambda kv: kv[1])
+    return name if delta > 0 else None
+
+
+def judge_units(before: Sequence[HarnessUnit], candidate: Sequence[HarnessUnit], after: Sequence[HarnessUnit],
+                kernel_regex: str, policy: Policy, recent_spreads_pct: Sequence[float] = (),
+                classes: Sequence[str] = ()) -> UnitKeepDecision:
+    """The keep metric by harness unit (see the module docstring). `kernel_regex`: the target
+    kernels (re.search); `recent_spreads_pct`: the session's earlier A/A spreads (%); `classes`:
+    config class keys in row order. Never raises for data; re.error for a bad regex."""
+    from scipy.stats import norm  # lazy: scipy's start-up cost, paid only where a verdict is made
+
+    target = re.compile(kernel_regex)
+    if not (len(before) == len(candidate) == len(after)) or not before:
+        return _not_kept(Code.GPU_TIME_UNREPRODUCIBLE, (
+            f"the harness ran {len(before)}, {len(candidate)} and {len(after)} measurement units in BEST's, the "
+            "candidate's and BEST's runs: they cannot be paired config by config: not kept"))
+    fb, fc, fa = ([figures(u, target) for u in runs] for runs in (before, candidate, after))
+    pick = [k for k in range(len(fb)) if fb[k].target_invocations >= 3 and fa[k].target_invocations >= 3]
+    if not pick:
+        return _not_kept(Code.GPU_TIME_MISSING, f"no unit of BEST's runs launched a kernel matching {kernel_regex!r} "
+                         "in several invocations: not kept")
+    names = _class_names(len(pick), classes, [fb[k] for k in pick])
+    skipped = [f"{names[j]}: {fc[k].empty_share:.0%} of its invocations launched no target kernel, BEST's "
+               f"{fb[k].empty_share:.0%}" for j, k in enumerate(pick)
+               if fc[k].target_us is None or fc[k].empty_share > max(fb[k].empty_share, fa[k].empty_share) + SKIPPED_SHARE]
+    if skipped:
+        return _not_kept(Code.SKIPPED_WORK, "skipped work: " + "; ".join(skipped[:4]) + ": the fixed benchmark "
+                         "launches the target in every invocation unless results are cached or a call returns "
+                         "early: not kept")
+    return _decide(fb, fc, fa, pick, names, policy, recent_spreads_pct, float(norm.ppf(policy.confidence)),
+                   before[0].source)
+
+
+def _decide(fb: list[UnitFigures], fc: list[UnitFigures], fa: list[UnitFigures], pick: list[int], names: list[str],
+            policy: Policy, recent: Sequence[float], z: float, source: str) -> UnitKeepDecision:
+    """Steps 3-5 of the rule over the target units `pick` (all comparable)."""
+    def rows(attr: str) -> tuple[list[float], list[float], list[float], list[tuple[float, float, float]]]:
+        se = attr.replace("_us", "_se_rel")
+        return ([getattr(fb[k], attr) or 0.0 for k in pick], [getattr(fc[k], attr) or 0.0 for k in pick],
+                [getattr(fa[k], attr) or 0.0 for k in pick],
+                [(getattr(fb[k], se), getattr(fc[k], se), getattr(fa[k], se)) for k in pick])
+
+    t, op = _aggregate(*rows("target_us"), z=z), _aggregate(*rows("op_us"), z=z)
+    spread = abs(t.shift)
+    floor = gpu_gain_floor([*recent, spread], spread, policy.min_gpu_gain_pct)
+    deltas = []
+    for j, k in enumerate(pick):
+        b1, c, b2 = fb[k].target_us or 0.0, fc[k].target_us or 0.0, fa[k].target_us or 0.0
+        mean = (b1 + b2) / 2.0
+        own = abs(b2 - b1) / mean * 100.0 if mean > 0 else 0.0
+        gain = (1.0 - c / mean) * 100.0 if mean > 0 else 0.0
+        se = math.sqrt((fb[k].target_se_rel ** 2 + fa[k].target_se_rel ** 2) / 4.0 + fc[k].target_se_rel ** 2) * 100.0
+        own_floor = max(floor.pct, 2.0 * own)
+        deltas.append(UnitDelta(unit=fb[k].index, cls=names[j], best_before_us=b1, best_after_us=b2, candidate_us=c,
+                                gain_pct=gain, spread_pct=own, floor_pct=own_floor,
+                                significant_loss=gain < -own_floor and gain + z * se < -policy.min_gpu_gain_pct))
+    base = {"gpu_best_us": t.best_us, "lower_bound_pct": t.lo, "upper_bound_pct": t.hi, "op_delta_pct": op.gain,
+            "floor": floor, "spread_pct": spread, "units": deltas, "source": source}
+    return _outcome(t, op, floor, deltas, policy, base, _grew([fb[k] for k in pick], [fc[k] for k in pick],
+                                                             [fa[k] for k in pick]))
+
+
+def _outcome(t: _Agg, op: _Agg, floor: GainFloor, deltas: list[UnitDelta], policy: Policy, base: dict,
+             grew: str | None) -> UnitKeepDecision:
+    """Step 5: regressed / improved / divergent / tie, with the code and the reason's numbers."""
+    m = policy.min_gpu_gain_pct
+    how = (f"GPU time per invocation of the harness's {len(deltas)} unit(s) ({base['source']}): {t.best_us:.1f} -> "
+           f"{t.cand_us:.1f} us, {t.gain:+.3f}% ({policy.confidence * 100:g}% bounds {t.lo:+.3f}..{t.hi:+.3f}%); "
+           f"whole operation {op.gain:+.3f}%; {floor.shown()}; BEST's A/A shift {t.shift:+.3f}%")
+    kw = {**base, "gpu_candidate_us": t.cand_us, "gpu_delta_pct": t.gain, "metric_used": "profiler GPU time"}
+    target_loss = t.gain < -floor.pct and t.hi < -m
+    op_loss = op.gain < -floor.pct and op.hi < -m
+    if target_loss or op_loss:
+        code = Code.GPU_TIME_LOSS if target_loss else Code.OTHER_KERNEL_GREW
+        named = f"; grew most: {grew}" if grew else ""
+        return UnitKeepDecision(kept=False, outcome="regressed", code=code, grew=grew, reason=(
+            f"slower beyond the GPU-time floor: {how}{named}"), **kw)
+    if t.gain > floor.pct and t.lo > m:
+        worse = [d.cls for d in deltas if d.significant_loss]
+        if worse:
+            return UnitKeepDecision(kept=False, outcome="divergent", code=Code.GPU_TIME_DIVERGENT,
+                                    divergent_classes=worse, reason=(
+                                        f"faster overall ({how}), but class(es) {', '.join(worse)} significantly "
+                                        "slower beyond their floor: keep the winner as a specialised kernel behind "
+                                        "dispatch"), **kw)
+        if op.gain < -floor.pct:
+            return UnitKeepDecision(kept=False, outcome="tie", code=Code.OTHER_KERNEL_GREW, grew=grew, reason=(
+                f"the target kernels got faster but the whole operation did not ({how}); grew most: {grew}: work "
+                "moved out of the target kernels is not a win: not kept"), **kw)
+        return UnitKeepDecision(kept=True, outcome="improved", code=Code.GPU_TIME_WIN, reason=f"faster: {how}", **kw)
+    code = Code.GPU_TIME_BELOW_FLOOR if t.gain > 0 else Code.GPU_TIME_NOT_IMPROVED
+    return UnitKeepDecision(kept=False, outcome="tie", code=code, reason=(
+        f"GPU time did not move beyond the floor: {how}: not kept"), **kw)
+
+
+def unit_spread_pct(first: Sequence[HarnessUnit], second: Sequence[HarnessUnit], kernel_regex: str) -> float | None:
+    """BEST's A/A spread (%) between two profiled runs by harness unit (the quantity `judge_units`
+    puts in `spread_pct`), for the baseline's adjacent profiles; None where the runs' units do not
+    pair or launch no target kernel. Never raises for data."""
+    target = re.compile(kernel_regex)
+    if len(first) != len(second) or not first:
+        return None
+    fa, fb = [figures(u, target) for u in first], [figures(u, target) for u in second]
+    pick = [k for k in range(len(fa)) if fa[k].target_invocations >= 3 and fb[k].target_invocations >= 3]
+    if not pick:
+        return None
+    b1, b2 = [fa[k].target_us or 0.0 for k in pick], [fb[k].target_us or 0.0 for k in pick]
+    return abs(_aggregate(b1, b1, b2, [(0.0, 0.0, 0.0)] * len(pick), 0.0).shift)
+
+
+def unit_gpu_times(units: Sequence[HarnessUnit], kernel_regex: str, classes: Sequence[str]
+                   ) -> tuple[float | None, dict[str, float] | None]:
+    """BEST's GPU time in the keep metric's quantity: the sum over target units of the target's
+    median per invocation (us), and per config class where the target units map to `classes` one
+    to one in order (else None). Never raises for data."""
+    target = re.compile(kernel_regex)
+    figs = [f for f in (figures(u, target) for u in units) if f.target_invocations >= 3 and f.target_us is not None]
+    if not figs:
+        return None, None
+    total = sum(f.target_us for f in figs)
+    per = dict(zip(classes, (f.target_us for f in figs), strict=True)) if len(figs) == len(classes) else None
+    return total, per
+
+
+__all__ = ["SKIPPED_SHARE", "UnitDelta", "UnitKeepDecision", "judge_units", "unit_gpu_times", "unit_spread_pct"]

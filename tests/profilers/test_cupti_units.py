@@ -1,0 +1,126 @@
+"""The injector's harness units end to end without a GPU: a real benchmark process under
+CuptiProfiler.wrap (collector mode) with a stand-in `cupti` module (the calls sitecustomize.py makes,
+records delivered through its buffer callback) and a stand-in `triton.testing.do_bench` imported with
+`from triton.testing import do_bench`, as real benchmarks do. The launches each timed invocation
+makes must come back attributed to their unit and invocation; the L2 flush and input generation
+outside the timed call must not; a kernel's module hash must come back as its provenance."""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from kopt_mcp.profilers.cupti import CuptiProfiler, parse_cupti_dir
+from kopt_mcp.profilers.segment import trace_units
+
+FAKE_CUPTI = '''
+import ctypes, enum, itertools
+class ActivityKind(enum.IntEnum):
+    CONCURRENT_KERNEL = 10; RUNTIME = 5; DRIVER = 4; EXTERNAL_CORRELATION = 40; MODULE = 36
+class ExternalCorrelationKind(enum.IntEnum):
+    CUSTOM0 = 5
+class Rec:
+    def __init__(self, **kw): self.__dict__.update(kw)
+_cb = None; _enabled = set(); _stack = []; _recs = []; _corr = itertools.count(1); _t = [1000]; _keep = []
+def activity_register_callbacks(requested, completed):
+    global _cb; _cb = completed
+def activity_enable(kind): _enabled.add(int(kind))
+def activity_disable(kind): _enabled.discard(int(kind))
+def activity_push_external_correlation_id(kind, ext): _stack.append(ext)
+def activity_pop_external_correlation_id(kind): return _stack.pop()
+def activity_flush_all(flag):
+    global _recs
+    recs, _recs = _recs, []
+    if _cb and recs: _cb(recs)
+def load_module(cubin):
+    buf = ctypes.create_string_buffer(cubin, len(cubin)); _keep.append(buf)
+    _recs.append(Rec(kind=ActivityKind.MODULE, cubin=ctypes.addressof(buf), cubin_size=len(cubin), id=len(_keep)))
+def launch(name, ns, grid=(132, 1, 1)):
+    corr = next(_corr)
+    if _stack and ActivityKind.EXTERNAL_CORRELATION in _enabled:
+        _recs.append(Rec(kind=ActivityKind.EXTERNAL_CORRELATION, external_kind=ExternalCorrelationKind.CUSTOM0,
+                         correlation_id=corr, external_id=_stack[-1]))
+    _recs.append(Rec(kind=ActivityKind.CONCURRENT_KERNEL, name=name, start=_t[0], end=_t[0] + ns,
+                     grid_x=grid[0], grid_y=1, grid_z=1, block_x=256, block_y=1, block_z=1,
+                     registers_per_thread=32, static_shared_memory=0, dynamic_shared_memory=0, correlation_id=corr))
+    _t[0] += ns + 100
+    if len(_recs) > 500: activity_flush_all(0)
+'''
+
+FAKE_TESTING = '''
+def do_bench(fn, warmup=25, rep=100):
+    from cupti import cupti
+    fn()
+    for _ in range(5):
+        cupti.launch("at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<int>>", 900, (65536, 1, 1))
+        fn()
+    for _ in range(40):
+        cupti.launch("at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<int>>", 900, (65536, 1, 1))
+        fn()
+    return 1.0
+'''
+
+BENCH = '''
+from triton.testing import do_bench
+from cupti import cupti
+cupti.load_module(b"\\x7fELF...cubin of fwd_kernel\\x00fwd_kernel\\x00...")
+for rows, us in ((1024, 9), (4096, 33)):
+    cupti.launch("distribution_elementwise_grid_stride_kernel<float, 4, normal>", 50)  # input generation
+    def step(us=us, rows=rows):
+        cupti.launch("fwd_kernel", us * 1000, (rows, 1, 1))
+        cupti.launch("bwd_kernel", 2 * us * 1000)  # persistent: 132 programs for every config
+    do_bench(step)
+print("done")
+'''
+
+
+def _tree(tmp_path: Path) -> Path:
+    site = tmp_path / "site"
+    (site / "cupti").mkdir(parents=True)
+    (site / "cupti" / "__init__.py").write_text("")
+    (site / "cupti" / "cupti.py").write_text(FAKE_CUPTI)
+    (site / "triton").mkdir()
+    (site / "triton" / "__init__.py").write_text("")
+    (site / "triton" / "testing.py").write_text(FAKE_TESTING)
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "bench.py").write_text(textwrap.dedent(BENCH))
+    return work
+
+
+def test_each_timed_invocation_is_attributed_to_its_unit_and_nothing_outside_it(tmp_path):
+    work = _tree(tmp_path)
+    out = tmp_path / "out"
+    out.mkdir()
+    prof = CuptiProfiler()
+    cmd = prof.wrap(f"PYTHONPATH={tmp_path / 'site'} {sys.executable} bench.py", out)
+    done = subprocess.run(["bash", "-c", cmd], cwd=work, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    trace = parse_cupti_dir(out, require_collector=True)
+    units = trace.units
+    assert [u.harness for u in units] == ["do_bench", "do_bench"]
+    assert [u.invocations for u in units] == [46, 46]  # the first call, 5 estimates, 40 repetitions
+    assert sorted(units[0].per_invocation) == ["bwd_kernel", "fwd_kernel"]  # no flush, no input generation
+    assert set(units[1].per_invocation["fwd_kernel"].values()) == {33.0}
+    assert set(units[1].per_invocation["bwd_kernel"].values()) == {66.0}
+    assert trace_units(trace) is units  # marked units are used as they are
+    sha = hashlib.sha256(b"\x7fELF...cubin of fwd_kernel\x00fwd_kernel\x00...").hexdigest()
+    assert trace.code == {"fwd_kernel": [sha]}
+
+
+def test_without_markers_the_same_stream_is_segmented_at_the_flush_kernel(tmp_path, monkeypatch):
+    work = _tree(tmp_path)
+    out = tmp_path / "out"
+    out.mkdir()
+    cmd = CuptiProfiler().wrap(f"KOPT_CUPTI_UNITS=0 PYTHONPATH={tmp_path / 'site'} {sys.executable} bench.py", out)
+    done = subprocess.run(["bash", "-c", cmd], cwd=work, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    trace = parse_cupti_dir(out, require_collector=True)
+    assert trace.units is None
+    units = trace_units(trace)
+    assert [u.source for u in units] == ["segmented", "segmented"]
+    fwd = [sorted(u.per_invocation["fwd_kernel"].values()) for u in units]
+    assert fwd[0][len(fwd[0]) // 2] == 9.0 and fwd[1][len(fwd[1]) // 2] == 33.0
