@@ -102,6 +102,13 @@ LIGER_FWD_CALL = '''        if BLOCK_SIZE > 256 or n_rows < 4096 * 8 or row_mode
             )
 '''
 
+LIGER_BWD_TAIL = '''                rows_per_program,
+                casting_mode,
+                elementwise_affine=elementwise_affine,
+                BLOCK_SIZE=BLOCK_SIZE,
+                num_warps=num_warps,
+'''
+
 LIGER = Project(
     name="liger",
     github="linkedin/Liger-Kernel",
@@ -145,6 +152,11 @@ paths = ["benchmark/scripts/", "test/"]
                   old=LIGER_SM, new="    sm_count *= 4  # more programs: more memory requests in flight\n" + LIGER_SM),
         Candidate("slowdown", "regressed", "forward: the kernel launched twice (a wasted extra pass)", LIGER_OPS,
                   old=LIGER_FWD_CALL, new=LIGER_FWD_CALL + LIGER_FWD_CALL),
+        # exploratory wins (2026-11-27): whether either is faster on the device is what the run finds out
+        Candidate("win-fwd-warps4", "improved", "forward: 4 warps per row of 4096 instead of 8 (more programs per SM)",
+                  LIGER_OPS, old=LIGER_FWD_CALL, new=LIGER_FWD_CALL.replace("num_warps=num_warps", "num_warps=4")),
+        Candidate("win-bwd-warps16", "improved", "backward: 16 warps per program (more loads in flight per row)",
+                  LIGER_OPS, old=LIGER_BWD_TAIL, new=LIGER_BWD_TAIL.replace("num_warps=num_warps", "num_warps=16", 1)),
         Candidate("broken", "incorrect", "forward: off-by-one column mask (the last column is never written)",
                   LIGER_OPS,
                   old="    row_idx = tl.program_id(0).to(tl.int64)\n    col_offsets = tl.arange(0, BLOCK_SIZE)\n"

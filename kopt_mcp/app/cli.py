@@ -98,6 +98,9 @@ def _parser() -> argparse.ArgumentParser:
     j.add_argument("--config", type=Path, default=None, help="a kopt.toml to judge with (default: the session's)")
     j.add_argument("--json", action="store_true", help="one JSON object: verdict, code, gpu_floor_pct, "
                    "gpu_delta_pct, per-class rows, the recorded verdict")
+    j.add_argument("--keep-metric", choices=["auto", "groups"], default="auto",
+                   help="auto: today's rule (by harness unit where the traces have units); groups: the "
+                   "launch-group rule before units, to compare on the same traces")
     return p
 
 
@@ -195,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
         # lazy: start-up time: each subcommand loads only what it uses
         from kopt_mcp.commands.rejudge import rejudge_command
 
-        return rejudge_command(args.state_dir, args.attempt, args.config, args.json)
+        return rejudge_command(args.state_dir, args.attempt, args.config, args.json, args.keep_metric)
     if args.cmd == "init":
         # lazy: start-up time: each subcommand loads only what it uses
         from kopt_mcp.commands.init.propose import run_init

@@ -95,8 +95,8 @@ def _values(run_dir: Path, bench) -> dict[str, float] | None:
         return None
 
 
-def _spread(a: KernelTrace, b: KernelTrace, regex: str) -> float | None:
-    ua, ub = trace_units(a), trace_units(b)
+def _spread(a: KernelTrace, b: KernelTrace, regex: str, by_unit: bool = True) -> float | None:
+    ua, ub = (trace_units(a), trace_units(b)) if by_unit else (None, None)
     if ua and ub:
         return unit_spread_pct(ua, ub, regex)
     try:
@@ -111,7 +111,7 @@ def _target(trace: KernelTrace, regex: str | None) -> TargetProfile:
                          durations_us=target_durations(trace, names))
 
 
-def _recent_spreads(runs_root: Path, before: int, regex: str) -> list[float]:
+def _recent_spreads(runs_root: Path, before: int, regex: str, by_unit: bool = True) -> list[float]:
     """A/A spreads of BEST from the profiled runs of the baseline and the attempts before `before`:
     adjacent profiled BEST runs of one attempt (the baseline is attempt 0)."""
     by_attempt: dict[int, list[Path]] = {}
@@ -122,14 +122,17 @@ def _recent_spreads(runs_root: Path, before: int, regex: str) -> list[float]:
     out = []
     for n in sorted(by_attempt):
         traces = [t for t in (_profiled(d) for d in sorted(by_attempt[n], key=lambda p: p.stat().st_mtime)) if t]
-        out.extend(s for s in (_spread(a, b, regex) for a, b in zip(traces, traces[1:])) if s is not None)
+        out.extend(s for s in (_spread(a, b, regex, by_unit) for a, b in zip(traces, traces[1:])) if s is not None)
     return out
 
 
-def rejudge(state_dir: Path, attempt: int, config: Path | None = None) -> Rejudged:
+def rejudge(state_dir: Path, attempt: int, config: Path | None = None, keep_metric: str = "auto") -> Rejudged:
     """Decide attempt `attempt` of the session in `state_dir` again (module docstring). Raises
     StateError naming what is missing (no such attempt, no profiled triple), ConfigError for a bad
-    config, ProfilerError for an unreadable trace."""
+    config, ProfilerError for an unreadable trace. `keep_metric`: "auto" (today's: by harness unit
+    where the traces have units, marked or segmented) or "groups" (the launch-group rule that came
+    before units; the A/A spreads too), to show a rule change on the same traces."""
+    by_unit = keep_metric != "groups"
     store = Store(Path(state_dir))
     state = store.load_state_json()
     if state is None:
@@ -141,7 +144,8 @@ def rejudge(state_dir: Path, attempt: int, config: Path | None = None) -> Rejudg
     cfg = load_config(Path(config or state["config_path"])).target
     policy = Policy.from_gates(cfg.gates)
     regex = cfg.profiler.kernel or exact_names_regex(state.get("best", {}).get("kernels") or []) or "."
-    runs = [Path(r) for r in rec.get("runs", [])]
+    # run folders as recorded, or found by name in this state folder (a session copied from another machine)
+    runs = [Path(r) if Path(r).is_dir() else store.runs / Path(r).name for r in rec.get("runs", [])]
     profiled = [(d, _role(d), t) for d, t in ((d, _profiled(d)) for d in runs) if t is not None]
     cand = max((i for i, (_, role, _) in enumerate(profiled) if role == "candidate"), default=None)
     if cand is None or cand == 0 or cand + 1 >= len(profiled):
@@ -150,7 +154,7 @@ def rejudge(state_dir: Path, attempt: int, config: Path | None = None) -> Rejudg
     before, after = profiled[cand - 1][2], profiled[cand + 1][2]
     triple = Profiles(before=_target(before, regex), candidate=_target(profiled[cand][2], regex),
                       after=_target(after, regex))
-    recent = _recent_spreads(store.runs, attempt, regex)
+    recent = _recent_spreads(store.runs, attempt, regex, by_unit)
     rounds, last_best = [], None
     for d in runs:
         values = _values(d, cfg.benchmark)
@@ -161,7 +165,7 @@ def rejudge(state_dir: Path, attempt: int, config: Path | None = None) -> Rejudg
     script = decide(rounds, rec.get("target") or "global", cfg.benchmark.higher_is_better, policy.screen(),
                     state.get("noise_history") or [])
     j = judge_profiles(triple, regex, policy, recent, bool(state.get("launch_counts_vary")),
-                       list((state.get("best") or {}).get("metrics") or {}), False)
+                       list((state.get("best") or {}).get("metrics") or {}), False, by_unit=by_unit)
     v = profiled_verdict(script, j, policy, can_measure=False)
     keep = j.keep
     rows = [ClassRow(cls=u.cls, best_before_us=u.best_before_us, best_after_us=u.best_after_us,
@@ -171,14 +175,15 @@ def rejudge(state_dir: Path, attempt: int, config: Path | None = None) -> Rejudg
     return Rejudged(attempt=attempt, recorded_verdict=rec.get("verdict", ""), recorded_reason=rec.get("reason", ""),
                     verdict=v.outcome, code=str(v.code), reason=v.reason, gpu_delta_pct=keep.gpu_delta_pct,
                     gpu_floor_pct=j.floor.pct if j.floor else None, spread_pct=j.spread_pct,
-                    units=(units[0].source if units else "none"), recent_spreads_pct=recent, classes=rows)
+                    units=(units[0].source if units and by_unit else "none"), recent_spreads_pct=recent, classes=rows)
 
 
-def rejudge_command(state_dir: Path, attempt: int, config: Path | None, as_json: bool) -> int:
+def rejudge_command(state_dir: Path, attempt: int, config: Path | None, as_json: bool,
+                    keep_metric: str = "auto") -> int:
     """The CLI: print the rejudged attempt (a table, or one JSON object with --json); 0, or 2 with
     the error's message on stderr."""
     try:
-        r = rejudge(state_dir, attempt, config)
+        r = rejudge(state_dir, attempt, config, keep_metric)
     except (KoptError, OSError, ValueError) as e:
         print(f"kopt-mcp rejudge: {e}", file=sys.stderr)
         return 2

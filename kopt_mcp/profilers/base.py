@@ -218,6 +218,8 @@ class KernelTrace(BaseModel):
     units: list[HarnessUnit] | None = Field(default=None, exclude=True)
     #: compiled-code provenance: kernel name -> SHA-256 of each module (cubin) that defines it
     code: dict[str, list[str]] | None = None
+    #: what the in-process injector could not do (harness units, provenance): diagnostics for the run's log
+    notes: list[str] = Field(default_factory=list, exclude=True)
 
 
 def trace_groups(trace: KernelTrace) -> list[LaunchGroup]:

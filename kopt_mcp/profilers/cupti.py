@@ -197,6 +197,7 @@ def parse_cupti_dir(out_dir: Path, require_collector: bool = False) -> KernelTra
     units: list[dict] = []  # harness units of every process, in the order the processes ran
     code: dict[str, set[str]] = {}
     marked = False  # some process wrote a "units" list (format 3): its harness units were looked for
+    notes: list[str] = []  # what the injector could not do (units, provenance): diagnostics, not warnings
     docs = []
     for path in files:
         try:
@@ -220,6 +221,7 @@ def parse_cupti_dir(out_dir: Path, require_collector: bool = False) -> KernelTra
                 units.extend(doc["units"])
             for name, shas in (doc.get("code") or {}).items():
                 code.setdefault(name, set()).update(shas)
+            notes.extend(f"pid {doc.get('pid')}: {n}" for n in (doc.get("notes") or []))
             for name, k in kernels.items():
                 m = merged.setdefault(name, {"calls": 0, "total_ns": 0, "registers_per_thread": None,
                                              "shared_mem_per_block_bytes": None, "block_size": None,
@@ -285,7 +287,8 @@ def parse_cupti_dir(out_dir: Path, require_collector: bool = False) -> KernelTra
     except (KeyError, TypeError, ValueError) as e:
         raise ProfilerError(f"{out_dir}: a harness unit of the CUPTI trace is not the injector's JSON ({e!r})") from e
     return KernelTrace(backend="cupti", kernels=stats, total_gpu_us=total_us, warnings=warnings, groups=launch_groups,
-                       units=harness, code={names.get(n, n): sorted(s) for n, s in code.items()} or None)
+                       units=harness, code={names.get(n, n): sorted(s) for n, s in code.items()} or None,
+                       notes=notes)
 
 
 def _unit_of(index: int, u: dict, names: dict[str, str]) -> HarnessUnit:

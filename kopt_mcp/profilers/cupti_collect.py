@@ -70,6 +70,8 @@ def _handle(conn: _Conn, data: bytes) -> None:
             conn.trace.add_unit(msg)
         elif kind == "code":
             conn.trace.add_code(msg["name"], msg["shas"])
+        elif kind == "note":
+            conn.trace.add_note(msg["text"])
         elif kind == "end":
             conn.sent, conn.error, conn.closed = int(msg["sent"]), msg.get("error"), True
         else:

@@ -51,13 +51,15 @@ class GpuTimeJudgement(BaseModel):
 
 
 def judge_profiles(p: Profiles, kernel_regex: str | None, policy: Policy, recent_spreads_pct: Sequence[float],
-                   known_time_driven: bool, classes: Sequence[str], suspect: bool) -> GpuTimeJudgement:
+                   known_time_driven: bool, classes: Sequence[str], suspect: bool,
+                   by_unit: bool = True) -> GpuTimeJudgement:
     """Judge the triple `p` on the target kernels (`kernel_regex`: [profiler] kernel, else BEST's
     target names exactly) against the floor from `recent_spreads_pct` (the session's earlier BEST
     spreads, %) and `policy.min_gpu_gain_pct`, at `policy.confidence`. `classes`: config class keys
     in row order (for class_gpu_us). `suspect`: the script metric showed a clear win (only words
-    change). Never raises for data."""
-    units = [trace_units(x.trace) for x in (p.before, p.candidate, p.after)]
+    change). `by_unit` False: skip step 1 (`kopt-mcp rejudge --keep-metric groups` shows the rule
+    before harness units). Never raises for data."""
+    units = [trace_units(x.trace) for x in (p.before, p.candidate, p.after)] if by_unit else [None]
     if all(units):
         regex = kernel_regex or exact_names_regex(p.before.names) or "."
         keep = judge_units(*units, regex, policy, recent_spreads_pct, classes)

@@ -17,20 +17,25 @@ from kopt_mcp.profilers.cupti import CuptiProfiler, parse_cupti_dir
 from kopt_mcp.profilers.segment import trace_units
 
 FAKE_CUPTI = '''
-import ctypes, enum, itertools
+import ctypes, enum, itertools, threading
 class ActivityKind(enum.IntEnum):
     CONCURRENT_KERNEL = 10; RUNTIME = 5; DRIVER = 4; EXTERNAL_CORRELATION = 40; MODULE = 36
 class ExternalCorrelationKind(enum.IntEnum):
     CUSTOM0 = 5
 class Rec:
     def __init__(self, **kw): self.__dict__.update(kw)
-_cb = None; _enabled = set(); _stack = []; _recs = []; _corr = itertools.count(1); _t = [1000]; _keep = []
+_cb = None; _enabled = set(); _tls = threading.local(); _recs = []; _corr = itertools.count(1); _t = [1000]; _keep = []
+_host = itertools.count(10**12, 7); _lock = threading.Lock()
+def _stack():
+    if not hasattr(_tls, "s"): _tls.s = []
+    return _tls.s
+def get_timestamp(): return next(_host)
 def activity_register_callbacks(requested, completed):
     global _cb; _cb = completed
 def activity_enable(kind): _enabled.add(int(kind))
 def activity_disable(kind): _enabled.discard(int(kind))
-def activity_push_external_correlation_id(kind, ext): _stack.append(ext)
-def activity_pop_external_correlation_id(kind): return _stack.pop()
+def activity_push_external_correlation_id(kind, ext): _stack().append(ext)
+def activity_pop_external_correlation_id(kind): return _stack().pop()
 def activity_flush_all(flag):
     global _recs
     recs, _recs = _recs, []
@@ -39,10 +44,15 @@ def load_module(cubin):
     buf = ctypes.create_string_buffer(cubin, len(cubin)); _keep.append(buf)
     _recs.append(Rec(kind=ActivityKind.MODULE, cubin=ctypes.addressof(buf), cubin_size=len(cubin), id=len(_keep)))
 def launch(name, ns, grid=(132, 1, 1)):
+    with _lock:
+        _launch(name, ns, grid)
+def _launch(name, ns, grid):
     corr = next(_corr)
-    if _stack and ActivityKind.EXTERNAL_CORRELATION in _enabled:
+    if _stack() and ActivityKind.EXTERNAL_CORRELATION in _enabled:
         _recs.append(Rec(kind=ActivityKind.EXTERNAL_CORRELATION, external_kind=ExternalCorrelationKind.CUSTOM0,
-                         correlation_id=corr, external_id=_stack[-1]))
+                         correlation_id=corr, external_id=_stack()[-1]))
+    if ActivityKind.RUNTIME in _enabled:
+        _recs.append(Rec(kind=ActivityKind.RUNTIME, correlation_id=corr, start=get_timestamp(), end=get_timestamp()))
     _recs.append(Rec(kind=ActivityKind.CONCURRENT_KERNEL, name=name, start=_t[0], end=_t[0] + ns,
                      grid_x=grid[0], grid_y=1, grid_z=1, block_x=256, block_y=1, block_z=1,
                      registers_per_thread=32, static_shared_memory=0, dynamic_shared_memory=0, correlation_id=corr))
@@ -70,8 +80,11 @@ cupti.load_module(b"\\x7fELF...cubin of fwd_kernel\\x00fwd_kernel\\x00...")
 for rows, us in ((1024, 9), (4096, 33)):
     cupti.launch("distribution_elementwise_grid_stride_kernel<float, 4, normal>", 50)  # input generation
     def step(us=us, rows=rows):
+        import threading
         cupti.launch("fwd_kernel", us * 1000, (rows, 1, 1))
-        cupti.launch("bwd_kernel", 2 * us * 1000)  # persistent: 132 programs for every config
+        # the backward launches from an engine thread of its own, as torch's autograd does
+        worker = threading.Thread(target=cupti.launch, args=("bwd_kernel", 2 * us * 1000))
+        worker.start(); worker.join()  # persistent: 132 programs for every config
     do_bench(step)
 print("done")
 '''

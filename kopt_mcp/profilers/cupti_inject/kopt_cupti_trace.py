@@ -9,9 +9,13 @@ static + dynamic shared memory bytes, CUPTI correlation id); `Trace.doc(...)` is
 Harness units (format 3): the injector marks the harness's own measurement units (a do_bench call,
 a torch.utils.benchmark Timer call, a pytest-benchmark case: kopt_units.py) and tags every CUDA API
 call inside one invocation of the timed function with a CUPTI external correlation id
-`unit << INV_BITS | invocation` (`add_ext`: correlation id -> that id). A launch whose correlation id
-carries such an id belongs to that unit and invocation; `doc()["units"]` sums each kernel's GPU time
-per invocation, per unit, in the harness's order. `add_code(name, [sha256, ...])`: the hashes of the
+`unit << INV_BITS | invocation` (`add_ext`: correlation id -> that id). It also records each
+invocation's host-time window (CUPTI timestamps), because a call may launch from another thread
+(torch's autograd engine runs `backward()` on a device thread of its own, where the calling
+thread's correlation id is not on the stack): a launch whose API call started inside a window
+belongs to that invocation (the row's 9th field, the API call's host start). A launch belongs to the
+unit and invocation its external id names, else the window it was launched in; `doc()["units"]`
+sums each kernel's GPU time per invocation, per unit, in the harness's order. `add_code(name, [sha256, ...])`: the hashes of the
 compiled modules (cubins) a kernel name was found in (compiled-code provenance).
 """
 
@@ -25,8 +29,8 @@ MAX_DURATIONS = 20000  # per run of a launch group: enough for its median, bound
 MAX_GROUP_LAUNCHES = 4 * MAX_DURATIONS
 #: bits of an external correlation id that number the invocation within its unit
 INV_BITS = 24
-#: launches kept waiting for their external correlation record (it normally arrives first)
-MAX_PENDING = 500000
+#: launches kept for attribution to a harness unit (external id or host-time window)
+MAX_PENDING = 2000000
 #: invocations kept per unit (their median is the unit's figure)
 MAX_INVOCATIONS = 20000
 
@@ -48,8 +52,9 @@ class Trace:
         self.error = None
         self.records = 0
         self.ext = {}  # correlation id -> external id (unit << INV_BITS | invocation)
-        self.pending = []  # (name, duration ns, correlation id) of launches whose external id has not come yet
-        self.units = {}  # unit -> {"harness", "label", "invocations", "weights", "kernels": {name: {inv: [ns, n]}}}
+        self.launches = []  # (name, duration ns, correlation id, host launch ns or None), for the units
+        self.units = {}  # unit -> {"harness", "label", "invocations", "weights", "windows", "kernels": {...}}
+        self.notes = []  # what the injector could not do (units, provenance), for the trace's warnings
         self.code = {}  # kernel name -> sha256 of each compiled module (cubin) it was found in
 
     def add(self, rec):
@@ -61,6 +66,7 @@ class Trace:
         8th, may be missing or None)."""
         name, start, end, grid, block, regs, smem = row[:7]
         corr = row[7] if len(row) > 7 else None
+        host = row[8] if len(row) > 8 else None
         name, start, end = str(name), int(start), int(end)
         grid = None if grid is None else tuple(int(v) for v in grid)
         block = None if block is None else tuple(int(v) for v in block)
@@ -104,12 +110,8 @@ class Trace:
             k["max_ns"] = max(k["max_ns"], dur)
             self.first = start if self.first is None else min(self.first, start)
             self.last = end if self.last is None else max(self.last, end)
-            if corr is not None:
-                corr = int(corr)
-                if corr in self.ext:
-                    self._attribute(name, dur, self.ext[corr])
-                elif len(self.pending) < MAX_PENDING:
-                    self.pending.append((name, dur, corr))
+            if corr is not None and len(self.launches) < MAX_PENDING:
+                self.launches.append((name, dur, int(corr), None if host is None else int(host)))
 
     def add_ext(self, pairs):
         """External correlation records: [correlation id, external id] pairs (CUPTI's
@@ -117,14 +119,6 @@ class Trace:
         with self.lock:
             for corr, ext in pairs:
                 self.ext[int(corr)] = int(ext)
-            if self.pending:
-                left = []
-                for name, dur, corr in self.pending:
-                    if corr in self.ext:
-                        self._attribute(name, dur, self.ext[corr])
-                    else:
-                        left.append((name, dur, corr))
-                self.pending = left
 
     def add_unit(self, msg):
         """One harness unit ended: {"k": unit, "harness": str, "label": str, "invocations": int,
@@ -134,6 +128,13 @@ class Trace:
             u["harness"], u["label"] = str(msg.get("harness", "")), str(msg.get("label", ""))[:200]
             u["invocations"] = int(msg.get("invocations", 0))
             u["weights"] = {int(i): int(w) for i, w in (msg.get("weights") or {}).items()}
+            u["windows"] = [(int(i), int(a), int(b)) for i, a, b in (msg.get("windows") or [])]
+
+    def add_note(self, text):
+        """Something the injector could not do (it goes into the trace's warnings)."""
+        with self.lock:
+            if len(self.notes) < 20:
+                self.notes.append(str(text)[:300])
 
     def add_code(self, name, shas):
         """Compiled-code provenance: kernel `name` was found in the modules whose cubins hash to
@@ -144,7 +145,8 @@ class Trace:
     def _unit(self, k):
         u = self.units.get(k)
         if u is None:
-            u = self.units[k] = {"harness": "", "label": "", "invocations": 0, "weights": {}, "kernels": {}}
+            u = self.units[k] = {"harness": "", "label": "", "invocations": 0, "weights": {}, "windows": [],
+                                 "kernels": {}}
         return u
 
     def _attribute(self, name, dur, ext):
@@ -159,9 +161,28 @@ class Trace:
         cell[0] += dur
         cell[1] += 1
 
+    def _attribute_all(self):
+        """Each kept launch to its unit and invocation: by external id, else by the host-time window
+        its API call started in (lock held; run once, by doc())."""
+        import bisect
+
+        windows = sorted((a, b, (k << INV_BITS) | i) for k, u in self.units.items() for i, a, b in u["windows"])
+        starts = [w[0] for w in windows]
+        for k in self.units:
+            self.units[k]["kernels"] = {}
+        for name, dur, corr, host in self.launches:
+            ext = self.ext.get(corr)
+            if ext is None and host is not None and windows:
+                j = bisect.bisect_right(starts, host) - 1
+                if j >= 0 and host <= windows[j][1]:
+                    ext = windows[j][2]
+            if ext is not None:
+                self._attribute(name, dur, ext)
+
     def units_doc(self):
         """The harness units in the harness's order: [{"k", "harness", "label", "invocations",
         "weights": {inv: calls}, "kernels": {name: {"inv": [...], "ns": [...], "n": [...]}}}]."""
+        self._attribute_all()
         out = []
         for k in sorted(self.units):
             u = self.units[k]
@@ -187,7 +208,8 @@ class Trace:
         return {"format": 3, "pid": os.getpid() if pid is None else pid,
                 "argv": list(sys.argv) if argv is None else argv, "status": "error" if self.error else "ok",
                 "error": self.error, "records": self.records, "kernels": kernels, "first_start_ns": self.first,
-                "last_end_ns": self.last, "units": self.units_doc(), "code": dict(self.code), **extra}
+                "last_end_ns": self.last, "units": self.units_doc(), "code": dict(self.code), "notes": list(self.notes),
+                **extra}
 
 
 def _int(rec, attr):

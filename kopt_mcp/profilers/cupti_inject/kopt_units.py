@@ -9,8 +9,10 @@ Inside a unit every invocation of the timed function (do_bench's `fn`, pytest-be
 a Timer's statement block `_timeit(number)`, weighted by `number`; do_bench_cudagraph's graph
 replay) pushes a CUPTI external correlation id `unit << INV_BITS | invocation` (kind CUSTOM0) for the
 duration of the call: CUPTI then ties every CUDA API call made inside it, and so the kernels it
-launched, to that invocation. Launches outside an invocation (do_bench's L2 flush, input
-generation before the timed call) are not part of the unit's figure.
+launched, to that invocation. Its host-time window is recorded too: a launch made from another
+thread while the invocation ran (torch's autograd engine runs `backward()` on a device thread of its
+own) belongs to it by the time its API call started. Launches outside an invocation (do_bench's L2
+flush, input generation before the timed call) are not part of the unit's figure.
 
 The harness modules are patched as they are imported (a meta path finder wraps their loader), so
 `from triton.testing import do_bench` in a benchmark gets the marked function. Any failure here
@@ -26,12 +28,17 @@ INV_BITS = 24
 _MODULES = ("triton.testing", "torch.utils.benchmark.utils.timer", "pytest_benchmark.fixture")
 
 
-class Units:
-    """Numbers units and invocations; `push`/`pop` are cupti's external correlation calls, `send`
-    reports a finished unit ({"k", "harness", "label", "invocations", "weights"})."""
+#: invocation windows kept per unit (host-time attribution of launches from other threads)
+MAX_WINDOWS = 20000
 
-    def __init__(self, push, pop, send):
-        self.push, self.pop, self.send = push, pop, send
+
+class Units:
+    """Numbers units and invocations; `push`/`pop` are cupti's external correlation calls, `clock`
+    CUPTI's timestamp (ns, the activity records' clock), `send` reports a finished unit
+    ({"k", "harness", "label", "invocations", "weights", "windows": [[i, start ns, end ns], ...]})."""
+
+    def __init__(self, push, pop, send, clock=None):
+        self.push, self.pop, self.send, self.clock = push, pop, send, clock
         self.lock = threading.Lock()
         self.next_unit = 1
         self.local = threading.local()
@@ -48,7 +55,7 @@ class Units:
 class _Unit:
     def __init__(self, units, k, harness, label):
         self.units, self.k, self.harness, self.label = units, k, harness, label
-        self.invocations, self.weights, self.outer = 0, {}, None
+        self.invocations, self.weights, self.outer, self.windows = 0, {}, None, []
 
     def __enter__(self):
         self.outer = self.units.current()
@@ -59,7 +66,7 @@ class _Unit:
         self.units.local.unit = self.outer
         try:
             self.units.send({"k": self.k, "harness": self.harness, "label": self.label,
-                             "invocations": self.invocations, "weights": self.weights})
+                             "invocations": self.invocations, "weights": self.weights, "windows": self.windows})
         except Exception:  # noqa: BLE001 - never raise into the benchmark
             pass
         return False
@@ -70,7 +77,8 @@ class _Unit:
         self.invocations += 1
         if weight != 1:
             self.weights[str(i)] = int(weight)
-        pushed = False
+        pushed, clock = False, self.units.clock
+        t0 = clock() if clock is not None and len(self.windows) < MAX_WINDOWS else None
         if i < (1 << INV_BITS):
             try:
                 self.units.push((self.k << INV_BITS) | i)
@@ -85,6 +93,8 @@ class _Unit:
                     self.units.pop()
                 except Exception:  # noqa: BLE001
                     pass
+            if t0 is not None:
+                self.windows.append([i, t0, clock()])
 
     def wrap(self, fn):
         def invocation(*args, **kwargs):

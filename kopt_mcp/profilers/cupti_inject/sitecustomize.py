@@ -74,12 +74,13 @@ def _load(name):
 class _FileSink:
     """File mode: the whole trace written at exit to KOPT_CUPTI_OUT/cupti-<pid>.json."""
 
-    def __init__(self, trace):
-        self.trace = trace
+    def __init__(self, trace_mod):
+        self.trace_mod, self.trace = trace_mod, trace_mod.Trace()
 
-    def launches(self, recs):
+    def launches(self, recs, hosts=None):
         for rec in recs:
-            self.trace.add(rec)
+            row = self.trace_mod.row_of(rec)
+            self.trace.add_row(row + [hosts.get(row[7]) if hosts else None])
 
     def ext(self, pairs):
         self.trace.add_ext(pairs)
@@ -89,6 +90,9 @@ class _FileSink:
 
     def code(self, name, shas):
         self.trace.add_code(name, shas)
+
+    def note(self, text):
+        self.trace.add_note(text)
 
     def close(self, error):
         self.trace.error = self.trace.error or error
@@ -115,8 +119,10 @@ class _StreamSink:
     def _send(self, msg):
         self.sock.send(json.dumps(msg, separators=(",", ":")).encode())
 
-    def launches(self, recs):
+    def launches(self, recs, hosts=None):
         rows = [self.row_of(r) for r in recs]
+        if hosts:
+            rows = [row + [hosts.get(row[7])] for row in rows]
         with self.lock:
             batch, size = [], 0
             for row in rows:
@@ -143,6 +149,10 @@ class _StreamSink:
         with self.lock:
             self._send({"t": "code", "name": name, "shas": list(shas)})
 
+    def note(self, text):
+        with self.lock:
+            self._send({"t": "note", "text": str(text)[:300]})
+
     def close(self, error):
         with self.lock:
             self._send({"t": "end", "sent": self.sent, "error": error})
@@ -159,15 +169,27 @@ class _Code:
 
     def __init__(self, sink):
         self.sink, self.modules, self.named = sink, [], set()
+        self.seen, self.empty, self.errors = 0, 0, []
 
     def module(self, rec):
         import ctypes
         import hashlib
 
+        self.seen += 1
         size, ptr = int(getattr(rec, "cubin_size", 0) or 0), int(getattr(rec, "cubin", 0) or 0)
         if ptr and 0 < size:
             data = ctypes.string_at(ptr, size)
             self.modules.append((hashlib.sha256(data).hexdigest(), data if size <= MAX_CUBIN else None))
+        else:
+            self.empty += 1
+
+    def summary(self):
+        """A note when provenance found nothing to say (so a missing fingerprint can be explained)."""
+        if self.named:
+            return None
+        return (f"compiled-code provenance: {self.seen} module record(s), {self.empty} without a cubin, "
+                f"{len(self.modules)} hashed, no launched kernel's name found in them"
+                + (f"; errors: {'; '.join(self.errors[:3])}" if self.errors else ""))
 
     def kernels(self, names):
         for name in names:
@@ -183,7 +205,7 @@ class _Code:
 def _start():
     trace_mod = _load("kopt_cupti_trace")
     try:
-        sink = _StreamSink(trace_mod) if _SOCK else _FileSink(trace_mod.Trace())
+        sink = _StreamSink(trace_mod) if _SOCK else _FileSink(trace_mod)
     except OSError as exc:  # no collector listening: nothing can be reported, the collector says so
         print(f"kopt-mcp CUPTI trace: cannot reach the collector at {_SOCK} ({exc!r})", file=sys.stderr)
         return
@@ -205,31 +227,54 @@ def _start():
     def requested():
         return 8 * 1024 * 1024, 0
 
-    def completed(activities):
-        launches, pairs = [], []
+    api_kinds = {int(getattr(kinds, n)) for n in ("RUNTIME", "DRIVER") if hasattr(kinds, n)}
+    api = {}  # correlation id -> host start (ns) of the API call, until its kernel record comes
+    waiting = []  # kernel records whose API record has not come yet (one buffer later at most)
+
+    def completed(activities, final=False):
+        late, launches, pairs = list(waiting), [], []  # `late` waited one buffer already: no more
+        late_ids = {id(r) for r in late}
+        waiting.clear()
         for rec in activities:
             kind = rec.kind
             if kind == kernel_kind:
                 launches.append(rec)
+            elif int(kind) in api_kinds:
+                api[int(rec.correlation_id)] = int(getattr(rec, "start", 0) or 0)
             elif kind == ext_kind:
                 if int(rec.external_kind) == int(custom0):
                     pairs.append([int(rec.correlation_id), int(rec.external_id)])
             elif kind == module_kind and code is not None:
                 try:
                     code.module(rec)
-                except Exception:  # noqa: BLE001 - provenance is optional
-                    pass
+                except Exception as exc:  # noqa: BLE001 - provenance is optional
+                    code.errors.append(repr(exc)[:120])
         if pairs:
             sink.ext(pairs)
-        if launches:
-            sink.launches(launches)
+        if len(api) > 400000:  # API calls that launch nothing: keep the latest
+            for key in list(api)[:200000]:
+                del api[key]
+        hosts, ready = {}, []
+        for rec in late + launches:
+            corr = getattr(rec, "correlation_id", None)
+            if corr is not None and int(corr) in api:
+                corr = int(corr)
+                hosts[corr] = api.pop(corr)
+                ready.append(rec)
+            elif final or corr is None or id(rec) in late_ids or not enabled_api:
+                ready.append(rec)
+            else:
+                waiting.append(rec)
+        if ready:
+            sink.launches(ready, hosts)
             if code is not None:
                 try:
-                    code.kernels({str(r.name) for r in launches})
-                except Exception:  # noqa: BLE001
-                    pass
+                    code.kernels({str(r.name) for r in ready})
+                except Exception as exc:  # noqa: BLE001
+                    code.errors.append(repr(exc)[:120])
 
     enabled = []
+    enabled_api = set()
 
     def finish():
         try:
@@ -238,6 +283,10 @@ def _start():
                 cupti.activity_disable(k)
         except Exception as exc:  # noqa: BLE001 - never raise into the benchmark
             state["error"] = f"CUPTI flush at exit failed: {exc!r}"
+        if waiting:
+            completed([], final=True)
+        if code is not None and code.summary():
+            sink.note(code.summary())
         sink.close(state["error"])
 
     try:
@@ -254,11 +303,15 @@ def _start():
                 for k in (ext_kind, kinds.RUNTIME, kinds.DRIVER):
                     cupti.activity_enable(k)
                     enabled.append(k)
+                    if int(k) in api_kinds:
+                        enabled_api.add(int(k))
                 units_mod = _load("kopt_units")
                 units_mod.install(units_mod.Units(
                     lambda ext: cupti.activity_push_external_correlation_id(custom0, ext),
-                    lambda: cupti.activity_pop_external_correlation_id(custom0), sink.unit))
+                    lambda: cupti.activity_pop_external_correlation_id(custom0), sink.unit,
+                    getattr(cupti, "get_timestamp", None)))
             except Exception as exc:  # noqa: BLE001 - the trace goes on without units
+                sink.note(f"harness units unavailable: {exc!r}")
                 print(f"kopt-mcp CUPTI trace: harness units unavailable ({exc!r})", file=sys.stderr)
         if code is not None and module_kind is not None:
             try:
