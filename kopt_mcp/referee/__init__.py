@@ -18,6 +18,7 @@ from kopt_mcp.referee import attempt, commit, guards, ops
 from kopt_mcp.referee.core import Session, short
 from kopt_mcp.referee.opening import open_session
 from kopt_mcp.referee.recovery import settle
+from kopt_mcp.referee.recovery import stop as stop_session
 from kopt_mcp.referee.services import Services
 from kopt_mcp.referee.slots import sync
 
@@ -105,8 +106,12 @@ class Referee(Session):
     commit_improvement = operation(commit.commit_improvement)
 
     def judge_run_changes(self, changes, who: str):
-        """ops.judge_run_changes on this session."""
+        """guards.judge_run_changes on this session."""
         return guards.judge_run_changes(self, changes, who)
+
+    def stop(self, reason: str) -> None:
+        """Stop the session (recovery.stop): state `stopped`, Stop Summary written and committed."""
+        stop_session(self, reason)
 
 
 __all__ = ["Cancelled", "Referee", "RefereeError", "Services", "Session", "StateSaveError", "operation"]

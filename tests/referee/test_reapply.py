@@ -78,7 +78,7 @@ def test_a_candidate_judged_against_an_older_best_is_reapplied_and_remeasured(re
     assert (ref.workspace_path / "NOTES.md").read_text() == "another slot's keep\n"
     assert "50.0" in (ref.workspace_path / "kernel.py").read_text()
     rec = next(e for e in reversed(ref.store.ledger()) if e["event"] == "commit")
-    assert rec["reapplied_from"] != newer and rec["reapplied_from"] == head.parents[1].parents[1].hexsha
+    assert rec["reapplied_from"] != newer and rec["reapplied_from"] == head.parents[0].parents[0].hexsha
     # re-measured against the newest BEST: new runs of the candidate and of BEST
     assert len(list(ref.state_dir.rglob("benchmark.log"))) >= runs_before + 2
 

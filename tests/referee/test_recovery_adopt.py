@@ -87,7 +87,7 @@ def test_a_keep_committed_after_an_overtaken_round_is_adopted_once_with_its_over
     assert Path(f"{gate}.taken").exists()  # the handshake ran: a committed during b's first round
     stale = _rev(repo, "kopt-slot/t/b")  # b's commit, made in round 2 on a's keep, not published
     assert _rev(repo, "kernel-opt/t") == ca.commit != stale
-    assert "kopt-mcp attempt 1, " in a.repo.commit(stale).message and a.repo.commit(stale).parents[1].hexsha == ca.commit
+    assert "kopt-mcp attempt 1, " in a.repo.commit(stale).message and a.repo.commit(stale).parents[0].hexsha == ca.commit
     job = json.loads((repo / ".git" / "kopt" / "t" / "slots" / "b" / "state.json").read_text())["in_progress"]
     assert job["tool"] == "commit_improvement" and job["overtaken_rounds"] == 1  # what the killed job left
 
@@ -99,7 +99,7 @@ def test_a_keep_committed_after_an_overtaken_round_is_adopted_once_with_its_over
     assert json.loads((repo / ".git" / "kopt" / "t" / "best.json").read_text())["commit"] == stale
     # nothing committed twice: each keep once on the BEST line, b's on top of a's on top of the baseline
     assert _line(repo)[:2] == ["b", "a"] and _line(repo).count("b") == 1
-    assert a.repo.commit(stale).parents[1].hexsha == ca.commit and a.repo.commit(ca.commit).parents[1].hexsha == base
+    assert a.repo.commit(stale).parents[0].hexsha == ca.commit and a.repo.commit(ca.commit).parents[0].hexsha == base
     text = subprocess.run(["git", "show", "kernel-opt/t:kernel.py"], cwd=repo, capture_output=True, text=True,
                           check=True).stdout
     assert 'TIMES["1"] = 50.0' in text and 'TIMES["2"] = 100.0' in text  # both keeps on one BEST line
@@ -174,7 +174,7 @@ def test_a_baseline_marker_after_its_saved_baseline_keeps_the_baseline_commit(re
     """Phase ready: the baseline was saved. Its `kopt: baseline` commit (on top of the marker's base) is
     not dropped and performance.md is not restored, so the baseline is never recorded twice."""
     best = ref.state.best.commit
-    base = ref.ws.head.commit.parents[1].hexsha
+    base = ref.ws.head.commit.parents[0].hexsha
     perf = (ref.workspace_path / "performance.md").read_text()
     assert ref.ws.head.commit.message.strip() == "kopt: baseline" and "| baseline |" in perf
     again = _reopen(ref, toy_repo, make_referee, {"tool": "baseline", "base": base})
@@ -230,7 +230,7 @@ def test_the_main_slot_killed_after_its_git_commit_does_not_adopt_another_slots_
     ca = a.commit_improvement()
     assert ca.committed, ca.reason
     line = _rev(repo, "kernel-opt/t")
-    assert line == ca.commit and a.repo.commit(line).parents[1].hexsha == cb.commit
+    assert line == ca.commit and a.repo.commit(line).parents[0].hexsha == cb.commit
     text = subprocess.run(["git", "show", "kernel-opt/t:kernel.py"], cwd=repo, capture_output=True, text=True,
                           check=True).stdout
     assert 'TIMES["1"] = 50.0' in text and 'TIMES["2"] = 100.0' in text  # both keeps on one BEST line

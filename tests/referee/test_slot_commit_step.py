@@ -59,7 +59,7 @@ def test_a_commit_overtaken_during_its_re_measure_is_reapplied_and_measured_agai
     assert len(seen) == 2 and "BEST moved during 1 earlier re-measure" in cb.reason
     assert cb.overtaken_rounds == 1 and ca.overtaken_rounds == 0  # structured: nobody parses the reason
     assert _branch(repo, "kernel-opt/t") == cb.commit
-    assert a.repo.commit(cb.commit).parents[1].hexsha == ca.commit and a.repo.commit(ca.commit).parents[1].hexsha == old
+    assert a.repo.commit(cb.commit).parents[0].hexsha == ca.commit and a.repo.commit(ca.commit).parents[0].hexsha == old
     text = subprocess.run(["git", "show", "kernel-opt/t:kernel.py"], cwd=repo, capture_output=True, text=True,
                           check=True).stdout
     assert 'TIMES["1"] = 50.0' in text and 'TIMES["2"] = 100.0' in text  # both keeps on one BEST line
@@ -96,7 +96,7 @@ def test_a_slot_killed_after_its_git_commit_does_not_drop_a_keep_published_meanw
     assert st["phase"] == "improved" and st["kept"] == 0  # the stale commit was not adopted
     assert cr["committed"] and cr["overtaken_rounds"] == 0, cr["reason"]  # re-applied at its start, not overtaken
     line = _branch(repo, "kernel-opt/t")
-    assert line == cr["commit"] != stale and a.repo.commit(line).parents[1].hexsha == ca.commit
+    assert line == cr["commit"] != stale and a.repo.commit(line).parents[0].hexsha == ca.commit
     assert json.loads(repo.joinpath(".git", "kopt", "t", "best.json").read_text())["commit"] == line
     assert _line(repo)[:2] == ["b", "a"]  # both keeps on the BEST line, b's on top of a's
     text = subprocess.run(["git", "show", "kernel-opt/t:kernel.py"], cwd=repo, capture_output=True, text=True,

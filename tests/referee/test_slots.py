@@ -92,7 +92,7 @@ def test_one_commits_while_the_other_was_judged_against_the_old_best(pair, repo)
     cb = b.commit_improvement()  # judged against the old BEST: re-applied onto a's commit and re-measured
     assert cb.committed, cb.reason
     head = subprocess.run(check=False, args=["git", "rev-parse", "kernel-opt/t"], cwd=repo, capture_output=True, text=True).stdout.strip()
-    assert head == cb.commit and a.repo.commit(cb.commit).parents[1].hexsha == ca.commit != old
+    assert head == cb.commit and a.repo.commit(cb.commit).parents[0].hexsha == ca.commit != old
     text = subprocess.run(check=False, args=["git", "show", "kernel-opt/t:kernel.py"], cwd=repo, capture_output=True, text=True).stdout
     assert 'TIMES["1"] = 50.0' in text and 'TIMES["2"] = 100.0' in text  # both keeps on one BEST line
     assert b.state.best.metrics == {"n=1": 50.0, "n=2": 100.0}
