@@ -116,8 +116,9 @@ def test_init_on_flaggems_printed_table_takes_the_provider_named_latency(tmp_pat
     p = propose(tmp_path, "cat perf.log", provider="gems", profile=False)
     assert 'format = "stdout"' in p.toml and 'metric = "Gems Latency (ms)"' in p.toml
     assert "higher_is_better = false" in p.toml and 'config_columns = ["Size Detail"]' in p.toml
+    # without --provider: FlagGems' own, never torch, the reference (issue 25)
     plain = propose(tmp_path, "cat perf.log", profile=False)
-    assert 'metric = "Torch Latency (ms)"' in plain.toml and "--provider NAME" in plain.toml
+    assert 'metric = "Gems Latency (ms)"' in plain.toml and "--provider NAME" in plain.toml
 
 
 def test_analyse_drops_columns_that_differ_between_two_identical_runs():

@@ -31,6 +31,7 @@ from pydantic import BaseModel
 
 from kopt_mcp.bench.runner import run_command
 from kopt_mcp.commands.init.kernels import choose_targets, defined_kernels
+from kopt_mcp.commands.init.own import ownership
 from kopt_mcp.commands.init.protect import protected_paths
 from kopt_mcp.commands.init.read import (
     HIGHER_IS_BETTER,
@@ -180,6 +181,8 @@ def render(command: str | None, keys: dict, unit: str | None, correctness_cmd: s
     lines.append(f"higher_is_better = {'true' if keys['higher_is_better'] else 'false'}")
     if keys["rows"]:
         lines.append(f"rows = {_q(keys['rows'])}  # only these rows count")
+    if keys.get("comparisons"):
+        lines.append(f"# comparison rows (read, never judged): {'; '.join(keys['comparisons'])}")
     lines.append(f"config_columns = {_q(keys['config_columns'])}")
     if keys["correctness_columns"]:
         lines.append(f"correctness_columns = {_q(keys['correctness_columns'])}  # each 0 on every row")
@@ -217,10 +220,10 @@ def propose(repo: Path, command: str | None, results: str | None = None, kernel:
         if not hits:
             raise InitError(f"no file matches --results {results!r} under {repo}")
         runs = [Run(files={str(h.relative_to(repo)): (None, h.read_bytes()) for h in hits})]
-    keys, findings = analyse(runs, results=results, kernel=kernel, provider=provider, mode=mode,
-                             metric_name=metric_name)
-    unit = result_unit(keys, runs, "benchmark.log")
     found, bench = find_test_files(repo), (benchmark_files(repo, command) if command else [])
+    keys, findings = analyse(runs, results=results, kernel=kernel, provider=provider, mode=mode,
+                             metric_name=metric_name, own=ownership(repo, bench, command or ""))
+    unit = result_unit(keys, runs, "benchmark.log")
     tests = correctness_tests(found, bench, kernel)
     correctness = f"{env_prefix(command or '')}python -m pytest -q {' '.join(tests[:8])}" if tests else ""
     oracles = [t for t in find_test_files(repo, ORACLE_FILE)]
