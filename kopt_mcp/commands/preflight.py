@@ -41,10 +41,15 @@ def command_words(command: str) -> tuple[list[str], str]:
     """The words of `command`'s first simple command without its leading VAR=value assignments,
     and those assignments as written ("PYTHONPATH=src python -m pytest -q" -> (["python", "-m",
     "pytest", "-q"], "PYTHONPATH=src ")). Raises ValueError for unbalanced quotes."""
-    first = re.split(r"&&|\|\||;|\|", command, maxsplit=1)[0]
-    words = shlex.split(first)
+    lex = shlex.shlex(command, posix=True, punctuation_chars=";&|")
+    lex.whitespace_split = True
+    words = []
+    for w in lex:  # up to the first control operator (&&, ||, ;, |), quoted ones aside
+        if not w.strip(";&|"):
+            break
+        words.append(w)
     n = next((i for i, w in enumerate(words) if not _ASSIGNMENT.match(w)), len(words))
-    m = re.match(r"""^\s*((?:[A-Za-z_]\w*=(?:"[^"]*"|'[^']*'|[^\s"'])*\s+){%d})""" % n, first) if n else None
+    m = re.match(r"""^\s*((?:[A-Za-z_]\w*=(?:"[^"]*"|'[^']*'|[^\s"'])*\s+){%d})""" % n, command) if n else None
     return words[n:], (m.group(1).strip() + " " if m else "")
 
 
