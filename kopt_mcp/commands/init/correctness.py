@@ -45,6 +45,11 @@ MULTI_GPU = re.compile(
     r"invalid device ordinal|world_size|nprocs|ProcessRaisedException|ProcessExitedException|\bNCCL\b|"
     r"init_process_group|requires? (?:at least )?\d+ (?:GPU|device|rank|process)|"
     r"\b(?:multi|more|several|multiple)[- ]?(?:GPU|device|node)s?\b|\d+ GPUs\b|device_count\(\)", re.I)
+#: the same evidence, most telling first: what a dropped test's reason quotes
+GPU_EVIDENCE = tuple(re.compile(x, re.I) for x in (
+    r"invalid device ordinal[^\n]{0,80}", r"requires? (?:at least )?\d+ (?:GPU|device|rank|process)[^\n]{0,60}",
+    r"\b\d+ GPUs\b[^\n]{0,60}", r"\bNCCL\b[^\n]{0,80}", r"Process(?:Raised|Exited)Exception[^\n]{0,80}",
+    r"\b(?:multi|more|several|multiple)[- ]?(?:GPU|device|node)s?\b[^\n]{0,60}", r"(?:world_size|nprocs)[^\n]{0,40}"))
 _NO_MODULE = re.compile(r"No module named '([\w.]+)'")
 _E_LINE = re.compile(r"^E\s+(.+)$", re.M)
 
@@ -167,7 +172,8 @@ def why_dropped(o: Outcome, gpus: int, own_packages: set[str]) -> Drop | None:
     if o.outcome == "collection_error" or re.search(r"\bImportError\b", text):
         return Drop(target=o.nodeid, kind="import error", detail=first)
     if MULTI_GPU.search(text):
-        seen = MULTI_GPU.search(text).group(0)
+        # the last match of the most telling pattern: the error message, not the source line that raised it
+        seen = next(ms[-1].group(0).strip() for ms in (list(r.finditer(text)) for r in GPU_EVIDENCE + (MULTI_GPU,)) if ms)
         return Drop(target=o.nodeid, kind="needs more GPUs",
                     detail=f"this machine has {gpus} GPU(s); the test shows {seen!r}: {first}")
     if re.search(r"\bTimeout\b|timed out", o.message):

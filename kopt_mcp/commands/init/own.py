@@ -194,7 +194,8 @@ def choose(values: list[str], own: Ownership, what: str = "provider", labels: di
         if calls[v]:
             parts.append(f"its branch in the benchmark calls {', '.join(calls[v])} from this repository")
         if named[v]:
-            parts.append(f"its name matches the repository's ({', '.join(own.names[:3])})")
+            which = [n for n in own.names if _tokens(n) & set(named[v])]
+            parts.append(f"its name matches the repository's {', '.join(which[:3])}")
         return " and ".join(parts)
 
     rules = [
