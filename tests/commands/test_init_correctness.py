@@ -88,19 +88,24 @@ PLANTED = {
         "    ps = [mp.get_context('spawn').Process(target=_rank, args=(r,)) for r in range(world_size)]\n"
         "    [p.start() for p in ps]\n    [p.join() for p in ps]\n"
         "    assert [p.exitcode for p in ps] == [0] * world_size\n"),
-    "tests/test_rms_norm_cute.py": "import no_such_dsl_package_xyz\n\ndef test_cute():\n    pass\n",
-    "tests/test_rms_norm_broken.py": "def test_broken():\n    assert 0.5 == 1.0, 'off by half'\n",
+    "tests/cute/test_rms_norm.py": "import no_such_dsl_package_xyz\n\ndef test_cute():\n    pass\n",
+    "tests/legacy/test_rms_norm.py": "def test_broken():\n    assert 0.5 == 1.0, 'off by half'\n",
     "tests/test_softmax.py": "def test_softmax():\n    pass\n",
+    "tests/test_fused_add_rms_norm.py": "def test_fused():\n    pass\n",
+    # packages, as Liger-Kernel's test folders are: same-named files in two folders import apart
+    "tests/__init__.py": "", "tests/cute/__init__.py": "", "tests/legacy/__init__.py": "",
 }
 
 
 def test_init_runs_the_tests_and_proposes_only_what_passes(tmp_path):
     _write(tmp_path, PLANTED)
-    files = correctness_tests(sorted(PLANTED), ["benchmark/benchmark_rms_norm.py"])
-    assert files == ["tests/test_rms_norm.py", "tests/test_rms_norm_broken.py", "tests/test_rms_norm_cute.py"]
+    # Liger-Kernel's layout: one test_rms_norm.py per backend folder; test_fused_add_rms_norm.py is another kernel's
+    files = correctness_tests(sorted(k for k in PLANTED if k.endswith("py") and "__init__" not in k),
+                              ["benchmark/benchmark_rms_norm.py"])
+    assert files == ["tests/cute/test_rms_norm.py", "tests/legacy/test_rms_norm.py", "tests/test_rms_norm.py"]
     checked = check_correctness(tmp_path, "", sys.executable, files, [], timeout_s=300, gpus=1)
     assert {(d.target, d.kind) for d in checked.drops} == {
-        ("tests/test_rms_norm_broken.py", "failure"), ("tests/test_rms_norm_cute.py", "missing package"),
+        ("tests/legacy/test_rms_norm.py", "failure"), ("tests/cute/test_rms_norm.py", "missing package"),
         ("tests/test_rms_norm.py::test_sharded", "needs more GPUs")}
     assert checked.ran and checked.summary.startswith("3 passed")
     assert checked.command == (f"{sys.executable} -m pytest -q -x -p no:cacheprovider tests/test_rms_norm.py "
@@ -110,9 +115,9 @@ def test_init_runs_the_tests_and_proposes_only_what_passes(tmp_path):
 
 
 def test_init_exits_saying_what_to_write_when_nothing_passes(tmp_path):
-    _write(tmp_path, {k: v for k, v in PLANTED.items() if "broken" in k or "cute" in k})
+    _write(tmp_path, {k: v for k, v in PLANTED.items() if "legacy" in k or "cute" in k or k == "tests/__init__.py"})
     with pytest.raises(InitError, match=r"no test of the proposed correctness command passes.*--correctness CMD") as e:
-        check_correctness(tmp_path, "", sys.executable, ["tests/test_rms_norm_broken.py", "tests/test_rms_norm_cute.py"],
+        check_correctness(tmp_path, "", sys.executable, ["tests/legacy/test_rms_norm.py", "tests/cute/test_rms_norm.py"],
                           [], timeout_s=300)
     assert "off by half" in str(e.value) and "no_such_dsl_package_xyz is not installed" in str(e.value)
 
@@ -128,5 +133,9 @@ def test_pytest_selection_narrows_to_the_benchmarks_topic(tmp_path):
     # no file named after the topic, some test functions are: -k
     assert selection(tmp_path, ["tests/test_ops.py"], ["bench/benchmark_rms_norm.py"], "python x", None) == ["-k", "rms_norm"]
     assert selection(tmp_path, ["tests/test_ops.py"], ["bench/benchmark_gemm.py"], "python x", None) == []
+    # flash-linear-attention: `python -m benchmarks.ops.run --op chunk_gla` names the op, not a file of its topic
+    tests = ["tests/ops/test_gla.py", "tests/ops/test_simple_gla.py", "tests/ops/test_kda.py"]
+    assert correctness_tests(tests, ["benchmarks/ops/run.py"], None, "python -m benchmarks.ops.run --op chunk_gla") == [
+        "tests/ops/test_gla.py"]
     assert command_text("A=1 ", "python", ["t.py"], ["-k", "a b"], ["t.py::x[1 2]"]) == (
         "A=1 python -m pytest -q -x -p no:cacheprovider t.py -k 'a b' --deselect 't.py::x[1 2]'")

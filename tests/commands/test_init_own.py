@@ -7,6 +7,7 @@ rows, the torch reference."""
 from __future__ import annotations
 
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -116,3 +117,13 @@ def test_the_kernel_the_command_benchmarks_counts_and_other_kernels_rows_are_fil
     keys, findings = analyse([Run(files={"d.csv": (None, both)})], own=own)
     assert keys["rows"] == "kernel_name == 'rms_norm'"
     assert any("the benchmark command names it" in f for f in findings)
+
+
+def test_a_benchmark_that_cannot_import_the_repositorys_package_is_told_to_put_src_first(tmp_path):
+    from kopt_mcp.commands.init.propose import InitError, installed_copy_hint
+
+    _package(tmp_path / "src", "tinynorm")
+    (tmp_path / "bench.py").write_text("import tinynorm\n")
+    with pytest.raises(InitError, match=r"could not import this repository's src/tinynorm.*PYTHONPATH=src"):
+        propose(tmp_path, f"{sys.executable} bench.py", profile=False)
+    assert installed_copy_hint(tmp_path, "ModuleNotFoundError: No module named 'numpy'") == ""

@@ -86,14 +86,31 @@ def topics(bench: list[str], kernel: str | None) -> list[str]:
     return [w for w in (_TOPIC_NOISE.sub("", Path(b).stem.lower()) for b in bench if b.endswith(".py")) if len(w) >= 3]
 
 
-def correctness_tests(test_files: list[str], bench: list[str], kernel: str | None = None) -> list[str]:
+def _test_topic(path: str) -> str:
+    """A test file's topic: its stem without test words ("test/ops/test_gla.py" -> "gla")."""
+    return re.sub(r"^test_|_test$", "", Path(path).stem.lower())
+
+
+def correctness_tests(test_files: list[str], bench: list[str], kernel: str | None = None, command: str = "") -> list[str]:
     """The pytest files to propose as the correctness command, from the repository's test files
     (sorted) and the files the benchmark command names: those that are not performance suites
     (under a bench*/ folder, named *_perf.py, bench_*.py, ...) nor benchmark files; narrowed to
-    those whose name holds a topic word (`topics`) where any does. Pure."""
+
+    1. with `kernel` (init's --kernel): those whose name holds it;
+    2. those whose topic is a whole word of the benchmark's names or arguments (`benchmark_rms_norm.py`
+       -> test_rms_norm.py, not test_fused_add_rms_norm.py; `--op chunk_gla` -> test_gla.py);
+    3. those whose name holds a topic word of the benchmark files (`test_norm_perf.py` -> test_norm_ops.py);
+
+    the first that finds any; else every test file. Pure."""
     tests = [t for t in test_files if t not in bench and not PERF_FILE.search(Path(t).name)
              and not any(part.lower().startswith("bench") for part in Path(t).parts[:-1])]
     words = topics(bench, kernel)
+    if not kernel:
+        spoken = " " + " ".join(re.split(r"[^a-z0-9]+", " ".join([*(Path(b).stem for b in bench), command]).lower())) + " "
+        named = [t for t in tests if len(_test_topic(t)) >= 3
+                 and " " + " ".join(re.split(r"[^a-z0-9]+", _test_topic(t))) + " " in spoken]
+        if named:
+            return named
     narrowed = [t for t in tests if any(w in Path(t).stem.lower() for w in words)]
     return narrowed or tests
 
@@ -154,8 +171,9 @@ def why_dropped(o: Outcome, gpus: int, own_packages: set[str]) -> Drop | None:
     if o.outcome in ("passed", "xpassed", "skipped"):
         return None
     text = f"{o.message}\n{o.text}"
-    first = (_E_LINE.findall(o.text) or [o.message or o.outcome])[-1 if o.outcome == "collection_error" else 0]
-    first = first.strip()[:200]
+    lines = [x for x in o.text.splitlines() if x.strip()]
+    first = (_E_LINE.findall(o.text) or ([lines[0]] if o.outcome == "collection_error" and lines else [])
+             or [o.message or o.outcome])[-1 if o.outcome == "collection_error" else 0].strip()[:200]
     if o.outcome == "xfailed":
         if MULTI_GPU.search(o.message):
             return Drop(target=o.nodeid, kind="needs more GPUs",

@@ -91,13 +91,19 @@ def find_test_files(repo: Path, pattern: re.Pattern = TEST_FILE) -> list[str]:
 
 
 def benchmark_files(repo: Path, command: str) -> list[str]:
-    """Files of `repo` that `command` names (the benchmark script and its arguments that exist)."""
+    """Files of `repo` that `command` names (the benchmark script and its arguments that exist, the
+    file of a module `python -m` runs)."""
     try:
         words = shlex.split(command)
     except ValueError:
         return []
     out: list[str] = []
     root = repo.resolve()
+    # `python -m benchmarks.ops.run`: the module's file (benchmarks/ops/run.py or its __main__.py)
+    for prev, w in zip(words, words[1:]):
+        if prev == "-m" and re.fullmatch(r"[A-Za-z_][\w.]*", w):
+            base = Path(*w.split("."))
+            words += [str(base.with_suffix(".py")), str(base / "__main__.py")]
     for w in words:
         # the word itself, a value after "=", and path-like pieces inside it: a script that
         # `python -c "...runpy.run_path('benchmarks/rms_norm.py')"` runs is a benchmark file too
@@ -252,7 +258,7 @@ def propose_correctness(repo: Path, command: str | None, bench: list[str], found
     """The correctness command (kopt_mcp/commands/init/correctness.py), run once on the unmodified
     tree unless `run` is False; `given` (--correctness) is run as is. None where no test file is
     found. Raises InitError when the test runner is missing or nothing passes."""
-    tests = correctness_tests(found, bench, kernel)
+    tests = correctness_tests(found, bench, kernel, command or "")
     if given is None and not tests:
         return None
     prefix, python = env_prefix(command or ""), _interpreter(command)

@@ -74,7 +74,8 @@ def installed_copy_hint(repo: Path, log: str) -> str:
     """A hint when a failed run's traceback passes through a copy of the repository's own package
     installed elsewhere (site-packages, a wheel, another checkout) while the repository holds it
     under `src/<pkg>` or `<pkg>`: then the benchmark ran that copy, not the repository's sources
-    (Liger-Kernel's benchmark imported an installed liger_kernel). '' when there is none."""
+    (Liger-Kernel's benchmark imported an installed liger_kernel); or when the run could not import
+    that package at all ("No module named '<pkg>'": nothing installed). '' when there is none."""
     repo = repo.resolve()
     for path in _TRACEBACK_FILE.findall(log):
         p = Path(path)
@@ -86,6 +87,11 @@ def installed_copy_hint(repo: Path, log: str) -> str:
                     where = str(Path(*p.parts[:i])) if i else "/"
                     return (f"\nThe run imported {part} from {where}, not from this repository's {root}/{part}: "
                             f"put the sources first: `PYTHONPATH={root}${{PYTHONPATH:+:$PYTHONPATH}} <command>`")
+    for name in re.findall(r"No module named '(\w+)", log):
+        for root in ("src", "."):
+            if (repo / root / name / "__init__.py").is_file():
+                return (f"\nThe run could not import this repository's {root}/{name} (it is not installed): put the "
+                        f"sources on the path: `PYTHONPATH={root}${{PYTHONPATH:+:$PYTHONPATH}} <command>`")
     return ""
 
 
