@@ -127,3 +127,11 @@ def test_a_benchmark_that_cannot_import_the_repositorys_package_is_told_to_put_s
     with pytest.raises(InitError, match=r"could not import this repository's src/tinynorm.*PYTHONPATH=src"):
         propose(tmp_path, f"{sys.executable} bench.py", profile=False)
     assert installed_copy_hint(tmp_path, "ModuleNotFoundError: No module named 'numpy'") == ""
+
+
+def test_statistics_of_one_measurement_are_not_providers():
+    """flash-linear-attention's runner writes median_ms, p20_ms and p80_ms per shape: one provider."""
+    csv = b"T,median_ms,p20_ms,p80_ms\n1024,1.5,1.4,1.6\n2048,2.5,2.4,2.6\n"
+    keys, findings = analyse([Run(files={"r.csv": (None, csv)})])
+    assert keys["metric"] == "median_ms" and keys["comparisons"] == []
+    assert any("the median of one measurement's statistics" in f for f in findings)

@@ -198,19 +198,36 @@ def _metric_column(df, pytest_benchmark: bool, provider: str | None = None,
             named = [c for c in hits if provider and provider.lower() in c.lower()]
             if len(hits) == 1:
                 return hits[0]
+            stats = _statistics_of_one(hits)
             if named:
                 pick, why = named[0], f"it names --provider {provider}"
+            elif stats:
+                pick, why = stats, "the median of one measurement's statistics"
             else:
                 c = choose(hits, own or Ownership(), "provider", {h: provider_label(h) for h in hits})
                 pick, why = c.value, c.why
             if findings is not None:
                 findings.append(f"metric columns: {hits}; chose {pick!r}: {why} "
                                 "(--provider NAME takes the one naming NAME)")
-            if comparisons is not None:
+            if comparisons is not None and not stats:
                 comparisons += [f"column {h!r}" for h in hits if h != pick]
             return pick
     raise InitError(f"no column of measured numbers in the results (columns {list(map(str, df.columns))}): "
                     "pass --results to the file the benchmark writes its timings to")
+
+
+_STAT_TOKENS = re.compile(r"^(median|mean|avg|average|min|max|std|stdev|p\d{1,2}|q\d{1,2}|y|value|\d{1,2})$")
+
+
+def _statistics_of_one(columns: list[str]) -> str | None:
+    """The median column where `columns` are statistics of one measurement ("median_ms", "p20_ms",
+    "p80_ms"; "y_value_50", "y_value_20"), not one column per provider; else None."""
+    def rest(c: str) -> tuple[str, ...]:
+        return tuple(t for t in re.split(r"[^a-z0-9]+", provider_label(c).lower()) if t and not _STAT_TOKENS.match(t))
+
+    if len(columns) < 2 or len({rest(c) for c in columns}) != 1:
+        return None
+    return next((c for c in columns if re.search(r"median|p50|(^|[^0-9])50($|[^0-9])", c.lower())), columns[0])
 
 
 def _shared_glob(paths: list[str], run: Run) -> str | None:
