@@ -33,7 +33,7 @@ def test_init_write_on_a_fresh_copy_gives_a_working_session(tmp_path, make_refer
     assert "# comparison rows (read, never judged): kernel_provider == 'numpy'" in text
     dropped = [line for line in text.splitlines() if line.startswith("# dropped: ")]
     assert [line.split(": ")[1:3] for line in dropped] == [
-        ["test/dsl/test_rms_norm_dsl.py", "missing package"],
+        ["test/dsl/test_rms_norm.py", "missing package"],
         ["test/test_rms_norm.py::test_sharded_rms_norm[4]", "needs more GPUs"]]
     assert cfg.correctness.command == (
         "PYTHONPATH=src${PYTHONPATH:+:$PYTHONPATH} python -m pytest -q -x -p no:cacheprovider test/test_rms_norm.py "
