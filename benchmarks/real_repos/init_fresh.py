@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import signal
 import subprocess
 import sys
@@ -166,6 +167,8 @@ def check(fresh: Fresh, src: Path, out: Path, work: Path | None, deadline: float
     if result["resumed"]:
         result["init"] = json.loads(saved.read_text()).get("init", {})
     else:
+        if repo.exists():  # an earlier call cut short before init wrote its proposal
+            shutil.rmtree(repo)
         make_repo(src, repo, fresh.snapshot, result["commit"])
         result["init"] = run_init(repo, fresh)
         print(f"{fresh.name}: init exit {result['init']['exit_code']} in {result['init']['seconds']} s", flush=True)
