@@ -177,16 +177,16 @@ def choose(values: list[str], own: Ownership, what: str = "provider", labels: di
     """The value of `values` (a provider column's values, or a wide table's metric columns with
     their provider `labels`) that is the repository's own, with why. In order: a value whose branch
     calls the repository's code and whose name matches it; its branch alone; its name alone; an
-    own-word (`ours`); for what="kernel", the value the benchmark command names; else the first value
-    that is not a reference. References are left only when every value is one. Pure."""
+    own-word (`ours`); for what="kernel", first the value the benchmark command names (the longest);
+    else the first value that is not a reference. A provider that is a reference is left only when
+    every value is one. Pure."""
     labels = labels or {}
     label = {v: labels.get(v, v) for v in values}
-    pool = [v for v in values if not is_reference(label[v])] or list(values)
+    pool = [v for v in values if what == "kernel" or not is_reference(label[v])] or list(values)
     repo_tokens = set().union(*(_tokens(n) for n in own.names)) if own.names else set()
     named = {v: sorted(_tokens(label[v]) & repo_tokens) for v in pool}
     calls = {v: own.branches.get(v) or own.branches.get(label[v]) or [] for v in pool}
-    command_words = _tokens(own.command) | set(re.split(r"[^a-z0-9_]+", own.command.lower()))
-    in_command = [v for v in pool if label[v].lower() in command_words or label[v].lower() in own.command.lower()]
+    in_command = [v for v in pool if label[v].lower() in own.command.lower()]
     refs = [v for v in values if v not in pool]
 
     def why_of(v: str) -> str:
