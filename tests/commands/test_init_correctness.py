@@ -18,7 +18,7 @@ from kopt_mcp.commands.init.correctness import (
     selection,
     why_dropped,
 )
-from kopt_mcp.commands.init.pytest_report import parse_junit, parse_progress, summary_line
+from kopt_mcp.commands.init.pytest_report import parse_junit, parse_progress, running_test, summary_line
 from kopt_mcp.errors import InitError
 
 FIX = Path(__file__).parents[1] / "fixtures" / "init"
@@ -43,6 +43,8 @@ def test_a_killed_run_is_read_from_its_progress_lines():
     assert [o.nodeid for o in done][-2:] == [f"{NORM}::test_needs_cache", "tests/test_slow.py::test_fast"]
     assert {o.nodeid: o.outcome for o in done}[f"{NORM}::test_sharded[4]"] == "xfailed"
     assert "tests/test_slow.py::test_slow" not in {o.nodeid for o in done}  # killed inside it
+    assert running_test((FIX / "pytest_verbose_killed.log").read_text()) == "tests/test_slow.py::test_slow"
+    assert running_test((FIX / "pytest_verbose_run.log").read_text()) is None
 
 
 def test_every_failure_of_the_unmodified_tree_is_dropped_with_why():
@@ -139,3 +141,17 @@ def test_pytest_selection_narrows_to_the_benchmarks_topic(tmp_path):
         "tests/ops/test_gla.py"]
     assert command_text("A=1 ", "python", ["t.py"], ["-k", "a b"], ["t.py::x[1 2]"]) == (
         "A=1 python -m pytest -q -x -p no:cacheprovider t.py -k 'a b' --deselect 't.py::x[1 2]'")
+
+
+def test_a_run_cut_by_the_time_limit_leaves_out_the_test_it_was_inside_and_what_it_never_reached(tmp_path):
+    _write(tmp_path, {
+        "t/test_a.py": "def test_a():\n    pass\n",
+        "t/test_b.py": "import time\n\ndef test_fast():\n    pass\n\n"
+                       "def test_hang():\n    time.sleep(600)\n\ndef test_after():\n    pass\n",
+        "t/test_c.py": "def test_c():\n    pass\n"})
+    checked = check_correctness(tmp_path, "", sys.executable, ["t/test_a.py", "t/test_b.py", "t/test_c.py"], [],
+                                timeout_s=25)
+    assert [(d.target, d.kind, d.detail.split(" within")[0]) for d in checked.drops] == [
+        ("t/test_b.py::test_hang", "too slow", "did not finish"), ("t/test_c.py", "too slow", "not reached")]
+    assert checked.command.endswith("t/test_a.py t/test_b.py --deselect t/test_b.py::test_hang")
+    assert checked.summary.startswith("3 passed")  # test_after ran in the second run

@@ -11,9 +11,10 @@ one-GPU machine, and the baseline was refused after 245 s. Now init
    (kopt_mcp/commands/init/pytest_report.py);
 3. drops what fails or errors there, each with why (`why_dropped`): a missing package, an import
    error, a test that needs more GPUs than the machine has (spawning world_size processes, an
-   invalid device ordinal, or an xfail/skip for a multi-GPU host), a test that did not finish in
-   the time limit, or a real failure of the unmodified tree: a whole file where nothing of it
-   passed, else `--deselect NODE` (a prefix: every parametrization of a function);
+   invalid device ordinal, or an xfail for a multi-GPU host), or a real failure of the unmodified
+   tree: a whole file where nothing of it passed, else `--deselect NODE` (a prefix: every
+   parametrization of a function). A run cut by the time limit leaves out the test it was inside
+   (every case of its function) and the files it never reached;
 4. runs the narrowed command again until it passes as proposed (at most MAX_ROUNDS runs), or
    raises InitError saying what to write when nothing passes.
 """
@@ -31,7 +32,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from kopt_mcp.bench.runner import run_command
-from kopt_mcp.commands.init.pytest_report import Outcome, parse_junit, parse_progress, summary_line
+from kopt_mcp.commands.init.pytest_report import Outcome, parse_junit, parse_progress, running_test, summary_line
 from kopt_mcp.errors import InitError
 
 MAX_ROUNDS = 3
@@ -277,14 +278,17 @@ def check_correctness(repo: Path, prefix: str, python: str, files: list[str], se
             outcomes, log, code, timed_out, secs = _run(
                 repo, command_text(prefix, python, files, select, deselect, str(report)), report, timeout_s)
             new = [d for d in (why_dropped(o, gpus, own_packages) for o in outcomes) if d]
-            if timed_out:
-                finished = {o.file for o in outcomes}
-                last = outcomes[-1].file if outcomes else None
-                for f in files:  # every file not finished: left out, the limit named
-                    if f not in finished or f == last:
-                        new.append(Drop(target=f, kind="too slow", detail=f"did not finish within init's {timeout_s:g} s "
-                                        "limit for the tests (--tests-timeout)"))
-            grouped = list({d.target: d for d in [*_group(outcomes, new), *(d for d in new if d.target in files)]}.values())
+            if timed_out:  # the test it was inside is left out; files it never reached too; the rest runs again
+                running, seen = running_test(log), {o.file for o in outcomes}
+                limit = f"init's {timeout_s:g} s limit for the tests (--tests-timeout)"
+                if running:
+                    base = running.split("[", 1)[0] + "[" if "[" in running else running
+                    new.append(Drop(target=base, kind="too slow", detail=f"did not finish within {limit}"))
+                new += [Drop(target=f, kind="too slow", detail=f"not reached within {limit}") for f in files
+                        if f not in seen and not (running or "").startswith(f + "::")]
+            known = {o.nodeid for o in outcomes}
+            grouped = list({d.target: d for d in [*_group(outcomes, new), *(d for d in new if d.target not in known)]
+                            }.values())
             gone = {d.target for d in new}
             passed = [o for o in outcomes if o.outcome in ("passed", "xpassed") and o.nodeid not in gone]
             if code == 0 and not grouped:
@@ -303,7 +307,7 @@ def check_correctness(repo: Path, prefix: str, python: str, files: list[str], se
             whole = {d.target for d in grouped if d.target in files}
             files = [f for f in files if f not in whole]
             deselect += [d.target for d in grouped if d.target not in whole]
-            if not files or not passed:
+            if not files or (not passed and not timed_out):
                 raise InitError(_nothing_passes(drops, prefix, python))
     raise InitError(f"the correctness command still failed after {MAX_ROUNDS} runs on the unmodified tree, each "
                     f"narrowed by what the last one showed (flaky tests?): {_nothing_passes(drops, prefix, python)}")

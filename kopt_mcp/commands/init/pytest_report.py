@@ -92,6 +92,15 @@ def parse_progress(log: str) -> list[Outcome]:
     return list(seen.values())
 
 
+def running_test(log: str) -> str | None:
+    """The test a killed `pytest -v` run was inside: its last line holds a node id that pytest wrote
+    when the test started and no outcome after it ("tests/test_slow.py::test_slow "); None when the
+    run ended between tests."""
+    lines = [line for line in log.splitlines() if line.strip()]
+    last = lines[-1].rstrip() if lines else ""
+    return last if "::" in last and not _PROGRESS.match(last) and not last.startswith((" ", "=", "_")) else None
+
+
 _SUMMARY = re.compile(r"^=+ (?P<s>(?:\d+ \w+(?:, )?)+.*? in [\d.]+s.*?) =+$", re.M)
 
 
