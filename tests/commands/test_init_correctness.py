@@ -155,3 +155,21 @@ def test_a_run_cut_by_the_time_limit_leaves_out_the_test_it_was_inside_and_what_
         ("t/test_b.py::test_hang", "too slow", "did not finish"), ("t/test_c.py", "too slow", "not reached")]
     assert checked.command.endswith("t/test_a.py t/test_b.py --deselect t/test_b.py::test_hang")
     assert checked.summary.startswith("3 passed")  # test_after ran in the second run
+
+
+def test_a_proposal_whose_tests_were_not_run_is_printed_loudly_and_never_written(tmp_path, capsys):
+    from kopt_mcp.app.cli import main
+
+    _write(tmp_path, {"bench.py": "open('out.csv', 'w').write('n,us\\n1,2.5\\n2,5.5\\n')\n",
+                      "tests/test_kernel.py": "def test_ok():\n    pass\n"})
+    args = ["init", "--repo", str(tmp_path), "--command", f"{sys.executable} bench.py"]
+    assert main([*args, "--no-run-tests"]) == 0
+    out = capsys.readouterr()
+    assert "# NOT RUN: init did not run this command (--no-run-tests)" in out.out and "WARNING" in out.err
+    assert main([*args, "--no-run-tests", "--write"]) == 2 and not (tmp_path / "kopt.toml").exists()
+    assert "never run" in capsys.readouterr().err
+    # your own correctness command is run once too: one that fails on the unmodified tree is refused
+    assert main([*args, "--correctness", f"{sys.executable} -c 'raise SystemExit(3)'", "--write"]) == 2
+    assert "exited 3 on the unmodified tree" in capsys.readouterr().err and not (tmp_path / "kopt.toml").exists()
+    assert main([*args, "--correctness", f"{sys.executable} -m pytest -q tests", "--write"]) == 0
+    assert "# init ran this command on the unmodified tree: 1 passed" in (tmp_path / "kopt.toml").read_text()

@@ -101,10 +101,11 @@ def running_test(log: str) -> str | None:
     return last if "::" in last and not _PROGRESS.match(last) and not last.startswith((" ", "=", "_")) else None
 
 
-_SUMMARY = re.compile(r"^=+ (?P<s>(?:\d+ \w+(?:, )?)+.*? in [\d.]+s.*?) =+$", re.M)
+_SUMMARY = re.compile(r"^(?:=+ )?(?P<s>\d+ \w+(?:, \d+ \w+)* in [\d.]+s(?: \([\d:]+\))?)(?: =+)?$", re.M)
 
 
 def summary_line(log: str) -> str:
-    """pytest's last summary line ("3 passed, 1 skipped in 4.12s"), or ''."""
+    """pytest's last summary line ("3 passed, 1 skipped in 4.12s"; between rules of "=", or bare
+    under -q), or ''."""
     found = _SUMMARY.findall(log)
     return found[-1] if found else ""
