@@ -75,6 +75,11 @@ class InitError(SetupError, RuntimeError):
     """init could not propose a config; the message says what to pass or fix."""
 
 
+class PreflightError(SetupError, RuntimeError):
+    """A command of the config cannot start on this machine (its program, a file it names, or the
+    test runner is missing: kopt_mcp/commands/preflight.py); the message says what to install or fix."""
+
+
 class RefereeError(StateError, RuntimeError):
     """An operation cannot proceed; the message says what the caller should do next."""
 

@@ -80,7 +80,8 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--tag", default=None, help="session tag (default: the most recently active session)")
     r.add_argument("--out", type=Path, default=None, help="HTML file to write (default: report.html in the "
                    "session's state folder); its path is printed")
-    i = sub.add_parser("init", help="run the repository's own benchmark twice and propose a commented kopt.toml")
+    i = sub.add_parser("init", help="run the repository's own benchmark twice and its tests once, and propose a "
+                       "commented kopt.toml")
     i.add_argument("--repo", type=Path, default=Path.cwd(), metavar="PATH",
                    help="the kernel repository, a git checkout (default: cwd)")
     i.add_argument("--command", default=None, help="the benchmark command (run twice in --repo); else --results")
@@ -88,6 +89,13 @@ def _parser() -> argparse.ArgumentParser:
                    "already there when no --command is given)")
     for flag in ("kernel", "provider", "mode", "metric-name"):
         i.add_argument(f"--{flag}", default=None, help=f"the {flag.replace('-', ' ')} whose rows count")
+    i.add_argument("--correctness", default=None, metavar="CMD",
+                   help="the correctness command to propose instead of the one init finds (init runs it once: it "
+                   "must pass on the unmodified tree)")
+    i.add_argument("--tests-timeout", type=float, default=600.0, metavar="S",
+                   help="time limit (s) of each of init's runs of the correctness command (default 600)")
+    i.add_argument("--no-run-tests", action="store_true",
+                   help="do not run the correctness command: the proposal says so and is printed, never written")
     i.add_argument("--write", action="store_true", help="write <repo>/kopt.toml instead of printing it")
     i.add_argument("--force", action="store_true", help="with --write: replace an existing kopt.toml")
     j = sub.add_parser("rejudge", help="decide a recorded attempt again under today's rules, from its run folders "
@@ -204,7 +212,8 @@ def main(argv: list[str] | None = None) -> int:
         from kopt_mcp.commands.init.propose import run_init
 
         return run_init(args.repo, args.command, args.results, args.kernel, args.provider, args.mode,
-                        args.metric_name, args.write, args.force)
+                        args.metric_name, args.write, args.force, args.correctness, not args.no_run_tests,
+                        args.tests_timeout)
     # lazy: start-up time: each subcommand loads only what it uses
     from kopt_mcp.commands.check_config import check_config
 

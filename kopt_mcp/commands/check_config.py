@@ -2,22 +2,21 @@
 
 The summary: the config, the benchmark and correctness commands, the result files and how they are
 read (format, rows filter, counts, the first 10 config classes), the gates in force, the device and
-profiler, protected paths, warnings. Problems that make every run fail (a command that is not
-there, a workdir that does not exist, a result glob that can never match inside the tree, existing
-results that do not fit) are errors: exit code 2.
+profiler, protected paths, warnings. Problems that make every run fail (a command, a file it names
+or the test runner that is not there: kopt_mcp/commands/preflight.py; a workdir that does not
+exist, a result glob that can never match inside the tree, existing results that do not fit) are
+errors: exit code 2.
 """
 
 from __future__ import annotations
 
 import glob
-import re
-import shlex
-import shutil
 from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
 
+from kopt_mcp.commands.preflight import preflight_problems
 from kopt_mcp.config import BenchmarkSection, TargetConfig, load_config
 from kopt_mcp.errors import ConfigError, MetricsError
 from kopt_mcp.gpus import make_probe
@@ -27,35 +26,6 @@ from kopt_mcp.readers import resolve_format
 from kopt_mcp.readers.metrics import MetricTable, read_metrics
 
 SHOWN_CLASSES = 10
-_SHELL_WORDS = {"cd", "export", "source", ".", "set", "exec", "env", "time", "nice", "timeout", "if", "for", "while",
-                "(", "{", "!", "true", "false", "test", "[", "echo", "eval"}
-_INTERPRETERS = re.compile(r"^(python[0-9.]*|bash|sh|zsh|pytest|torchrun|node)$")
-
-
-def command_problems(command: str, cwd: Path) -> list[str]:
-    """Why `command` cannot run in `cwd` (empty list when it may): its program is not on PATH nor a
-    file, or the script an interpreter is given does not exist. Only the first simple command is
-    checked (what follows `&&`, `;` or `|` is not); shell words (cd, export, ...) are skipped."""
-    try:
-        words = shlex.split(re.split(r"&&|\|\||;|\|", command, maxsplit=1)[0])
-    except ValueError as e:
-        return [f"the command is not valid shell ({e}): fix its quotes"]
-    words = [w for w in words if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", w)]  # VAR=value prefixes
-    if not words or words[0] in _SHELL_WORDS or words[0].startswith("$"):
-        return []
-    prog = words[0]
-    if "/" in prog:
-        if not (cwd / prog).exists():
-            return [f"the command's program {prog} does not exist in {cwd}: fix [benchmark] command or workdir"]
-    elif shutil.which(prog) is None:
-        return [f"the command's program {prog!r} is not on PATH: install it or write its full path"]
-    if _INTERPRETERS.match(Path(prog).name) and len(words) > 1:
-        script = words[1]
-        if script == "-m" or script.startswith("-") or script.startswith("$"):
-            return []
-        if script.endswith((".py", ".sh")) and not (cwd / script).exists():
-            return [f"{prog} is given {script}, which does not exist in {cwd}: fix [benchmark] command or workdir"]
-    return []
 
 
 def glob_problems(pattern: str) -> list[str]:
@@ -133,17 +103,12 @@ def check_config(repo: Path, config: Path | None) -> int:
         return 2
     t, status, warnings, errors = cf.target, 0, [], []
     b = t.benchmark
-    cwd = repo / b.workdir
     out.print(f"config {cf.path} (sha256 {cf.sha256[:12]})")
     out.print(escape(f"benchmark: `{b.command}` in {b.workdir}, timeout {b.timeout_s:g} s"))
-    if not cwd.is_dir():
-        errors.append(f"[benchmark] workdir {b.workdir!r} is not a directory under {repo}")
-    else:
-        errors += command_problems(b.command, cwd)
-        if t.correctness.command:
-            errors += [f"[correctness] {p}" for p in command_problems(t.correctness.command, repo)]
+    errors += preflight_problems(t, repo)  # kopt_mcp/commands/preflight.py: programs, files, test runner
     errors += glob_problems(b.csv) if b.csv else []
-    warnings += command_warnings(b.command, repo / b.workdir)
+    if (repo / b.workdir).is_dir():
+        warnings += command_warnings(b.command, repo / b.workdir)
     out.print(escape(f"correctness: columns {b.correctness_columns or '-'}; condition {b.correctness or '-'}; "
                      f"command {t.correctness.command or '-'}"))
     if not errors:

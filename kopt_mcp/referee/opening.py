@@ -15,6 +15,7 @@ from filelock import FileLock, Timeout
 from kopt_mcp import vcs
 from kopt_mcp.bench.local import LocalExecutor
 from kopt_mcp.bench.runner import end_leftovers
+from kopt_mcp.commands.preflight import preflight
 from kopt_mcp.config import load_config
 from kopt_mcp.errors import RefereeError, VcsError
 from kopt_mcp.gpus import make_probe
@@ -31,7 +32,8 @@ def open_session(sess: Session) -> None:
     """Open `sess` (built by Session.__init__): take the server lock, end runs a killed server left
     behind, create or resume the state, and build the GPU gate. Raises RefereeError when another
     server holds the repository, when the path is a session's own worktree, or when the frozen
-    config changed; the lock is released again on any error."""
+    config changed, and PreflightError when a command of the config cannot start on this host
+    (kopt_mcp/commands/preflight.py); the lock is released again on any error."""
     sess.kopt_dir.mkdir(parents=True, exist_ok=True)
     # one server per git repository (keyed by its common git dir, shared by every worktree):
     # two sessions on one repository would race on git and the GPUs
@@ -59,6 +61,8 @@ def open_session(sess: Session) -> None:
                                       "since": now_iso(), **({"slot": sess.slot} if sess.slot else {})}) + "\n",
                           encoding="utf-8")
         _open_state(sess)
+        if sess.services.executor is None and not sess.cfg.cluster.ray_address:  # the commands run on this host
+            preflight(sess.cfg, Path(sess.ws.working_tree_dir))  # before any wait for a device or run
         _open_gate(sess)
         if ended:
             sess.store.log("leftovers_ended", pids=ended,

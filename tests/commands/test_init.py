@@ -41,7 +41,10 @@ def test_init_on_an_appended_long_csv_harness(harness):
     assert (b.csv, b.format, b.metric, b.value_column) == ("data/all_benchmark_data.csv", "csv-long", "speed", "y_value_50")
     assert b.rows == "kernel_provider == 'ours'" and b.config_columns == ["x_value"]
     assert "metric = \"speed\"  # unit: ms" in p.toml
-    assert cfg.correctness.command == "python -m pytest -q tests/test_kernel.py"
+    # the tests init ran on the unmodified tree (kopt_mcp/commands/init/correctness.py), stopping at the first failure
+    assert cfg.correctness.command == "python -m pytest -q -x -p no:cacheprovider tests/test_kernel.py"
+    assert "# init ran this command on the unmodified tree: 5 passed" in p.toml
+    assert "# comparison rows (read, never judged): kernel_provider == 'reference'" in p.toml
     assert cfg.protect.paths == ["benchmark/", "reference.py", "tests/"]  # kopt_mcp/commands/init/protect.py
     assert "timestamp" in p.toml and "kernel = " in p.toml  # never-config finding; the target kernel line
     assert _status(harness) == ""  # the tracked results file is put back as it was
@@ -116,8 +119,10 @@ def test_init_on_flaggems_printed_table_takes_the_provider_named_latency(tmp_pat
     p = propose(tmp_path, "cat perf.log", provider="gems", profile=False)
     assert 'format = "stdout"' in p.toml and 'metric = "Gems Latency (ms)"' in p.toml
     assert "higher_is_better = false" in p.toml and 'config_columns = ["Size Detail"]' in p.toml
+    # without --provider: FlagGems' own, never torch, the reference (issue 25)
     plain = propose(tmp_path, "cat perf.log", profile=False)
-    assert 'metric = "Torch Latency (ms)"' in plain.toml and "--provider NAME" in plain.toml
+    assert 'metric = "Gems Latency (ms)"' in plain.toml and "--provider NAME" in plain.toml
+    assert "# comparison rows (read, never judged): column 'Torch Latency (ms)'" in plain.toml
 
 
 def test_analyse_drops_columns_that_differ_between_two_identical_runs():
@@ -230,5 +235,6 @@ def test_a_benchmark_run_through_python_c_is_protected_and_its_environment_reach
     assert env_prefix(cmd) == "PYTHONPATH=.${PYTHONPATH:+:$PYTHONPATH} "
     assert env_prefix('A=1 B="x y" python b.py') == 'A=1 B="x y" ' and env_prefix("python b.py") == ""
     cfg = TargetConfig.model_validate(tomllib.loads(propose(harness, cmd, profile=False).toml))
-    assert cfg.correctness.command == "PYTHONPATH=.${PYTHONPATH:+:$PYTHONPATH} python -m pytest -q tests/test_kernel.py"
+    assert cfg.correctness.command == ("PYTHONPATH=.${PYTHONPATH:+:$PYTHONPATH} python -m pytest -q -x -p no:cacheprovider "
+                                       "tests/test_kernel.py")
     assert "benchmark/" in cfg.protect.paths  # the folder of the script it runs

@@ -19,6 +19,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from kopt_mcp.bench.runner import run_command
+from kopt_mcp.commands.init.own import Ownership, choose, provider_label
 from kopt_mcp.config import BenchmarkSection
 from kopt_mcp.errors import InitError, MetricsError, ReaderError
 from kopt_mcp.readers import ResultFile, make_reader
@@ -73,7 +74,8 @@ def installed_copy_hint(repo: Path, log: str) -> str:
     """A hint when a failed run's traceback passes through a copy of the repository's own package
     installed elsewhere (site-packages, a wheel, another checkout) while the repository holds it
     under `src/<pkg>` or `<pkg>`: then the benchmark ran that copy, not the repository's sources
-    (Liger-Kernel's benchmark imported an installed liger_kernel). '' when there is none."""
+    (Liger-Kernel's benchmark imported an installed liger_kernel); or when the run could not import
+    that package at all ("No module named '<pkg>'": nothing installed). '' when there is none."""
     repo = repo.resolve()
     for path in _TRACEBACK_FILE.findall(log):
         p = Path(path)
@@ -85,6 +87,11 @@ def installed_copy_hint(repo: Path, log: str) -> str:
                     where = str(Path(*p.parts[:i])) if i else "/"
                     return (f"\nThe run imported {part} from {where}, not from this repository's {root}/{part}: "
                             f"put the sources first: `PYTHONPATH={root}${{PYTHONPATH:+:$PYTHONPATH}} <command>`")
+    for name in re.findall(r"No module named '(\w+)", log):
+        for root in ("src", "."):
+            if (repo / root / name / "__init__.py").is_file():
+                return (f"\nThe run could not import this repository's {root}/{name} (it is not installed): put the "
+                        f"sources on the path: `PYTHONPATH={root}${{PYTHONPATH:+:$PYTHONPATH}} <command>`")
     return ""
 
 
@@ -157,12 +164,29 @@ def _choose(values: list[str], wanted: str | None, preferred: tuple[str, ...], w
     return next((v for v in preferred if v in values), values[0])
 
 
+def _few(values: list[str], n: int = 8) -> str:
+    """`values` as a list, the first `n` of them and how many more."""
+    return str(values) if len(values) <= n else f"{values[:n]} and {len(values) - n} more"
+
+
+#: keys of `analyse`'s result that are notes for the proposal's comments, not [benchmark] keys
+NOTE_KEYS = ("comparisons",)
+
+
+def section(keys: dict) -> BenchmarkSection:
+    """The [benchmark] section `keys` (analyse's result) make, with a placeholder command."""
+    return BenchmarkSection(command="x", **{k: v for k, v in keys.items() if k not in NOTE_KEYS})
+
+
 def _metric_column(df, pytest_benchmark: bool, provider: str | None = None,
-                   findings: list[str] | None = None) -> str:
+                   findings: list[str] | None = None, own: Ownership | None = None,
+                   comparisons: list[str] | None = None) -> str:
     """The metric column of a wide table: a time column first, then a rate, then any fractional
     one. Where several columns qualify (one per provider, e.g. "Torch Latency (ms)" and "Gems
-    Latency (ms)"), the first naming `provider` (case-insensitive); the choice goes to `findings`.
-    Raises InitError when no column holds measured numbers."""
+    Latency (ms)"), the first naming `provider` (case-insensitive), else the repository's own
+    (kopt_mcp/commands/init/own.py `choose`: never a reference such as torch while another is there);
+    the choice goes to `findings`, the other columns to `comparisons`. Raises InitError when no
+    column holds measured numbers."""
     if pytest_benchmark and "stats.median" in df.columns:
         return "stats.median"
     numeric = [str(c) for c in df.columns if df[c].dtype.kind in "iuf" and not str(c).lower().startswith("err")]
@@ -172,12 +196,38 @@ def _metric_column(df, pytest_benchmark: bool, provider: str | None = None,
         hits = [c for c in pool if rule(c)]
         if hits:
             named = [c for c in hits if provider and provider.lower() in c.lower()]
-            if len(hits) > 1 and findings is not None:
-                findings.append(f"metric columns: {hits}; chose {(named or hits)[0]!r} "
+            if len(hits) == 1:
+                return hits[0]
+            stats = _statistics_of_one(hits)
+            if named:
+                pick, why = named[0], f"it names --provider {provider}"
+            elif stats:
+                pick, why = stats, "the median of one measurement's statistics"
+            else:
+                c = choose(hits, own or Ownership(), "provider", {h: provider_label(h) for h in hits})
+                pick, why = c.value, c.why
+            if findings is not None:
+                findings.append(f"metric columns: {hits}; chose {pick!r}: {why} "
                                 "(--provider NAME takes the one naming NAME)")
-            return (named or hits)[0]
+            if comparisons is not None and not stats:
+                comparisons += [f"column {h!r}" for h in hits if h != pick]
+            return pick
     raise InitError(f"no column of measured numbers in the results (columns {list(map(str, df.columns))}): "
                     "pass --results to the file the benchmark writes its timings to")
+
+
+_STAT_TOKENS = re.compile(r"^(median|mean|avg|average|min|max|std|stdev|p\d{1,2}|q\d{1,2}|y|value|\d{1,2})$")
+
+
+def _statistics_of_one(columns: list[str]) -> str | None:
+    """The median column where `columns` are statistics of one measurement ("median_ms", "p20_ms",
+    "p80_ms"; "y_value_50", "y_value_20"), not one column per provider; else None."""
+    def rest(c: str) -> tuple[str, ...]:
+        return tuple(t for t in re.split(r"[^a-z0-9]+", provider_label(c).lower()) if t and not _STAT_TOKENS.match(t))
+
+    if len(columns) < 2 or len({rest(c) for c in columns}) != 1:
+        return None
+    return next((c for c in columns if re.search(r"median|p50|(^|[^0-9])50($|[^0-9])", c.lower())), columns[0])
 
 
 def _shared_glob(paths: list[str], run: Run) -> str | None:
@@ -198,13 +248,21 @@ def _shared_glob(paths: list[str], run: Run) -> str | None:
 
 def analyse(runs: list[Run], log_name: str = "benchmark.log", results: str | None = None,
             kernel: str | None = None, provider: str | None = None, mode: str | None = None,
-            metric_name: str | None = None) -> tuple[dict, list[str]]:
-    """The [benchmark] keys (a dict for BenchmarkSection, without command) and findings, from the
-    runs' contents. `results` picks the result file among several; the flags pick selector values.
-    Raises InitError when nothing readable was produced or a flag names no value."""
+            metric_name: str | None = None, own: Ownership | None = None) -> tuple[dict, list[str]]:
+    """The [benchmark] keys (a dict for BenchmarkSection, without command, plus NOTE_KEYS: use
+    `section`) and findings, from the runs' contents. `results` picks the result file among several;
+    the flags pick selector values; without a flag, a provider column (or a wide table's columns per
+    provider) counts the repository's own provider and a kernel column the kernel the command
+    benchmarks (`own`: kopt_mcp/commands/init/own.py), the others become `comparisons` (rows and
+    columns read, never judged). A kernel column with one value among the run's rows is filtered
+    to it where the file holds other kernels' rows. Raises InitError when nothing readable was
+    produced or a flag names no value."""
     import pandas as pd
 
+    own = own or Ownership()
     findings: list[str] = []
+    comparisons: list[str] = []
+    whole = None
     written = [p for p in runs[0].files if results is None or Path(p).match(results) or p == results]
     shared = _shared_glob(written, runs[0])
     if shared:
@@ -218,7 +276,7 @@ def analyse(runs: list[Run], log_name: str = "benchmark.log", results: str | Non
         keys: dict = {"csv": shared or path, "format": "auto"}
         probe = BenchmarkSection(command="x", metric="x", **keys)
         contents = [r.files.get(path, (None, None)) for r in runs]
-        after = _frame(probe, path, contents[0][1])
+        after = whole = _frame(probe, path, contents[0][1])
         if path.endswith(".json"):
             reader = make_reader(probe, path)
             reader.frame(contents[0][1], path)
@@ -245,7 +303,7 @@ def analyse(runs: list[Run], log_name: str = "benchmark.log", results: str | Non
         if len(names) > 1:
             findings.append(f"metric names in {name_col}: {names}; chose {keys['metric']!r} (--metric-name to change)")
     else:
-        keys["metric"] = _metric_column(df, keys["format"] == "pytest-benchmark", provider, findings)
+        keys["metric"] = _metric_column(df, keys["format"] == "pytest-benchmark", provider, findings, own, comparisons)
     keys["higher_is_better"] = bool(HIGHER_IS_BETTER.search(keys["metric"]))
     filters, mode_col = [], None
     flags = {"kernel": kernel, "provider": provider, "mode": mode}
@@ -254,18 +312,29 @@ def analyse(runs: list[Run], log_name: str = "benchmark.log", results: str | Non
         if col is None or col in (keys.get("metric_name_column"), keys["metric"]):
             continue
         values = sorted(map(str, df[col].dropna().unique()))
+        in_file = sorted(map(str, whole[col].dropna().unique())) if whole is not None and col in whole else values
         if what == "mode" and len(values) > 1 and mode is None:
             # forward and backward are both the kernel's work (the kernel regex covers both): a config
             # class each, as the hand-finished Liger-Kernel config counts them, not a filter
             mode_col = col
             findings.append(f"{col} has {values}: each is a config class of its own (--mode NAME counts one)")
             continue
-        if len(values) > 1 or flags[what] is not None:
-            v = _choose(values, flags[what], ("ours", "forward"), what, col)
-            filters.append(f"{col} == {v!r}" if df[col].dtype.kind not in "biuf" else f"{col} == {v}")
-            findings.append(f"{col} has {values}; counting {v!r} (--{what} to change)")
+        if flags[what] is not None:
+            v, why, others = _choose(values, flags[what], (), what, col), f"--{what}", []
+        elif len(values) > 1:
+            c = choose(values, own, what)
+            v, why, others = c.value, c.why, c.others
+        elif what == "kernel" and len(in_file) > 1:
+            v, why, others = values[0], "the only one the run wrote", [x for x in in_file if x != values[0]]
+        else:
+            continue
+        filters.append(f"{col} == {v!r}" if df[col].dtype.kind not in "biuf" else f"{col} == {v}")
+        findings.append(f"{col} has {_few(in_file if what == 'kernel' else values)}; counting {v!r}: {why} "
+                        f"(--{what} to change)")
+        if what == "provider":  # the same kernel by others: rows to compare with, never judged
+            comparisons += [f"{col} == {o!r}" for o in others]
     keys["rows"] = " and ".join(filters)
-    bench = BenchmarkSection(command="x", **keys)
+    bench = section(keys)
     sel = [f.query(keys["rows"]) if keys["rows"] else f for f in frames]
     if keys["format"] == "csv-long":
         sel = [f[f[name_col].astype(str) == keys["metric"]].assign(**{keys["metric"]: f[value_col]}) for f in sel]
@@ -292,6 +361,7 @@ def analyse(runs: list[Run], log_name: str = "benchmark.log", results: str | Non
     if set(errs) - set(zero):
         findings.append(f"error column(s) {sorted(set(errs) - set(zero))} are not 0 on every row: write a "
                         "[benchmark] correctness condition such as \"max_err < 1e-3\"")
+    keys["comparisons"] = comparisons
     return keys, findings
 
 
@@ -299,7 +369,7 @@ def result_unit(keys: dict, runs: list[Run], log_name: str) -> str | None:
     """The metric's unit (e.g. "ms", "GB/s") as the referee's reader finds it in the first run's
     result files (or its log for `format = "stdout"`) under the proposed [benchmark] `keys`; None
     where the results do not read. Never raises."""
-    bench = BenchmarkSection(command="x", **keys)
+    bench = section(keys)
     if keys["format"] == "stdout":
         files = [ResultFile(path=log_name, after=runs[0].log)]
     else:

@@ -1,0 +1,241 @@
+"""`kopt-mcp init` on fresh clones, unedited (issue 25 item 4): per project, a fresh repository from
+the staged snapshot, `kopt-mcp init --command "<its documented command, plus the PYTHONPATH init
+asks for>" --write` with no other flag, then the session through the in-process Referee on that
+proposal: the baseline, and an identical candidate (a comment) that must be `tie`.
+
+    python benchmarks/real_repos/init_fresh.py --project liger --src DIR --out OUT [--work W] [--deadline-s S]
+    python benchmarks/real_repos/init_fresh.py --project all --src .devstage/src --out OUT
+
+DIR: the project's files (a `git archive` of the snapshot; its commit in DIR.sha when there), or the
+staging folder that holds them as liger/, tk/, fg/, p5/. With `--project all`, --src is the staging
+folder and every staged project there runs in turn (liger,
+liger-layer-norm, tk, fg, p5; those whose folder is missing are skipped; `--project cpu-providers
+--src examples/cpu_providers` checks the driver on the CPU). Per project it writes
+OUT/<name>-fresh.json and OUT/<name>-fresh.md after every step: the proposal, every key in which it
+differs from the hand-finished kopt.toml of projects.py (none for projects without one), init's
+exit code, wall time and stderr tail, what init dropped from the correctness command and why (its
+`# dropped:` lines), and the baseline's and the identical candidate's verdicts. `--work W` keeps the
+repository in W/<name>: a later call (GPU machine still warm) skips init and goes on with the
+session. Exit 0 when every project's init wrote a proposal, its baseline was recorded and the
+identical candidate tied; 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parents[1]))
+
+from projects import PROJECTS, Candidate, Project
+from run import make_repo, versions
+
+SRC_FIRST = "PYTHONPATH=src${PYTHONPATH:+:$PYTHONPATH} "
+IDENTICAL = "\n# kopt-mcp init on a fresh clone: a comment, no code change\n"
+
+
+@dataclass
+class Fresh:
+    """One fresh-clone check: the staged folder, the init command, the hand-finished project (or
+    None), and the file the identical candidate appends a comment to."""
+
+    name: str
+    staged: str
+    github: str
+    command: str
+    hand: Project | None
+    kernel_file: str
+
+    @property
+    def snapshot(self) -> Project:
+        """What run.make_repo needs (the compat edits of the hand-finished project, if any)."""
+        return self.hand or Project(self.name, self.github, [], self.command, [], "")
+
+
+FRESH = {f.name: f for f in (
+    # the documented command imports an installed liger_kernel, not src/: init says to put src first
+    Fresh("liger", "liger", "linkedin/Liger-Kernel", SRC_FIRST + PROJECTS["liger"].command, PROJECTS["liger"],
+          "src/liger_kernel/ops/rms_norm.py"),
+    Fresh("liger-layer-norm", "liger", "linkedin/Liger-Kernel",
+          SRC_FIRST + "python benchmark/scripts/benchmark_layer_norm.py --overwrite", None,
+          "src/liger_kernel/ops/layer_norm.py"),
+    # documented: PYTHONPATH=. python benchmarks/rms_norm.py; on torch 2.11 its torch_compile provider
+    # needs donated buffers off: the finished command (projects.py init_command)
+    Fresh("tk", "tk", "ai-compiler-study/triton-kernels", PROJECTS["triton-kernels"].init_command,
+          PROJECTS["triton-kernels"], "triton_kernels/kernels/normalization.py"),
+    Fresh("fg", "fg", "FlagOpen/FlagGems", PROJECTS["flaggems"].command, PROJECTS["flaggems"],
+          "src/flag_gems/ops/rms_norm.py"),
+    # flash-linear-attention's op runner (benchmarks/ops/run.py docstring), the sources first
+    Fresh("p5", "p5", "fla-org/flash-linear-attention",
+          "PYTHONPATH=.${PYTHONPATH:+:$PYTHONPATH} python -m benchmarks.ops.run --op chunk_gla --json results.json",
+          None, "fla/ops/gla/chunk.py"),
+    # the bundled CPU example (examples/cpu_providers): the driver's own check, no GPU
+    Fresh("cpu-providers", "cpu_providers", "kopt-mcp/examples/cpu_providers",
+          SRC_FIRST + "python benchmark/scripts/benchmark_rms_norm.py --overwrite", None, "src/tinynorm/rms_norm.py"),
+)}
+ALIASES = {"triton-kernels": "tk", "flaggems": "fg", "fla": "p5"}
+
+
+def flatten(doc: dict, prefix: str = "") -> dict[str, object]:
+    """{"benchmark": {"rows": ...}} -> {"benchmark.rows": ...}."""
+    out: dict[str, object] = {}
+    for k, v in doc.items():
+        if isinstance(v, dict):
+            out |= flatten(v, f"{prefix}{k}.")
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def key_diff(proposal: str, hand: str | None) -> list[dict]:
+    """Every key whose value differs between init's proposal and the hand-finished toml (absent: None)."""
+    if not hand:
+        return []
+    a, b = flatten(tomllib.loads(proposal)), flatten(tomllib.loads(hand))
+    return [{"key": k, "init": a.get(k), "hand": b.get(k)} for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+
+
+def comment_lines(proposal: str, prefix: str) -> list[str]:
+    """The proposal's comment lines that start with `prefix` ("# dropped: "), without it."""
+    return [line[len(prefix):] for line in proposal.splitlines() if line.startswith(prefix)]
+
+
+def run_init(repo: Path, fresh: Fresh) -> dict:
+    """`kopt-mcp init --command C --write` in `repo`, no other flag; exit code, wall time, stderr tail."""
+    t = time.perf_counter()
+    p = subprocess.run([sys.executable, "-m", "kopt_mcp.app.cli", "init", "--repo", str(repo), "--command",
+                        fresh.command, "--write"], capture_output=True, text=True, timeout=1800, check=False)
+    out = {"exit_code": p.returncode, "seconds": round(time.perf_counter() - t, 1), "stderr_tail": p.stderr[-3000:]}
+    toml = repo / "kopt.toml"
+    if p.returncode == 0 and toml.is_file():
+        text = toml.read_text()
+        hand = fresh.hand.toml if fresh.hand else None
+        out |= {"proposal": text, "diff": key_diff(text, hand),
+                "dropped": comment_lines(text, "# dropped: "), "notes": comment_lines(text, "# note: "),
+                "tests_ran": comment_lines(text, "# init ran this command on the unmodified tree: "),
+                "found": comment_lines(text, "# found: ")}
+    return out
+
+
+def write(out: Path, fresh: Fresh, result: dict) -> None:
+    """OUT/<name>-fresh.json and .md."""
+    (out / f"{fresh.name}-fresh.json").write_text(json.dumps(result, indent=1, default=str))
+    init = result.get("init", {})
+    lines = [f"# {fresh.github} at {result['commit']}: `kopt-mcp init --write` on a fresh clone, unedited", "",
+             f"Command: `{fresh.command}`. Versions: {result.get('versions')}.", "",
+             f"init: exit {init.get('exit_code')}, {init.get('seconds')} s" + (" (resumed: not run again)" if
+                                                                               result.get("resumed") else ""), ""]
+    if init.get("exit_code") not in (0, None):
+        lines += ["```", init.get("stderr_tail", "")[-1500:], "```", ""]
+    lines += ["Dropped from the correctness command:", ""] + [f"- {d}" for d in init.get("dropped", [])] + (
+        ["- (nothing)"] if not init.get("dropped") else []) + [""]
+    lines += [f"Tests run by init: {', '.join(init.get('tests_ran', [])) or 'n/a'}", ""]
+    if fresh.hand:
+        lines += ["| key | init | hand-finished |", "|---|---|---|"]
+        lines += [f"| `{d['key']}` | `{d['init']}` | `{d['hand']}` |" for d in init.get("diff", [])]
+    else:
+        lines.append("No hand-finished kopt.toml for this project: the proposal is the only config.")
+    for step in ("baseline", "identical"):
+        r = result.get(step)
+        if r:
+            lines += ["", f"{step}: {r.get('verdict', r.get('ok'))} in {r.get('seconds')} s: {str(r.get('reason'))[:600]}"]
+    if init.get("proposal"):
+        lines += ["", "Proposal:", "", "```toml", init["proposal"].rstrip(), "```"]
+    (out / f"{fresh.name}-fresh.md").write_text("\n".join(lines) + "\n")
+
+
+def check(fresh: Fresh, src: Path, out: Path, work: Path | None, deadline: float | None) -> bool:
+    """One project: fresh repository, init, baseline, identical candidate. True when all went right."""
+    sha = src.parent / f"{src.name}.sha"
+    result: dict = {"project": fresh.github, "name": fresh.name, "commit": sha.read_text().strip() if sha.exists()
+                    else "unknown", "command": fresh.command, "versions": versions()}
+    root = (work / fresh.name) if work else Path(tempfile.mkdtemp(prefix=f"kopt-fresh-{fresh.name}-"))
+    repo = root / "repo"
+    saved = out / f"{fresh.name}-fresh.json"
+    result["resumed"] = (repo / "kopt.toml").is_file() and saved.is_file()
+    if result["resumed"]:
+        result["init"] = json.loads(saved.read_text()).get("init", {})
+    else:
+        if repo.exists():  # an earlier call cut short before init wrote its proposal
+            shutil.rmtree(repo)
+        make_repo(src, repo, fresh.snapshot, result["commit"])
+        result["init"] = run_init(repo, fresh)
+        print(f"{fresh.name}: init exit {result['init']['exit_code']} in {result['init']['seconds']} s", flush=True)
+    write(out, fresh, result)
+    if result["init"].get("exit_code") != 0:
+        return False
+    if deadline is not None and time.monotonic() > deadline:
+        print(f"{fresh.name}: deadline: no session this call (pass --work to go on later)", flush=True)
+        return False
+
+    from kopt_mcp.referee import Referee
+
+    ref = Referee(repo, tag="fresh", lease_dir=root / "leases")
+    try:
+        t = time.perf_counter()
+        if ref.status().phase == "needs_baseline":
+            b = ref.run_benchmark()
+            result["baseline"] = {"ok": b.ok and b.baseline_recorded, "reason": b.reason,
+                                  "seconds": round(time.perf_counter() - t, 1),
+                                  "classes": [c.model_dump() for c in b.classes]}
+        else:
+            result["baseline"] = {"ok": True, "reason": "recorded by an earlier call", "seconds": 0}
+        print(f"{fresh.name}: baseline ok={result['baseline']['ok']}: {result['baseline']['reason'][:300]}", flush=True)
+        write(out, fresh, result)
+        if not result["baseline"]["ok"]:
+            return False
+        Candidate("identical", "tie", "a comment only", fresh.kernel_file, append=IDENTICAL).apply(ref.workspace_path)
+        t = time.perf_counter()
+        v = ref.save_and_test("global", "identical kernel: a comment only")
+        result["identical"] = {"verdict": v.verdict, "right": v.verdict == "tie", "reason": v.reason,
+                               "seconds": round(time.perf_counter() - t, 1), "rounds": v.rounds,
+                               "gpu_delta_pct": v.gpu_delta_pct, "target_deltas_pct": v.target_deltas_pct}
+        print(f"{fresh.name}: identical -> {v.verdict}: {v.reason[:300]}", flush=True)
+        return v.verdict == "tie"
+    finally:
+        write(out, fresh, result)
+        ref.close()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--project", required=True, help=f"one of {sorted(FRESH)} (or {sorted(ALIASES)}), or all")
+    ap.add_argument("--src", type=Path, required=True, help="the project's staged files, or the staging folder "
+                    "holding liger/, tk/, fg/, p5/ (needed with --project all)")
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--work", type=Path, default=None, help="keep each repository and session in WORK/<name>")
+    ap.add_argument("--deadline-s", type=float, default=None, help="start no session after this many seconds")
+    a = ap.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(124))
+    name = ALIASES.get(a.project, a.project)
+    if name != "all" and name not in FRESH:
+        ap.error(f"--project {a.project}: one of {sorted(FRESH)}, {sorted(ALIASES)} or all")
+    a.out.mkdir(parents=True, exist_ok=True)
+    deadline = None if a.deadline_s is None else time.monotonic() + a.deadline_s
+    # --src: the project's folder, or the staging folder that holds it (liger/, tk/, ...)
+    todo = [(f, a.src / f.staged if (a.src / f.staged).is_dir() else a.src)
+            for f in (FRESH.values() if name == "all" else [FRESH[name]])]
+    if name == "all":
+        todo = [(f, src) for f, src in todo if src != a.src]
+    ok = True
+    for fresh, src in todo:
+        if not src.is_dir():
+            print(f"{fresh.name}: {src} is not staged: skipped", flush=True)
+            continue
+        ok &= check(fresh, src, a.out, a.work, deadline)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,321 @@
+"""The correctness command `kopt-mcp init` proposes, run once on the unmodified tree.
+
+On the H100 (issue 25) init proposed eight Liger-Kernel test files without running them: three
+needed packages the machine lacked (cutedsl, cutile, megatron), one spawned 4 and 8 processes on a
+one-GPU machine, and the baseline was refused after 245 s. Now init
+
+1. picks the test files of the benchmark's topic (`correctness_tests`) and pytest's own selection
+   for it (`selection`: the benchmark's `-m` marker where the tests carry it, as FlagGems'
+   `-m rms_norm`; else `-k TOPIC` where no file is named after the topic);
+2. runs them once (`pytest -v -rA --junit-xml`, with a time limit) and reads pytest's report
+   (kopt_mcp/commands/init/pytest_report.py);
+3. drops what fails or errors there, each with why (`why_dropped`): a missing package, an import
+   error, a test that needs more GPUs than the machine has (spawning world_size processes, an
+   invalid device ordinal, or an xfail for a multi-GPU host), or a real failure of the unmodified
+   tree: a whole file where nothing of it passed, else `--deselect NODE` (a prefix: every
+   parametrization of a function). A run cut by the time limit leaves out the test it was inside
+   (every case of its function) and the files it never reached;
+4. runs the narrowed command again until it passes as proposed (at most MAX_ROUNDS runs), or
+   raises InitError saying what to write when nothing passes.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import shlex
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from kopt_mcp.bench.runner import run_command
+from kopt_mcp.commands.init.pytest_report import Outcome, parse_junit, parse_progress, running_test, summary_line
+from kopt_mcp.errors import InitError
+
+MAX_ROUNDS = 3
+MAX_FILES = 8
+#: a performance suite, not a correctness test: FlagGems' benchmark/test_norm_perf.py is a pytest file
+PERF_FILE = re.compile(r"(_perf|_bench|_benchmark)\.py$|^(bench|benchmark)_")
+#: what a benchmark file's stem says around its topic ("test_norm_perf" -> "norm", "benchmark_rms_norm" -> "rms_norm")
+_TOPIC_NOISE = re.compile(r"^(test_|benchmark_|bench_)|(_perf|_bench|_benchmark|_test)$")
+#: a failure that says the test needs more devices or processes than this machine gives it
+MULTI_GPU = re.compile(
+    r"invalid device ordinal|world_size|nprocs|ProcessRaisedException|ProcessExitedException|\bNCCL\b|"
+    r"init_process_group|requires? (?:at least )?\d+ (?:GPU|device|rank|process)|"
+    r"\b(?:multi|more|several|multiple)[- ]?(?:GPU|device|node)s?\b|\d+ GPUs\b|device_count\(\)", re.I)
+#: the same evidence, most telling first: what a dropped test's reason quotes
+GPU_EVIDENCE = tuple(re.compile(x, re.I) for x in (
+    r"invalid device ordinal[^\n]{0,80}", r"requires? (?:at least )?\d+ (?:GPU|device|rank|process)[^\n]{0,60}",
+    r"\b\d+ GPUs\b[^\n]{0,60}", r"\bNCCL\b[^\n]{0,80}", r"Process(?:Raised|Exited)Exception[^\n]{0,80}",
+    r"\b(?:multi|more|several|multiple)[- ]?(?:GPU|device|node)s?\b[^\n]{0,60}", r"(?:world_size|nprocs)[^\n]{0,40}"))
+_NO_MODULE = re.compile(r"No module named '([\w.]+)'")
+_E_LINE = re.compile(r"^E\s+(.+)$", re.M)
+
+
+class Drop(BaseModel):
+    """A test file or node id (a prefix, as pytest's --deselect takes it) left out, and why.
+    `kind`: "missing package", "import error", "needs more GPUs", "too slow", "failure"."""
+
+    target: str
+    kind: str
+    detail: str
+
+
+class Checked(BaseModel):
+    """The correctness command as proposed and what init's runs of it showed.
+
+    `ran`: init ran `command` itself on the unmodified tree; `summary`: pytest's last line of that
+    run ("38 passed, 2 skipped in 41.20s"); `seconds`: that run's wall time; `drops`: what was left
+    out; `notes`: what the run showed but kept (tests skipped here for a multi-GPU host)."""
+
+    command: str
+    ran: bool
+    summary: str = ""
+    seconds: float = 0.0
+    drops: list[Drop] = []
+    notes: list[str] = []
+
+
+def topics(bench: list[str], kernel: str | None) -> list[str]:
+    """The benchmark's topic words: `kernel` (init's --kernel), else the benchmark files' stems
+    without benchmark words ("benchmark/test_norm_perf.py" -> "norm"). Pure."""
+    if kernel:
+        return [kernel.lower()]
+    return [w for w in (_TOPIC_NOISE.sub("", Path(b).stem.lower()) for b in bench if b.endswith(".py")) if len(w) >= 3]
+
+
+def _test_topic(path: str) -> str:
+    """A test file's topic: its stem without test words ("test/ops/test_gla.py" -> "gla")."""
+    return re.sub(r"^test_|_test$", "", Path(path).stem.lower())
+
+
+def correctness_tests(test_files: list[str], bench: list[str], kernel: str | None = None, command: str = "") -> list[str]:
+    """The pytest files to propose as the correctness command, from the repository's test files
+    (sorted) and the files the benchmark command names: those that are not performance suites
+    (under a bench*/ folder, named *_perf.py, bench_*.py, ...) nor benchmark files; narrowed to
+
+    1. with `kernel` (init's --kernel): those whose name holds it;
+    2. those whose topic is a whole word of the benchmark's names or arguments (`benchmark_rms_norm.py`
+       -> test_rms_norm.py, not test_fused_add_rms_norm.py; `--op chunk_gla` -> test_gla.py);
+    3. those whose name holds a topic word of the benchmark files (`test_norm_perf.py` -> test_norm_ops.py);
+
+    the first that finds any; else every test file. Pure."""
+    tests = [t for t in test_files if t not in bench and not PERF_FILE.search(Path(t).name)
+             and not any(part.lower().startswith("bench") for part in Path(t).parts[:-1])]
+    words = topics(bench, kernel)
+    if not kernel:
+        spoken = " " + " ".join(re.split(r"[^a-z0-9]+", " ".join([*(Path(b).stem for b in bench), command]).lower())) + " "
+        named = [t for t in tests if len(_test_topic(t)) >= 3
+                 and " " + " ".join(re.split(r"[^a-z0-9]+", _test_topic(t))) + " " in spoken]
+        if named:
+            return named
+    narrowed = [t for t in tests if any(w in Path(t).stem.lower() for w in words)]
+    return narrowed or tests
+
+
+def _pytest_marker(command: str) -> str | None:
+    """The `-m EXPR` a pytest command passes (`python -m pytest ... -m rms_norm` -> "rms_norm")."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return None
+    start = next((i for i, w in enumerate(words) if Path(w).name == "pytest"), None)
+    if start is None:
+        return None
+    rest = words[start + 1:]
+    return next((rest[i + 1] for i, w in enumerate(rest[:-1]) if w == "-m"), None)
+
+
+def _test_names(source: str) -> list[str]:
+    """Names of the test functions and classes of a pytest file's source ([] where it does not parse)."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return []
+    return [n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+            and n.name.lower().startswith("test")]
+
+
+def selection(repo: Path, files: list[str], bench: list[str], bench_command: str, kernel: str | None) -> list[str]:
+    """pytest's own selection of the benchmark's topic among `files`: `-m EXPR` where the benchmark
+    is a pytest command with a marker expression whose markers the files use (`mark.NAME`); else
+    `-k TOPIC` where no file is named after the topic and some, not all, test functions or classes
+    are; else none."""
+    texts = []
+    for f in files:
+        try:
+            texts.append((repo / f).read_text(errors="replace"))
+        except OSError:
+            texts.append("")
+    marker = _pytest_marker(bench_command)
+    if marker:
+        names = [n for n in re.findall(r"[A-Za-z_]\w*", marker) if n not in ("and", "or", "not")]
+        if names and all(any(f"mark.{n}" in t for t in texts) for n in names):
+            return ["-m", marker]
+    words = topics(bench, kernel)
+    if words and not any(w in Path(f).stem.lower() for f in files for w in words):
+        tests = [n.lower() for t in texts for n in _test_names(t)]
+        hit = next((w for w in words if any(w in n for n in tests) and not all(w in n for n in tests)), None)
+        if hit:
+            return ["-k", hit]
+    return []
+
+
+def why_dropped(o: Outcome, gpus: int, own_packages: set[str]) -> Drop | None:
+    """Why the test (or test file) `o` of a run on the unmodified tree is left out of the correctness
+    command, or None when it stays (passed, skipped, or an xfail that is not for a multi-GPU host).
+    `gpus`: this machine's GPU count; `own_packages`: the repository's import names (its own package
+    not importing is an import error, not a missing package). Pure."""
+    if o.outcome in ("passed", "xpassed", "skipped"):
+        return None
+    text = f"{o.message}\n{o.text}"
+    lines = [x for x in o.text.splitlines() if x.strip()]
+    first = (_E_LINE.findall(o.text) or ([lines[0]] if o.outcome == "collection_error" and lines else [])
+             or [o.message or o.outcome])[-1 if o.outcome == "collection_error" else 0].strip()[:200]
+    if o.outcome == "xfailed":
+        if MULTI_GPU.search(o.message):
+            return Drop(target=o.nodeid, kind="needs more GPUs",
+                        detail=f"expected to fail here ({o.message.strip()[:160]}); it still runs and takes time")
+        return None
+    missing = _NO_MODULE.search(text)
+    if missing:
+        top = missing.group(1).split(".")[0]
+        if top in own_packages:
+            return Drop(target=o.nodeid, kind="import error",
+                        detail=f"this repository's {top} does not import here ({missing.group(0)}): put its sources "
+                        "first, e.g. PYTHONPATH=src${PYTHONPATH:+:$PYTHONPATH} in the benchmark command")
+        return Drop(target=o.nodeid, kind="missing package", detail=f"{top} is not installed ({missing.group(0)})")
+    if o.outcome == "collection_error" or re.search(r"\bImportError\b", text):
+        return Drop(target=o.nodeid, kind="import error", detail=first)
+    if MULTI_GPU.search(text):
+        # the last match of the most telling pattern: the error message, not the source line that raised it
+        seen = next(ms[-1].group(0).strip() for ms in (list(r.finditer(text)) for r in GPU_EVIDENCE + (MULTI_GPU,)) if ms)
+        return Drop(target=o.nodeid, kind="needs more GPUs",
+                    detail=f"this machine has {gpus} GPU(s); the test shows {seen!r}: {first}")
+    if re.search(r"\bTimeout\b|timed out", o.message):
+        return Drop(target=o.nodeid, kind="too slow", detail=first)
+    return Drop(target=o.nodeid, kind="failure", detail=f"fails on the unmodified tree: {first}")
+
+
+def _group(outcomes: list[Outcome], drops: list[Drop]) -> list[Drop]:
+    """Drops of one run made as short as pytest allows: a file where nothing passed is dropped whole
+    (its first reason); a function whose every case is dropped becomes its node id prefix."""
+    dropped = {d.target: d for d in drops}
+    out: list[Drop] = []
+    by_file: dict[str, list[Outcome]] = {}
+    for o in outcomes:
+        by_file.setdefault(o.file, []).append(o)
+    for file, os_ in by_file.items():
+        mine = [dropped[o.nodeid] for o in os_ if o.nodeid in dropped]
+        if not mine:
+            continue
+        if not any(o.outcome in ("passed", "xpassed") and o.nodeid not in dropped for o in os_):
+            kinds = list(dict.fromkeys(d.kind for d in mine))
+            out.append(Drop(target=file, kind=kinds[0], detail=mine[0].detail + (
+                f" (also: {', '.join(kinds[1:])})" if len(kinds) > 1 else "")))
+            continue
+        done: set[str] = set()
+        for d in mine:
+            base = d.target.split("[", 1)[0]
+            if base in done:
+                continue
+            cases = [o for o in os_ if o.nodeid.split("[", 1)[0] == base]
+            clash = any(o.nodeid.startswith(base) and o.nodeid.split("[", 1)[0] != base for o in os_)
+            if "[" in d.target and not clash and all(o.nodeid in dropped for o in cases):
+                done.add(base)
+                out.append(Drop(target=base, kind=d.kind, detail=d.detail + f" ({len(cases)} case(s))"))
+            else:
+                out.append(d)
+    return out
+
+
+def command_text(prefix: str, python: str, files: list[str], select: list[str], deselect: list[str],
+                 report: str | None = None) -> str:
+    """The pytest command: `prefix` (the benchmark's environment assignments), `python -m pytest`, the
+    files, the selection and `--deselect` node ids. As proposed (`report` None): quiet, stop at the
+    first failure (-x), no cache folder in the tree. As init runs it (`report`: a JUnit XML path):
+    verbose progress, every outcome in the summary, collection errors do not stop the run. Pure."""
+    if report is None:
+        flags = ["-q", "-x", "-p", "no:cacheprovider"]
+    else:
+        flags = ["-v", "-rA", "-p", "no:cacheprovider", "--continue-on-collection-errors", f"--junit-xml={report}",
+                 "-o", "junit_family=xunit1", "-o", "junit_logging=system-err", "-o", "junit_log_passing_tests=False"]
+    args = [*flags, *files, *select, *(a for d in deselect for a in ("--deselect", d))]
+    return f"{prefix}{python} -m pytest " + " ".join(shlex.quote(a) for a in args)
+
+
+def _run(repo: Path, command: str, report: Path, timeout_s: float) -> tuple[list[Outcome], str, int, bool, float]:
+    log = report.with_suffix(".log")
+    report.unlink(missing_ok=True)
+    t = time.monotonic()
+    r = run_command(command, repo, {}, timeout_s, log)
+    secs = time.monotonic() - t
+    text = log.read_text(errors="replace") if log.exists() else r.log_tail
+    outcomes: list[Outcome] = []
+    if report.is_file() and not r.timed_out:
+        try:
+            outcomes = parse_junit(report.read_text(errors="replace"))
+        except ET.ParseError:
+            outcomes = []
+    if not outcomes:
+        outcomes = parse_progress(text)
+    return outcomes, text, r.exit_code, r.timed_out, secs
+
+
+def check_correctness(repo: Path, prefix: str, python: str, files: list[str], select: list[str],
+                      timeout_s: float = 600.0, gpus: int = 0, own_packages: set[str] = frozenset()) -> Checked:
+    """Run the correctness command on the unmodified tree in `repo` and narrow it until it passes
+    (module docstring). `prefix`/`python`: the benchmark's environment assignments and interpreter;
+    `files`, `select`: the test files and pytest selection (`selection`); `timeout_s` (s): each run's
+    limit. Raises InitError, naming what failed and why, when no test passes."""
+    files, deselect, drops = list(files[:MAX_FILES]), [], []
+    with tempfile.TemporaryDirectory(prefix="kopt-init-tests-") as tmp:
+        for _ in range(MAX_ROUNDS):
+            report = Path(tmp) / "junit.xml"
+            outcomes, log, code, timed_out, secs = _run(
+                repo, command_text(prefix, python, files, select, deselect, str(report)), report, timeout_s)
+            new = [d for d in (why_dropped(o, gpus, own_packages) for o in outcomes) if d]
+            if timed_out:  # the test it was inside is left out; files it never reached too; the rest runs again
+                running, seen = running_test(log), {o.file for o in outcomes}
+                limit = f"init's {timeout_s:g} s limit for the tests (--tests-timeout)"
+                if running:
+                    base = running.split("[", 1)[0] + "[" if "[" in running else running
+                    new.append(Drop(target=base, kind="too slow", detail=f"did not finish within {limit}"))
+                new += [Drop(target=f, kind="too slow", detail=f"not reached within {limit}") for f in files
+                        if f not in seen and not (running or "").startswith(f + "::")]
+            known = {o.nodeid for o in outcomes}
+            grouped = list({d.target: d for d in [*_group(outcomes, new), *(d for d in new if d.target not in known)]
+                            }.values())
+            gone = {d.target for d in new}
+            passed = [o for o in outcomes if o.outcome in ("passed", "xpassed") and o.nodeid not in gone]
+            if code == 0 and not grouped:
+                skipped = [o for o in outcomes if o.outcome == "skipped" and MULTI_GPU.search(o.message)]
+                notes = [f"{len(skipped)} test(s) skip here for a multi-GPU host ({skipped[0].message[:120]})"] if skipped else []
+                return Checked(command=command_text(prefix, python, files, select, deselect), ran=True,
+                               summary=summary_line(log), seconds=round(secs, 1), drops=drops, notes=notes)
+            if not grouped and code == 5:
+                raise InitError(f"pytest collected no test with `{command_text(prefix, python, files, select, deselect)}` "
+                                "on the unmodified tree: pass --correctness CMD with tests of the kernel")
+            if not grouped:
+                raise InitError(f"the correctness command exited {code} on the unmodified tree without a failing test "
+                                f"init could name: `{command_text(prefix, python, files, select, deselect)}`; log tail: "
+                                f"{log[-1500:]}")
+            drops += grouped
+            whole = {d.target for d in grouped if d.target in files}
+            files = [f for f in files if f not in whole]
+            deselect += [d.target for d in grouped if d.target not in whole]
+            if not files or (not passed and not timed_out):
+                raise InitError(_nothing_passes(drops, prefix, python))
+    raise InitError(f"the correctness command still failed after {MAX_ROUNDS} runs on the unmodified tree, each "
+                    f"narrowed by what the last one showed (flaky tests?): {_nothing_passes(drops, prefix, python)}")
+
+
+def _nothing_passes(drops: list[Drop], prefix: str, python: str) -> str:
+    lines = "; ".join(f"{d.target}: {d.kind} ({d.detail[:160]})" for d in drops[:8])
+    return (f"no test of the proposed correctness command passes on the unmodified tree: {lines}. Write a "
+            f"correctness command that passes on the unmodified tree and checks the kernel, e.g. "
+            f"`{prefix}{python} -m pytest -q -x tests/test_my_kernel.py -k my_kernel`, and pass it as --correctness CMD "
+            "(init runs it once), or fix what is named above")

@@ -1,0 +1,111 @@
+"""Reading what pytest reports about one run: its JUnit XML file, or its `-v` progress lines for a
+run cut short (pytest writes the XML at the end of the session only).
+
+`kopt-mcp init` runs the correctness command it proposes with `--junit-xml=FILE -o
+junit_family=xunit1 -o junit_logging=system-err` (xunit1 puts each test's `file` on its
+`<testcase>`, from which the node id is rebuilt: `classname` is the node id's path with "/" as "."
+and ".py" dropped, then its classes; `name` the function with its parameters). The format is
+pytest's own (src/_pytest/junitxml.py): `<failure>` a failed test, `<error>` an error in setup or
+teardown (`message="collection failure"` with an empty classname: a module that did not import),
+`<skipped type="pytest.skip">` a skip and `type="pytest.xfail"` an expected failure. Pure: text in,
+outcomes out (xml.etree from the standard library).
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from typing import Literal
+
+from pydantic import BaseModel
+
+OutcomeName = Literal["passed", "failed", "error", "skipped", "xfailed", "xpassed", "collection_error"]
+
+
+class Outcome(BaseModel):
+    """One test (or one test file that did not collect) and how it ended.
+
+    `nodeid`: pytest's node id ("test/x.py::TestA::test_b[1-2]"; the file alone for a collection
+    error); `file`: its path as pytest names it (relative to pytest's rootdir); `message`: pytest's
+    one-line message (the exception, or the skip/xfail reason); `text`: the traceback and captured
+    stderr."""
+
+    nodeid: str
+    file: str
+    outcome: OutcomeName
+    message: str = ""
+    text: str = ""
+
+
+def _nodeid(file: str, classname: str, name: str) -> str:
+    module = file[:-3].replace("/", ".") if file.endswith(".py") else file.replace("/", ".")
+    rest = classname[len(module) + 1:] if classname.startswith(module + ".") else ""
+    return "::".join([file, *(rest.split(".") if rest else []), name])
+
+
+def parse_junit(xml_text: str) -> list[Outcome]:
+    """The outcomes of a pytest JUnit XML report (junit_family=xunit1, for the `file` attribute).
+    A test case without `file` (xunit2) gets its path from `classname`, which is exact for tests
+    at module level. Raises xml.etree.ElementTree.ParseError on a file that is not XML."""
+    out: list[Outcome] = []
+    for case in ET.fromstring(xml_text).iter("testcase"):
+        classname, name = case.get("classname", ""), case.get("name", "")
+        file = case.get("file") or (name.replace(".", "/") + ".py" if not classname else
+                                    classname.replace(".", "/") + ".py")
+        err = "\n".join(e.text or "" for e in case.findall("system-err"))
+        outcome: OutcomeName = "passed"
+        message = text = ""
+        for child in case:
+            if child.tag in ("failure", "error", "skipped"):
+                message, text = child.get("message", ""), (child.text or "")
+                if child.tag == "failure":
+                    outcome = "failed"
+                elif child.tag == "error":
+                    outcome = "collection_error" if not classname else "error"
+                else:
+                    outcome = "xfailed" if child.get("type") == "pytest.xfail" else "skipped"
+                break
+        nodeid = file if outcome == "collection_error" else _nodeid(file, classname, name)
+        out.append(Outcome(nodeid=nodeid, file=file, outcome=outcome, message=message,
+                           text=(text + ("\n" + err if err else "")).strip()))
+    return out
+
+
+_PROGRESS = re.compile(r"^(?P<id>\S.*?::.+?) (?P<st>PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)"
+                       r"(?: \((?P<why>.*)\))?\s+\[\s*\d+%\]\s*$")
+_STATUS: dict[str, OutcomeName] = {"PASSED": "passed", "FAILED": "failed", "ERROR": "error", "SKIPPED": "skipped",
+                                   "XFAIL": "xfailed", "XPASS": "xpassed"}
+
+
+def parse_progress(log: str) -> list[Outcome]:
+    """The tests a `pytest -v` run finished, from its progress lines ("t/x.py::test_a PASSED
+    [ 50%]"), in order: what is known of a run that was killed before it wrote its report. A test
+    may show twice (a failure in teardown after its pass): the last line counts."""
+    seen: dict[str, Outcome] = {}
+    for line in log.splitlines():
+        m = _PROGRESS.match(line.rstrip())
+        if m:
+            nodeid = m.group("id")
+            seen.pop(nodeid, None)
+            seen[nodeid] = Outcome(nodeid=nodeid, file=nodeid.split("::", 1)[0], outcome=_STATUS[m.group("st")],
+                                   message=m.group("why") or "")
+    return list(seen.values())
+
+
+def running_test(log: str) -> str | None:
+    """The test a killed `pytest -v` run was inside: its last line holds a node id that pytest wrote
+    when the test started and no outcome after it ("tests/test_slow.py::test_slow "); None when the
+    run ended between tests."""
+    lines = [line for line in log.splitlines() if line.strip()]
+    last = lines[-1].rstrip() if lines else ""
+    return last if "::" in last and not _PROGRESS.match(last) and not last.startswith((" ", "=", "_")) else None
+
+
+_SUMMARY = re.compile(r"^(?:=+ )?(?P<s>\d+ \w+(?:, \d+ \w+)* in [\d.]+s(?: \([\d:]+\))?)(?: =+)?$", re.M)
+
+
+def summary_line(log: str) -> str:
+    """pytest's last summary line ("3 passed, 1 skipped in 4.12s"; between rules of "=", or bare
+    under -q), or ''."""
+    found = _SUMMARY.findall(log)
+    return found[-1] if found else ""

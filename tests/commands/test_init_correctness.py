@@ -1,0 +1,175 @@
+"""The correctness command `kopt-mcp init` proposes is one it ran (kopt_mcp/commands/init/correctness.py):
+pytest's own report read back (recorded runs: tests/fixtures/init/pytest_*), what failed on the
+unmodified tree dropped with why, and real pytest runs in a planted repository."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kopt_mcp.commands.init.correctness import (
+    _group,
+    check_correctness,
+    command_text,
+    correctness_tests,
+    selection,
+    why_dropped,
+)
+from kopt_mcp.commands.init.pytest_report import parse_junit, parse_progress, running_test, summary_line
+from kopt_mcp.errors import InitError
+
+FIX = Path(__file__).parents[1] / "fixtures" / "init"
+NORM = "tests/test_norm.py"
+
+
+def test_the_junit_report_gives_node_ids_and_outcomes():
+    got = {o.nodeid: o.outcome for o in parse_junit((FIX / "pytest_junit_xunit1.xml").read_text())}
+    assert got == {
+        "tests/multi/test_cute.py": "collection_error",
+        f"{NORM}::test_rows_sum_to_one": "passed", f"{NORM}::test_shapes[1]": "passed",
+        f"{NORM}::test_shapes[2]": "passed", f"{NORM}::test_shapes[3]": "failed",
+        f"{NORM}::TestWeights::test_identity": "passed", f"{NORM}::test_eight_devices": "skipped",
+        f"{NORM}::test_sharded[4]": "xfailed", f"{NORM}::test_spawned[2]": "failed",
+        f"{NORM}::test_needs_cache": "error"}
+    assert summary_line((FIX / "pytest_verbose_run.log").read_text()) == (
+        "2 failed, 4 passed, 1 skipped, 1 xfailed, 2 errors in 2.56s")
+
+
+def test_a_killed_run_is_read_from_its_progress_lines():
+    done = parse_progress((FIX / "pytest_verbose_killed.log").read_text())
+    assert [o.nodeid for o in done][-2:] == [f"{NORM}::test_needs_cache", "tests/test_slow.py::test_fast"]
+    assert {o.nodeid: o.outcome for o in done}[f"{NORM}::test_sharded[4]"] == "xfailed"
+    assert "tests/test_slow.py::test_slow" not in {o.nodeid for o in done}  # killed inside it
+    assert running_test((FIX / "pytest_verbose_killed.log").read_text()) == "tests/test_slow.py::test_slow"
+    assert running_test((FIX / "pytest_verbose_run.log").read_text()) is None
+
+
+def test_every_failure_of_the_unmodified_tree_is_dropped_with_why():
+    outcomes = parse_junit((FIX / "pytest_junit_xunit1.xml").read_text())
+    drops = {o.nodeid: why_dropped(o, gpus=1, own_packages={"tinynorm"}) for o in outcomes}
+    kinds = {k: (d.kind if d else None) for k, d in drops.items()}
+    assert kinds == {
+        "tests/multi/test_cute.py": "missing package", f"{NORM}::test_rows_sum_to_one": None,
+        f"{NORM}::test_shapes[1]": None, f"{NORM}::test_shapes[2]": None, f"{NORM}::test_shapes[3]": "failure",
+        f"{NORM}::TestWeights::test_identity": None, f"{NORM}::test_eight_devices": None,  # a skip costs nothing
+        f"{NORM}::test_sharded[4]": "needs more GPUs",  # an xfail for a multi-GPU host still runs
+        f"{NORM}::test_spawned[2]": "needs more GPUs", f"{NORM}::test_needs_cache": "failure"}
+    assert "cutlass_dsl_missing_pkg is not installed" in drops["tests/multi/test_cute.py"].detail
+    assert "shape 3 mismatched" in drops[f"{NORM}::test_shapes[3]"].detail
+    assert "this machine has 1 GPU(s)" in drops[f"{NORM}::test_spawned[2]"].detail
+    grouped = {d.target: d.kind for d in _group(outcomes, [d for d in drops.values() if d])}
+    # a function whose every case failed is one --deselect prefix; test_shapes' other cases passed
+    assert grouped == {"tests/multi/test_cute.py": "missing package", f"{NORM}::test_shapes[3]": "failure",
+                       f"{NORM}::test_sharded": "needs more GPUs", f"{NORM}::test_spawned": "needs more GPUs",
+                       f"{NORM}::test_needs_cache": "failure"}
+
+
+def test_the_repositorys_own_package_not_importing_is_an_import_error_that_says_pythonpath():
+    outcomes = parse_junit((FIX / "pytest_junit_xunit1.xml").read_text())
+    cute = next(o for o in outcomes if o.outcome == "collection_error")
+    d = why_dropped(cute, 0, {"cutlass_dsl_missing_pkg"})
+    assert d.kind == "import error" and "PYTHONPATH=src" in d.detail
+
+
+def _write(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+
+
+PLANTED = {
+    "tests/test_rms_norm.py": (
+        "import multiprocessing as mp\nimport pytest\n\n"
+        "def test_matches_reference():\n    assert 1 + 1 == 2\n\n"
+        "@pytest.mark.parametrize('h', [8, 16])\ndef test_hidden(h):\n    assert h in (8, 16)\n\n"
+        "def _rank(r):\n    if r:\n        raise RuntimeError(f'invalid device ordinal {r}')\n\n"
+        "@pytest.mark.parametrize('world_size', [2])\ndef test_sharded(world_size):\n"
+        "    ps = [mp.get_context('spawn').Process(target=_rank, args=(r,)) for r in range(world_size)]\n"
+        "    [p.start() for p in ps]\n    [p.join() for p in ps]\n"
+        "    assert [p.exitcode for p in ps] == [0] * world_size\n"),
+    "tests/cute/test_rms_norm.py": "import no_such_dsl_package_xyz\n\ndef test_cute():\n    pass\n",
+    "tests/legacy/test_rms_norm.py": "def test_broken():\n    assert 0.5 == 1.0, 'off by half'\n",
+    "tests/test_softmax.py": "def test_softmax():\n    pass\n",
+    "tests/test_fused_add_rms_norm.py": "def test_fused():\n    pass\n",
+    # packages, as Liger-Kernel's test folders are: same-named files in two folders import apart
+    "tests/__init__.py": "", "tests/cute/__init__.py": "", "tests/legacy/__init__.py": "",
+}
+
+
+def test_init_runs_the_tests_and_proposes_only_what_passes(tmp_path):
+    _write(tmp_path, PLANTED)
+    # Liger-Kernel's layout: one test_rms_norm.py per backend folder; test_fused_add_rms_norm.py is another kernel's
+    files = correctness_tests(sorted(k for k in PLANTED if k.endswith("py") and "__init__" not in k),
+                              ["benchmark/benchmark_rms_norm.py"])
+    assert files == ["tests/cute/test_rms_norm.py", "tests/legacy/test_rms_norm.py", "tests/test_rms_norm.py"]
+    checked = check_correctness(tmp_path, "", sys.executable, files, [], timeout_s=300, gpus=1)
+    assert {(d.target, d.kind) for d in checked.drops} == {
+        ("tests/legacy/test_rms_norm.py", "failure"), ("tests/cute/test_rms_norm.py", "missing package"),
+        ("tests/test_rms_norm.py::test_sharded", "needs more GPUs")}
+    assert checked.ran and checked.summary.startswith("3 passed")
+    assert checked.command == (f"{sys.executable} -m pytest -q -x -p no:cacheprovider tests/test_rms_norm.py "
+                               "--deselect tests/test_rms_norm.py::test_sharded")
+    # the proposed command is what init ran last: it passes as written
+    assert subprocess.run(checked.command, shell=True, cwd=tmp_path, capture_output=True).returncode == 0
+
+
+def test_init_exits_saying_what_to_write_when_nothing_passes(tmp_path):
+    _write(tmp_path, {k: v for k, v in PLANTED.items() if "legacy" in k or "cute" in k or k == "tests/__init__.py"})
+    with pytest.raises(InitError, match=r"no test of the proposed correctness command passes.*--correctness CMD") as e:
+        check_correctness(tmp_path, "", sys.executable, ["tests/legacy/test_rms_norm.py", "tests/cute/test_rms_norm.py"],
+                          [], timeout_s=300)
+    assert "off by half" in str(e.value) and "no_such_dsl_package_xyz is not installed" in str(e.value)
+
+
+def test_pytest_selection_narrows_to_the_benchmarks_topic(tmp_path):
+    _write(tmp_path, {
+        "tests/test_norm_ops.py": "import pytest\n\n@pytest.mark.rms_norm\ndef test_rms():\n    pass\n\n"
+                                  "@pytest.mark.layer_norm\ndef test_layer():\n    pass\n",
+        "tests/test_ops.py": "def test_rms_norm_small():\n    pass\n\ndef test_gelu():\n    pass\n"})
+    # FlagGems: the benchmark's own marker, where the tests carry it
+    fg = "python -m pytest -s benchmark/test_norm_perf.py -m rms_norm --level core"
+    assert selection(tmp_path, ["tests/test_norm_ops.py"], ["benchmark/test_norm_perf.py"], fg, None) == ["-m", "rms_norm"]
+    # no file named after the topic, some test functions are: -k
+    assert selection(tmp_path, ["tests/test_ops.py"], ["bench/benchmark_rms_norm.py"], "python x", None) == ["-k", "rms_norm"]
+    assert selection(tmp_path, ["tests/test_ops.py"], ["bench/benchmark_gemm.py"], "python x", None) == []
+    # flash-linear-attention: `python -m benchmarks.ops.run --op chunk_gla` names the op, not a file of its topic
+    tests = ["tests/ops/test_gla.py", "tests/ops/test_simple_gla.py", "tests/ops/test_kda.py"]
+    assert correctness_tests(tests, ["benchmarks/ops/run.py"], None, "python -m benchmarks.ops.run --op chunk_gla") == [
+        "tests/ops/test_gla.py"]
+    assert command_text("A=1 ", "python", ["t.py"], ["-k", "a b"], ["t.py::x[1 2]"]) == (
+        "A=1 python -m pytest -q -x -p no:cacheprovider t.py -k 'a b' --deselect 't.py::x[1 2]'")
+
+
+def test_a_run_cut_by_the_time_limit_leaves_out_the_test_it_was_inside_and_what_it_never_reached(tmp_path):
+    _write(tmp_path, {
+        "t/test_a.py": "def test_a():\n    pass\n",
+        "t/test_b.py": "import time\n\ndef test_fast():\n    pass\n\n"
+                       "def test_hang():\n    time.sleep(600)\n\ndef test_after():\n    pass\n",
+        "t/test_c.py": "def test_c():\n    pass\n"})
+    checked = check_correctness(tmp_path, "", sys.executable, ["t/test_a.py", "t/test_b.py", "t/test_c.py"], [],
+                                timeout_s=25)
+    assert [(d.target, d.kind, d.detail.split(" within")[0]) for d in checked.drops] == [
+        ("t/test_b.py::test_hang", "too slow", "did not finish"), ("t/test_c.py", "too slow", "not reached")]
+    assert checked.command.endswith("t/test_a.py t/test_b.py --deselect t/test_b.py::test_hang")
+    assert checked.summary.startswith("3 passed")  # test_after ran in the second run
+
+
+def test_a_proposal_whose_tests_were_not_run_is_printed_loudly_and_never_written(tmp_path, capsys):
+    from kopt_mcp.app.cli import main
+
+    _write(tmp_path, {"bench.py": "open('out.csv', 'w').write('n,us\\n1,2.5\\n2,5.5\\n')\n",
+                      "tests/test_kernel.py": "def test_ok():\n    pass\n"})
+    args = ["init", "--repo", str(tmp_path), "--command", f"{sys.executable} bench.py"]
+    assert main([*args, "--no-run-tests"]) == 0
+    out = capsys.readouterr()
+    assert "# NOT RUN: init did not run this command (--no-run-tests)" in out.out and "WARNING" in out.err
+    assert main([*args, "--no-run-tests", "--write"]) == 2 and not (tmp_path / "kopt.toml").exists()
+    assert "never run" in capsys.readouterr().err
+    # your own correctness command is run once too: one that fails on the unmodified tree is refused
+    assert main([*args, "--correctness", f"{sys.executable} -c 'raise SystemExit(3)'", "--write"]) == 2
+    assert "exited 3 on the unmodified tree" in capsys.readouterr().err and not (tmp_path / "kopt.toml").exists()
+    assert main([*args, "--correctness", f"{sys.executable} -m pytest -q tests", "--write"]) == 0
+    assert "# init ran this command on the unmodified tree: 1 passed" in (tmp_path / "kopt.toml").read_text()
