@@ -26,7 +26,7 @@ from kopt_mcp.referee.guards import protected_paths, workspace_moved
 from kopt_mcp.referee.keep_metric import keep_metric
 from kopt_mcp.referee.reapply import reapply
 from kopt_mcp.referee.recovery import adopt_best, lease_or_stop, recover
-from kopt_mcp.referee.report import perf_rows
+from kopt_mcp.referee.report import commit_message, keep_note, perf_rows
 from kopt_mcp.referee.runs import Attempt, measure_run, profile_run
 from kopt_mcp.referee.slots import best_lock, read_shared, sync
 from kopt_mcp.results import CommitResult
@@ -91,7 +91,7 @@ class Kept:
     metric per config class (the benchmark's unit), its GPU time (us; None when the keep was not
     decided on profiler GPU time), whether the format command changed the tree, whether it was
     re-applied onto a newer BEST, the out-of-process confirmation's note (text appended to the
-    reason, "" for none) and how many earlier rounds were overtaken."""
+    reason, "" for none), how many earlier rounds were overtaken and BEST's re-profiled GPU time."""
 
     decision: ScriptDecision
     metrics: dict[str, float]
@@ -100,6 +100,9 @@ class Kept:
     reapplied: bool
     note: str = ""
     overtaken_rounds: int = 0
+    #: BEST's GPU time (us) where this commit profiled a new tree (formatted or re-applied) again; None:
+    #: the verdict's profiles stand
+    gpu_best_us: float | None = None
 
 
 def _commit(sess: Session, message: str, progress: Progress | None, overtaken: int = 0) -> CommitResult | None:
@@ -196,7 +199,8 @@ def _commit(sess: Session, message: str, progress: Progress | None, overtaken: i
     with best_lock(sess):  # the serialized commit step: BEST moves one slot at a time
         if _best_moved(sess):
             return None
-        return _write_commit(sess, a, Kept(d, cand.values(), gpu_us, formatted, reapplied, note, overtaken),
+        return _write_commit(sess, a, Kept(d, cand.values(), gpu_us, formatted, reapplied, note, overtaken,
+                                           claim[0] if (formatted or reapplied) and gpu_us is not None else None),
                              message, progress)
 
 
@@ -217,8 +221,13 @@ def _write_commit(sess: Session, a: Attempt, k: Kept, message: str, progress: Pr
     sess.write_performance(extra=[{"event": "commit", "rows": rows}])  # rendered from the ledger
     perf = sess.workspace_path / "performance.md"
     faults.point("commit_improvement.after_perf_written")
-    sha = vcs.commit_snapshot(sess.ws, a.tree, {"performance.md": perf.read_bytes()}, s.best.commit,
-                              f"{title}\n\nkopt-mcp attempt {p.attempt}, target {p.target}: {d.reason}")
+    notes = [("formatted by the [format] command: the formatted tree is what was re-measured and committed"
+              if k.formatted else ""),
+             (f"re-applied onto the newest BEST {s.best.commit[:12]} (judged against {(p.base or '')[:12]})"
+              if k.reapplied else ""), k.note]
+    text = commit_message(title, p, d, g.noise_pct, (k.gpu_best_us, gpu_us) if k.gpu_best_us is not None else None,
+                          notes)
+    sha = vcs.commit_snapshot(sess.ws, a.tree, {"performance.md": perf.read_bytes()}, s.best.commit, text)
     faults.point("commit_improvement.after_git_commit")
     if not k.reapplied:  # the runs of this very tree (formatting aside): the new BEST's first noise group
         s.record_best_runs(p.candidate_run_metrics)
@@ -232,18 +241,6 @@ def _write_commit(sess: Session, a: Attempt, k: Kept, message: str, progress: Pr
                         f"{d.target_deltas_pct[-1]:+.2f}%, no other class worse beyond {g.noise_pct:g}%); "
                         "the save_and_test verdict stands." + k.note, commit=sha, best_commit=sha,
                         formatted=k.formatted, classes=d.classes, next_actions=next_actions(s))
-
-
-def keep_note(p, title: str, commit_delta_pct: float, gpu_us: float | None) -> str:
-    """The note of a keep's performance.md rows: what kept it and both script-metric deltas of its
-    target (% better: the save_and_test verdict's mean, and the commit's one-round re-measure), e.g.
-    `attempt 3: fuse (kept on profiler GPU time, -12.0% GPU time; n=1 +11.80% at the verdict,
-    +11.20% re-measured at commit)`. The commit's own one-round decision reason is not used: one
-    round is never a significant win, and the row would say `tie` for a keep."""
-    gpu = (f", {100 * (gpu_us - p.gpu_best_us) / p.gpu_best_us:+.1f}% GPU time"
-           if gpu_us is not None and p.gpu_best_us else "")
-    return (f"attempt {p.attempt}: {title} (kept on {p.metric_used}{gpu}; {p.target} {p.target_delta_pct:+.2f}% "
-            f"at the verdict, {commit_delta_pct:+.2f}% re-measured at commit)")
 
 
 def _reapply(sess: Session, a: Attempt, judged_against: str) -> CommitResult | None:

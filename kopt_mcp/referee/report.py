@@ -1,9 +1,11 @@
-"""Text the referee writes for people: performance.md rows and the Stop Summary (program.md form)."""
+"""Text the referee writes for people: performance.md rows, a keep's commit message and the Stop
+Summary (program.md form)."""
 
 from __future__ import annotations
 
 from kopt_mcp.ledger import PerfRow, now_iso
-from kopt_mcp.session import SessionState
+from kopt_mcp.rules.verdict import ScriptDecision
+from kopt_mcp.session import PendingImprovement, SessionState
 
 
 def fmt(v: float | None, unit: str = "") -> str:
@@ -52,4 +54,59 @@ def stop_summary(state: SessionState, metric: str) -> str:
         lines.append(f"| {r.attempt} | {r.at} | {r.target} | {r.change_pct:+.2f}% | {hyp} |")
     if not state.regressions.window:
         lines.append("| - | - | - | - | - |")
+    return "\n".join(lines) + "\n"
+
+
+def keep_note(p: PendingImprovement, title: str, commit_delta_pct: float, gpu_us: float | None) -> str:
+    """The note of a keep's performance.md rows: what kept it and both script-metric deltas of its
+    target (% better: the save_and_test verdict's mean, and the commit's one-round re-measure), e.g.
+    `attempt 3: fuse (kept on profiler GPU time, -12.0% GPU time; n=1 +11.80% at the verdict,
+    +11.20% re-measured at commit)`. The commit's own one-round decision reason is not used: one
+    round is never a significant win, and the row would say `tie` for a keep."""
+    gpu = (f", {100 * (gpu_us - p.gpu_best_us) / p.gpu_best_us:+.1f}% GPU time"
+           if gpu_us is not None and p.gpu_best_us else "")
+    return (f"attempt {p.attempt}: {title} (kept on {p.metric_used}{gpu}; {p.target} {p.target_delta_pct:+.2f}% "
+            f"at the verdict, {commit_delta_pct:+.2f}% re-measured at commit)")
+
+
+def _per_class(changes: dict[str, float]) -> str:
+    return ", ".join(f"{k} {v:+.2f}%" for k, v in changes.items())
+
+
+def _gpu_change(best_us: float | None, cand_us: float | None) -> str:
+    """'profiler GPU time 100.0 -> 58.0 us (-42.00%)', or '' when a side is missing."""
+    if best_us is None or cand_us is None or best_us <= 0:
+        return ""
+    return f"profiler GPU time {best_us:.1f} -> {cand_us:.1f} us ({100 * (cand_us - best_us) / best_us:+.2f}%)"
+
+
+def commit_message(title: str, p: PendingImprovement, remeasure: ScriptDecision, noise_pct: float,
+                   gpu_at_commit: tuple[float, float] | None = None, notes: list[str] | None = None) -> str:
+    """The message of a keep's commit (git: title, blank line, body). The body carries the
+    save_and_test verdict that ruled it improved (`p.verdict`: target change with its lower bound,
+    paired rounds, per-class changes, profiler GPU time) and, labelled as such, the commit's one-round
+    re-measure (`remeasure`: target change, per-class changes; no class worse beyond `noise_pct` %,
+    which the commit gate checked before calling this), then `notes` (one line each: formatting,
+    re-applying, the out-of-process confirmation, result files committed). `gpu_at_commit`: BEST's
+    and the candidate's GPU time (us) where the commit profiled a new tree again. Changes in %,
+    + = better. The re-measure's own decision reason is never used: one round is no significant win,
+    and it would read `tie` on a kept commit. The line `kopt-mcp attempt N, target T` is what
+    recovery looks for (recovery.is_commit_of)."""
+    v = p.verdict
+    lines = [title, "", f"kopt-mcp attempt {p.attempt}, target {p.target}: kept on {p.metric_used}"]
+    if v is not None:
+        conf = f"{v.confidence * 100:g}% " if v.confidence is not None else ""
+        bound = f" ({conf}lower bound {v.target_lo_pct:+.2f}%)" if v.target_lo_pct is not None else ""
+        gpu = _gpu_change(v.gpu_best_us, v.gpu_candidate_us)
+        lines.append(f"save_and_test verdict: improved, {p.target} {v.target_pct:+.2f}%{bound} over {v.rounds} "
+                     f"paired round{'s' if v.rounds != 1 else ''}; per class {_per_class(v.classes_pct)}"
+                     + (f"; {gpu}" if gpu else ""))
+    else:  # a pending improvement saved before the verdict's numbers were kept
+        lines.append(f"save_and_test verdict: improved, {p.target} {p.target_delta_pct:+.2f}%")
+    delta = remeasure.target_deltas_pct[-1]
+    gpu = _gpu_change(*gpu_at_commit) if gpu_at_commit else ""
+    lines.append(f"re-measured at commit: {p.target} {delta:+.2f}%, 1 round, no class worse beyond the "
+                 f"{noise_pct:g}% noise threshold; per class "
+                 f"{_per_class({c.key: c.mean_pct for c in remeasure.classes})}" + (f"; {gpu}" if gpu else ""))
+    lines += [n.strip() for n in notes or [] if n.strip()]
     return "\n".join(lines) + "\n"
