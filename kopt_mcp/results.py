@@ -12,7 +12,7 @@ the field is `MaybeFloat`: null in the schema, with a text saying why where it m
 from __future__ import annotations
 
 import math
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
@@ -214,6 +214,14 @@ class CommitResult(BaseModel):
     formatted: bool
     classes: list[ClassChange]
     next_actions: list[str]
+    format_status: Literal["not_configured", "unchanged", "changed", "not_run"] = Field(
+        default="not_run", description="why `formatted` is what it is: no [format] command configured, the [format] "
+        "command changed nothing, it changed the candidate (the formatted tree was re-measured), or the commit step "
+        "ended before formatting")
+    formatted_reason: str = Field(default="", description="format_status in words")
+    included: list[str] = Field(default_factory=list, description=(
+        "[commit] include result files committed with the keep, as the re-measure's run of the tested tree "
+        "wrote them"))
     overtaken_rounds: int = Field(default=0, ge=0, description=(
         "earlier commit rounds overtaken: another slot moved BEST_COMMIT during their re-measure, so the "
         "candidate was re-applied onto the newest BEST and measured again (0: none)"))

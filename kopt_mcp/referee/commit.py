@@ -18,7 +18,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 
 from kopt_mcp import vcs
-from kopt_mcp.bench.measure import raise_if_cancelled
+from kopt_mcp.bench.measure import included_outputs, raise_if_cancelled
 from kopt_mcp.errors import MeasurementError, RefereeError, Tampered
 from kopt_mcp.profilers.confirm import confirm_keep, gain_pct
 from kopt_mcp.referee.core import Progress, Session
@@ -26,7 +26,7 @@ from kopt_mcp.referee.guards import protected_paths, workspace_moved
 from kopt_mcp.referee.keep_metric import keep_metric
 from kopt_mcp.referee.reapply import reapply
 from kopt_mcp.referee.recovery import adopt_best, lease_or_stop, recover
-from kopt_mcp.referee.report import commit_message, keep_note, perf_rows
+from kopt_mcp.referee.report import commit_message, format_note, keep_note, perf_rows
 from kopt_mcp.referee.runs import Attempt, measure_run, profile_run
 from kopt_mcp.referee.slots import best_lock, read_shared, sync
 from kopt_mcp.results import CommitResult
@@ -103,6 +103,8 @@ class Kept:
     #: BEST's GPU time (us) where this commit profiled a new tree (formatted or re-applied) again; None:
     #: the verdict's profiles stand
     gpu_best_us: float | None = None
+    #: `[commit] include` result files as the re-measure's run of this tree wrote them (repo path -> bytes)
+    outputs: dict[str, bytes] | None = None
 
 
 def _commit(sess: Session, message: str, progress: Progress | None, overtaken: int = 0) -> CommitResult | None:
@@ -200,8 +202,18 @@ def _commit(sess: Session, message: str, progress: Progress | None, overtaken: i
         if _best_moved(sess):
             return None
         return _write_commit(sess, a, Kept(d, cand.values(), gpu_us, formatted, reapplied, note, overtaken,
-                                           claim[0] if (formatted or reapplied) and gpu_us is not None else None),
+                                           claim[0] if (formatted or reapplied) and gpu_us is not None else None,
+                                           _included(sess, cand.run_dir)),
                              message, progress)
+
+
+def _included(sess: Session, run_dir: str) -> dict[str, bytes]:
+    """The `[commit] include` files the re-measure's run of the tested tree rewrote (bench.measure
+    keep_included), protected paths left out (the config validation refuses them; the config file's
+    own path is checked here)."""
+    out = included_outputs(run_dir, list(sess.cfg.commit.include))
+    bad = set(touched_protected(list(out), protected_paths(sess)))
+    return {k: v for k, v in out.items() if k not in bad}
 
 
 def _write_commit(sess: Session, a: Attempt, k: Kept, message: str, progress: Progress | None) -> CommitResult:
@@ -221,13 +233,16 @@ def _write_commit(sess: Session, a: Attempt, k: Kept, message: str, progress: Pr
     sess.write_performance(extra=[{"event": "commit", "rows": rows}])  # rendered from the ledger
     perf = sess.workspace_path / "performance.md"
     faults.point("commit_improvement.after_perf_written")
+    outputs = k.outputs or {}
     notes = [("formatted by the [format] command: the formatted tree is what was re-measured and committed"
               if k.formatted else ""),
              (f"re-applied onto the newest BEST {s.best.commit[:12]} (judged against {(p.base or '')[:12]})"
-              if k.reapplied else ""), k.note]
+              if k.reapplied else ""),
+             (f"result file(s) from the re-measure's run of this tree ([commit] include): {', '.join(outputs)}"
+              if outputs else ""), k.note]
     text = commit_message(title, p, d, g.noise_pct, (k.gpu_best_us, gpu_us) if k.gpu_best_us is not None else None,
                           notes)
-    sha = vcs.commit_snapshot(sess.ws, a.tree, {"performance.md": perf.read_bytes()}, s.best.commit, text)
+    sha = vcs.commit_snapshot(sess.ws, a.tree, {**outputs, "performance.md": perf.read_bytes()}, s.best.commit, text)
     faults.point("commit_improvement.after_git_commit")
     if not k.reapplied:  # the runs of this very tree (formatting aside): the new BEST's first noise group
         s.record_best_runs(p.candidate_run_metrics)
@@ -240,7 +255,8 @@ def _write_commit(sess: Session, a: Attempt, k: Kept, message: str, progress: Pr
     return CommitResult(committed=True, reason=f"committed: the re-measure still favours the candidate ({p.target} "
                         f"{d.target_deltas_pct[-1]:+.2f}%, no other class worse beyond {g.noise_pct:g}%); "
                         "the save_and_test verdict stands." + k.note, commit=sha, best_commit=sha,
-                        formatted=k.formatted, classes=d.classes, next_actions=next_actions(s))
+                        formatted=k.formatted, classes=d.classes, next_actions=next_actions(s),
+                        included=sorted(outputs), **format_note(cfg.format.command, k.formatted))
 
 
 def _reapply(sess: Session, a: Attempt, judged_against: str) -> CommitResult | None:
@@ -283,7 +299,8 @@ def _conflict(sess: Session, a: Attempt, judged_against: str, paths: list[str]) 
                 best_commit=s.best.commit)
     sess.save()
     return CommitResult(committed=False, reason=reason, commit=None, best_commit=s.best.commit, formatted=False,
-                        classes=[], next_actions=next_actions(s))
+                        classes=[], next_actions=next_actions(s),
+                        **format_note(sess.cfg.format.command, False, ran=False))
 
 
 def _formatted_snapshot(sess: Session, a: Attempt, tree: str) -> str | None:
@@ -316,7 +333,8 @@ def _not_kept(sess: Session, reason: str, formatted: bool, classes) -> CommitRes
     sess.record("commit_refused", attempt=p.attempt, reason=reason, patch=str(path))
     sess.save()
     return CommitResult(committed=False, reason=reason, commit=None, best_commit=s.best.commit,
-                        formatted=formatted, classes=classes, next_actions=next_actions(s))
+                        formatted=formatted, classes=classes, next_actions=next_actions(s),
+                        **format_note(sess.cfg.format.command, formatted))
 
 
 def _confirm(sess: Session, a: Attempt, claim: tuple[float | None, float | None, float | None]):

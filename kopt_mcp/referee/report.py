@@ -32,17 +32,45 @@ def perf_rows(status: str, commit: str, command: str, target: str, kernels: list
     return rows
 
 
-def stop_summary(state: SessionState, metric: str) -> str:
-    """The Stop Summary block: time, reason, BEST_COMMIT, best metrics, last regressions table."""
+def landing_lines(tag: str) -> list[str]:
+    """How to bring the session's BEST line (branch `kernel-opt/<tag>`) into the main line, as
+    Stop Summary bullet lines: merge it (performance.md comes along: the session's record), take
+    the net kernel change alone, or cherry-pick single keeps after the `kopt: baseline` commit."""
+    b = f"kernel-opt/{tag}"
+    return [
+        f"- to land it: `git merge {b}` brings the kept kernel changes and this performance.md (the session's "
+        "record: baseline, keeps, Stop Summary; each keep's commit message carries its verdict and re-measure)",
+        f"- the kernel changes alone: `git diff $(git merge-base HEAD {b}) {b} -- . ':(exclude)performance.md' | "
+        "git apply --index`, then commit",
+        f"- single keeps: `git cherry-pick` the `kopt: baseline` commit first (it adds performance.md), then the "
+        f"keeps in order (`git log --reverse --grep='^kopt-mcp attempt' --format=%h {b}`)",
+    ]
+
+
+def gain_line(gain: dict | None, best_commit: str) -> str:
+    """The Stop Summary's headline: the session's measured gain (the latest `session_gain` ledger
+    record, referee.gain) when it measured BEST_COMMIT `best_commit`, else how to measure it."""
+    if not gain or gain.get("head_commit") != best_commit:
+        return ("- session gain: not measured against this BEST_COMMIT; the tool measure_session_gain or "
+                "`kopt-mcp compare` measures the session's baseline against it in one paired run")
+    return f"- session gain (measured): {gain.get('headline', '')}"
+
+
+def stop_summary(state: SessionState, metric: str, gain: dict | None = None) -> str:
+    """The Stop Summary block: time, reason, the session's measured gain (`gain`: the latest
+    `session_gain` ledger record, or None), BEST_COMMIT, best metrics, how to land the branch, and
+    the last regressions table."""
     lines = [
         "## Stop Summary", "",
         f"- time: {state.stopped_at or now_iso()}",
         f"- reason: {state.stop_reason}",
+        gain_line(gain, state.best.commit),
         f"- BEST_COMMIT: {state.best.commit}",
         f"- kept improvements: {state.kept}",
         f"- best {metric} per config class: "
         + (", ".join(f"{k} = {fmt(v)}" for k, v in state.best.metrics.items()) or "-"),
         f"- best profiler GPU time (us): {fmt(state.best.gpu_us)}",
+        *landing_lines(state.tag),
         "",
         "Last regressions:",
         "",
@@ -67,6 +95,23 @@ def keep_note(p: PendingImprovement, title: str, commit_delta_pct: float, gpu_us
            if gpu_us is not None and p.gpu_best_us else "")
     return (f"attempt {p.attempt}: {title} (kept on {p.metric_used}{gpu}; {p.target} {p.target_delta_pct:+.2f}% "
             f"at the verdict, {commit_delta_pct:+.2f}% re-measured at commit)")
+
+
+def format_note(command: str, formatted: bool, ran: bool = True) -> dict[str, str]:
+    """Why a commit result's `formatted` is what it is, as CommitResult's `format_status` and
+    `formatted_reason`: from `command` ([format] command, "" for none), whether it changed the
+    candidate, and whether the commit step got as far as formatting (`ran`)."""
+    if not command:
+        status, text = "not_configured", ("no [format] command configured (kopt.toml [format] command): the tested "
+                                          "tree is committed as it is")
+    elif not ran:
+        status, text = "not_run", "the [format] command did not run: the commit step ended before formatting"
+    elif formatted:
+        status, text = "changed", ("the [format] command changed the candidate: the formatted tree was re-measured "
+                                   "(and committed if still better)")
+    else:
+        status, text = "unchanged", "the [format] command ran and changed nothing"
+    return {"format_status": status, "formatted_reason": text}
 
 
 def _per_class(changes: dict[str, float]) -> str:
