@@ -14,7 +14,7 @@ import git
 
 from kopt_mcp.errors import Cancelled, DeviceLost, RefereeError, StateSaveError, VcsError
 from kopt_mcp.gpus.base import GpuProbe
-from kopt_mcp.referee import attempt, commit, guards, ops
+from kopt_mcp.referee import attempt, commit, gain, guards, ops
 from kopt_mcp.referee.core import Session, short
 from kopt_mcp.referee.opening import open_session
 from kopt_mcp.referee.recovery import settle
@@ -22,8 +22,9 @@ from kopt_mcp.referee.services import Services
 from kopt_mcp.referee.slots import sync
 
 #: operations after which the session's HTML report is rewritten (they can record a verdict, a
-#: commit, a revert, the baseline or a stop)
-REPORTED = frozenset({"save_and_test", "commit_improvement", "revert_to_best", "run_benchmark", "find_idle_gpu"})
+#: commit, a revert, the baseline, a stop or the session's measured gain)
+REPORTED = frozenset({"save_and_test", "commit_improvement", "revert_to_best", "run_benchmark", "find_idle_gpu",
+                      "measure_session_gain"})
 
 
 def operation(fn):
@@ -103,6 +104,7 @@ class Referee(Session):
     get_attempt = operation(ops.get_attempt)
     save_and_test = operation(attempt.save_and_test)
     commit_improvement = operation(commit.commit_improvement)
+    measure_session_gain = operation(gain.measure_session_gain)  # changes nothing; holds a device meanwhile
 
     def judge_run_changes(self, changes, who: str):
         """ops.judge_run_changes on this session."""

@@ -47,6 +47,14 @@ def landing_lines(tag: str) -> list[str]:
     ]
 
 
+def latest_gain(records: list[dict], head_commit: str | None = None) -> dict | None:
+    """The latest `session_gain` ledger record (referee.gain), of `head_commit` when given; None if none."""
+    for e in reversed(records):
+        if e.get("event") == "session_gain" and (head_commit is None or e.get("head_commit") == head_commit):
+            return e
+    return None
+
+
 def gain_line(gain: dict | None, best_commit: str) -> str:
     """The Stop Summary's headline: the session's measured gain (the latest `session_gain` ledger
     record, referee.gain) when it measured BEST_COMMIT `best_commit`, else how to measure it."""
