@@ -166,7 +166,11 @@ def _serve(args: argparse.Namespace) -> int:
 
         serve_http(mcp, args.host, args.port, token)
     else:
-        mcp.run("stdio")
+        # lazy: start-up time: each subcommand loads only what it uses
+        from kopt_mcp.app.stdio import serve_stdio
+
+        # EOF on stdin (the client closed it or died) cancels the running operations and ends the server
+        serve_stdio(mcp, None if isinstance(ref, StartupError) else ref.pid_dir)
     return 2 if isinstance(ref, StartupError) else 0
 
 
