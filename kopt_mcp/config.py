@@ -10,12 +10,13 @@ from __future__ import annotations
 import hashlib
 import re
 import tomllib
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from kopt_mcp.errors import ConfigError
+from kopt_mcp.rules.protect import touched_protected
 
 
 class _Section(BaseModel):
@@ -125,6 +126,32 @@ class CommandSection(_Section):
     timeout_s: float = Field(600.0, gt=0)
 
 
+class CommitSection(_Section):
+    """`[commit]`: what a keep's commit takes beyond the tested kernel tree and performance.md.
+
+    `include`: tracked result files (repo-relative paths) that the benchmark rewrites on every run,
+    e.g. a results table kept in the repository. Opt-in; empty by default, when a commit keeps
+    BEST's version of every file a run rewrites. Each listed file is committed with a keep as the
+    commit's re-measure wrote it in its run of the tested snapshot (never the workspace's copy,
+    which the agent may have edited); a file that run did not rewrite keeps the snapshot's version.
+    Protected paths, kopt.toml and performance.md cannot be listed."""
+
+    include: list[str] = Field(default_factory=list, description="tracked result files the benchmark rewrites, "
+                               "committed with a keep from the re-measure's run (repo-relative paths)")
+
+    @model_validator(mode="after")
+    def _plain_paths(self) -> CommitSection:
+        for p in self.include:
+            parts = PurePosixPath(p).parts
+            if not p or p.startswith("/") or "\\" in p or ".." in parts or any(c in p for c in "*?["):
+                raise ValueError(f"[commit] include: {p!r} is no repository-relative file path (no globs, no "
+                                 "'..', no leading '/'): list each tracked result file, e.g. \"results/summary.csv\"")
+            if p == "kopt.toml":
+                raise ValueError("[commit] include: kopt.toml is the config; list only the benchmark's own result "
+                                 "files")
+        return self
+
+
 class ClusterSection(_Section):
     """`[cluster]`: run every measuring job on a Ray cluster instead of this host (kopt_mcp/cluster;
     `pip install "kopt-mcp[ray]"`). Empty `ray_address`: measure here, as before.
@@ -155,6 +182,15 @@ class TargetConfig(_Section):
     format: CommandSection = CommandSection()
     warmup: CommandSection = CommandSection()
     cluster: ClusterSection = ClusterSection()
+    commit: CommitSection = CommitSection()
+
+    @model_validator(mode="after")
+    def _include_not_protected(self) -> TargetConfig:
+        hits = touched_protected(list(self.commit.include), list(self.protect.paths))
+        if hits:
+            raise ValueError(f"[commit] include lists protected path(s) {', '.join(hits)}: a commit never takes a "
+                             "run's copy of a protected file; remove them from include or from [protect] paths")
+        return self
 
     @model_validator(mode="after")
     def _has_correctness_rule(self) -> TargetConfig:

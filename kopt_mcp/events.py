@@ -383,6 +383,35 @@ class Confirmation(_OnSlot):
     runs: list[str] = []
 
 
+class SessionGain(_OnSlot):
+    """measure_session_gain / `kopt-mcp compare` (referee.gain): `head_commit` measured against
+    `base_commit` in `rounds` paired rounds: the rules' `outcome`, the `global` target's change and
+    bounds (%, + = head better) at `confidence`, `ratio_x`, per-class changes, GPU time of both (us)
+    and its gain (%, + = less GPU time), the one-line `headline`, the run folders."""
+
+    required = ("base_commit", "head_commit", "headline")
+    event: Literal["session_gain"]
+    base_commit: str = ""
+    head_commit: str = ""
+    metric: str = ""
+    outcome: str = ""
+    rounds: int = 0
+    target: str = "global"
+    target_pct: float | None = None
+    target_lo_pct: float | None = None
+    target_hi_pct: float | None = None
+    confidence: float | None = None
+    ratio_x: float | None = None
+    classes: list[ClassChange] = []
+    gpu_base_us: float | None = None
+    gpu_head_us: float | None = None
+    gpu_gain_pct: float | None = None
+    gpu_note: str = ""
+    headline: str = ""
+    run_dirs: list[str] = []
+    warnings: list[str] = []
+
+
 class BestMoved(_Event):
     """Another candidate slot moved BEST (the serialized commit step): this slot follows it from
     `previous` to `best_commit`; `by` names the slot that committed, `action` what happened to this
@@ -457,7 +486,7 @@ class Other(BaseModel):
 
 
 TYPED = (SessionStarted, Baseline, Attempt, Commit, CommitRefused, Revert, Stopped, Recovered, Snapshot,
-         RunBenchmark, BaselineFailed, Trace, Warmup, GpuGate, Confirmation, BestMoved, DeviceLost, BenchmarkOutputs, CancelledOp, LeftoversEnded,
+         RunBenchmark, BaselineFailed, Trace, Warmup, GpuGate, Confirmation, SessionGain, BestMoved, DeviceLost, BenchmarkOutputs, CancelledOp, LeftoversEnded,
          StaleGitLocksRemoved, StopSummaryCommitFailed)
 #: event kind -> its model
 EVENTS: dict[str, type[_Event]] = {get_args(m.model_fields["event"].annotation)[0]: m for m in TYPED}

@@ -12,7 +12,7 @@ the field is `MaybeFloat`: null in the schema, with a text saying why where it m
 from __future__ import annotations
 
 import math
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
@@ -20,7 +20,7 @@ from kopt_mcp.gpus.gate import GpuCheck
 from kopt_mcp.knowledge import Hit
 from kopt_mcp.profilers.base import KernelStat
 from kopt_mcp.profilers.bottleneck import BottleneckKind
-from kopt_mcp.rules.decision import Verdict
+from kopt_mcp.rules.decision import MeasuredOutcome, Verdict
 
 
 def _finite_or_none(v: object) -> object:
@@ -218,9 +218,46 @@ class CommitResult(BaseModel):
     formatted: bool
     classes: list[ClassChange]
     next_actions: list[str]
+    format_status: Literal["not_configured", "unchanged", "changed", "not_run"] = Field(
+        default="not_run", description="why `formatted` is what it is: no [format] command configured, the [format] "
+        "command changed nothing, it changed the candidate (the formatted tree was re-measured), or the commit step "
+        "ended before formatting")
+    formatted_reason: str = Field(default="", description="format_status in words")
+    included: list[str] = Field(default_factory=list, description=(
+        "[commit] include result files committed with the keep, as the re-measure's run of the tested tree "
+        "wrote them"))
     overtaken_rounds: int = Field(default=0, ge=0, description=(
         "earlier commit rounds overtaken: another slot moved BEST_COMMIT during their re-measure, so the "
         "candidate was re-applied onto the newest BEST and measured again (0: none)"))
+
+
+class SessionGainResult(BaseModel):
+    """measure_session_gain / `kopt-mcp compare`: commit `head_commit` measured against `base_commit`
+    (default: the session's baseline commit against BEST_COMMIT) in one paired run on one lease under
+    the session's rules. Changes in % (+ = head better); in `classes`, `best` is the base commit's
+    metric and `candidate` the head's, each with its paired interval; GPU time in us."""
+
+    base_commit: str
+    head_commit: str
+    metric: str
+    outcome: MeasuredOutcome = Field(description="what the session's rules conclude on head against base")
+    rounds: int = Field(description="paired rounds run (each: one run of head, one of base)")
+    target: str = Field(description='"global": the geometric mean over the config classes')
+    target_pct: MaybeFloat
+    target_lo_pct: MaybeFloat
+    target_hi_pct: MaybeFloat
+    confidence: float = Field(description="one-sided confidence of the bounds ([gates] confidence)")
+    ratio_x: MaybeFloat = Field(description="how many times better head is on the target (2.0: twice as fast)")
+    classes: list[ClassChange]
+    gpu_base_us: MaybeFloat = None
+    gpu_head_us: MaybeFloat = None
+    gpu_gain_pct: MaybeFloat = Field(default=None, description="profiler GPU time of the target kernels: + = "
+                                     "less GPU time; null without a profiler or comparable profiles")
+    gpu_note: str = ""
+    headline: str = Field(description="the result in one line, as the Stop Summary and the report show it")
+    device: DeviceInfo | None
+    run_dirs: list[str]
+    warnings: list[str]
 
 
 class AttemptResult(BaseModel):

@@ -46,6 +46,25 @@ class Best(BaseModel):
     kernels: list[str] = Field(default_factory=list)
 
 
+class VerdictSummary(BaseModel):
+    """The numbers of the save_and_test verdict that ruled a candidate `improved`, carried to its
+    commit message: paired `rounds`, the target's mean change and its one-sided lower bound (%,
+    + = better; rules.stats.PairedInterval; `target_lo_pct` None while the noise was not
+    measurable), each config class's mean change (%), and where profiler GPU time decided the keep,
+    BEST's and the candidate's GPU time (us) and the gain (%, + = less GPU time: the keep
+    decision's `gpu_delta_pct`)."""
+
+    rounds: int
+    target_pct: float
+    target_lo_pct: float | None = None
+    #: the one-sided confidence of `target_lo_pct` (0.995 = 99.5%)
+    confidence: float | None = None
+    classes_pct: dict[str, float] = Field(default_factory=dict)
+    gpu_best_us: float | None = None
+    gpu_candidate_us: float | None = None
+    gpu_gain_pct: float | None = None
+
+
 class PendingImprovement(BaseModel):
     """An `improved` candidate waiting for commit_improvement: the exact tree that was tested."""
 
@@ -71,6 +90,8 @@ class PendingImprovement(BaseModel):
     #: the candidate's script-metric runs in its attempt's lease (class -> metric, in order): once this
     #: very tree is committed they are repeated runs of the new BEST, the first noise group at its level
     candidate_run_metrics: list[dict[str, float]] = Field(default_factory=list)
+    #: the verdict's numbers for the commit message (None in states saved before this field existed)
+    verdict: VerdictSummary | None = None
 
 
 class LastVerdict(BaseModel):

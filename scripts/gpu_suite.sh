@@ -11,6 +11,9 @@
 #                                  baseline (benchmarks/trace_report.py -> trace_report.md / .json)
 #   scripts/gpu_suite.sh slots     ... two candidate slots sharing the GPU on the Triton example
 #                                  (benchmarks/slots_gpu/run.py -> slots_gpu.md / .json)
+#   scripts/gpu_suite.sh loopend [RUNS] [FIRST]  ... `kopt-mcp demo` on the Triton example RUNS times in a row
+#                                  (no stall), then `kopt-mcp compare` on the first run's session
+#                                  (benchmarks/end_of_loop/run.py -> end_of_loop.md / .json)
 #   scripts/gpu_suite.sh decisions [TRIALS]  ... the decision-quality benchmark (planted effects;
 #                                  DQ_MAX_SECONDS=S: start no round of trials that would end past S s)
 #                                  logs and results go to $OUT (default: benchmarks/results/latest).
@@ -84,6 +87,11 @@ slots() {
   python3 benchmarks/slots_gpu/run.py "$OUT" 2>&1 | tee "$OUT/slots_gpu.log"
 }
 
+loopend() {
+  setup
+  python3 benchmarks/end_of_loop/run.py "$OUT" --runs "${1:-5}" --first "${2:-1}" 2>&1 | tee -a "$OUT/end_of_loop.log"
+}
+
 decisions() {
   setup
   python3 benchmarks/decision_quality/run.py --device gpu --trials "${1:-20}" --out "$OUT" \
@@ -98,5 +106,6 @@ case "${1:-}" in
   trace) trace_report ;;
   decisions) decisions "${2:-20}" ;;
   slots) slots ;;
-  *) echo "usage: scripts/gpu_suite.sh prepare|run|tests|accuracy|trace|decisions [TRIALS]|slots" >&2; exit 2 ;;
+  loopend) loopend "${2:-5}" "${3:-1}" ;;
+  *) echo "usage: scripts/gpu_suite.sh prepare|run|tests|accuracy|trace|decisions [TRIALS]|slots|loopend [RUNS] [FIRST]" >&2; exit 2 ;;
 esac

@@ -1,4 +1,5 @@
-"""The `kopt-mcp` command: `serve` (stdio, or streamable HTTP with --http), `demo`, `check-config`, `init`, `--version`.
+"""The `kopt-mcp` command: `serve` (stdio, or streamable HTTP with --http), `demo`, `check-config`, `init`, `report`,
+`compare`, `--version`.
 
 Nothing is printed to stdout before the server runs (stdout is the MCP channel); errors go to stderr.
 A session that cannot open (bad repository or config, another server on the repository) does not end
@@ -50,8 +51,8 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--tools", type=_tool_list, default=None, metavar="A,B,C",
                    help="expose only these tools, comma-separated (e.g. status,run_benchmark,plot_progress)")
     t.add_argument("--read-only", action="store_true",
-                   help="expose only the read-only tools (status, get_attempt, plot_progress, optimization_knowledge): "
-                   "for watching a session, e.g. through the MCP Inspector")
+                   help="expose only the read-only tools (status, get_attempt, plot_progress, optimization_knowledge, "
+                   "measure_session_gain): for watching a session, e.g. through the MCP Inspector")
     h = s.add_argument_group("streamable HTTP (remote use)")
     h.add_argument("--http", action="store_true", help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio")
     h.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1; a non-loopback host "
@@ -80,6 +81,18 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--tag", default=None, help="session tag (default: the most recently active session)")
     r.add_argument("--out", type=Path, default=None, help="HTML file to write (default: report.html in the "
                    "session's state folder); its path is printed")
+    m = sub.add_parser("compare", help="measure what a session achieved: its baseline commit against BEST_COMMIT in one "
+                       "paired run under the session's rules",
+                       description="Measure two commits (default: the session's baseline commit against BEST_COMMIT) "
+                       "in one paired run on one leased device under the session's rules; per config class the change "
+                       "with its bounds, GPU time where a profiler exists. Recorded in the session's ledger (the Stop "
+                       "Summary's and the report's headline). Exit 0, or 2 with the reason on stderr.")
+    m.add_argument("--repo", type=Path, default=Path.cwd(), help="the kernel repository (default: cwd)")
+    m.add_argument("--tag", default=None, help="session tag (default: the most recently active session)")
+    m.add_argument("--base", default=None, metavar="REV", help="the commit to measure against (default: the "
+                   "session's baseline commit)")
+    m.add_argument("--head", default=None, metavar="REV", help="the commit to measure (default: BEST_COMMIT)")
+    m.add_argument("--json", action="store_true", help="print the result as JSON (SessionGainResult)")
     i = sub.add_parser("init", help="run the repository's own benchmark twice and its tests once, and propose a "
                        "commented kopt.toml")
     i.add_argument("--repo", type=Path, default=Path.cwd(), metavar="PATH",
@@ -172,7 +185,11 @@ def _serve(args: argparse.Namespace) -> int:
 
         serve_http(mcp, args.host, args.port, token)
     else:
-        mcp.run("stdio")
+        # lazy: start-up time: each subcommand loads only what it uses
+        from kopt_mcp.app.stdio import serve_stdio
+
+        # EOF on stdin (the client closed it or died) cancels the running operations and ends the server
+        serve_stdio(mcp, None if isinstance(ref, StartupError) else ref.pid_dir)
     return 2 if isinstance(ref, StartupError) else 0
 
 
@@ -187,6 +204,11 @@ def main(argv: list[str] | None = None) -> int:
         from kopt_mcp.commands.report import report_command
 
         return report_command(args.repo, args.tag, args.out)
+    if args.cmd == "compare":
+        # lazy: start-up time: each subcommand loads only what it uses
+        from kopt_mcp.commands.compare import compare_command
+
+        return compare_command(args.repo, args.tag, args.base, args.head, args.json)
     if args.cmd == "demo":
         if args.agents != 1:
             # lazy: start-up time: each subcommand loads only what it uses

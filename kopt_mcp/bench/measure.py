@@ -251,11 +251,50 @@ def measure_snapshot(cfg: TargetConfig, ws: git.Repo, tree: str, run_dir: Path, 
                      cancel: threading.Event | None = None, pid_dir: Path | None = None,
                      check: bool = True, run: Runner = run_command) -> Measurement:
     """`measure` in a disposable checkout of tree object `tree`; `changes` lists what the run changed
-    there (vcs.run_changes)."""
+    there (vcs.run_changes). The `[commit] include` files the run rewrote are kept in the run folder
+    (`keep_included`)."""
     with checkout(ws, tree, _repo_name(ws)) as co:
         m = measure(cfg, co, run_dir, env, cancel, pid_dir, check, run)
         changes = vcs.run_changes(ws, tree, co)
+        keep_included(cfg.commit.include, co, changes, run_dir)
     return m.model_copy(update={"snapshot": tree, "changes": changes})
+
+
+#: the folder of a run's run folder that holds its copies of the `[commit] include` files
+INCLUDE_DIR = "commit-include"
+#: the largest `[commit] include` file a run's copy is kept of (bytes)
+INCLUDE_MAX_BYTES = 64 << 20
+
+
+def keep_included(include: list[str], checkout: Path, changes: list[FileChange], run_dir: Path) -> list[str]:
+    """Copy the `include` files (repo-relative, `[commit] include`) that this run rewrote (tracked
+    files, `changes` of kind "rewrote") from the run's `checkout` into `run_dir/INCLUDE_DIR/<path>`:
+    what a keep's commit takes from its re-measure (`included_outputs`). A symlink, a path leading
+    out of the checkout, or a file over INCLUDE_MAX_BYTES is not kept. Returns the paths kept."""
+    rewrote = {c.path for c in changes if c.kind == "rewrote"}
+    root, kept = checkout.resolve(), []
+    for rel in include:
+        src = checkout / rel
+        if rel not in rewrote or src.is_symlink() or not src.is_file() or not src.resolve().is_relative_to(root):
+            continue
+        if src.stat().st_size > INCLUDE_MAX_BYTES:
+            continue
+        dst = run_dir / INCLUDE_DIR / rel
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, dst)
+        kept.append(rel)
+    return kept
+
+
+def included_outputs(run_dir: Path, include: list[str]) -> dict[str, bytes]:
+    """The `include` files a run kept (`keep_included`): repo path -> content; a file the run did not
+    rewrite is absent."""
+    out = {}
+    for rel in include:
+        f = Path(run_dir) / INCLUDE_DIR / rel
+        if f.is_file() and not f.is_symlink():
+            out[rel] = f.read_bytes()
+    return out
 
 
 def profile_snapshot(cfg: TargetConfig, profiler: Profiler, ws: git.Repo, tree: str, run_dir: Path,

@@ -164,6 +164,20 @@ def end_leftovers(pid_dir: Path) -> list[int]:
     before any job. Returns the pids killed (empty when nothing was left). Never raises for
     unreadable files (they are removed); raises OSError only if `pid_dir` exists but cannot be listed.
     """
+    return _end_recorded(pid_dir, lambda rec: not (
+        rec.get("server_pid") is not None and same_process(int(rec["server_pid"]), rec.get("server_create_time", 0))))
+
+
+def end_own_runs(pid_dir: Path) -> list[int]:
+    """End the runs THIS process recorded in `pid_dir` (as `end_leftovers` does for a dead server's):
+    for a server about to exit while an operation has not unwound (app/stdio.py), so no benchmark
+    outlives it. Returns the pids killed. Raises OSError only if `pid_dir` cannot be listed."""
+    me = os.getpid()
+    return _end_recorded(pid_dir, lambda rec: rec.get("server_pid") == me)
+
+
+def _end_recorded(pid_dir: Path, select) -> list[int]:
+    """Kill the recorded runs in `pid_dir` whose record `select(record)` picks (see end_leftovers)."""
     pid_dir = Path(pid_dir)
     if not pid_dir.is_dir():
         return []
@@ -175,9 +189,8 @@ def end_leftovers(pid_dir: Path) -> list[int]:
         except (OSError, ValueError, KeyError, TypeError):
             f.unlink(missing_ok=True)
             continue
-        server = rec.get("server_pid")
-        if server is not None and same_process(int(server), rec.get("server_create_time", 0)):
-            continue  # its server is alive: a run in progress, not a leftover
+        if not select(rec):
+            continue
         launcher = same_process(pid, created)
         if launcher is not None:
             killed += _kill_run(launcher)

@@ -74,6 +74,22 @@ def find_sessions(repo: Path) -> list[tuple[Path, dict]]:
     return sorted(found.items(), key=lambda kv: (Path(kv[0]) / "ledger.jsonl").stat().st_mtime, reverse=True)
 
 
+def pick_session(repo: Path, tag: str | None, command: str, hint: str,
+                 main_only: bool = False) -> tuple[Path, dict] | None:
+    """(store folder, state.json) of session `tag` of `repo` (None: the most recently active;
+    `main_only`: main slots only), or None after printing on stderr, as `kopt-mcp <command>`, which
+    sessions exist and `hint`."""
+    sessions = [s for s in find_sessions(repo)
+                if not main_only or str(s[1].get("branch", "")).startswith("kernel-opt/")]
+    match = [s for s in sessions if tag is None or s[1].get("tag") == tag]
+    if match:
+        return match[0]
+    tags = ", ".join(sorted({str(s[1].get("tag")) for s in sessions})) or "none"
+    print(f"kopt-mcp {command}: no kopt-mcp session{f' with tag {tag!r}' if tag else ''} under {repo} "
+          f"(sessions found: {tags}); {hint}", file=sys.stderr)
+    return None
+
+
 def _settings(state: dict) -> dict:
     """metric, direction and noise threshold from the session's frozen config (defaults if unreadable)."""
     try:
@@ -93,14 +109,10 @@ def report_command(repo: Path, tag: str | None, out: Path | None) -> int:
     if not repo.exists():
         print(f"kopt-mcp report: {repo} does not exist: pass the kernel repository with --repo", file=sys.stderr)
         return 2
-    sessions = find_sessions(repo)
-    match = [s for s in sessions if tag is None or s[1].get("tag") == tag]
-    if not match:
-        tags = ", ".join(sorted({str(s[1].get("tag")) for s in sessions})) or "none"
-        print(f"kopt-mcp report: no kopt-mcp session{f' with tag {tag!r}' if tag else ''} under {repo} "
-              f"(sessions found: {tags}); start one with `kopt-mcp serve --repo {repo}`", file=sys.stderr)
+    found = pick_session(repo, tag, "report", f"start one with `kopt-mcp serve --repo {repo}`")
+    if found is None:
         return 2
-    root, state = match[0]
+    root, state = found
     workspace = Path(state.get("workspace", ""))
     path = write_report(StoreView(root), **_settings(state), performance_md=workspace / "performance.md",
                         out=out or root / REPORT_NAME, strict=True)

@@ -24,6 +24,14 @@ cancel and error; a dead or frozen waiter's ticket counts for nothing. Foreign j
 them, are unaffected. While it waits on kopt-mcp job leases, a waiter tries their lock files every
 LEASE_WATCH_S s (no probe read) and polls at once when one is given back or taken, so a handover
 between two slots leaves the GPU idle for about LEASE_WATCH_S s instead of up to JOB_POLL_S.
+
+kopt-mcp's own job that just ended is never waited for as a foreign one (`_own_job_ending`): NVML's
+utilization is sampled over the last period, so right after a measuring call gives its lease back the
+GPU still reads e.g. "utilization 11%" with no process left (seen on an H100 after warm_up_harness:
+the next call, kernel_trace_analysis, slept the 600 s meant for a foreign job). A GPU busy only with
+utilization or memory, no foreign compute process, whose kopt-mcp lease was given back less than
+JOB_GRACE_S s ago (LeaseManager.released_at), or whose only compute processes are this server's own
+runs still being torn down, is checked again after JOB_POLL_S s, not poll_s.
 """
 
 from __future__ import annotations
@@ -34,6 +42,7 @@ import threading
 import time
 from collections.abc import Callable
 
+import psutil
 from pydantic import BaseModel
 
 from kopt_mcp.gpus.base import GpuProbe, GpuReading, Vendor
@@ -289,6 +298,9 @@ class GpuGate:
                 elif self.leases.holder(r.uuid) is not None:  # busy with a kopt-mcp job: it ends soon
                     kopt_seen[r.uuid] = now
                     watch[r.uuid] = True
+                elif why := self._own_job_ending(r, own):  # kopt-mcp's own job just ended there: soon idle
+                    c.busy.append(why)
+                    kopt_seen[r.uuid] = now
                 elif queue.ahead(r.uuid):  # just released (lingering load) with waiters: no renewal
                     kopt_seen.setdefault(r.uuid, now)
                 checks.append(c)
@@ -344,6 +356,26 @@ class GpuGate:
                 progress(waited, self.cpu_wait_s, f"CPU busy ({load.shown()} >= {_n(limit)}%); next check in "
                          f"{_n(round(pause, 1))} s")
             self._wait(pause, cancel)
+
+    def _own_job_ending(self, r: GpuReading, own: frozenset[int]) -> str:
+        """Why busy GPU `r` is busy only with kopt-mcp's own job that just ended, as a busy reason ('' when
+        it is not): its compute processes (besides `own`) are all this process's descendants (runs being
+        torn down after their kill), or it has none and a kopt-mcp lease on it was given back less than
+        JOB_GRACE_S s ago (the finished job's sampled utilization lingers). See the module docstring."""
+        procs = [p.pid for p in r.processes if p.pid not in own]
+        if procs:
+            try:
+                mine = {q.pid for q in psutil.Process().children(recursive=True)}
+            except psutil.Error:
+                return ""
+            if not set(procs) <= mine:
+                return ""
+            return f"pid {', '.join(map(str, procs))} is this server's own run, still ending"
+        at = self.leases.released_at(r.uuid)
+        ago = time.time() - at if at is not None else None
+        if ago is None or not 0 <= ago < JOB_GRACE_S:
+            return ""
+        return f"kopt-mcp's own job here ended {_n(round(ago, 1))} s ago (its utilization lingers)"
 
     def _check_held(self, r: GpuReading) -> GpuCheck:
         """The held GPU's check: its numbers, no busy reasons (it is ours)."""

@@ -3,6 +3,8 @@
 `<lease_dir>/<uuid>.lock` is held with an OS file lock (flock through `filelock`), so the kernel
 frees it when the holder dies; `<uuid>.json` beside it (written atomically) says who holds it.
 The lock is the truth: a `.json` left by a dead holder means nothing while the lock is free.
+`<uuid>.released.json` says when a kopt-mcp lease on that GPU was last given back (`released_at`):
+for a moment after, the GPU still shows the finished job's utilization (kopt_mcp.gpus.gate).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import json
 import os
 import re
 import socket
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -90,6 +93,19 @@ class LeaseManager:
     def info_path(self, uuid: str) -> Path:
         """`<lease_dir>/<uuid>.json`, the sidecar naming the holder."""
         return self.lease_dir / f"{_safe(uuid)}.json"
+
+    def released_path(self, uuid: str) -> Path:
+        """`<lease_dir>/<uuid>.released.json`: when a kopt-mcp lease on the GPU was last given back."""
+        return self.lease_dir / f"{_safe(uuid)}.released.json"
+
+    def released_at(self, uuid: str) -> float | None:
+        """When (epoch s, time.time()) a kopt-mcp lease on `uuid` was last given back on this host, or
+        None (never, or unreadable)."""
+        try:
+            at = json.loads(self.released_path(uuid).read_text())["at"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        return float(at) if isinstance(at, (int, float)) else None
 
     def _ensure_dir(self) -> None:
         if not self.lease_dir.is_dir():
@@ -178,4 +194,15 @@ class LeaseManager:
             info = self._read_info(u)
             if info is not None and info.get("pid") == os.getpid():
                 self.info_path(u).unlink(missing_ok=True)
+            self._stamp_release(u)
             entry[0].release()
+
+    def _stamp_release(self, uuid: str) -> None:
+        """Write `<uuid>.released.json` ({"at": epoch s, "pid", "tag"}) atomically. Best effort."""
+        path = self.released_path(uuid)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        try:
+            tmp.write_text(json.dumps({"at": time.time(), "pid": os.getpid(), "tag": self.tag}))
+            os.replace(tmp, path)
+        except OSError:
+            tmp.unlink(missing_ok=True)

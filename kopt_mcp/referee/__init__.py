@@ -14,7 +14,7 @@ import git
 
 from kopt_mcp.errors import Cancelled, DeviceLost, RefereeError, StateSaveError, VcsError
 from kopt_mcp.gpus.base import GpuProbe
-from kopt_mcp.referee import attempt, commit, guards, ops
+from kopt_mcp.referee import attempt, commit, gain, guards, ops
 from kopt_mcp.referee.core import Session, short
 from kopt_mcp.referee.opening import open_session
 from kopt_mcp.referee.recovery import settle
@@ -23,43 +23,81 @@ from kopt_mcp.referee.services import Services
 from kopt_mcp.referee.slots import sync
 
 #: operations after which the session's HTML report is rewritten (they can record a verdict, a
-#: commit, a revert, the baseline or a stop)
-REPORTED = frozenset({"save_and_test", "commit_improvement", "revert_to_best", "run_benchmark", "find_idle_gpu"})
+#: commit, a revert, the baseline, a stop or the session's measured gain)
+REPORTED = frozenset({"save_and_test", "commit_improvement", "revert_to_best", "run_benchmark", "find_idle_gpu",
+                      "measure_session_gain"})
+
+
+#: the cancel events of the operations of this process that run or wait for their session's lock
+_running: set[threading.Event] = set()
+_running_lock = threading.Lock()
+
+
+def cancel_all() -> int:
+    """Set the cancel event of every operation of this process that runs or waits for its session's
+    lock (the stdio client went away: app/stdio.py): each kills its running process tree and unwinds;
+    one still waiting ends at once (Cancelled). Returns how many there were."""
+    with _running_lock:
+        events = list(_running)
+    for e in events:
+        e.set()
+    return len(events)
+
+
+def running_count() -> int:
+    """How many operations of this process run or wait for their session's lock now."""
+    with _running_lock:
+        return len(_running)
 
 
 def operation(fn):
     """Make `fn(session, ...)` one referee operation: serialized by the session lock, cancellable
     through the `cancel` event the caller passes (set it to kill the running process tree and
-    unwind), preceded by recovery of a half-done job (recovery.settle)."""
+    unwind; `cancel_all` sets every running operation's), preceded by recovery of a half-done job
+    (recovery.settle). One cancelled while it waited for the lock raises Cancelled before it starts."""
 
     @functools.wraps(fn)
     def run(self: Session, *args, cancel: threading.Event | None = None, **kwargs):
-        with self.lock:
-            self.cancel = cancel or threading.Event()
-            settle(self)
-            if not self.state.in_progress:
-                try:
-                    sync(self)  # another candidate slot moved BEST: judge against the newest one
-                except (git.GitCommandError, VcsError) as e:
-                    raise RefereeError(
-                        f"another slot moved BEST and following it failed ({short(e)}): check `git -C "
-                        f"{self.workspace_path} status`, remove a stale lock file if a git process was killed, "
-                        "then call again") from e
-            try:
-                result = _retry_once(self, fn, args, kwargs)
-            except Cancelled:
-                self.store.log("cancelled", operation=fn.__name__)
-                raise
-            finally:
-                self.release_job()  # per-job leases: no device is held between calls
-            if fn.__name__ in REPORTED:  # the HTML report follows every verdict, commit, revert and stop
-                # lazy: matplotlib (the report's charts) loads only once a report is written
-                from kopt_mcp.views.report_html import write_session_report
-
-                write_session_report(self)  # never raises: a failure is logged, the verdict stands
-            return result
+        event = cancel or threading.Event()
+        with _running_lock:
+            _running.add(event)
+        try:
+            return _locked(self, fn, event, args, kwargs)
+        finally:
+            with _running_lock:
+                _running.discard(event)
 
     return run
+
+
+def _locked(self: Session, fn, cancel: threading.Event, args, kwargs):
+    """`fn` under the session lock (see `operation`)."""
+    with self.lock:
+        if cancel.is_set():
+            raise Cancelled(f"{fn.__name__} was cancelled before it started")
+        self.cancel = cancel
+        settle(self)
+        if not self.state.in_progress:
+            try:
+                sync(self)  # another candidate slot moved BEST: judge against the newest one
+            except (git.GitCommandError, VcsError) as e:
+                raise RefereeError(
+                    f"another slot moved BEST and following it failed ({short(e)}): check `git -C "
+                    f"{self.workspace_path} status`, remove a stale lock file if a git process was killed, "
+                    "then call again") from e
+        try:
+            result = _retry_once(self, fn, args, kwargs)
+        except Cancelled:
+            self.store.log("cancelled", operation=fn.__name__)
+            raise
+        finally:
+            self.release_job()  # per-job leases: no device is held between calls
+        if fn.__name__ in REPORTED:  # the HTML report follows every verdict, commit, revert and stop
+            # lazy: matplotlib (the report's charts) loads only once a report is written
+            from kopt_mcp.views.report_html import write_session_report
+
+            write_session_report(self)  # never raises: a failure is logged, the verdict stands
+        return result
 
 
 def _retry_once(sess: Session, fn, args, kwargs):
@@ -104,6 +142,7 @@ class Referee(Session):
     get_attempt = operation(ops.get_attempt)
     save_and_test = operation(attempt.save_and_test)
     commit_improvement = operation(commit.commit_improvement)
+    measure_session_gain = operation(gain.measure_session_gain)  # changes nothing; holds a device meanwhile
 
     def judge_run_changes(self, changes, who: str):
         """guards.judge_run_changes on this session."""

@@ -9,6 +9,8 @@ the session); commit_improvement's re-measure uses the same record and helpers."
 
 from __future__ import annotations
 
+import math
+
 from kopt_mcp import vcs
 from kopt_mcp.errors import Cancelled, DeviceLost, ProfilerError, RefereeError, StateSaveError, Tampered, VerdictError
 from kopt_mcp.ledger import now_iso
@@ -25,7 +27,7 @@ from kopt_mcp.rules.repair import after_incorrect
 from kopt_mcp.rules.script import GLOBAL, Round, decide
 from kopt_mcp.rules.stop import RegressionNote, should_stop
 from kopt_mcp.rules.verdict import attempt_verdict, clear_script_win
-from kopt_mcp.session import PendingImprovement, Phase, next_actions, require
+from kopt_mcp.session import PendingImprovement, Phase, VerdictSummary, next_actions, require
 from kopt_mcp.testing import faults
 
 
@@ -198,13 +200,21 @@ def _incorrect(sess: Session, a: Attempt, reason: str) -> VerdictResult:
 
 def _improved(sess: Session, a: Attempt, reason: str, code: Code) -> VerdictResult:
     d, keep = a.decision, a.keep
+    tiv = d.target_interval
+    summary = VerdictSummary(
+        rounds=a.rounds, target_pct=tiv.mean_pct if tiv else sum(d.target_deltas_pct) / len(d.target_deltas_pct),
+        target_lo_pct=tiv.lo_pct if tiv and math.isfinite(tiv.lo_pct) else None,
+        confidence=tiv.confidence if tiv else None,
+        classes_pct={c.key: c.mean_pct for c in d.classes}, gpu_best_us=keep.gpu_best_us,
+        gpu_candidate_us=keep.gpu_candidate_us, gpu_gain_pct=keep.gpu_delta_pct)
     sess.state.improved(PendingImprovement(
         attempt=a.n, tree=a.tree, target=a.target, hypothesis=a.hypothesis,
         candidate_metrics=a.cand_values, candidate_gpu_us=keep.gpu_candidate_us,
         candidate_class_gpu_us=a.class_gpu_us,
         kernels=sess.state.best.kernels, target_delta_pct=sum(d.target_deltas_pct) / len(d.target_deltas_pct),
         metric_used=keep.metric_used, base=sess.state.best.commit,
-        gpu_best_us=keep.gpu_best_us, gpu_floor_pct=a.gpu_floor_pct, candidate_run_metrics=a.cand_run_values))
+        gpu_best_us=keep.gpu_best_us, gpu_floor_pct=a.gpu_floor_pct, candidate_run_metrics=a.cand_run_values,
+        verdict=summary))
     return finish(sess, a, "improved", reason, revert=False, code=code)
 
 

@@ -18,7 +18,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 
 from kopt_mcp import vcs
-from kopt_mcp.bench.measure import raise_if_cancelled
+from kopt_mcp.bench.measure import included_outputs, raise_if_cancelled
 from kopt_mcp.errors import RefereeError, Tampered
 from kopt_mcp.referee.confirmation import confirm_out_of_process
 from kopt_mcp.referee.core import Progress, Session
@@ -26,7 +26,7 @@ from kopt_mcp.referee.guards import protected_paths, workspace_moved
 from kopt_mcp.referee.keep_metric import keep_metric
 from kopt_mcp.referee.reapply import reapply
 from kopt_mcp.referee.recovery import adopt_best, lease_or_stop, recover
-from kopt_mcp.referee.report import perf_rows
+from kopt_mcp.referee.report import commit_message, format_note, keep_note, perf_rows
 from kopt_mcp.referee.runs import Attempt, measure_run
 from kopt_mcp.referee.slots import best_lock, read_shared, sync
 from kopt_mcp.results import CommitResult
@@ -92,7 +92,7 @@ class Kept:
     metric per config class (the benchmark's unit), its GPU time (us; None when the keep was not
     decided on profiler GPU time), whether the format command changed the tree, whether it was
     re-applied onto a newer BEST, the out-of-process confirmation's note (text appended to the
-    reason, "" for none) and how many earlier rounds were overtaken."""
+    reason, "" for none), how many earlier rounds were overtaken and BEST's re-profiled GPU time."""
 
     decision: ScriptDecision
     metrics: dict[str, float]
@@ -101,6 +101,11 @@ class Kept:
     reapplied: bool
     note: str = ""
     overtaken_rounds: int = 0
+    #: BEST's GPU time (us) where this commit profiled a new tree (formatted or re-applied) again; None:
+    #: the verdict's profiles stand
+    gpu_best_us: float | None = None
+    #: `[commit] include` result files as the re-measure's run of this tree wrote them (repo path -> bytes)
+    outputs: dict[str, bytes] | None = None
 
 
 def _commit(sess: Session, message: str, progress: Progress | None, overtaken: int = 0) -> CommitResult | None:
@@ -194,8 +199,19 @@ def _commit(sess: Session, message: str, progress: Progress | None, overtaken: i
     with best_lock(sess):  # the serialized commit step: BEST moves one slot at a time
         if _best_moved(sess):
             return None
-        return _write_commit(sess, a, Kept(d, cand.values(), gpu_us, formatted, reapplied, note, overtaken),
+        return _write_commit(sess, a, Kept(d, cand.values(), gpu_us, formatted, reapplied, note, overtaken,
+                                           claim[0] if (formatted or reapplied) and gpu_us is not None else None,
+                                           _included(sess, cand.run_dir)),
                              message, progress)
+
+
+def _included(sess: Session, run_dir: str) -> dict[str, bytes]:
+    """The `[commit] include` files the re-measure's run of the tested tree rewrote (bench.measure
+    keep_included), protected paths left out (the config validation refuses them; the config file's
+    own path is checked here)."""
+    out = included_outputs(run_dir, list(sess.cfg.commit.include))
+    bad = set(touched_protected(list(out), protected_paths(sess)))
+    return {k: v for k, v in out.items() if k not in bad}
 
 
 def _write_commit(sess: Session, a: Attempt, k: Kept, message: str, progress: Progress | None) -> CommitResult:
@@ -215,8 +231,16 @@ def _write_commit(sess: Session, a: Attempt, k: Kept, message: str, progress: Pr
     sess.write_performance(extra=[{"event": "commit", "rows": rows}])  # rendered from the ledger
     perf = sess.workspace_path / "performance.md"
     faults.point("commit_improvement.after_perf_written")
-    sha = vcs.commit_snapshot(sess.ws, a.tree, {"performance.md": perf.read_bytes()}, s.best.commit,
-                              f"{title}\n\nkopt-mcp attempt {p.attempt}, target {p.target}: {d.reason}")
+    outputs = k.outputs or {}
+    notes = [("formatted by the [format] command: the formatted tree is what was re-measured and committed"
+              if k.formatted else ""),
+             (f"re-applied onto the newest BEST {s.best.commit[:12]} (judged against {(p.base or '')[:12]})"
+              if k.reapplied else ""),
+             (f"result file(s) from the re-measure's run of this tree ([commit] include): {', '.join(outputs)}"
+              if outputs else ""), k.note]
+    text = commit_message(title, p, d, g.noise_pct, (k.gpu_best_us, gpu_us) if k.gpu_best_us is not None else None,
+                          notes)
+    sha = vcs.commit_snapshot(sess.ws, a.tree, {**outputs, "performance.md": perf.read_bytes()}, s.best.commit, text)
     faults.point("commit_improvement.after_git_commit")
     if not k.reapplied:  # the runs of this very tree (formatting aside): the new BEST's first noise group
         s.record_best_runs(p.candidate_run_metrics)
@@ -229,19 +253,8 @@ def _write_commit(sess: Session, a: Attempt, k: Kept, message: str, progress: Pr
     return CommitResult(committed=True, reason=f"committed: the re-measure still favours the candidate ({p.target} "
                         f"{d.target_deltas_pct[-1]:+.2f}%, no other class worse beyond {g.noise_pct:g}%); "
                         "the save_and_test verdict stands." + k.note, commit=sha, best_commit=sha,
-                        formatted=k.formatted, classes=d.classes, next_actions=next_actions(s))
-
-
-def keep_note(p, title: str, commit_delta_pct: float, gpu_us: float | None) -> str:
-    """The note of a keep's performance.md rows: what kept it and both script-metric deltas of its
-    target (% better: the save_and_test verdict's mean, and the commit's one-round re-measure), e.g.
-    `attempt 3: fuse (kept on profiler GPU time, -12.0% GPU time; n=1 +11.80% at the verdict,
-    +11.20% re-measured at commit)`. The commit's own one-round decision reason is not used: one
-    round is never a significant win, and the row would say `tie` for a keep."""
-    gpu = (f", {100 * (gpu_us - p.gpu_best_us) / p.gpu_best_us:+.1f}% GPU time"
-           if gpu_us is not None and p.gpu_best_us else "")
-    return (f"attempt {p.attempt}: {title} (kept on {p.metric_used}{gpu}; {p.target} {p.target_delta_pct:+.2f}% "
-            f"at the verdict, {commit_delta_pct:+.2f}% re-measured at commit)")
+                        formatted=k.formatted, classes=d.classes, next_actions=next_actions(s),
+                        included=sorted(outputs), **format_note(cfg.format.command, k.formatted))
 
 
 def _reapply(sess: Session, a: Attempt, judged_against: str) -> CommitResult | None:
@@ -284,7 +297,8 @@ def _conflict(sess: Session, a: Attempt, judged_against: str, paths: list[str]) 
                 best_commit=s.best.commit)
     sess.save()
     return CommitResult(committed=False, reason=reason, commit=None, best_commit=s.best.commit, formatted=False,
-                        classes=[], next_actions=next_actions(s))
+                        classes=[], next_actions=next_actions(s),
+                        **format_note(sess.cfg.format.command, False, ran=False))
 
 
 def _formatted_snapshot(sess: Session, a: Attempt, tree: str) -> str | None:
@@ -317,4 +331,5 @@ def _not_kept(sess: Session, reason: str, formatted: bool, classes) -> CommitRes
     sess.record("commit_refused", attempt=p.attempt, reason=reason, patch=str(path))
     sess.save()
     return CommitResult(committed=False, reason=reason, commit=None, best_commit=s.best.commit,
-                        formatted=formatted, classes=classes, next_actions=next_actions(s))
+                        formatted=formatted, classes=classes, next_actions=next_actions(s),
+                        **format_note(sess.cfg.format.command, formatted))

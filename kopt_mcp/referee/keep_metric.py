@@ -44,15 +44,15 @@ def keep_metric(sess: Session, a: Attempt, suspect: bool = True, candidate_runs:
                                 "with [profiler] backend = \"none\""))
     if prof.name == "none":
         return apply_keep_metric(None, None, [])
-    before = _profile_target(sess, a, prof, "best-profile", a.best_tree)
+    before = profile_target(sess, a, prof, "best-profile", a.best_tree)
     if isinstance(before, KeepDecision):
         return before
     runs_left = max(1, candidate_runs)
     while True:
-        cand = _profile_target(sess, a, prof, "candidate-profile", a.tree)
+        cand = profile_target(sess, a, prof, "candidate-profile", a.tree)
         if isinstance(cand, KeepDecision):
             return cand
-        after = _profile_target(sess, a, prof, "best-profile-after", a.best_tree)
+        after = profile_target(sess, a, prof, "best-profile-after", a.best_tree)
         if isinstance(after, KeepDecision):
             return after
         triple = Profiles(before=before, candidate=cand, after=after)
@@ -76,12 +76,13 @@ def keep_metric(sess: Session, a: Attempt, suspect: bool = True, candidate_runs:
             "candidate and BEST once more")
 
 
-def _profile_target(sess: Session, a: Attempt, prof, label: str, tree: str):
+def profile_target(sess: Session, a: Attempt, prof, label: str, tree: str, who: str | None = None):
     """One profiled run of snapshot `tree` in a disposable checkout, verified afterwards: its
     TargetProfile (rules/evidence.py), or a not-kept KeepDecision (code gpu_time_missing) saying
-    why it could not be read. Raises Tampered."""
+    why it could not be read (`who`: what ran, for that text; default by `label`: "the candidate"
+    or "BEST_COMMIT"). Raises Tampered."""
     p = profile_run(sess, a, prof, tree, label)
-    who = "the candidate" if label.startswith("candidate") else "BEST_COMMIT"
+    who = who or ("the candidate" if label.startswith("candidate") else "BEST_COMMIT")
     if p.trace is None:
         return KeepDecision(kept=False, gpu_best_us=None, gpu_candidate_us=None, gpu_delta_pct=None,
                             metric_used="profiler GPU time", code=Code.GPU_TIME_MISSING,

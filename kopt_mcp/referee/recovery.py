@@ -14,7 +14,7 @@ from kopt_mcp import vcs
 from kopt_mcp.errors import RefereeError, VcsError
 from kopt_mcp.gpus.gate import GateOutcome
 from kopt_mcp.referee.core import BASELINE_MESSAGE, STOP_MESSAGE, Progress, Session, short
-from kopt_mcp.referee.report import stop_summary
+from kopt_mcp.referee.report import latest_gain, stop_summary
 from kopt_mcp.referee.slots import best_lock, publish, read_shared, unpublish
 from kopt_mcp.session import Phase
 from kopt_mcp.testing import faults
@@ -186,8 +186,9 @@ def _write_stop_summary(sess: Session, commit: bool = True) -> None:
     """Queue the `stopped` record (with the Stop Summary text), render performance.md from the
     ledger and, with `commit`, commit it on top of BEST_COMMIT."""
     s = sess.state
+    gain = latest_gain(sess.store.ledger(), s.best.commit)  # measure_session_gain's, when one was measured
     sess.record("stopped", reason=s.stop_reason, best_commit=s.best.commit,
-                summary=stop_summary(s, sess.config.target.benchmark.metric))
+                summary=stop_summary(s, sess.config.target.benchmark.metric, gain))
     if not commit:
         return
     sess.write_performance()

@@ -1,9 +1,11 @@
-"""Text the referee writes for people: performance.md rows and the Stop Summary (program.md form)."""
+"""Text the referee writes for people: performance.md rows, a keep's commit message and the Stop
+Summary (program.md form)."""
 
 from __future__ import annotations
 
 from kopt_mcp.ledger import PerfRow, now_iso
-from kopt_mcp.session import SessionState
+from kopt_mcp.rules.verdict import ScriptDecision
+from kopt_mcp.session import PendingImprovement, SessionState
 
 
 def fmt(v: float | None, unit: str = "") -> str:
@@ -30,17 +32,53 @@ def perf_rows(status: str, commit: str, command: str, target: str, kernels: list
     return rows
 
 
-def stop_summary(state: SessionState, metric: str) -> str:
-    """The Stop Summary block: time, reason, BEST_COMMIT, best metrics, last regressions table."""
+def landing_lines(tag: str) -> list[str]:
+    """How to bring the session's BEST line (branch `kernel-opt/<tag>`) into the main line, as
+    Stop Summary bullet lines: merge it (performance.md comes along: the session's record), take
+    the net kernel change alone, or cherry-pick single keeps after the `kopt: baseline` commit."""
+    b = f"kernel-opt/{tag}"
+    return [
+        f"- to land it: `git merge {b}` brings the kept kernel changes and this performance.md (the session's "
+        "record: baseline, keeps, Stop Summary; each keep's commit message carries its verdict and re-measure)",
+        f"- the kernel changes alone: `git diff $(git merge-base HEAD {b}) {b} -- . ':(exclude)performance.md' | "
+        "git apply --index`, then commit",
+        f"- single keeps: `git cherry-pick` the `kopt: baseline` commit first (it adds performance.md), then the "
+        f"keeps in order (`git log --reverse --grep='^kopt-mcp attempt' --format=%h {b}`)",
+    ]
+
+
+def latest_gain(records: list[dict], head_commit: str | None = None) -> dict | None:
+    """The latest `session_gain` ledger record (referee.gain), of `head_commit` when given; None if none."""
+    for e in reversed(records):
+        if e.get("event") == "session_gain" and (head_commit is None or e.get("head_commit") == head_commit):
+            return e
+    return None
+
+
+def gain_line(gain: dict | None, best_commit: str) -> str:
+    """The Stop Summary's headline: the session's measured gain (the latest `session_gain` ledger
+    record, referee.gain) when it measured BEST_COMMIT `best_commit`, else how to measure it."""
+    if not gain or gain.get("head_commit") != best_commit:
+        return ("- session gain: not measured against this BEST_COMMIT; the tool measure_session_gain or "
+                "`kopt-mcp compare` measures the session's baseline against it in one paired run")
+    return f"- session gain (measured): {gain.get('headline', '')}"
+
+
+def stop_summary(state: SessionState, metric: str, gain: dict | None = None) -> str:
+    """The Stop Summary block: time, reason, the session's measured gain (`gain`: the latest
+    `session_gain` ledger record, or None), BEST_COMMIT, best metrics, how to land the branch, and
+    the last regressions table."""
     lines = [
         "## Stop Summary", "",
         f"- time: {state.stopped_at or now_iso()}",
         f"- reason: {state.stop_reason}",
+        gain_line(gain, state.best.commit),
         f"- BEST_COMMIT: {state.best.commit}",
         f"- kept improvements: {state.kept}",
         f"- best {metric} per config class: "
         + (", ".join(f"{k} = {fmt(v)}" for k, v in state.best.metrics.items()) or "-"),
         f"- best profiler GPU time (us): {fmt(state.best.gpu_us)}",
+        *landing_lines(state.tag),
         "",
         "Last regressions:",
         "",
@@ -52,4 +90,76 @@ def stop_summary(state: SessionState, metric: str) -> str:
         lines.append(f"| {r.attempt} | {r.at} | {r.target} | {r.change_pct:+.2f}% | {hyp} |")
     if not state.regressions.window:
         lines.append("| - | - | - | - | - |")
+    return "\n".join(lines) + "\n"
+
+
+def keep_note(p: PendingImprovement, title: str, commit_delta_pct: float, gpu_us: float | None) -> str:
+    """The note of a keep's performance.md rows: what kept it and both script-metric deltas of its
+    target (% better: the save_and_test verdict's mean, and the commit's one-round re-measure), e.g.
+    `attempt 3: fuse (kept on profiler GPU time, -12.0% GPU time; n=1 +11.80% at the verdict,
+    +11.20% re-measured at commit)`. The commit's own one-round decision reason is not used: one
+    round is never a significant win, and the row would say `tie` for a keep."""
+    gpu = (f", {100 * (gpu_us - p.gpu_best_us) / p.gpu_best_us:+.1f}% GPU time"
+           if gpu_us is not None and p.gpu_best_us else "")
+    return (f"attempt {p.attempt}: {title} (kept on {p.metric_used}{gpu}; {p.target} {p.target_delta_pct:+.2f}% "
+            f"at the verdict, {commit_delta_pct:+.2f}% re-measured at commit)")
+
+
+def format_note(command: str, formatted: bool, ran: bool = True) -> dict[str, str]:
+    """Why a commit result's `formatted` is what it is, as CommitResult's `format_status` and
+    `formatted_reason`: from `command` ([format] command, "" for none), whether it changed the
+    candidate, and whether the commit step got as far as formatting (`ran`)."""
+    if not command:
+        status, text = "not_configured", ("no [format] command configured (kopt.toml [format] command): the tested "
+                                          "tree is committed as it is")
+    elif not ran:
+        status, text = "not_run", "the [format] command did not run: the commit step ended before formatting"
+    elif formatted:
+        status, text = "changed", ("the [format] command changed the candidate: the formatted tree was re-measured "
+                                   "(and committed if still better)")
+    else:
+        status, text = "unchanged", "the [format] command ran and changed nothing"
+    return {"format_status": status, "formatted_reason": text}
+
+
+def _per_class(changes: dict[str, float]) -> str:
+    return ", ".join(f"{k} {v:+.2f}%" for k, v in changes.items())
+
+
+def _gpu_change(best_us: float | None, cand_us: float | None) -> str:
+    """'profiler GPU time 100.0 -> 58.0 us (-42.00%)', or '' when a side is missing."""
+    if best_us is None or cand_us is None or best_us <= 0:
+        return ""
+    return f"profiler GPU time {best_us:.1f} -> {cand_us:.1f} us ({100 * (cand_us - best_us) / best_us:+.2f}%)"
+
+
+def commit_message(title: str, p: PendingImprovement, remeasure: ScriptDecision, noise_pct: float,
+                   gpu_at_commit: tuple[float, float] | None = None, notes: list[str] | None = None) -> str:
+    """The message of a keep's commit (git: title, blank line, body). The body carries the
+    save_and_test verdict that ruled it improved (`p.verdict`: target change with its lower bound,
+    paired rounds, per-class changes, profiler GPU time) and, labelled as such, the commit's one-round
+    re-measure (`remeasure`: target change, per-class changes; no class worse beyond `noise_pct` %,
+    which the commit gate checked before calling this), then `notes` (one line each: formatting,
+    re-applying, the out-of-process confirmation, result files committed). `gpu_at_commit`: BEST's
+    and the candidate's GPU time (us) where the commit profiled a new tree again. Changes in %,
+    + = better. The re-measure's own decision reason is never used: one round is no significant win,
+    and it would read `tie` on a kept commit. The line `kopt-mcp attempt N, target T` is what
+    recovery looks for (recovery.is_commit_of)."""
+    v = p.verdict
+    lines = [title, "", f"kopt-mcp attempt {p.attempt}, target {p.target}: kept on {p.metric_used}"]
+    if v is not None:
+        conf = f"{v.confidence * 100:g}% " if v.confidence is not None else ""
+        bound = f" ({conf}lower bound {v.target_lo_pct:+.2f}%)" if v.target_lo_pct is not None else ""
+        gpu = _gpu_change(v.gpu_best_us, v.gpu_candidate_us)
+        lines.append(f"save_and_test verdict: improved, {p.target} {v.target_pct:+.2f}%{bound} over {v.rounds} "
+                     f"paired round{'s' if v.rounds != 1 else ''}; per class {_per_class(v.classes_pct)}"
+                     + (f"; {gpu}" if gpu else ""))
+    else:  # a pending improvement saved before the verdict's numbers were kept
+        lines.append(f"save_and_test verdict: improved, {p.target} {p.target_delta_pct:+.2f}%")
+    delta = remeasure.target_deltas_pct[-1]
+    gpu = _gpu_change(*gpu_at_commit) if gpu_at_commit else ""
+    lines.append(f"re-measured at commit: {p.target} {delta:+.2f}%, 1 round, no class worse beyond the "
+                 f"{noise_pct:g}% noise threshold; per class "
+                 f"{_per_class({c.key: c.mean_pct for c in remeasure.classes})}" + (f"; {gpu}" if gpu else ""))
+    lines += [n.strip() for n in notes or [] if n.strip()]
     return "\n".join(lines) + "\n"

@@ -34,6 +34,7 @@ from kopt_mcp.events import (
     DeviceRecord,
     GpuKeep,
     Revert,
+    SessionGain,
     SessionStarted,
     Stopped,
     as_events,
@@ -276,7 +277,8 @@ def render_report(events: list[dict], patches: Mapping[int, str], *, metric: str
     patches: attempt number -> archived diff text; metric / higher_is_better: the benchmark's metric
     column and direction; noise_pct: the noise threshold (%) shaded in the last-verdict chart;
     performance_md: the text of performance.md (its Stop Summary is shown in its own section).
-    Sections: summary cards, Stop Summary (at the top once stopped), BEST_COMMIT per config class vs
+    Sections: the session's measured gain as the headline (the latest `session_gain` record, when one was
+    measured), summary cards, Stop Summary (at the top once stopped), BEST_COMMIT per config class vs
     the baseline, charts (metric per class over attempts, GPU time over attempts, last verdict), every
     attempt newest first (verdict, target, hypothesis, reason, per-class deltas, GPU time, its diff in
     a collapsible <details>), kept commits, performance.md.
@@ -289,7 +291,7 @@ def render_report(events: list[dict], patches: Mapping[int, str], *, metric: str
             f"<title>{_e(title)}</title><style>{CSS}</style></head><body><main>",
             f"<h1>{_e(title)}</h1>", r.subtitle(generated_at or now_iso())]
     stop = r.stop_section()
-    body = [r.summary(), *([stop] if r.stopped else []), r.best_section(), r.charts_section(),
+    body = [r.gain_section(), r.summary(), *([stop] if r.stopped else []), r.best_section(), r.charts_section(),
             r.attempts_section(patches), r.commits_section(), *([] if r.stopped else [stop]),
             r.performance_section()]
     return "\n".join(head + body + ["</main></body></html>\n"])
@@ -308,6 +310,7 @@ class _Session:
         self.started: SessionStarted | None = next(iter(kinds(SessionStarted)), None)
         self.baseline: Baseline | None = next(iter(kinds(Baseline)), None)
         self.stop: Stopped | None = (kinds(Stopped) or [None])[-1]
+        self.gain: SessionGain | None = (kinds(SessionGain) or [None])[-1]
         self.metric, self.higher_is_better, self.noise_pct = metric, higher_is_better, noise_pct
         self.perf_body, self.stop_md = _split_performance(performance_md)
         self.stopped = self.stop is not None or bool(self.stop_md)
@@ -319,6 +322,21 @@ class _Session:
         return (f"<div class=\"sub\">session <b>{_e(tag)}</b> · branch "
                 f"<code>{_e(branch)}</code> · metric <code>{_e(self.metric)}</code> "
                 f"({way} is better){noise} · generated {_e(_time(generated_at))} UTC</div>")
+
+    def gain_section(self) -> str:
+        """The headline: the latest measured session gain (referee.gain) with its per-class bounds."""
+        g = self.gain
+        if g is None:
+            return ('<p id="session-gain" class="muted">Session gain: not measured yet (the tool '
+                    'measure_session_gain, or <code>kopt-mcp compare</code>).</p>')
+        best = self.commits[-1].commit if self.commits else None
+        moved = (f" BEST_COMMIT moved since, to <code>{_e(best[:12])}</code>." if best and best != g.head_commit else "")
+        rows = "".join(f'<tr><td>{_e(c.key)}</td><td class="num">{_fmt(c.best)}</td><td class="num">{_fmt(c.candidate)}'
+                       f'</td><td class="num">{_pct(c.mean_pct)}</td></tr>' for c in g.classes)
+        return (f'<h2 id="session-gain">Session gain (measured {_e(_time(g.at))} UTC)</h2><p class="headline"><b>'
+                f"{_pct(g.target_pct)} ({_fmt(g.ratio_x)}x)</b> {_e(g.headline)}.{moved}</p>"
+                f'<table id="gain-table"><thead><tr><th>config class</th><th>base</th><th>head</th><th>change</th>'
+                f"</tr></thead><tbody>{rows}</tbody></table>")
 
     def summary(self) -> str:
         counts = Counter(r.verdict for r in self.rows)

@@ -167,3 +167,37 @@ def test_the_run_is_recorded_in_pid_dir_while_it_lasts(tmp_path):
     assert r.exit_code == 0
     assert (tmp_path / "listed").read_text().split() == [f"{seen[0]}.json"]
     assert list(pid_dir.iterdir()) == []  # removed when the run ended
+
+
+def test_end_own_runs_kills_this_servers_recorded_runs_and_leaves_others(tmp_path, cleanup):
+    """What a stdio server about to exit does with an operation that did not unwind (app/stdio.py):
+    its own recorded runs end (their whole tree); a record of another live server is left alone."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from kopt_mcp.bench.runner import end_own_runs
+
+    pid_dir = tmp_path / "pids.d"
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])  # another live "server"
+    cleanup.append(other.pid)
+    pid_dir.mkdir()
+    (pid_dir / f"{other.pid}.json").write_text(json.dumps({
+        "pid": other.pid, "create_time": psutil.Process(other.pid).create_time(),
+        "server_pid": os.getppid(), "server_create_time": psutil.Process(os.getppid()).create_time()}))
+    box = {}
+    t = threading.Thread(target=lambda: box.update(r=run_command(
+        "sleep 300 & echo $! > pids; sleep 300", tmp_path, {}, 600, tmp_path / "log", pid_dir=pid_dir)))
+    t.start()
+    deadline = time.monotonic() + 10
+    while not (tmp_path / "pids").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    grandchild = pids_in(tmp_path / "pids")
+    cleanup.extend(grandchild)
+    killed = end_own_runs(pid_dir)
+    t.join(15)
+    assert not t.is_alive() and box["r"].exit_code is not None  # the run returned: its tree was killed
+    assert set(grandchild) <= set(killed) and wait_dead(grandchild) == []
+    assert other.pid not in killed and alive(other.pid)
+    other.kill()

@@ -283,3 +283,79 @@ def test_a_gpu_held_by_a_kopt_job_lease_is_checked_again_within_seconds(tmp_path
 def test_a_foreign_job_without_a_kopt_lease_still_waits_poll_s(tmp_path, fake_time):
     out = _gate(tmp_path, fake_time, BUSY, IDLE).acquire()
     assert out.lease is not None and fake_time.slept == [600.0]
+
+
+class _Readings:
+    """A probe answering poll n with the n-th list of typed readings (the last repeats)."""
+
+    name = "readings"
+
+    def __init__(self, *polls: list[GpuReading]) -> None:
+        self.polls, self.n = list(polls), 0
+
+    def read(self) -> list[GpuReading]:
+        self.n += 1
+        return self.polls[min(self.n - 1, len(self.polls) - 1)]
+
+
+def _h100(util: float, pids: tuple[int, ...] = ()) -> list[GpuReading]:
+    from kopt_mcp.gpus.base import GpuProcess
+
+    return [GpuReading(index=0, uuid="GPU-h100", name="NVIDIA H100 80GB HBM3", vendor="nvidia", util_pct=util,
+                       mem_used_mib=1.0, mem_total_mib=81559.0, processes=[GpuProcess(pid=p) for p in pids])]
+
+
+def _linger_gate(tmp_path, fake_time, *polls):
+    msgs: list[str] = []
+    gate = GpuGate(_Readings(*polls), LeaseManager(tmp_path, "t"), TH, wait_s=3600.0, poll_s=600.0,
+                   sleep=fake_time.sleep, clock=fake_time)
+    return gate, msgs
+
+
+def test_utilization_lingering_after_kopts_own_job_is_checked_again_in_seconds(tmp_path, fake_time):
+    """The H100 stall: warm_up_harness gave its lease back, and kernel_trace_analysis read "utilization
+    11%" with no process left; it waited the 600 s meant for a foreign job."""
+    from kopt_mcp.gpus.gate import JOB_POLL_S
+
+    mine = LeaseManager(tmp_path, "t")
+    assert mine.try_acquire(_h100(0.0)[0]) is not None
+    mine.release()  # the previous measuring call's lease, given back just now
+    gate, msgs = _linger_gate(tmp_path, fake_time, _h100(11.0), _h100(0.0))
+    out = gate.acquire(progress=lambda w, t, m: msgs.append(m))
+    assert out.lease is not None and fake_time.slept == [JOB_POLL_S]
+    assert "utilization 11% >= 10%" in msgs[0] and "own job here ended" in msgs[0]
+
+
+def test_utilization_without_a_recent_kopt_job_is_a_foreign_job(tmp_path, fake_time):
+    import json
+    import time
+
+    from kopt_mcp.gpus.gate import JOB_GRACE_S
+
+    gate, _ = _linger_gate(tmp_path, fake_time, _h100(11.0), _h100(0.0))
+    assert gate.acquire().lease is not None and fake_time.slept == [600.0]  # never leased here
+    gate.release()  # (stamps the release: overwritten next, as if it had been longer than JOB_GRACE_S ago)
+    LeaseManager(tmp_path, "t").released_path("GPU-h100").write_text(json.dumps({"at": time.time() - JOB_GRACE_S - 1}))
+    fake_time.slept.clear()
+    gate2, _ = _linger_gate(tmp_path, fake_time, _h100(11.0), _h100(0.0))
+    assert gate2.acquire().lease is not None and fake_time.slept == [600.0]
+
+
+def test_a_compute_process_of_this_servers_own_run_is_waited_for_in_seconds(tmp_path, fake_time):
+    import subprocess
+    import sys
+
+    from kopt_mcp.gpus.gate import JOB_POLL_S
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        gate, msgs = _linger_gate(tmp_path, fake_time, _h100(50.0, (child.pid,)), _h100(0.0))
+        assert gate.acquire(progress=lambda w, t, m: msgs.append(m)).lease is not None
+        assert fake_time.slept == [JOB_POLL_S] and f"pid {child.pid} is this server's own run" in msgs[0]
+        gate.release()
+        fake_time.slept.clear()
+        stranger = os.getppid()  # pytest's parent: no descendant of this process
+        gate2, _ = _linger_gate(tmp_path, fake_time, _h100(50.0, (stranger,)), _h100(0.0))
+        assert gate2.acquire().lease is not None and fake_time.slept == [600.0]
+    finally:
+        child.kill()

@@ -1,9 +1,9 @@
-"""The note on a keep's performance.md rows (referee/commit.py keep_note): what kept it and both
+"""The note on a keep's performance.md rows (referee/report.py keep_note): what kept it and both
 deltas of its target, never the commit's one-round decision reason (which reads `tie` for a keep)."""
 
 from __future__ import annotations
 
-from kopt_mcp.referee.commit import keep_note
+from kopt_mcp.referee.report import keep_note
 from kopt_mcp.session import PendingImprovement
 
 

@@ -1,4 +1,5 @@
-"""Tools that measure without a verdict: run_benchmark, kernel_trace_analysis, warm_up_harness."""
+"""Tools that measure without a verdict: run_benchmark, kernel_trace_analysis, warm_up_harness,
+measure_session_gain."""
 
 from typing import Annotated
 
@@ -6,8 +7,8 @@ from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.tools import Tool
 from pydantic import Field
 
-from kopt_mcp.app.tools._adapter import MEASURING, call, referee, tool
-from kopt_mcp.results import BenchmarkResult, TraceResult, WarmupResult
+from kopt_mcp.app.tools._adapter import MEASURING, READ_ONLY, call, referee, tool
+from kopt_mcp.results import BenchmarkResult, SessionGainResult, TraceResult, WarmupResult
 
 
 def register(tools: list[Tool]) -> None:
@@ -37,3 +38,17 @@ def register(tools: list[Tool]) -> None:
         """Pay JIT/compile cost before timing: runs the warm-up command twice on the workspace with the
         shared caches later runs use. Call after edits that recompile. Returns cold_s and warm_s."""
         return await call(ctx, referee(ctx).warm_up_harness)
+
+    @tool(tools, "Measure what the session achieved", **READ_ONLY)
+    async def measure_session_gain(
+        ctx: Context,
+        base: Annotated[str, Field(max_length=200, description="commit to measure against (default: the "
+                                   "session's baseline commit)")] = "",
+        head: Annotated[str, Field(max_length=200, description="commit to measure (default: BEST_COMMIT)")] = "",
+    ) -> SessionGainResult:
+        """The session's result, measured: its baseline commit against BEST_COMMIT (or base/head) in one
+        paired run on one leased device under the session's rules; changes nothing. Call when the loop
+        ends, before reporting a speed-up. Returns per-class change with bounds (+% = better), the ratio
+        (x), GPU time where a profiler exists, and a headline (also in the Stop Summary and report).
+        """
+        return await call(ctx, referee(ctx).measure_session_gain, base or None, head or None)

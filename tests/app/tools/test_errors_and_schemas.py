@@ -163,6 +163,7 @@ async def test_every_tool_result_validates_against_its_output_schema_with_baseli
         assert (await run("save_and_test", {"target": "n=1", "hypothesis": "faster"}))["verdict"] == "improved"
         committed = await run("commit_improvement", {"message": "faster"})
         assert committed["committed"] and "tie" not in committed["reason"] and "committed" in committed["reason"]
+        assert (await run("measure_session_gain"))["head_commit"] == committed["commit"]
         set_kernel(ref.workspace_path, {"1": 80.0, "2": 160.0}, errors={"1": 1})
         assert (await run("save_and_test", {"hypothesis": "wrong"}))["verdict"] == "incorrect"
         await run("revert_to_best", {"reason": "give up"})

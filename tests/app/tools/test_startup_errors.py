@@ -75,7 +75,7 @@ async def test_read_only_and_named_subsets(toy_repo, make_referee):
     server = build_server(make_referee(toy_repo), read_only=True)
     async with Client(server) as c:
         names = {t.name for t in (await c.list_tools()).tools}
-    assert names == {"status", "get_attempt", "plot_progress", "optimization_knowledge"}
+    assert names == {"status", "get_attempt", "plot_progress", "optimization_knowledge", "measure_session_gain"}
     assert [t.name for t in select_tools(["status", "run_benchmark"])] == ["status", "run_benchmark"]
     assert [t.name for t in select_tools(["status", "run_benchmark"], read_only=True)] == ["status"]
     with pytest.raises(ValueError, match="unknown tool.*nope.*known: status"):

@@ -1,0 +1,169 @@
+"""The session's measured result (the tool measure_session_gain, `kopt-mcp compare`): two commits,
+by default the session's baseline commit and BEST_COMMIT, measured in one paired run on one lease
+under the session's rules, the way save_and_test measures a candidate against BEST:
+
+- the script metric in paired rounds (head, base; then base, head; ...) judged by rules.verdict.decide
+  at the session's [gates] (noise threshold, confidence, max_rounds), per config class and for the
+  `global` target, each change with its paired bounds;
+- where a profiler exists, profiler GPU time of the target kernels from base, head, base again
+  (A/B/A), judged per launch group by rules.keep.judge_groups (else rules.verdict.apply_keep_metric).
+
+It changes nothing: no verdict, no counter, no noise estimate, no git state; every run happens in a
+disposable checkout of the committed tree, verified afterwards. The result is logged to the ledger
+(`session_gain`), from where the Stop Summary and the HTML report take their headline."""
+
+from __future__ import annotations
+
+import math
+
+import git
+
+from kopt_mcp import vcs
+from kopt_mcp.errors import RefereeError, VerdictError
+from kopt_mcp.profilers.base import exact_names_regex
+from kopt_mcp.referee.core import Progress, Session
+from kopt_mcp.referee.keep_metric import profile_target
+from kopt_mcp.referee.runs import Attempt, measure_run
+from kopt_mcp.referee.slots import shared_events
+from kopt_mcp.results import SessionGainResult
+from kopt_mcp.rules.evidence import Profiles
+from kopt_mcp.rules.gpu_time import judge_profiles
+from kopt_mcp.rules.verdict import (
+    GLOBAL,
+    KeepDecision,
+    Round,
+    ScriptDecision,
+    decide,
+)
+
+
+def session_baseline(sess: Session) -> str | None:
+    """The session's baseline commit (`kopt: baseline`: the first `baseline` ledger record's
+    BEST_COMMIT, over every candidate slot), or None before the baseline."""
+    for e in shared_events(sess):
+        if e.get("event") == "baseline" and e.get("best_commit"):
+            return str(e["best_commit"])
+    return None
+
+
+def _commit(sess: Session, rev: str) -> str:
+    try:
+        return sess.ws.git.rev_parse("--verify", "--quiet", f"{rev}^{{commit}}").strip()
+    except git.GitCommandError as e:
+        raise RefereeError(f"{rev!r} names no commit of {sess.repo_path}: pass a commit, branch or tag "
+                           "(e.g. the session's branch kernel-opt/<tag>)") from e
+
+
+def measure_session_gain(sess: Session, base: str | None = None, head: str | None = None,
+                         progress: Progress | None = None) -> SessionGainResult:
+    """Measure commit `head` (default BEST_COMMIT) against commit `base` (default the session's
+    baseline commit): see the module docstring. Raises RefereeError before the baseline (without
+    `base`), for a revision that names no commit, for base == head, when no device could be leased
+    (the session does not stop for that), or when a run fails its correctness gate."""
+    s, cfg, g = sess.state, sess.cfg, sess.cfg.gates
+    base_rev = base or session_baseline(sess)
+    if base_rev is None:
+        raise RefereeError("the session has no baseline yet: call run_benchmark first, or pass the base commit")
+    base_sha, head_sha = _commit(sess, base_rev), _commit(sess, head or s.best.commit)
+    if base_sha == head_sha:
+        raise RefereeError(f"base and head are the same commit {base_sha[:12]}: nothing to compare (no keep yet?)")
+    base_tree, head_tree = vcs.tree_of(sess.ws, base_sha), vcs.tree_of(sess.ws, head_sha)
+    out = sess.lease(progress)
+    if out.lease is None:
+        raise RefereeError(f"no device: {out.reason}. Nothing was measured; call again later")
+    # best_tree "" : neither tree is BEST's run here, so nothing a run writes joins the benchmark outputs
+    a = Attempt(n=s.next_attempt, target=GLOBAL, hypothesis="session gain", tree=head_tree, best_tree="")
+    prof = sess.profiler()
+    policy = sess.policy()  # the script metric alone: the full round budget at [gates] confidence
+    total = 2.0 * policy.max_rounds + (3.0 if prof.name != "none" else 0.0)
+    d = _script_rounds(sess, a, base_tree, head_tree, policy, total, progress)
+    gpu = _gpu_time(sess, a, prof, base_tree, head_tree, d, progress, total) if prof.name != "none" else None
+    result = _result(sess, a, d, gpu, base_sha, head_sha, policy.confidence)
+    sess.store.log("session_gain", **result.model_dump(mode="json", exclude={"device", "classes"}),
+                   classes=[c.model_dump(mode="json") for c in result.classes], device=sess.device_id)
+    return result
+
+
+def _script_rounds(sess: Session, a: Attempt, base_tree: str, head_tree: str, policy, total: float,
+                   progress: Progress | None) -> ScriptDecision:
+    """Paired rounds (head then base, then base then head, ...) until rules.verdict.decide needs no
+    more (at most policy.max_rounds). Raises RefereeError when a run fails its gate."""
+    rounds: list[Round] = []
+    hib = sess.cfg.benchmark.higher_is_better
+    while True:
+        k = len(rounds)
+        order = (("head", head_tree), ("base", base_tree)) if k % 2 == 0 else (("base", base_tree), ("head", head_tree))
+        values = {}
+        for i, (side, tree) in enumerate(order):
+            if progress:
+                progress(2 * k + i, total, f"session gain: round {k + 1}: the {side} commit")
+            m = measure_run(sess, a, tree, f"gain-{side}")
+            if m.gate.kind != "ok":
+                raise RefereeError(f"the run of the {side} commit failed ({m.gate.reason}); log: {m.run.log_path}")
+            values[side] = m.values()
+        rounds.append(Round(best=values["base"], candidate=values["head"]))
+        try:
+            d = decide(rounds, GLOBAL, hib, policy, sess.state.noise_history)
+        except VerdictError as e:
+            raise RefereeError(f"the two commits cannot be compared: {e}") from e
+        if not d.needs_round:
+            a.rounds = len(rounds)
+            return d
+
+
+def _gpu_time(sess: Session, a: Attempt, prof, base_tree: str, head_tree: str, d: ScriptDecision,
+              progress: Progress | None, total: float) -> KeepDecision:
+    """Profiler GPU time of the target kernels: base, head, base again (A/B/A), judged as a verdict's
+    triple is (rules.gpu_time.judge_profiles). Read-only: the session's spreads are used, never extended."""
+    s = sess.state
+    runs = (("base", base_tree, "gain-base-profile"), ("head", head_tree, "gain-head-profile"),
+            ("base", base_tree, "gain-base-profile-after"))
+    got = []
+    for i, (side, tree, label) in enumerate(runs):
+        if progress:
+            progress(2 * a.rounds + i, total, f"session gain: profiling the {side} commit ({i + 1} of 3)")
+        x = profile_target(sess, a, prof, label, tree, who=f"the {side} commit")
+        if isinstance(x, KeepDecision):
+            return x
+        got.append(x)
+    before, cand, after = got
+    # the session's judgement of a triple (rules/gpu_time.py: by harness unit, launch group or totals),
+    # with its spreads read, never extended
+    j = judge_profiles(Profiles(before=before, candidate=cand, after=after),
+                       sess.cfg.profiler.kernel or exact_names_regex(s.best.kernels), sess.policy, s.gpu_spreads_pct,
+                       s.launch_counts_vary, list(s.best.metrics), False)
+    return j.keep
+
+
+def ratio_x(improvement_pct: float, higher_is_better: bool) -> float:
+    """How many times better a change of `improvement_pct` (% + = better, rules.percent) is: for
+    lower-is-better metrics base / head (+50% -> 2.0x), else head / base (+100% -> 2.0x)."""
+    if higher_is_better:
+        return 1.0 + improvement_pct / 100.0
+    return math.inf if improvement_pct >= 100.0 else 1.0 / (1.0 - improvement_pct / 100.0)
+
+
+def _result(sess: Session, a: Attempt, d: ScriptDecision, gpu: KeepDecision | None, base_sha: str, head_sha: str,
+            confidence: float) -> SessionGainResult:
+    hib, tiv = sess.cfg.benchmark.higher_is_better, d.target_interval
+    mean = tiv.mean_pct if tiv else sum(d.target_deltas_pct) / len(d.target_deltas_pct)
+    lo, hi = (tiv.lo_pct, tiv.hi_pct) if tiv else (-math.inf, math.inf)
+    x = ratio_x(mean, hib)
+    bounds = (f"{confidence * 100:g}% bounds {lo:+.2f}% .. {hi:+.2f}%" if math.isfinite(lo) and math.isfinite(hi)
+              else "bounds unknown: noise not yet measurable")
+    per_class = ", ".join(f"{c.key} {c.mean_pct:+.2f}%" for c in d.classes)
+    gpu_text, gpu_gain = "", None
+    if gpu is not None and gpu.gpu_best_us is not None and gpu.gpu_candidate_us is not None:
+        gpu_gain = gpu.gpu_delta_pct
+        gpu_text = (f"; profiler GPU time {gpu.gpu_best_us:.1f} -> {gpu.gpu_candidate_us:.1f} us"
+                    + (f" ({-gpu_gain:+.2f}%)" if gpu_gain is not None else ""))
+    headline = (f"{base_sha[:12]} -> {head_sha[:12]}: {sess.cfg.benchmark.metric} {GLOBAL} {mean:+.2f}% ({x:.2f}x; "
+                f"{bounds}) over {a.rounds} paired round{'s' if a.rounds != 1 else ''} on {sess.device.name}, "
+                f"{d.outcome} under the session's rules; per class {per_class}{gpu_text}")
+    return SessionGainResult(
+        base_commit=base_sha, head_commit=head_sha, metric=sess.cfg.benchmark.metric, outcome=d.outcome,
+        rounds=a.rounds, target=GLOBAL, target_pct=mean, target_lo_pct=lo, target_hi_pct=hi, confidence=confidence,
+        ratio_x=x, classes=d.classes,
+        gpu_base_us=gpu.gpu_best_us if gpu else None, gpu_head_us=gpu.gpu_candidate_us if gpu else None,
+        gpu_gain_pct=gpu_gain, gpu_note=gpu.reason if gpu else "no profiler on this device: script metric only",
+        headline=headline, device=sess.device, run_dirs=list(a.runs), warnings=list(a.warnings))

@@ -1,0 +1,83 @@
+"""A keep's commit message (referee/report.py commit_message): the save_and_test verdict's numbers
+and, labelled as such, the commit's one-round re-measure; never a verdict word other than
+`improved` (the re-measure's own one-round reason said `tie`)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+
+from kopt_mcp.referee.report import commit_message
+from kopt_mcp.rules.verdict import ClassDelta, ScriptDecision
+from kopt_mcp.session import PendingImprovement, VerdictSummary
+from kopt_mcp.testing.toy import set_kernel
+
+#: every verdict word but `improved` (rules/decision.py Verdict and AttemptVerdict)
+NOT_KEPT = re.compile(r"\b(tie|regressed|divergent|incorrect|abandoned|failed|rejected|conflict|interrupted|"
+                      r"cancelled)\b", re.IGNORECASE)
+
+
+def _line(text: str, label: str) -> str:
+    found = [x for x in text.splitlines() if x.startswith(label)]
+    assert len(found) == 1, text
+    return found[0]
+
+
+def _changes(text: str) -> dict[str, float]:
+    """`key +12.34%` pairs of one line's `per class` part."""
+    return {k: float(v) for k, v in re.findall(r"([\w=.]+) ([+-]\d+\.\d+)%", text.split("per class", 1)[1])}
+
+
+def test_a_kept_commit_carries_the_verdict_and_the_labelled_remeasure(ref):
+    set_kernel(ref.workspace_path, {"1": 50.0, "2": 190.0})
+    v = ref.save_and_test("global", "halve n=1")
+    assert v.verdict == "improved"
+    c = ref.commit_improvement("halve n=1")
+    assert c.committed
+    msg = ref.repo.commit(c.commit).message
+    assert msg.splitlines()[0] == "halve n=1"
+    assert "kopt-mcp attempt 1, target global" in msg  # what recovery.is_commit_of looks for
+    verdict = _line(msg, "save_and_test verdict:")
+    assert f"over {v.rounds} paired rounds" in verdict and v.rounds == 2
+    assert _changes(verdict) == {x.key: round(x.mean_pct, 2) for x in v.classes}
+    remeasure = _line(msg, "re-measured at commit:")
+    assert re.search(r"\b1 round\b", remeasure)
+    assert _changes(remeasure) == {x.key: round(x.mean_pct, 2) for x in c.classes}
+    assert _changes(remeasure)["n=1"] == 50.0 and _changes(remeasure)["n=2"] == 5.0  # 100 -> 50, 200 -> 190 us
+    assert NOT_KEPT.search(msg) is None, msg
+
+
+def test_a_gpu_time_keep_names_both_gpu_times_and_the_reprofiled_ones():
+    p = PendingImprovement(
+        attempt=4, tree="t", target="n=1", hypothesis="h", candidate_metrics={"n=1": 58.0}, candidate_gpu_us=58.0,
+        kernels=["k"], target_delta_pct=41.0, metric_used="profiler GPU time", gpu_best_us=100.0,
+        verdict=VerdictSummary(rounds=1, target_pct=41.5, target_lo_pct=30.25, confidence=0.995, classes_pct={"n=1": 41.5, "n=2": -0.5},
+                               gpu_best_us=100.0, gpu_candidate_us=58.0, gpu_gain_pct=42.0))
+    d = ScriptDecision(outcome="tie", needs_round=False, target="n=1", target_deltas_pct=[39.0], worse_classes=[],
+                       reason="target n=1 changed +39.00%: not a significant win confirmed in 1 rounds: tie",
+                       classes=[ClassDelta(key="n=1", best=100.0, candidate=61.0, deltas_pct=[39.0], mean_pct=39.0),
+                                ClassDelta(key="n=2", best=1.0, candidate=1.0, deltas_pct=[0.0], mean_pct=0.0)])
+    msg = commit_message("fuse", p, d, 1.0, gpu_at_commit=(101.0, 60.0), notes=["formatted by the [format] command"])
+    verdict, remeasure = _line(msg, "save_and_test verdict:"), _line(msg, "re-measured at commit:")
+    assert "+41.50%" in verdict and "99.5% lower bound +30.25%" in verdict and "over 1 paired round;" in verdict
+    assert "100.0 -> 58.0 us (-42.00%)" in verdict
+    assert "n=1 +39.00%" in remeasure and "101.0 -> 60.0 us (-40.59%)" in remeasure
+    assert "formatted by the [format] command" in msg.splitlines()
+    assert NOT_KEPT.search(msg) is None, msg  # the re-measure's own reason (`tie`) is never used
+
+
+def test_recovery_still_finds_the_commit_of_an_attempt(ref):
+    from kopt_mcp.referee.recovery import is_commit_of
+
+    best = ref.state.best.commit
+    set_kernel(ref.workspace_path, {"1": 50.0, "2": 100.0})
+    assert ref.save_and_test("global", "x").verdict == "improved"
+    c = ref.commit_improvement("")
+    ref.state.best.commit = best  # as a killed server's state would still say
+    try:
+        assert is_commit_of(ref, c.commit, 1) and not is_commit_of(ref, c.commit, 2)
+    finally:
+        ref.state.best.commit = c.commit
+    title = subprocess.run(["git", "log", "-1", "--format=%s", c.commit], cwd=ref.workspace_path, check=True,
+                           capture_output=True, text=True).stdout.strip()
+    assert title == "x"  # the hypothesis is the default title
