@@ -18,7 +18,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_valida
 
 from kopt_mcp.gpus.gate import GpuCheck
 from kopt_mcp.knowledge import Hit
-from kopt_mcp.profilers.base import KernelStat
+from kopt_mcp.profilers.base import CpuProfile, KernelStat
 from kopt_mcp.profilers.bottleneck import BottleneckKind
 from kopt_mcp.rules.decision import Verdict
 
@@ -139,7 +139,8 @@ class BottleneckOut(BaseModel):
 
 
 class TraceResult(BaseModel):
-    """kernel_trace_analysis: hottest kernels of one profiled run of the workspace."""
+    """kernel_trace_analysis: hottest kernels of one profiled run of the workspace; on a CPU device the
+    hottest Python functions of a sampled run instead (`cpu`)."""
 
     backend: str
     device: DeviceInfo
@@ -151,7 +152,12 @@ class TraceResult(BaseModel):
     notes: list[str]
     log_path: str
     bottleneck: BottleneckOut | None = Field(
-        None, description="bottleneck class of the target kernel (the hottest one without a regex)")
+        None, description="bottleneck class of the target kernel (the hottest one without a regex); "
+        "on a CPU, cpu-bound with where the samples went")
+    cpu: CpuProfile | None = Field(None, description=(
+        "CPU device: py-spy's sampled run: functions hottest first by self time (ms of thread time, % of "
+        "samples; own = the repository's code, file:line = the hottest line), and the share of samples in "
+        "own code, libraries, imports"))
 
 
 class WarmupResult(BaseModel):
