@@ -26,7 +26,8 @@ from kopt_mcp.errors import StartupError
 from kopt_mcp.referee import Referee
 
 INSTRUCTIONS = (
-    "kopt-mcp referees a GPU-kernel optimization loop. Read the resource kopt://program.md first. "
+    "kopt-mcp referees a kernel optimization loop on a GPU, or on the CPU where there is none. Read the "
+    "resource kopt://program.md first. "
     "Call status, then run_benchmark (baseline), then loop: kernel_trace_analysis -> edit the kernel "
     "in the workspace -> save_and_test -> commit_improvement when improved. The server decides verdicts."
 )

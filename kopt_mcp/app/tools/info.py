@@ -14,7 +14,7 @@ def register(tools: list[Tool]) -> None:
     @tool(tools, "Session status", **READ_ONLY)
     async def status(ctx: Context) -> StatusResult:
         """Where the session stands; call first and whenever unsure what to do next. Returns the phase,
-        the workspace to edit, BEST_COMMIT with its per-class metric and GPU time (us), counters, the last
+        the workspace to edit, BEST_COMMIT with its per-class metric and GPU time (us; null on a CPU), counters, the last
         verdict, the stop reason and next_actions. A server that could not start returns its error here.
         """
         return referee(ctx).status()
