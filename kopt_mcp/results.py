@@ -31,6 +31,19 @@ MaybeFloat = Annotated[float | None, BeforeValidator(_finite_or_none)]
 """A float that is null where the value is not a finite number (inf, NaN)."""
 
 
+class Omitted(BaseModel):
+    """What a tool result left out to stay small (MCP clients cap a result at about 25k tokens): per
+    field, how many entries; `see` names where every entry is (the HTML report, performance.md, the
+    ledger)."""
+
+    counts: dict[str, int]
+    kept: str
+    see: str
+
+
+OMITTED = "per-class lists cut to stay small: how many entries were left out, which were kept, where all are"
+
+
 class Interval(BaseModel):
     """The paired interval behind a verdict (rules.stats.PairedInterval as output): n paired deltas
     (%, + = better), their mean, the SD of one delta (%), degrees of freedom, one-sided `confidence`
@@ -117,6 +130,7 @@ class BenchmarkResult(BaseModel):
     baseline_recorded: bool = False
     best_commit: str
     next_actions: list[str]
+    omitted: Omitted | None = Field(None, description=OMITTED)
 
 
 class KernelRow(KernelStat):
@@ -199,6 +213,7 @@ class VerdictResult(BaseModel):
     stop_reason: str | None
     warnings: list[str]
     next_actions: list[str]
+    omitted: Omitted | None = Field(None, description=OMITTED)
 
 
 class RevertResult(BaseModel):
@@ -223,6 +238,7 @@ class CommitResult(BaseModel):
     overtaken_rounds: int = Field(default=0, ge=0, description=(
         "earlier commit rounds overtaken: another slot moved BEST_COMMIT during their re-measure, so the "
         "candidate was re-applied onto the newest BEST and measured again (0: none)"))
+    omitted: Omitted | None = Field(None, description=OMITTED)
 
 
 class AttemptResult(BaseModel):
@@ -264,6 +280,7 @@ class StatusResult(BaseModel):
                               "agent): slot, phase, attempts, kept, consecutive_regressions, last_verdict")
     problems: list[str] = Field(default_factory=list, description="what recovery at start could not fix, and "
                                 "a ledger whose hash chain does not verify (truncated, edited, deleted)")
+    omitted: Omitted | None = Field(None, description=OMITTED)
 
 
 class KnowledgeResult(BaseModel):

@@ -34,7 +34,7 @@ from kopt_mcp.results import (
 from kopt_mcp.session import Phase, next_actions, require
 from kopt_mcp.testing import faults
 
-PATCH_CHARS = 60_000
+PATCH_CHARS = 12_000  # a get_attempt result stays well under an MCP client's 25k-token cap; the file is whole
 
 
 def status(sess: Session) -> StatusResult:

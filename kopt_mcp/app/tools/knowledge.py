@@ -26,7 +26,8 @@ def register(tools: list[Tool]) -> None:
         query: Annotated[str, Field(max_length=500, description='free text, e.g. "register spills"')] = "",
         vendor: Annotated[Literal["nvidia", "amd", "cpu"] | None, Field(description="default: the leased device's")] = None,
         backend: Annotated[Backend | None, Field(description="kernel language to prefer")] = None,
-        max_chars: Annotated[int, Field(ge=500, le=60000, description="total text budget")] = 6000,
+        max_chars: Annotated[int, Field(ge=500, le=16000, description=(
+            "total text budget (a result stays well under a client's 25k-token cap; full pages: their URIs)"))] = 6000,
     ) -> KnowledgeResult:
         """Techniques with a short example kernel each that fit a bottleneck (GPU classes, or cpu-bound on
         a CPU device), within a character budget; call after kernel_trace_analysis. Returns hits best

@@ -23,7 +23,7 @@ def register(tools: list[Tool]) -> None:
     @tool(tools, "Profile the kernels (trace)", **MEASURING)
     async def kernel_trace_analysis(
         ctx: Context,
-        top: Annotated[int, Field(ge=1, le=200, description="how many kernels to return, hottest first")] = 10,
+        top: Annotated[int, Field(ge=1, le=25, description="how many kernels (CPU: functions) to return, hottest first")] = 10,
     ) -> TraceResult:
         """Profile the workspace's benchmark; call before forming a hypothesis. GPU (CUPTI/Nsight Compute,
         rocprofv3): hottest kernels with calls, GPU time (us), share, registers, shared memory, occupancy,
