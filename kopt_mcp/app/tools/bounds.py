@@ -49,42 +49,37 @@ def _omitted(total: int, kept: int, why: str) -> Omitted | None:
     return None if kept >= total else Omitted(counts={"classes": total - kept}, kept=why, see=SEE)
 
 
-def bound_verdict(r: VerdictResult) -> VerdictResult:
-    """At most MAX_CLASSES classes: the target, the divergent and failing ones, then the largest |mean change|."""
+def _cut_classes(r: T, first: Iterable[str], score: dict[str, float], why: str, dicts: tuple[str, ...] = ()) -> T:
+    """`r` with `classes` (and the per-class dicts named in `dicts`) cut to `_pick`'s classes, and `omitted`."""
     keys = [c.key for c in r.classes]
     if len(keys) <= MAX_CLASSES:
         return r
-    keep = _pick(keys, [r.target, *r.divergent_classes, *r.class_errors], {c.key: _abs(c.mean_pct) for c in r.classes})
-    return r.model_copy(update={
-        "classes": [c for c in r.classes if c.key in keep],
-        "class_errors": {k: v for k, v in r.class_errors.items() if k in keep},
-        "omitted": _omitted(len(keys), len(keep), "the target class, divergent and failing classes, then the "
-                            "largest mean changes")})
+    keep = _pick(keys, first, score)
+    update = {name: {k: v for k, v in getattr(r, name).items() if k in keep} for name in dicts}
+    return r.model_copy(update={**update, "classes": [c for c in r.classes if c.key in keep],
+                                "omitted": _omitted(len(keys), len(keep), why)})
+
+
+def bound_verdict(r: VerdictResult) -> VerdictResult:
+    """At most MAX_CLASSES classes: the target, the divergent and failing ones, then the largest |mean change|."""
+    return _cut_classes(r, [r.target, *r.divergent_classes, *r.class_errors],
+                        {c.key: _abs(c.mean_pct) for c in r.classes},
+                        "the target class, divergent and failing classes, then the largest mean changes",
+                        dicts=("class_errors",))
 
 
 def bound_commit(r: CommitResult) -> CommitResult:
     """At most MAX_CLASSES re-measured classes: the worst first (a commit is refused on them), then the best."""
-    keys = [c.key for c in r.classes]
-    if len(keys) <= MAX_CLASSES:
-        return r
     worst = [c.key for c in sorted(r.classes, key=lambda c: c.mean_pct if c.mean_pct is not None else 0.0)]
-    keep = _pick(keys, worst[: MAX_CLASSES // 2], {c.key: _abs(c.mean_pct) for c in r.classes})
-    return r.model_copy(update={"classes": [c for c in r.classes if c.key in keep],
-                                "omitted": _omitted(len(keys), len(keep), "the most negative changes, then the "
-                                                    "largest changes")})
+    return _cut_classes(r, worst[: MAX_CLASSES // 2], {c.key: _abs(c.mean_pct) for c in r.classes},
+                        "the most negative changes, then the largest changes")
 
 
 def bound_benchmark(r: BenchmarkResult) -> BenchmarkResult:
     """At most MAX_CLASSES rows: the incorrect ones first, then the largest |change vs BEST|, else table order."""
-    keys = [c.key for c in r.classes]
-    if len(keys) <= MAX_CLASSES:
-        return r
-    keep = _pick(keys, [c.key for c in r.classes if not c.correct], {k: _abs(v) for k, v in r.vs_best_pct.items()})
-    return r.model_copy(update={
-        "classes": [c for c in r.classes if c.key in keep],
-        "vs_best_pct": {k: v for k, v in r.vs_best_pct.items() if k in keep},
-        "omitted": _omitted(len(keys), len(keep), "incorrect classes, then the largest changes against BEST "
-                            "(the first classes of the table for the baseline)")})
+    return _cut_classes(r, [c.key for c in r.classes if not c.correct], {k: _abs(v) for k, v in r.vs_best_pct.items()},
+                        "incorrect classes, then the largest changes against BEST (the first classes of the table "
+                        "for the baseline)", dicts=("vs_best_pct",))
 
 
 def bound_status(r: StatusResult) -> StatusResult:

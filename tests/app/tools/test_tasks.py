@@ -5,9 +5,6 @@ client that does not gets the plain result with progress, as before. Both the Py
 
 from __future__ import annotations
 
-import time
-from pathlib import Path
-
 import anyio
 import httpx2
 import mcp_types
@@ -20,6 +17,7 @@ from kopt_mcp.app.server import build_server
 from kopt_mcp.app.tasks import PROGRESS_META, TASK_TOOLS
 from kopt_mcp.testing.toy import set_kernel
 from tests.app.test_http import TOKEN, _env, _serve_argv, free_port, start_server
+from tests.app.tools.test_cancel import _benchmarks_running, _wait_until
 from tests.clients.tasks_ext import EXT, CreateTask, RawClient, TaskCancel, TaskGet, TaskRef, TasksClient, TaskState
 
 pytestmark = pytest.mark.anyio
@@ -29,27 +27,6 @@ FAST = {"1": 50.0, "2": 100.0}  # twice as fast as the toy baseline: a clear imp
 @pytest.fixture
 def quick_heartbeat(monkeypatch):
     monkeypatch.setenv("KOPT_MCP_HEARTBEAT_S", "0.3")
-
-
-def _sleeping_benchmarks(root: Path) -> list[psutil.Process]:
-    """Toy benchmarks running in a disposable checkout under `root` (KOPT_RUN_ROOT)."""
-    out = []
-    for p in psutil.process_iter(["cmdline", "cwd"]):
-        try:
-            if (p.info["cwd"] or "").startswith(str(root) + "/") and "bench.py" in " ".join(p.info["cmdline"] or []):
-                out.append(p)
-        except psutil.Error:
-            pass
-    return out
-
-
-async def _until(pred, timeout_s: float = 30.0) -> bool:
-    end = time.monotonic() + timeout_s
-    while time.monotonic() < end:
-        if pred():
-            return True
-        await anyio.sleep(0.1)
-    return False
 
 
 async def test_a_long_save_and_test_runs_as_a_task_with_status_and_completes(ref, quick_heartbeat):
@@ -75,8 +52,8 @@ async def test_a_cancelled_task_kills_the_process_tree_and_leaves_the_session_as
     async with Client(build_server(ref), extensions=[TasksClient()]) as c:
         handle = await c.session.call_tool("save_and_test", {"hypothesis": "hangs"}, allow_claimed=True)
         assert isinstance(handle, CreateTask) and handle.status == "working"
-        assert await _until(lambda: _sleeping_benchmarks(runs)), "the benchmark never started"
-        tree = [p.pid for p in _sleeping_benchmarks(runs)]
+        assert await _wait_until(lambda: _benchmarks_running(runs)), "the benchmark never started"
+        tree = [p.pid for p in _benchmarks_running(runs)]
         ack = await c.session.send_request(TaskCancel(params=TaskRef(task_id=handle.task_id)), mcp_types.Result)
         assert ack.model_dump(exclude_none=True, exclude={"meta"}) == {}  # an empty acknowledgement
         get = TaskGet(params=TaskRef(task_id=handle.task_id))
@@ -86,8 +63,8 @@ async def test_a_cancelled_task_kills_the_process_tree_and_leaves_the_session_as
                 break
             await anyio.sleep(0.1)
         assert state.status == "cancelled"
-        assert await _until(lambda: not any(psutil.pid_exists(p) for p in tree)), "the benchmark survived the cancel"
-        assert await _until(lambda: ref.lock.acquire(blocking=False))  # the worker unwound
+        assert await _wait_until(lambda: not any(psutil.pid_exists(p) for p in tree)), "the benchmark survived the cancel"
+        assert await _wait_until(lambda: ref.lock.acquire(blocking=False))  # the worker unwound
         ref.lock.release()
         after = (await c.call_tool("status", {})).structured_content
     assert after["phase"] == before.phase and after["best_commit"] == before.best_commit
