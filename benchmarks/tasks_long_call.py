@@ -87,8 +87,9 @@ async def main(args) -> int:
             assert base["result"]["resultType"] == "task", base
             await poll(raw, base["result"])
             ws = Path((await raw.call_tool("status"))["result"]["structuredContent"]["workspace"])
-            # the candidate runs 2 to 3 times in a verdict (a paired round, then a confirming one)
-            set_kernel(ws, {"1": 50.0, "2": 100.0}, SLEEP_S=args.minutes * 60 / 2.5)
+            # a clear win runs the candidate twice (a paired round, then the confirming one; the toy BEST
+            # does not sleep), so each candidate run sleeps half the time asked for
+            set_kernel(ws, {"1": 50.0, "2": 100.0}, SLEEP_S=args.minutes * 60 / 2)
             t0 = time.monotonic()
             created = (await raw.call_tool("save_and_test", {"hypothesis": "twice as fast, slowly"}))["result"]
             answered = time.monotonic() - t0
