@@ -113,6 +113,17 @@ class KernelLine(_Payload):
     shared_mem_per_block_bytes: int | None = None
 
 
+class FunctionLine(_Payload):
+    """One sampled Python function of a CPU trace (hottest first): where, and its self and total share
+    of the samples (%)."""
+
+    function: str
+    file: str = ""
+    line: int | None = None
+    self_pct: float | None = None
+    total_pct: float | None = None
+
+
 class BottleneckRecord(_Payload):
     """The bottleneck class of a trace's target kernel (profilers.bottleneck.Bottleneck dumped)."""
 
@@ -329,7 +340,8 @@ class BaselineFailed(_OnSlot):
 
 class Trace(_OnSlot):
     """kernel_trace_analysis: profiler backend, GPU time (us) of the target kernels and of all
-    kernels, the hottest kernels, the target's bottleneck class."""
+    kernels, the hottest kernels, the target's bottleneck class; on a CPU (py-spy) the hottest
+    Python functions instead of kernels."""
 
     event: Literal["trace"]
     run_dir: str = ""
@@ -339,6 +351,7 @@ class Trace(_OnSlot):
     bottleneck: BottleneckRecord | None = None
     total_gpu_us: float | None = None
     kernels: list[KernelLine] = []
+    functions: list[FunctionLine] = []
 
 
 class Warmup(_OnSlot):

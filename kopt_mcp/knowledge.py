@@ -6,7 +6,8 @@ signals, summary). Skills (`resources/skills/<name>/`): SKILL.md (same front mat
 title, description, vendors) plus reference pages.
 
 Retrieval ranks entries for a bottleneck class (the trace report's `memory-bound`,
-`compute-bound`, `latency/occupancy-bound`), a vendor, a backend and free text; free text is
+`compute-bound`, `latency/occupancy-bound`, and `cpu-bound` for a py-spy profile on a CPU device;
+those entries have vendor "cpu"), a vendor, a backend and free text; free text is
 scored with BM25 (the bm25s library) over title, summary, keywords, signals and body. Results are
 cut to a character budget so an agent's context stays bounded.
 """
@@ -23,7 +24,7 @@ from pydantic import BaseModel
 from kopt_mcp.errors import KnowledgeError
 from kopt_mcp.paths import resources_dir
 
-CLASSES = ("memory-bound", "compute-bound", "latency/occupancy-bound")
+CLASSES = ("memory-bound", "compute-bound", "latency/occupancy-bound", "cpu-bound")
 MIN_PART_CHARS = 600  # the least of a technique worth returning cut
 _FRONT = re.compile(r"\A\+\+\+\n(.*?)\n\+\+\+\n", re.S)
 

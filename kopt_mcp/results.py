@@ -18,7 +18,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_valida
 
 from kopt_mcp.gpus.gate import GpuCheck
 from kopt_mcp.knowledge import Hit
-from kopt_mcp.profilers.base import KernelStat
+from kopt_mcp.profilers.base import CpuProfile, KernelStat
 from kopt_mcp.profilers.bottleneck import BottleneckKind
 from kopt_mcp.rules.decision import MeasuredOutcome, Verdict
 
@@ -29,6 +29,19 @@ def _finite_or_none(v: object) -> object:
 
 MaybeFloat = Annotated[float | None, BeforeValidator(_finite_or_none)]
 """A float that is null where the value is not a finite number (inf, NaN)."""
+
+
+class Omitted(BaseModel):
+    """What a tool result left out to stay small (MCP clients cap a result at about 25k tokens): per
+    field, how many entries; `see` names where every entry is (the HTML report, performance.md, the
+    ledger)."""
+
+    counts: dict[str, int]
+    kept: str
+    see: str
+
+
+OMITTED = "per-class lists cut to stay small: how many entries were left out, which were kept, where all are"
 
 
 class Interval(BaseModel):
@@ -117,6 +130,7 @@ class BenchmarkResult(BaseModel):
     baseline_recorded: bool = False
     best_commit: str
     next_actions: list[str]
+    omitted: Omitted | None = Field(None, description=OMITTED)
 
 
 class KernelRow(KernelStat):
@@ -139,7 +153,8 @@ class BottleneckOut(BaseModel):
 
 
 class TraceResult(BaseModel):
-    """kernel_trace_analysis: hottest kernels of one profiled run of the workspace."""
+    """kernel_trace_analysis: hottest kernels of one profiled run of the workspace; on a CPU device the
+    hottest Python functions of a sampled run instead (`cpu`)."""
 
     backend: str
     device: DeviceInfo
@@ -151,7 +166,12 @@ class TraceResult(BaseModel):
     notes: list[str]
     log_path: str
     bottleneck: BottleneckOut | None = Field(
-        None, description="bottleneck class of the target kernel (the hottest one without a regex)")
+        None, description="bottleneck class of the target kernel (the hottest one without a regex); "
+        "on a CPU, cpu-bound with where the samples went")
+    cpu: CpuProfile | None = Field(None, description=(
+        "CPU device: py-spy's sampled run: functions hottest first by self time (ms of thread time, % of "
+        "samples; own = the repository's code, file:line = the hottest line), and the share of samples in "
+        "own code, libraries, imports"))
 
 
 class WarmupResult(BaseModel):
@@ -197,6 +217,7 @@ class VerdictResult(BaseModel):
     stop_reason: str | None
     warnings: list[str]
     next_actions: list[str]
+    omitted: Omitted | None = Field(None, description=OMITTED)
 
 
 class RevertResult(BaseModel):
@@ -229,6 +250,7 @@ class CommitResult(BaseModel):
     overtaken_rounds: int = Field(default=0, ge=0, description=(
         "earlier commit rounds overtaken: another slot moved BEST_COMMIT during their re-measure, so the "
         "candidate was re-applied onto the newest BEST and measured again (0: none)"))
+    omitted: Omitted | None = Field(None, description=OMITTED)
 
 
 class SessionGainResult(BaseModel):
@@ -299,6 +321,7 @@ class StatusResult(BaseModel):
                               "agent): slot, phase, attempts, kept, consecutive_regressions, last_verdict")
     problems: list[str] = Field(default_factory=list, description="what recovery at start could not fix, and "
                                 "a ledger whose hash chain does not verify (truncated, edited, deleted)")
+    omitted: Omitted | None = Field(None, description=OMITTED)
 
 
 class KnowledgeResult(BaseModel):

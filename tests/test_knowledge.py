@@ -84,6 +84,19 @@ def test_vendor_filter_drops_techniques_of_the_other_vendor():
     assert any("wgmma" in i for i in nv) and not any("mfma" in i for i in nv)
 
 
+CPU_TECHNIQUES = {"numpy-vectorization", "numpy-temporaries-in-place", "cpu-threads", "cpu-cache-blocking"}
+
+
+def test_a_cpu_session_gets_the_four_cpu_techniques_within_the_default_budget_and_no_gpu_one():
+    hits = retrieve("cpu-bound", vendor="cpu")  # the knowledge tool's defaults on a CPU device
+    assert {h.id for h in hits} == CPU_TECHNIQUES and not any(h.truncated for h in hits)
+    entries = {e.id: e for e in load_entries()}
+    assert all(entries[i].vendors == ["cpu"] and "## Sources" in entries[i].body for i in CPU_TECHNIQUES)
+    gpu = {h.id for h in retrieve("memory-bound", vendor="nvidia", max_chars=60000)}
+    assert not gpu & CPU_TECHNIQUES
+    assert retrieve(None, "python loop per row", vendor="cpu", max_chars=3000)[0].id == "numpy-vectorization"
+
+
 def test_free_text_finds_the_matching_technique_without_a_class():
     assert retrieve(None, "register spills scratch", max_chars=3000)[0].id == "register-pressure"
     assert retrieve(None, "shared memory bank conflicts padding", max_chars=3000)[0].id == "smem-bank-conflicts"

@@ -9,6 +9,32 @@ from kopt_mcp.paths import resources_dir
 from kopt_mcp.referee import Referee
 from kopt_mcp.referee.guards import protected_paths
 
+TRACE_GPU = (
+    "`kernel_trace_analysis`: find the hottest kernel, its GPU time, registers, shared memory and\n"
+    "   bottleneck class; `optimization_knowledge` then lists techniques with short example kernels for\n"
+    "   that class, and `kopt://skills/<backend>/SKILL.md` covers rewriting in another backend. Where it\n"
+    "   answers `available: false` (no profiler here), follow its notes and go on to 3: the keep metric\n"
+    "   is then the script metric.")
+TRACE_CPU = (
+    "`kernel_trace_analysis`: py-spy samples the benchmark and returns the hottest Python functions\n"
+    "   (self and total time in ms and %, each one's hottest file:line; `own` = the repository's code)\n"
+    "   with the class `cpu-bound`; `optimization_knowledge` then lists CPU techniques (vectorization,\n"
+    "   fewer temporaries, threads, cache blocking). Where it answers `available: false`, follow its\n"
+    "   notes: read the code the benchmark calls and run_benchmark's time per config class, then go on to 3.")
+TRACE_UNKNOWN = TRACE_GPU + ("\n   On the CPU (no GPU here) it returns the hottest Python functions from py-spy and the\n"
+                             "   class `cpu-bound` instead.")
+
+
+def device_words(ref: Referee) -> tuple[str, str]:
+    """(device line, trace step) of program.md for the device the session measures on: the CPU (leased,
+    or `[gates] gpu_probe = "none"`), a GPU, or not known yet (before the first lease)."""
+    vendor = ref.device.vendor if ref.device is not None else None
+    if vendor == "cpu" or (vendor is None and ref.cfg.gates.gpu_probe == "none"):
+        return "the CPU (no GPU here); other processes' load is gated by [gates] idle_cpu_pct", TRACE_CPU
+    if vendor is not None:
+        return f"{vendor} GPU ({ref.device.name})", TRACE_GPU
+    return "leased by the first measuring call: an idle GPU where there is one, else the CPU", TRACE_UNKNOWN
+
 
 def render_program(ref: Referee) -> str:
     """program.md for this session (markdown text)."""
@@ -20,7 +46,10 @@ def render_program(ref: Referee) -> str:
     if cfg.correctness.command:
         rules.append(f"`{cfg.correctness.command}` exits 0")
     classes = ", ".join(f"`{k}`" for k in s.best.metrics) or "(known after the baseline)"
-    if cfg.profiler.backend == "none":
+    device, trace_step = device_words(ref)
+    if trace_step is TRACE_CPU:
+        keep = "the script metric (no kernel profiler on the CPU)"
+    elif cfg.profiler.backend == "none":
         keep = "the script metric (profiler backend none)"
     else:
         keep = f"profiler GPU time of kernel(s) matching `{cfg.profiler.kernel}`" if cfg.profiler.kernel else \
@@ -34,4 +63,4 @@ def render_program(ref: Referee) -> str:
         noise_pct=f"{g.noise_pct:g}", confirmations=g.confirmations, max_repairs=g.max_repairs,
         max_rounds=g.max_rounds, confidence=f"{g.confidence * 100:g}",
         max_regressions=g.max_consecutive_regressions, gpu_wait_s=f"{g.gpu_wait_s:g}",
-        gpu_poll_s=f"{g.gpu_poll_s:g}")
+        gpu_poll_s=f"{g.gpu_poll_s:g}", device=device, trace_step=trace_step)

@@ -17,10 +17,20 @@ def _pct(v: float | None) -> str:
     return "-" if v is None else f"{v:+.1f}%"
 
 
+def _functions_block(trace: Trace) -> str:
+    lines = ["| function | file:line | self % | total % |", "|---|---|---|---|"]
+    for f in trace.functions:
+        lines.append(f"| {f.function} | {f.file}:{_fmt(f.line)} | {_fmt(f.self_pct)} | {_fmt(f.total_pct)} |")
+    return "\n".join(lines) + "\n\nCPU sampling profile (py-spy): % of samples; self = in the function's own lines."
+
+
 def _trace_block(events: list) -> str:
     trace = last(events, Trace)
+    if trace is not None and trace.functions:
+        return _functions_block(trace)
     if trace is None or not trace.kernels:
-        return "No kernel trace yet: call kernel_trace_analysis first (or there is no profiler on this device)."
+        return ("No trace yet: call kernel_trace_analysis first (GPU: kernels; CPU: Python functions via py-spy); "
+                "where it has none, reason from the per-class table and the code.")
     cols = ["name", "calls", "total_us", "avg_us", "share_pct", "registers_per_thread",
             "shared_mem_per_block_bytes", "sm_throughput_pct", "dram_throughput_pct", "achieved_occupancy_pct"]
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
@@ -55,7 +65,7 @@ def research_directions(ref: Referee) -> str:
 Your output is ADVICE: a ranked list of hypotheses the optimizing agent weighs against its own
 profile and judgement. None of it is an order, and none of it changes the rules: every candidate is
 still judged by save_and_test (correctness, noise threshold {cfg.gates.noise_pct:g}%, per-class verdicts,
-profiler GPU time).
+profiler GPU time on a GPU, the script metric on the CPU).
 
 ## Current best per config class ({cfg.benchmark.metric}, {'higher' if cfg.benchmark.higher_is_better else 'lower'} is better)
 
@@ -63,9 +73,9 @@ profiler GPU time).
 |---|---|
 {best}
 
-BEST_COMMIT {s.best.commit[:12]}; GPU time of the target kernel(s): {_fmt(s.best.gpu_us)} us.
+BEST_COMMIT {s.best.commit[:12]}; GPU time of the target kernel(s): {_fmt(s.best.gpu_us)} us ("-": none measured).
 
-## Latest kernel trace (hottest first)
+## Latest trace (hottest first)
 
 {_trace_block(events)}
 
@@ -77,12 +87,15 @@ BEST_COMMIT {s.best.commit[:12]}; GPU time of the target kernel(s): {_fmt(s.best
 
 Up to 6 hypotheses, most promising first. For each: the bottleneck it addresses and the numbers in
 the trace that point to it (memory-bound: DRAM throughput near peak; compute-bound: SM throughput
-near peak; latency/occupancy-bound: both low, occupancy limited by registers or shared memory);
+near peak; latency/occupancy-bound: both low, occupancy limited by registers or shared memory;
+cpu-bound: the functions and lines holding the samples, e.g. a Python loop over rows, temporaries,
+one busy core);
 the change; which config class it targets (or global); the expected gain and why; the risk to
 correctness. Consider, besides tuning (tile sizes, warps, stages, vector width): fusing the
 target kernel with its neighbours in the trace, a different algorithm (single-pass/online,
 persistent, split-K), and another backend where it fits the hardware (Triton, CUDA/CUTLASS-CuTe,
-CK, TileLang, FlyDSL, hand-written ASM). Do not repeat an idea the attempts table shows as
+CK, TileLang, FlyDSL, hand-written ASM); on a CPU: vectorization, in-place buffers, threads over
+blocks, cache blocking, compiled code (Numba, Cython). Do not repeat an idea the attempts table shows as
 regressed or tie unless you say what is different; a `divergent` result suggests a specialised
 kernel for its target class behind a dispatch on the config.
 """

@@ -19,6 +19,7 @@ from kopt_mcp.app import prompts
 from kopt_mcp.app.logs import serve_mcp_logging
 from kopt_mcp.app.program import render_program
 from kopt_mcp.app.slot_pool import SlotPool
+from kopt_mcp.app.tasks import TasksExtension, TaskStore
 from kopt_mcp.app.tools import knowledge as knowledge_tools
 from kopt_mcp.app.tools import notify, report, select_tools
 from kopt_mcp.app.tools.charts import register_resources
@@ -26,7 +27,8 @@ from kopt_mcp.errors import StartupError
 from kopt_mcp.referee import Referee
 
 INSTRUCTIONS = (
-    "kopt-mcp referees a GPU-kernel optimization loop. Read the resource kopt://program.md first. "
+    "kopt-mcp referees a kernel optimization loop on a GPU, or on the CPU where there is none. Read the "
+    "resource kopt://program.md first. "
     "Call status, then run_benchmark (baseline), then loop: kernel_trace_analysis -> edit the kernel "
     "in the workspace -> save_and_test -> commit_improvement when improved. The server decides verdicts."
 )
@@ -65,10 +67,13 @@ def build_server(ref: Referee | StartupError, tools: list[str] | None = None, re
         pool = SlotPool(session, lambda name: Referee(session.repo_path, session.config_path, session.tag,
                                                        services=session.services, slot=name))
 
+    tasks = TaskStore()  # long calls as MCP tasks where the client declares the extension (app/tasks.py)
+
     @asynccontextmanager
     async def lifespan(_server: MCPServer) -> AsyncIterator[dict]:
         try:
-            yield {"referee": session, "startup_error": error, "slots": pool}
+            async with tasks.running():
+                yield {"referee": session, "startup_error": error, "slots": pool, "tasks": tasks}
         finally:
             if pool is not None:
                 pool.close()
@@ -76,7 +81,7 @@ def build_server(ref: Referee | StartupError, tools: list[str] | None = None, re
                 session.close()
 
     mcp = KoptServer("kopt-mcp", version=__version__, instructions=INSTRUCTIONS, lifespan=lifespan,
-                     tools=select_tools(tools, read_only))
+                     tools=select_tools(tools, read_only), extensions=[TasksExtension()])
     serve_mcp_logging(mcp)  # logging/setLevel; tool calls log their phases (tools/heartbeat.py)
     knowledge_tools.register_resources(mcp)
     notify.register(mcp)

@@ -63,6 +63,13 @@ def kernel_line(k: dict) -> str:
             f"{median}, {k['registers_per_thread']} regs/thread")
 
 
+def function_line(f: dict) -> str:
+    """One demo line for a function of a CPU trace (a FunctionStat as a dict): where, self and total
+    share of the samples (%). Raises KeyError if a field is missing."""
+    return (f"  function {f['function']} ({f['file']}:{f['line']}): {f['self_pct']:.1f}% self, "
+            f"{f['total_pct']:.1f}% with callees")
+
+
 def _data(result) -> dict:
     if result.is_error:
         text = " ".join(getattr(c, "text", "") for c in result.content)
@@ -106,6 +113,8 @@ class Demo:
             if trace["available"]:
                 for k in trace["kernels"]:
                     self.out.print(escape(kernel_line(k)))
+                for f in (trace.get("cpu") or {}).get("functions", []):  # the CPU: py-spy's hottest functions
+                    self.out.print(escape(function_line(f)))
             else:
                 self.out.print(f"trace: {escape('; '.join(trace['notes']))}")
             for i, step in enumerate(self.steps, 1):

@@ -8,13 +8,14 @@ from kopt_mcp.profilers.combined import TraceWithMetrics
 from kopt_mcp.profilers.cupti import CuptiProfiler
 from kopt_mcp.profilers.ncu import NcuProfiler, short_kernel_name
 from kopt_mcp.profilers.none import NoProfiler
+from kopt_mcp.profilers.pyspy import PySpyProfiler
 from kopt_mcp.profilers.rocprof import RocprofV3Profiler
 
 BACKENDS: tuple[str, ...] = ("auto", "cupti", "ncu", "rocprofv3", "none")
 
 __all__ = [
     "BACKENDS", "CuptiProfiler", "KernelStat", "KernelTrace", "NcuProfiler", "NoProfiler", "Profiler",
-    "ProfilerError", "RocprofV3Profiler", "TraceWithMetrics", "make_profiler", "short_kernel_name",
+    "ProfilerError", "PySpyProfiler", "RocprofV3Profiler", "TraceWithMetrics", "make_profiler", "short_kernel_name",
     "target_gpu_time",
 ]
 
@@ -30,12 +31,18 @@ def make_profiler(backend: str, vendor: str, detail: bool = False) -> Profiler:
     from an ncu detail run of the benchmark, merged by kernel name) where both are present, else
     ncu alone where it is on PATH, else the CUPTI trace alone. AMD: rocprofv3 where it is on PATH.
     Otherwise the no-op backend (the script metric decides, and says so).
+    CPU (`vendor` "cpu"): the keep metric is always the script metric (no-op backend); the detail
+    report is py-spy's sampling profile (PySpyProfiler) where py-spy is installed, with "auto" or
+    "none" alike (there is no kernel profiler to turn off on a CPU; a GPU backend raises as below).
     "cupti": the CUPTI trace for the keep metric (ProfilerError if cupti-python is missing); the
     detail report as for "auto" ("cupti+ncu", else ncu, else the CUPTI trace). "ncu": Nsight Compute
     for both (ProfilerError if ncu is not on PATH). "rocprofv3": ROCprofiler-SDK kernel trace
     (ProfilerError if missing). "none": the no-op backend. Anything else raises ValueError.
     """
     nvidia = vendor.lower() == "nvidia"
+    if vendor.lower() == "cpu" and backend in ("auto", "none"):
+        pyspy = PySpyProfiler()
+        return pyspy if detail and pyspy.available() else NoProfiler()
     if backend == "auto":
         if nvidia:
             return _nvidia(detail, prefer_cupti=not detail) or NoProfiler()

@@ -203,13 +203,49 @@ class HarnessUnit(BaseModel):
         return sorted(self.per_invocation)
 
 
+class FunctionStat(BaseModel):
+    """One Python function of a sampled CPU run (py-spy), over all the benchmark's processes and threads.
+
+    `self_*`: samples whose innermost Python frame is this function (the time its own lines took,
+    native calls they make included); `total_*`: samples with the function anywhere on the stack.
+    Times in ms of thread time (samples x sampling interval), shares in % of all samples. `file` is
+    relative to the benchmark's folder where the file is the repository's (`own`), else shortened
+    to the package path (numpy/_core/_methods.py); `line` is the function's hottest line."""
+
+    function: str
+    file: str
+    line: int
+    own: bool
+    self_ms: float
+    total_ms: float
+    self_pct: float
+    total_pct: float
+
+
+class CpuProfile(BaseModel):
+    """A sampled CPU run: the hottest functions first (by self time), how many samples at what rate,
+    and where the samples' innermost Python frame was (% of all samples: the repository's own code,
+    libraries, the import machinery, no Python frame at all)."""
+
+    functions: list[FunctionStat]
+    samples: int
+    rate_hz: float
+    sampled_ms: float
+    own_pct: float
+    library_pct: float
+    import_pct: float
+    no_python_pct: float
+
+
 class KernelTrace(BaseModel):
-    """Every kernel of one profiled run, hottest first (by `total_us`)."""
+    """Every kernel of one profiled run, hottest first (by `total_us`); on the CPU (py-spy) no kernel,
+    the sampled Python functions in `cpu` instead."""
 
     backend: str
     kernels: list[KernelStat]
     total_gpu_us: float
     warnings: list[str] = Field(default_factory=list)
+    cpu: CpuProfile | None = None
     #: launches grouped by kernel and launch shape, in order of first launch, where the backend
     #: records each launch (CUPTI, rocprofv3 kernel trace); None otherwise (see `trace_groups`)
     groups: list[LaunchGroup] | None = Field(default=None, exclude=True)

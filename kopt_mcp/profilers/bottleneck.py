@@ -7,6 +7,11 @@ section compares Compute (SM) throughput with memory throughput, each as % of pe
 SOL rule says "Achieved compute throughput and/or memory bandwidth below 60.0% of peak typically
 indicate latency issues" (ncu's rule message, as quoted in real ncu reports) - hence 60%.
 
+CPU: a py-spy sampling profile (profilers/pyspy.py) has no hardware counters either: it says where
+the time goes, not what limits it. Its class is "cpu-bound" (the CPU runs the benchmark's Python
+and the native code it calls), and the evidence says how the samples split between the
+repository's own lines, libraries' Python code and imports, with the hottest own function.
+
 AMD: a rocprofv3 kernel trace has no throughput counters, only the kernel's resources (VGPR,
 AGPR, SGPR, LDS, scratch). From those alone we can say "register spills" (scratch in use) or
 "occupancy-limited" (many VGPRs); otherwise the class is "unknown", and the reason names the
@@ -19,7 +24,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from kopt_mcp.profilers.base import KernelStat
+from kopt_mcp.profilers.base import CpuProfile, KernelStat
 
 __all__ = [
     "AMD_HIGH_LDS_BYTES",
@@ -32,9 +37,10 @@ __all__ = [
     "Bottleneck",
     "BottleneckKind",
     "classify",
+    "classify_cpu",
 ]
 
-BottleneckKind = Literal["memory-bound", "compute-bound", "latency/occupancy-bound", "unknown"]
+BottleneckKind = Literal["memory-bound", "compute-bound", "latency/occupancy-bound", "cpu-bound", "unknown"]
 
 #: A unit is "the limiter" when its throughput is at least this % of peak and above the other
 #: unit's (heuristic; Nsight Compute's SOL rule calls < 60% on both "latency issues").
@@ -156,3 +162,22 @@ def _classify_amd(extra: dict[str, float]) -> Bottleneck:
         f"{scratch_text}, {vgpr_text} and LDS <= "
         f"{AMD_HIGH_LDS_BYTES} bytes: resources do not limit occupancy; memory- vs compute-bound "
         f"cannot be told from a kernel trace. {_AMD_DECIDERS}"))
+
+
+def classify_cpu(profile: CpuProfile) -> Bottleneck:
+    """The class of a sampled CPU run ("cpu-bound"; module docstring): evidence in % of all samples
+    (own_pct, library_pct, import_pct, no_python_pct; the hottest own function's self and total
+    share), the reason naming that function and where the rest went."""
+    evidence = {"own_pct": profile.own_pct, "library_pct": profile.library_pct,
+                "import_pct": profile.import_pct, "no_python_pct": profile.no_python_pct}
+    own = [f for f in profile.functions if f.own and f.function != "<module>" and f.self_pct > 0]
+    hot = max(own, key=lambda f: f.self_pct, default=None)
+    parts = [f"{profile.own_pct:.0f}% of {profile.samples} samples ran the repository's own lines, "
+             f"{profile.library_pct:.0f}% libraries' Python code (their native calls included), "
+             f"{profile.import_pct:.0f}% imports"]
+    if hot is not None:
+        evidence |= {"hottest_own_self_pct": hot.self_pct, "hottest_own_total_pct": hot.total_pct}
+        parts.append(f"hottest own function {hot.function} ({hot.file}:{hot.line}): {hot.self_pct:.0f}% in its "
+                     f"own lines, {hot.total_pct:.0f}% with what it calls")
+    parts.append("a sampling profile says where the time goes, not what limits it")
+    return Bottleneck(kind="cpu-bound", evidence=evidence, reason="; ".join(parts))

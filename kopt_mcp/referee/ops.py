@@ -7,12 +7,15 @@ Each operation is a plain function over a `Session` (referee/core.py); `Referee`
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from kopt_mcp import vcs
 from kopt_mcp.bench.measure import checkout, raise_if_cancelled
 from kopt_mcp.errors import ProfilerError, RefereeError
-from kopt_mcp.profilers.base import target_gpu_time
-from kopt_mcp.profilers.bottleneck import classify
+from kopt_mcp.profilers.base import KernelTrace, target_gpu_time
+from kopt_mcp.profilers.bottleneck import classify, classify_cpu
 from kopt_mcp.profilers.kernel_names import short_kernel_name
+from kopt_mcp.profilers.pyspy import PySpyProfiler, pyspy_error
 from kopt_mcp.referee.baseline import baseline, bench_result
 from kopt_mcp.referee.core import Progress, Session
 from kopt_mcp.referee.guards import run_note
@@ -31,7 +34,7 @@ from kopt_mcp.results import (
 from kopt_mcp.session import Phase, next_actions, require
 from kopt_mcp.testing import faults
 
-PATCH_CHARS = 60_000
+PATCH_CHARS = 12_000  # a get_attempt result stays well under an MCP client's 25k-token cap; the file is whole
 
 
 def status(sess: Session) -> StatusResult:
@@ -92,28 +95,58 @@ def run_benchmark(sess: Session, progress: Progress | None = None) -> BenchmarkR
     return res.model_copy(update={"reason": "; ".join(x for x in (res.reason, note) if x)}) if note else res
 
 
+#: what an agent on a CPU can do where no sampling profile could be taken
+CPU_INSTEAD = ("Instead: read the code the benchmark calls and look for Python loops over rows or elements, "
+               "temporary arrays and repeated allocations; optimization_knowledge(bottleneck='cpu-bound') lists "
+               "CPU techniques; run_benchmark gives the time per config class; then edit and call save_and_test")
+
+
+def _no_trace(sess: Session, backend: str, notes: list[str]) -> TraceResult:
+    return TraceResult(backend=backend, device=sess.device, available=False, total_gpu_us=0.0, kernels=[],
+                       target_kernels=[], target_gpu_us=None, log_path="", notes=notes)
+
+
+def _no_profiler_notes(sess: Session) -> list[str]:
+    """Why there is no trace on this device and the next step (available=false)."""
+    vendor = sess.device.vendor if sess.device else "cpu"
+    if vendor == "cpu":
+        return ["no sampling profiler: py-spy is not installed here (pip install py-spy; kopt-mcp depends on it) "
+                "or an injected profiler factory gave none. " + CPU_INSTEAD]
+    return [f"no kernel profiler for the {vendor} device (backend {sess.cfg.profiler.backend!r}): the keep metric "
+            "is the script metric. To see kernels install " + (
+                "cupti-python (pip install cupti-python) or Nsight Compute (ncu on PATH)" if vendor == "nvidia"
+                else "ROCm's rocprofv3 (rocprofiler-sdk)") + "; meanwhile edit the kernel and call save_and_test"]
+
+
 def kernel_trace_analysis(sess: Session, top: int = 10, progress: Progress | None = None) -> TraceResult:
-    """Profile the workspace once in detail mode; hottest kernels first (at most `top`)."""
+    """Profile the workspace once in detail mode; hottest kernels first (at most `top`). On a CPU
+    device: py-spy's sampled run, hottest Python functions first (`cpu`, at most `top`). Without a
+    profiler, or where py-spy could not run: available=false and notes saying what to do instead."""
 
     require(sess.state, "kernel_trace_analysis")
     need_device(sess, progress)
     prof = sess.profiler(detail=True)
     run_dir = sess.store.run_dir(sess.state.next_attempt, "trace")
     if prof.name == "none":
-        return TraceResult(backend="none", device=sess.device, available=False, total_gpu_us=0.0,
-                           kernels=[], target_kernels=[], target_gpu_us=None, log_path="",
-                           notes=[f"no profiler for device {sess.device.vendor} (backend "
-                                  f"{sess.cfg.profiler.backend!r}): the keep metric is the script metric"])
+        return _no_trace(sess, "none", _no_profiler_notes(sess))
     if progress:
         progress(0, 1, f"profiling the workspace with {prof.name}")
     tree = sess.workspace_tree()
     p = sess.profile(prof, tree, run_dir)
+    if p.trace is None and prof.name == PySpyProfiler.name:
+        why = pyspy_error(Path(p.log_path)) or p.error
+        return _no_trace(sess, prof.name, [
+            f"py-spy could not profile the benchmark: {why} (log: {p.log_path}). It samples Python processes, "
+            "and only while they run: a command that starts none, or ends within a fraction of a second, leaves "
+            "nothing to sample; it also must read its child's memory (Yama ptrace_scope 0 or 1). " + CPU_INSTEAD])
     if p.trace is None:
         raise RefereeError(f"profiling failed: {p.error} (log: {p.log_path})")
     notes = list(p.trace.warnings)
     note = run_note(sess, p.changes)
     if note:
         notes.append(note)
+    if p.trace.cpu is not None:
+        return _cpu_trace(sess, p.trace, top, notes, run_dir, p.log_path)
     try:
         gpu_us, names = target_gpu_time(p.trace, sess.cfg.profiler.kernel or None)
     except ProfilerError as e:
@@ -134,6 +167,23 @@ def kernel_trace_analysis(sess: Session, top: int = 10, progress: Progress | Non
     return TraceResult(backend=prof.name, device=sess.device, available=True,
                        total_gpu_us=p.trace.total_gpu_us, kernels=rows, target_kernels=names,
                        target_gpu_us=gpu_us, notes=notes, log_path=p.log_path, bottleneck=bottleneck)
+
+
+def _cpu_trace(sess: Session, trace: KernelTrace, top: int, notes: list[str], run_dir, log_path: str) -> TraceResult:
+    """kernel_trace_analysis's result for a sampled CPU run: the `top` hottest functions, the
+    cpu-bound class with its evidence, logged as a `trace` event."""
+    cpu = trace.cpu.model_copy(update={"functions": trace.cpu.functions[:top]})
+    bottleneck = classify_cpu(trace.cpu)
+    if not cpu.functions:
+        notes.append("py-spy sampled no running Python frame: the benchmark ran outside Python (a native "
+                     "binary?) or only waited (sleep, I/O, a lock). " + CPU_INSTEAD)
+    sess.store.log("trace", run_dir=str(run_dir), device=sess.device_id, backend=trace.backend,
+                   bottleneck=bottleneck.model_dump(), total_gpu_us=0.0,
+                   functions=[{"function": f.function, "file": f.file, "line": f.line, "self_pct": f.self_pct,
+                               "total_pct": f.total_pct} for f in cpu.functions])
+    return TraceResult(backend=trace.backend, device=sess.device, available=True, total_gpu_us=0.0, kernels=[],
+                       target_kernels=[], target_gpu_us=None, notes=notes, log_path=log_path,
+                       bottleneck=bottleneck, cpu=cpu)
 
 
 def warm_up_harness(sess: Session, progress: Progress | None = None) -> WarmupResult:

@@ -22,6 +22,7 @@ from mcp.types import ToolAnnotations
 from pydantic import ConfigDict
 
 from kopt_mcp.app.tools import heartbeat
+from kopt_mcp.app.tools.bounds import bounded
 from kopt_mcp.app.tools.errors import to_tool_error
 from kopt_mcp.errors import StartupError
 from kopt_mcp.referee import Referee
@@ -55,7 +56,8 @@ def _repo_of(ctx: Context | None) -> Path | None:
 
 async def call(ctx: Context, fn: Callable[..., T], *args: Any, progress: bool = True, **kwargs: Any) -> T:
     """Run `fn(*args, **kwargs[, progress=cb])` in a worker thread; any error -> ToolError (tools.errors).
-    While it runs, progress goes out at least every few seconds and ends at its total (tools.heartbeat)."""
+    While it runs, progress goes out at least every few seconds and ends at its total (tools.heartbeat).
+    The result's per-class lists are cut to stay small (tools.bounds)."""
     beat = heartbeat.for_call(ctx, fn) if progress else None
     if beat is not None:
         kwargs["progress"] = beat.update
@@ -63,8 +65,8 @@ async def call(ctx: Context, fn: Callable[..., T], *args: Any, progress: bool = 
     try:
         # abandon_on_cancel: a cancelled call returns at once; the event makes the worker kill the
         # running process tree, release the lease and restore the session (see referee.operation)
-        return await heartbeat.run_beside(beat, functools.partial(
-            anyio.to_thread.run_sync, functools.partial(fn, *args, cancel=cancel, **kwargs), abandon_on_cancel=True))
+        return bounded(await heartbeat.run_beside(beat, functools.partial(
+            anyio.to_thread.run_sync, functools.partial(fn, *args, cancel=cancel, **kwargs), abandon_on_cancel=True)))
     except anyio.get_cancelled_exc_class():
         cancel.set()
         raise

@@ -18,9 +18,10 @@ import anyio.to_thread
 from mcp.server.mcpserver import Context, Image, MCPServer
 from mcp.server.mcpserver.tools import Tool
 from mcp.types import CallToolResult, TextContent
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from kopt_mcp.app.tools._adapter import READ_ONLY, referee, tool
+from kopt_mcp.app.tools.bounds import MAX_CLASSES
 from kopt_mcp.referee import Referee
 from kopt_mcp.views import charts
 
@@ -49,6 +50,8 @@ class ProgressPlot(BaseModel):
     classes: list[ClassProgress]
     summary: str
     chart_resource: str = PROGRESS_URI
+    classes_omitted: int = Field(0, description="config classes left out of `classes` and the summary to keep the "
+                                 "result small (the first ones of the table are shown; all: kopt://report.html)")
 
 
 def ledger_events(ref: Referee) -> list[dict]:
@@ -76,13 +79,17 @@ def progress_plot(events: list[dict], metric: str, higher_is_better: bool) -> Pr
     head = (f"{metric} ({way} is better): {len(d.marks)} attempt(s)"
             + (": " + ", ".join(f"{k} {v}" for k, v in counts.items()) if counts else "")
             + f"; {len(d.commits)} commit(s).")
+    omitted, rows = max(0, len(rows) - MAX_CLASSES), rows[:MAX_CLASSES]
     lines = [head] + [
         f"{r.key}: baseline {r.baseline:.4g} -> BEST {r.best:.4g} {metric} ({r.pct_of_baseline:g}% of baseline)"
         if r.pct_of_baseline is not None else f"{r.key}: BEST {r.best:.4g} {metric}" for r in rows]
+    if omitted:
+        lines.append(f"... {omitted} more config classes: kopt://report.html")
     if not rows:
         lines.append("No baseline yet: call run_benchmark.")
     return ProgressPlot(metric=metric, higher_is_better=higher_is_better, attempts=len(d.marks),
-                        commits=len(d.commits), verdicts=counts, classes=rows, summary="\n".join(lines))
+                        commits=len(d.commits), verdicts=counts, classes=rows, summary="\n".join(lines),
+                        classes_omitted=omitted)
 
 
 def progress_png(ref: Referee, events: list[dict] | None = None) -> bytes:

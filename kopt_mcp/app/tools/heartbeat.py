@@ -35,6 +35,7 @@ import anyio
 import anyio.from_thread
 
 from kopt_mcp.app.logs import send_log
+from kopt_mcp.app.tasks import current_task
 
 T = TypeVar("T")
 log = logging.getLogger("kopt_mcp.progress")
@@ -197,7 +198,9 @@ class Heartbeat:
 
 def for_call(ctx: Any, fn: Callable[..., Any]) -> Heartbeat:
     """A Heartbeat for one tool call: progress through `ctx.report_progress` (a no-op when the client
-    sent no progress token), each new step also as an MCP log message at level info."""
+    sent no progress token), each new step also as an MCP log message at level info. A call running
+    as an MCP task (app/tasks.py) reports into the task instead: its status message and progress
+    (the extension has no progress or log notifications)."""
     async def phase(message: str) -> None:
         await send_log(ctx, "info", message)
 
@@ -207,6 +210,9 @@ def for_call(ctx: Any, fn: Callable[..., Any]) -> Heartbeat:
     except ValueError as e:  # a bad setting must not fail the tool call: say so, use the default
         log.warning("%s; using %g s", e, DEFAULT_INTERVAL_S)
         interval = DEFAULT_INTERVAL_S
+    task = current_task()
+    if task is not None:
+        return Heartbeat(task.report, what, interval_s=interval)
     return Heartbeat(ctx.report_progress, what, interval_s=interval, phase=phase)
 
 

@@ -7,6 +7,7 @@ from mcp.server.mcpserver.tools import Tool
 from pydantic import Field
 
 from kopt_mcp.app.tools._adapter import READ_ONLY, call, referee, tool
+from kopt_mcp.app.tools.bounds import bounded
 from kopt_mcp.results import AttemptResult, StatusResult
 
 
@@ -14,10 +15,10 @@ def register(tools: list[Tool]) -> None:
     @tool(tools, "Session status", **READ_ONLY)
     async def status(ctx: Context) -> StatusResult:
         """Where the session stands; call first and whenever unsure what to do next. Returns the phase,
-        the workspace to edit, BEST_COMMIT with its per-class metric and GPU time (us), counters, the last
+        the workspace to edit, BEST_COMMIT with its per-class metric and GPU time (us; null on a CPU), counters, the last
         verdict, the stop reason and next_actions. A server that could not start returns its error here.
         """
-        return referee(ctx).status()
+        return bounded(referee(ctx).status())
 
     @tool(tools, "Read an archived attempt", **READ_ONLY)
     async def get_attempt(

@@ -1,4 +1,4 @@
-"""The knowledge tool and the skill / knowledge-base resources (read-only; no GPU, no state)."""
+"""The knowledge tool and the skill / knowledge-base resources (read-only; no device, no state)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from kopt_mcp.paths import resources_dir
 from kopt_mcp.results import KnowledgeResult
 
 Bottleneck = Literal[CLASSES]  # type: ignore[valid-type]  # the knowledge base's classes, one source
-Backend = Literal["triton", "cuda", "cutlass", "hip", "ck", "flydsl", "tilelang", "asm"]
+Backend = Literal["triton", "cuda", "cutlass", "hip", "ck", "flydsl", "tilelang", "asm", "numpy"]
 
 
 def register(tools: list[Tool]) -> None:
@@ -24,13 +24,14 @@ def register(tools: list[Tool]) -> None:
         ctx: Context,
         bottleneck: Annotated[Bottleneck | None, Field(description="default: the latest trace's class")] = None,
         query: Annotated[str, Field(max_length=500, description='free text, e.g. "register spills"')] = "",
-        vendor: Annotated[Literal["nvidia", "amd"] | None, Field(description="default: the leased GPU's")] = None,
+        vendor: Annotated[Literal["nvidia", "amd", "cpu"] | None, Field(description="default: the leased device's")] = None,
         backend: Annotated[Backend | None, Field(description="kernel language to prefer")] = None,
-        max_chars: Annotated[int, Field(ge=500, le=60000, description="total text budget")] = 6000,
+        max_chars: Annotated[int, Field(ge=500, le=16000, description=(
+            "total text budget (a result stays well under a client's 25k-token cap; full pages: their URIs)"))] = 6000,
     ) -> KnowledgeResult:
-        """Techniques with a short example kernel each that fit a bottleneck, within a character budget;
-        call after kernel_trace_analysis. Returns hits best first (text, resource URI) and the skill
-        docs for the vendor. Advice only: save_and_test judges every candidate.
+        """Techniques with a short example kernel each that fit a bottleneck (GPU classes, or cpu-bound on
+        a CPU device), within a character budget; call after kernel_trace_analysis. Returns hits best
+        first (text, resource URI) and the skill docs for the vendor. Advice only: save_and_test judges.
         """
         ref = referee(ctx)
         source = "argument"
@@ -38,7 +39,7 @@ def register(tools: list[Tool]) -> None:
             trace = ref.store.last(Trace)
             kind = trace.bottleneck.kind if trace is not None and trace.bottleneck is not None else None
             bottleneck, source = (kind, "latest kernel_trace_analysis") if kind in CLASSES else (None, "none")
-        if vendor is None and ref.device is not None and ref.device.vendor in ("nvidia", "amd"):
+        if vendor is None and ref.device is not None and ref.device.vendor in ("nvidia", "amd", "cpu"):
             vendor = ref.device.vendor
         hits = retrieve(bottleneck, query, vendor, backend, max_chars)  # KnowledgeError -> tool error
         skills = [s.name for s in load_skills() if vendor is None or vendor in s.vendors]

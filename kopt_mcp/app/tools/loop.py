@@ -30,8 +30,8 @@ def register(tools: list[Tool]) -> None:
         hypothesis: Annotated[str, Field(max_length=1000, description="why it should be faster, one sentence")] = "",
     ) -> VerdictResult:
         """Submit the workspace's edits as a candidate. The server archives the diff, rejects edits to
-        protected files, measures candidate and BEST in one GPU lease and applies correctness, noise and
-        keep-metric (profiler GPU time) rules. Verdicts: improved (call commit_improvement), incorrect
+        protected files, measures candidate and BEST in one device lease and applies correctness, noise and
+        keep-metric (profiler GPU time on a GPU, else the script metric) rules. Verdicts: improved (call commit_improvement), incorrect
         (repair, call again), tie/regressed/divergent/failed/rejected/abandoned (reverted). Returns
         per-class deltas (+% = better), the reason and next_actions.
         """

@@ -24,12 +24,13 @@ def register(tools: list[Tool]) -> None:
     @tool(tools, "Profile the kernels (trace)", **MEASURING)
     async def kernel_trace_analysis(
         ctx: Context,
-        top: Annotated[int, Field(ge=1, le=200, description="how many kernels to return, hottest first")] = 10,
+        top: Annotated[int, Field(ge=1, le=25, description="how many kernels (CPU: functions) to return, hottest first")] = 10,
     ) -> TraceResult:
-        """Profile the workspace's benchmark (CUPTI/Nsight Compute on NVIDIA, rocprofv3 on AMD); call
-        before forming a hypothesis. Returns the hottest kernels with calls, per-launch GPU time (us),
-        share, registers per thread, shared memory, occupancy, the target kernels' GPU time (the keep
-        metric) and the bottleneck class. Without a profiler: available=false.
+        """Profile the workspace's benchmark; call before forming a hypothesis. GPU (CUPTI/Nsight Compute,
+        rocprofv3): hottest kernels with calls, GPU time (us), share, registers, shared memory, occupancy,
+        the target's GPU time (keep metric), bottleneck class. CPU (py-spy): hottest Python functions
+        with self/total time (ms, %) and hottest line, class cpu-bound. No profiler: available=false and
+        notes saying what to do instead.
         """
         return await call(ctx, referee(ctx).kernel_trace_analysis, top)
 

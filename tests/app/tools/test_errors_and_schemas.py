@@ -97,7 +97,8 @@ async def test_every_parameter_is_described_numbers_bounded_and_extras_refused(s
             if p.get("type") == "string":
                 assert p.get("maxLength"), (t.name, name)
     knowledge = next(t for t in tools if t.name == "optimization_knowledge").input_schema["properties"]
-    assert knowledge["bottleneck"]["anyOf"][0]["enum"] == ["memory-bound", "compute-bound", "latency/occupancy-bound"]
+    assert knowledge["bottleneck"]["anyOf"][0]["enum"] == ["memory-bound", "compute-bound", "latency/occupancy-bound",
+                                                          "cpu-bound"]
 
 
 async def test_unknown_arguments_are_errors(server):
