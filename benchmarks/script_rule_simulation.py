@@ -2,7 +2,7 @@
 keeps a candidate, by planted effect, under simulated run-to-run noise (CPU only, seconds).
 
 Each trial is one verdict as the referee reaches it: paired rounds of BEST and a candidate that is
-`effect`% faster, every run 100 * exp(N(0, sd%)) (log-normal), `rules.verdict.decide` asked after
+`effect`% faster, every run 100 * exp(N(0, sd%)) (log-normal), `rules.script.decide` asked after
 each round until it stops asking; the earlier BEST groups of the session (`--history`, e.g. "" =
 right after a commit, no group at the new level; "5" = one group of 5 runs; "3,3,3") are drawn the
 same way. The [gates] are the defaults but for `--noise` (the threshold, %).

@@ -77,7 +77,7 @@ class InitError(SetupError, RuntimeError):
 
 class PreflightError(SetupError, RuntimeError):
     """A command of the config cannot start on this machine (its program, a file it names, or the
-    test runner is missing: kopt_mcp/commands/preflight.py); the message says what to install or fix."""
+    test runner is missing: kopt_mcp/bench/preflight.py); the message says what to install or fix."""
 
 
 class RefereeError(StateError, RuntimeError):

@@ -3,7 +3,7 @@
 The summary: the config, the benchmark and correctness commands, the result files and how they are
 read (format, rows filter, counts, the first 10 config classes), the gates in force, the device and
 profiler, protected paths, warnings. Problems that make every run fail (a command, a file it names
-or the test runner that is not there: kopt_mcp/commands/preflight.py; a workdir that does not
+or the test runner that is not there: kopt_mcp/bench/preflight.py; a workdir that does not
 exist, a result glob that can never match inside the tree, existing results that do not fit) are
 errors: exit code 2.
 """
@@ -16,7 +16,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from kopt_mcp.commands.preflight import preflight_problems
+from kopt_mcp.bench.preflight import preflight_problems
 from kopt_mcp.config import BenchmarkSection, TargetConfig, load_config
 from kopt_mcp.errors import ConfigError, MetricsError
 from kopt_mcp.gpus import make_probe
@@ -105,7 +105,7 @@ def check_config(repo: Path, config: Path | None) -> int:
     b = t.benchmark
     out.print(f"config {cf.path} (sha256 {cf.sha256[:12]})")
     out.print(escape(f"benchmark: `{b.command}` in {b.workdir}, timeout {b.timeout_s:g} s"))
-    errors += preflight_problems(t, repo)  # kopt_mcp/commands/preflight.py: programs, files, test runner
+    errors += preflight_problems(t, repo)  # kopt_mcp/bench/preflight.py: programs, files, test runner
     errors += glob_problems(b.csv) if b.csv else []
     if (repo / b.workdir).is_dir():
         warnings += command_warnings(b.command, repo / b.workdir)

@@ -2,11 +2,11 @@
 by default the session's baseline commit and BEST_COMMIT, measured in one paired run on one lease
 under the session's rules, the way save_and_test measures a candidate against BEST:
 
-- the script metric in paired rounds (head, base; then base, head; ...) judged by rules.verdict.decide
+- the script metric in paired rounds (head, base; then base, head; ...) judged by rules.script.decide
   at the session's [gates] (noise threshold, confidence, max_rounds), per config class and for the
   `global` target, each change with its paired bounds;
 - where a profiler exists, profiler GPU time of the target kernels from base, head, base again
-  (A/B/A), judged per launch group by rules.keep.judge_groups (else rules.verdict.apply_keep_metric).
+  (A/B/A), judged per launch group by rules.keep.judge_groups (else rules.keep_totals.apply_keep_metric).
 
 It changes nothing: no verdict, no counter, no noise estimate, no git state; every run happens in a
 disposable checkout of the committed tree, verified afterwards. The result is logged to the ledger
@@ -28,13 +28,8 @@ from kopt_mcp.referee.slots import shared_events
 from kopt_mcp.results import SessionGainResult
 from kopt_mcp.rules.evidence import Profiles
 from kopt_mcp.rules.gpu_time import judge_profiles
-from kopt_mcp.rules.verdict import (
-    GLOBAL,
-    KeepDecision,
-    Round,
-    ScriptDecision,
-    decide,
-)
+from kopt_mcp.rules.keep_totals import KeepDecision
+from kopt_mcp.rules.script import GLOBAL, Round, ScriptDecision, decide
 
 
 def session_baseline(sess: Session) -> str | None:
@@ -86,7 +81,7 @@ def measure_session_gain(sess: Session, base: str | None = None, head: str | Non
 
 def _script_rounds(sess: Session, a: Attempt, base_tree: str, head_tree: str, policy, total: float,
                    progress: Progress | None) -> ScriptDecision:
-    """Paired rounds (head then base, then base then head, ...) until rules.verdict.decide needs no
+    """Paired rounds (head then base, then base then head, ...) until rules.script.decide needs no
     more (at most policy.max_rounds). Raises RefereeError when a run fails its gate."""
     rounds: list[Round] = []
     hib = sess.cfg.benchmark.higher_is_better

@@ -14,8 +14,8 @@ from filelock import FileLock, Timeout
 
 from kopt_mcp import vcs
 from kopt_mcp.bench.local import LocalExecutor
+from kopt_mcp.bench.preflight import preflight
 from kopt_mcp.bench.runner import end_leftovers
-from kopt_mcp.commands.preflight import preflight
 from kopt_mcp.config import load_config
 from kopt_mcp.errors import RefereeError, VcsError
 from kopt_mcp.gpus import make_probe
@@ -33,7 +33,7 @@ def open_session(sess: Session) -> None:
     behind, create or resume the state, and build the GPU gate. Raises RefereeError when another
     server holds the repository, when the path is a session's own worktree, or when the frozen
     config changed, and PreflightError when a command of the config cannot start on this host
-    (kopt_mcp/commands/preflight.py); the lock is released again on any error."""
+    (kopt_mcp/bench/preflight.py); the lock is released again on any error."""
     sess.kopt_dir.mkdir(parents=True, exist_ok=True)
     # one server per git repository (keyed by its common git dir, shared by every worktree):
     # two sessions on one repository would race on git and the GPUs

@@ -4,7 +4,7 @@ Summary (program.md form)."""
 from __future__ import annotations
 
 from kopt_mcp.ledger import PerfRow, now_iso
-from kopt_mcp.rules.verdict import ScriptDecision
+from kopt_mcp.rules.script import ScriptDecision
 from kopt_mcp.session import PendingImprovement, SessionState
 
 

@@ -1,4 +1,4 @@
-"""Preflight (kopt_mcp/commands/preflight.py): before a session waits for a device or runs anything,
+"""Preflight (kopt_mcp/bench/preflight.py): before a session waits for a device or runs anything,
 `serve` and `check-config` say that a command cannot start, and why. Real interpreters: a venv
 without pytest stands for a machine where the test runner is not installed (issue 25: read as "the
 tests fail")."""
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from kopt_mcp.app.cli import main, open_session
-from kopt_mcp.commands.preflight import command_problems, command_words, runner_problems
+from kopt_mcp.bench.preflight import command_problems, command_words, runner_problems
 from kopt_mcp.errors import PreflightError, StartupError
 
 GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]

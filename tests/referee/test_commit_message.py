@@ -8,7 +8,7 @@ import re
 import subprocess
 
 from kopt_mcp.referee.report import commit_message
-from kopt_mcp.rules.verdict import ClassDelta, ScriptDecision
+from kopt_mcp.rules.script import ClassDelta, ScriptDecision
 from kopt_mcp.session import PendingImprovement, VerdictSummary
 from kopt_mcp.testing.toy import set_kernel
 

@@ -32,6 +32,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from kopt_mcp.bench.preflight import command_words, runner_problems
 from kopt_mcp.bench.runner import run_command
 from kopt_mcp.commands.init.correctness import (
     PERF_FILE,
@@ -56,7 +57,6 @@ from kopt_mcp.commands.init.read import (
     result_unit,
     run_twice,
 )
-from kopt_mcp.commands.preflight import command_words, runner_problems
 from kopt_mcp.config import TargetConfig
 from kopt_mcp.errors import InitError
 from kopt_mcp.gpus import make_probe
