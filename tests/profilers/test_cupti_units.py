@@ -73,8 +73,16 @@ def do_bench(fn, warmup=25, rep=100):
     return 1.0
 '''
 
+FAKE_COMPILER = '''
+class CompiledKernel:
+    def __init__(self, name, binary):
+        self.name, self.kernel = name, binary
+'''
+
 BENCH = '''
 from triton.testing import do_bench
+from triton.compiler.compiler import CompiledKernel
+CompiledKernel("fwd_kernel", b"cubin of fwd_kernel, build 1")  # as Triton builds it at the first launch
 from cupti import cupti
 cupti.load_module(b"\\x7fELF...cubin of fwd_kernel\\x00fwd_kernel\\x00...")
 for rows, us in ((1024, 9), (4096, 33)):
@@ -98,6 +106,9 @@ def _tree(tmp_path: Path) -> Path:
     (site / "triton").mkdir()
     (site / "triton" / "__init__.py").write_text("")
     (site / "triton" / "testing.py").write_text(FAKE_TESTING)
+    (site / "triton" / "compiler").mkdir()
+    (site / "triton" / "compiler" / "__init__.py").write_text("")
+    (site / "triton" / "compiler" / "compiler.py").write_text(FAKE_COMPILER)
     work = tmp_path / "work"
     work.mkdir()
     (work / "bench.py").write_text(textwrap.dedent(BENCH))
@@ -120,8 +131,9 @@ def test_each_timed_invocation_is_attributed_to_its_unit_and_nothing_outside_it(
     assert set(units[1].per_invocation["fwd_kernel"].values()) == {33.0}
     assert set(units[1].per_invocation["bwd_kernel"].values()) == {66.0}
     assert trace_units(trace) is units  # marked units are used as they are
-    sha = hashlib.sha256(b"\x7fELF...cubin of fwd_kernel\x00fwd_kernel\x00...").hexdigest()
-    assert trace.code == {"fwd_kernel": [sha]}
+    module_sha = hashlib.sha256(b"\x7fELF...cubin of fwd_kernel\x00fwd_kernel\x00...").hexdigest()
+    triton_sha = hashlib.sha256(b"cubin of fwd_kernel, build 1").hexdigest()
+    assert trace.code == {"fwd_kernel": sorted([module_sha, triton_sha])}  # CUPTI's module record, Triton's kernel
 
 
 def test_without_markers_the_same_stream_is_segmented_at_the_flush_kernel(tmp_path, monkeypatch):

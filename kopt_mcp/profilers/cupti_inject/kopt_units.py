@@ -25,7 +25,6 @@ import sys
 import threading
 
 INV_BITS = 24
-_MODULES = ("triton.testing", "torch.utils.benchmark.utils.timer", "pytest_benchmark.fixture")
 
 
 #: invocation windows kept per unit (host-time attribution of launches from other threads)
@@ -37,8 +36,10 @@ class Units:
     CUPTI's timestamp (ns, the activity records' clock), `send` reports a finished unit
     ({"k", "harness", "label", "invocations", "weights", "windows": [[i, start ns, end ns], ...]})."""
 
-    def __init__(self, push, pop, send, clock=None):
+    def __init__(self, push, pop, send, clock=None, code=None):
         self.push, self.pop, self.send, self.clock = push, pop, send, clock
+        #: code(name, sha256): a compiled kernel's provenance (Triton's CompiledKernel), or None
+        self.code, self.reported = code, set()
         self.lock = threading.Lock()
         self.next_unit = 1
         self.local = threading.local()
@@ -189,8 +190,34 @@ def _patch_pytest_benchmark(mod, units):
     fixture._kopt_unit = True
 
 
+def _patch_triton_compiler(mod, units):
+    """Compiled-code provenance for Triton kernels: each CompiledKernel, as it is built (compiled or
+    loaded from the cache), reports its kernel name and the SHA-256 of its binary (the cubin)."""
+    kernel_cls = getattr(mod, "CompiledKernel", None)
+    if kernel_cls is None or units.code is None or getattr(kernel_cls, "_kopt_unit", False):
+        return
+    orig = kernel_cls.__init__
+
+    def __init__(self, *args, **kwargs):
+        orig(self, *args, **kwargs)
+        try:
+            import hashlib
+
+            binary = getattr(self, "kernel", None)
+            if isinstance(binary, str):
+                binary = binary.encode()
+            key = (str(self.name), hashlib.sha256(binary).hexdigest()) if binary else None
+            if key and key not in units.reported:
+                units.reported.add(key)
+                units.code(*key)
+        except Exception:  # noqa: BLE001 - provenance is optional, never raise into the benchmark
+            pass
+    kernel_cls.__init__ = __init__
+    kernel_cls._kopt_unit = True
+
+
 _PATCHES = {"triton.testing": _patch_triton, "torch.utils.benchmark.utils.timer": _patch_timer,
-            "pytest_benchmark.fixture": _patch_pytest_benchmark}
+            "pytest_benchmark.fixture": _patch_pytest_benchmark, "triton.compiler.compiler": _patch_triton_compiler}
 
 
 class _Loader(importlib.abc.Loader):

@@ -309,7 +309,8 @@ def _start():
                 units_mod.install(units_mod.Units(
                     lambda ext: cupti.activity_push_external_correlation_id(custom0, ext),
                     lambda: cupti.activity_pop_external_correlation_id(custom0), sink.unit,
-                    getattr(cupti, "get_timestamp", None)))
+                    getattr(cupti, "get_timestamp", None),
+                    (lambda name, sha: sink.code(name, [sha])) if code is not None else None))
             except Exception as exc:  # noqa: BLE001 - the trace goes on without units
                 sink.note(f"harness units unavailable: {exc!r}")
                 print(f"kopt-mcp CUPTI trace: harness units unavailable ({exc!r})", file=sys.stderr)
