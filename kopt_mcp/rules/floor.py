@@ -16,9 +16,10 @@ from pydantic import BaseModel
 GPU_SPREAD_WINDOW = 10
 #: names the keep rules in force, recorded with decision-quality results so that runs of different
 #: rules are never pooled (benchmarks/decision_quality/run.py --merge); change it with the rules
-KEEP_RULES = ("2026-11-24, clocks: script screen; regressions confirmed in 2 rounds (GPU too); noise at BEST's level + candidate runs; "
-              "A/B/A profiles; floor max(min_gain, 2x own spread, 5x median spread); SM clock per run: BEST at "
-              "the candidate's clock, clock-ratio penalty; time-driven once BEST's launch counts ever differed; an unsteady candidate clock counts at its highest")
+KEEP_RULES = ("2026-11-27, units: every run profiled (A/B/A, more rounds only when undecided); GPU time per invocation "
+              "per harness unit (marked, else segmented), both ways and for the whole operation, else per launch group; "
+              "floor max(min_gain, 2x own spread, 5x median spread); script metric a screen; regressions confirmed "
+              "in 2 rounds on the script metric")
 #: multiple of the median recent spread a gain must clear (see gpu_gain_floor)
 SPREAD_MEDIAN_FACTOR = 5.0
 
