@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from mcp.server.mcpserver import MCPServer
@@ -53,6 +54,18 @@ class KoptServer(MCPServer):
                                         f"{', '.join(near)} (resources/list shows all)") from e
 
 
+@dataclass(frozen=True)
+class ServerState:
+    """What every request reads from the server's lifespan (`ctx.request_context.lifespan_context`):
+    the session's Referee (None when it could not open), the StartupError that kept it closed, the
+    candidate-slot pool of streamable HTTP (None: one slot), and the MCP tasks of this server."""
+
+    referee: Referee | None
+    startup_error: StartupError | None
+    slots: SlotPool | None
+    tasks: TaskStore
+
+
 def build_server(ref: Referee | StartupError, tools: list[str] | None = None, read_only: bool = False,
                  slot_per_session: bool = False) -> MCPServer:
     """An MCPServer bound to one session's Referee (closed when the server shuts down), or, given the
@@ -70,10 +83,10 @@ def build_server(ref: Referee | StartupError, tools: list[str] | None = None, re
     tasks = TaskStore()  # long calls as MCP tasks where the client declares the extension (app/tasks.py)
 
     @asynccontextmanager
-    async def lifespan(_server: MCPServer) -> AsyncIterator[dict]:
+    async def lifespan(_server: MCPServer) -> AsyncIterator[ServerState]:
         try:
             async with tasks.running():
-                yield {"referee": session, "startup_error": error, "slots": pool, "tasks": tasks}
+                yield ServerState(referee=session, startup_error=error, slots=pool, tasks=tasks)
         finally:
             if pool is not None:
                 pool.close()

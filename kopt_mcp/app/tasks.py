@@ -200,8 +200,7 @@ def declares_tasks(ctx: Any) -> bool:
 
 
 def _store(ctx: Any) -> TaskStore | None:
-    state = ctx.lifespan_context
-    return state.get("tasks") if isinstance(state, dict) else None
+    return getattr(ctx.lifespan_context, "tasks", None)  # kopt_mcp.app.server.ServerState
 
 
 def _require(ctx: Any) -> TaskStore:

@@ -69,7 +69,7 @@ def measure_session_gain(sess: Session, base: str | None = None, head: str | Non
     # best_tree "" : neither tree is BEST's run here, so nothing a run writes joins the benchmark outputs
     a = Attempt(n=s.next_attempt, target=GLOBAL, hypothesis="session gain", tree=head_tree, best_tree="")
     prof = sess.profiler()
-    policy = sess.policy()  # the script metric alone: the full round budget at [gates] confidence
+    policy = sess.policy  # the script metric alone: the full round budget at [gates] confidence
     total = 2.0 * policy.max_rounds + (3.0 if prof.name != "none" else 0.0)
     d = _script_rounds(sess, a, base_tree, head_tree, policy, total, progress)
     gpu = _gpu_time(sess, a, prof, base_tree, head_tree, d, progress, total) if prof.name != "none" else None

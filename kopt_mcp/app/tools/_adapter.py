@@ -33,11 +33,11 @@ T = TypeVar("T")
 def referee(ctx: Context) -> Referee:
     """The session's Referee from the server's lifespan state; raises the start-up error (a
     StartupError) when the server could not open its session."""
-    state = ctx.request_context.lifespan_context
-    ref = state.get("referee")
+    state = ctx.request_context.lifespan_context  # kopt_mcp.app.server.ServerState
+    ref = state.referee
     if ref is None:
-        raise state.get("startup_error") or StartupError("the session is not open: restart kopt-mcp serve")
-    pool = state.get("slots")  # streamable HTTP: one candidate slot per MCP session (kopt_mcp.app.slot_pool)
+        raise state.startup_error or StartupError("the session is not open: restart kopt-mcp serve")
+    pool = state.slots  # streamable HTTP: one candidate slot per MCP session (kopt_mcp.app.slot_pool)
     if pool is None:
         return ref
     request = getattr(ctx.request_context, "request", None)

@@ -30,7 +30,7 @@ def _change(key: str, mean: float) -> ClassChange:
 
 
 def _verdict(classes, target="global", divergent=()) -> VerdictResult:
-    return VerdictResult(attempt=1, verdict="divergent", reason="r", target=target, metric="us", metric_used="m",
+    return VerdictResult(attempt=1, code="script_noise", verdict="divergent", reason="r", target=target, metric="us", metric_used="m",
                          classes=classes, target_deltas_pct=[], divergent_classes=list(divergent),
                          gpu_best_us=None, gpu_candidate_us=None, gpu_delta_pct=None, rounds=1, reverted=True,
                          repairs_left=None, patch_path="p", run_dirs=[], device=None, consecutive_regressions=0,
