@@ -32,6 +32,8 @@ class ReplayCupti(CuptiProfiler):
     stream = False
     #: these tests cover the screen-then-profile flow (ncu's); tests/referee/test_profiled.py the other
     measures_script = False
+    #: the script the wrapped command runs after the benchmark to write the trace
+    script = __file__
 
     def __init__(self, runs_dir: Path, **kw):
         super().__init__(**kw)
@@ -41,7 +43,7 @@ class ReplayCupti(CuptiProfiler):
         return True
 
     def wrap(self, command: str, out_dir: Path) -> str:
-        args = " ".join(shlex.quote(str(a)) for a in (sys.executable, __file__, out_dir, self.runs_dir))
+        args = " ".join(shlex.quote(str(a)) for a in (sys.executable, self.script, out_dir, self.runs_dir))
         return f"{command} && {args}"
 
 

@@ -16,32 +16,22 @@ over rows and external correlation pairs), so the parser under test is the real 
 
 from __future__ import annotations
 
-import shlex
 import sys
 from pathlib import Path
 
-from kopt_mcp.profilers.cupti import INJECT_DIR, CuptiProfiler
+from kopt_mcp.profilers.cupti import INJECT_DIR
+from tests.replay_cupti import ReplayCupti
 
 INVOCATIONS = 400
 TARGET = "fwd_kernel"
 
 
-class ReplayUnits(CuptiProfiler):
-    """CuptiProfiler whose wrap writes a planted format-3 trace (module docstring); file mode."""
+class ReplayUnits(ReplayCupti):
+    """ReplayCupti writing a planted format-3 trace (module docstring) for the flow where every run
+    is profiled."""
 
-    stream = False
     measures_script = True
-
-    def __init__(self, runs_dir: Path, **kw):
-        super().__init__(**kw)
-        self.runs_dir = Path(runs_dir)
-
-    def available(self) -> bool:
-        return True
-
-    def wrap(self, command: str, out_dir: Path) -> str:
-        args = " ".join(shlex.quote(str(a)) for a in (sys.executable, __file__, out_dir, self.runs_dir))
-        return f"{command} && {args}"
+    script = __file__
 
 
 def _write(out_dir: Path, runs_dir: Path) -> int:

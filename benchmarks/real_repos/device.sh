@@ -16,18 +16,7 @@
 # /tmp/w-dq: a later call while the machine is warm resumes the session, no new baseline).
 set -uo pipefail
 END=$((SECONDS + ${TOTAL:-570}))
-ROOT=$PWD
-STAGE=$ROOT/.devstage
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
-if [[ ! -f /tmp/site/.kopt-installed ]]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-    $(ls .whl/*.whl | grep -v '/kopt_mcp-') "$STAGE"/whl/*.whl || { echo "wheel install failed" >&2; exit 2; }
-  touch /tmp/site/.kopt-installed
-fi
-export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$(dirname "$(command -v python3)"):$PATH PYTHONUNBUFFERED=1
-command -v python >/dev/null || { mkdir -p /tmp/pybin && ln -sf "$(command -v python3)" /tmp/pybin/python && export PATH=/tmp/pybin:$PATH; }
-cd /tmp  # never import the checkout's own kopt_mcp/ (python -m puts the cwd first)
+source "$(dirname "${BASH_SOURCE[0]}")/device_setup.sh"
 { date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; python3 --version
   python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
   python3 -c "import kopt_mcp, liger_kernel; print('kopt_mcp', kopt_mcp.__file__, 'liger_kernel', liger_kernel.__file__)"

@@ -6,19 +6,8 @@
 # PROJECT: liger | triton-kernels | flaggems | fla; RUN_FLAGS: more run.py flags, spaces as commas
 # inside the flag values are kept (e.g. "liger-a:liger:--only identical,slowdown"). Results: $OUT/NAME/.
 set -uo pipefail
-ROOT=$PWD
-STAGE=$ROOT/.devstage
-OUT=${OUT:-/tmp/out}
 TOTAL=${TOTAL:-560}
-mkdir -p "$OUT"
-if [[ ! -f /tmp/site/.kopt-installed ]]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-    $(ls .whl/*.whl | grep -v '/kopt_mcp-') "$STAGE"/whl/*.whl || { echo "wheel install failed" >&2; exit 2; }
-  touch /tmp/site/.kopt-installed
-fi
-export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$(dirname "$(command -v python3)"):$PATH PYTHONUNBUFFERED=1
-command -v python >/dev/null || { mkdir -p /tmp/pybin && ln -sf "$(command -v python3)" /tmp/pybin/python && export PATH=/tmp/pybin:$PATH; }
-cd /tmp
+source "$(dirname "${BASH_SOURCE[0]}")/device_setup.sh"
 { date -u; nvidia-smi --query-gpu=index,name,driver_version,memory.total,clocks.sm --format=csv; python3 --version
   python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
   python3 -c "from importlib.metadata import version as v; print('cupti-python', v('cupti-python'))"

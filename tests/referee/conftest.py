@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 
 from kopt_mcp.testing.toy import set_kernel, toy_runs_dir
@@ -10,18 +12,24 @@ from tests.replay_cupti import ReplayCupti
 
 
 @pytest.fixture
-def cupti_ref(toy_repo, make_referee, monkeypatch):
-    """A Referee on the toy repo with the replayed CUPTI profiler; BEST's kernel.py sets its GPU
-    times before the baseline is taken (the baseline profiles BEST 4 times)."""
+def replayed_ref(toy_repo, make_referee, monkeypatch):
+    """make(profiler_class, **flags): a Referee on the toy repo whose profiler is a replay
+    (tests/replay_cupti.py, tests/replay_units.py); BEST's kernel.py gets `flags` (its GPU times)
+    committed before the baseline is taken (the baseline profiles BEST 4 times)."""
 
-    def make(best_gpu_us, **flags):
-        set_kernel(toy_repo, BASE_TIMES, GPU_US=best_gpu_us, **flags)
-        import subprocess
+    def make(profiler_class, **flags):
+        set_kernel(toy_repo, BASE_TIMES, **flags)
         subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@localhost", "commit", "-qam", "gpu times"],
                        cwd=toy_repo, check=True)
         r = make_referee(toy_repo)
-        monkeypatch.setattr(r, "profiler", lambda detail=False: ReplayCupti(toy_runs_dir(toy_repo)))
+        monkeypatch.setattr(r, "profiler", lambda detail=False: profiler_class(toy_runs_dir(toy_repo)))
         r.run_benchmark()
         return r
 
     return make
+
+
+@pytest.fixture
+def cupti_ref(replayed_ref):
+    """make(best_gpu_us, **flags): a Referee with the replayed CUPTI profiler, BEST at `best_gpu_us`."""
+    return lambda best_gpu_us, **flags: replayed_ref(ReplayCupti, GPU_US=best_gpu_us, **flags)

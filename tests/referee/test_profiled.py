@@ -4,11 +4,9 @@ planted format-3 files (tests/replay_units.py) read by the real parser."""
 
 from __future__ import annotations
 
-import subprocess
-
 import pytest
 
-from kopt_mcp.testing.toy import set_kernel, toy_runs_dir
+from kopt_mcp.testing.toy import set_kernel
 from tests.conftest import BASE_TIMES
 from tests.replay_units import ReplayUnits
 
@@ -16,19 +14,9 @@ UNITS = {"1": 10.0, "2": 20.0}
 
 
 @pytest.fixture
-def units_ref(toy_repo, make_referee, monkeypatch):
+def units_ref(replayed_ref):
     """A Referee on the toy repo whose profiler writes planted harness units; baseline taken."""
-
-    def make(**flags):
-        set_kernel(toy_repo, BASE_TIMES, UNIT_US=UNITS, **flags)
-        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@localhost", "commit", "-qam", "units"],
-                       cwd=toy_repo, check=True)
-        r = make_referee(toy_repo)
-        monkeypatch.setattr(r, "profiler", lambda detail=False: ReplayUnits(toy_runs_dir(toy_repo)))
-        r.run_benchmark()
-        return r
-
-    return make
+    return lambda **flags: replayed_ref(ReplayUnits, UNIT_US=UNITS, **flags)
 
 
 def _runs(v) -> list[str]:

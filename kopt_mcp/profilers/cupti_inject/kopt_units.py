@@ -127,6 +127,17 @@ def _patch_triton(mod, units):
         mod.do_bench_cudagraph = do_bench_cudagraph
 
 
+def _invocation(units, orig, harness=None, weight_of=None):
+    """A method that is one invocation of the unit in progress (of `harness`, if named), weighted by
+    `weight_of(args)`; outside such a unit, the method as it was."""
+    def method(self, *args, **kwargs):
+        u = units.current()
+        if u is None or (harness is not None and u.harness != harness):
+            return orig(self, *args, **kwargs)
+        return u.call(orig, (self, *args), kwargs, weight=weight_of(args) if weight_of else 1)
+    return method
+
+
 def _patch_graph_replay(units):
     """Inside a do_bench_cudagraph unit, each CUDA graph replay is one invocation."""
     torch = sys.modules.get("torch")
@@ -135,11 +146,7 @@ def _patch_graph_replay(units):
     if orig is None or getattr(orig, "_kopt_unit", False):
         return
 
-    def replay(self, *args, **kwargs):
-        u = units.current()
-        if u is None or u.harness != "do_bench_cudagraph":
-            return orig(self, *args, **kwargs)
-        return u.call(orig, (self, *args), kwargs)
+    replay = _invocation(units, orig, harness="do_bench_cudagraph")
     replay._kopt_unit = True
     graph.replay = replay
 
@@ -162,13 +169,8 @@ def _patch_timer(mod, units):
                 return _orig(self, *args, **kwargs)
         setattr(timer, meth, measure)
     orig_block = getattr(timer, "_timeit", None)
-    if orig_block is not None:
-        def _timeit(self, number, *args, **kwargs):
-            u = units.current()
-            if u is None:
-                return orig_block(self, number, *args, **kwargs)
-            return u.call(orig_block, (self, number, *args), kwargs, weight=max(1, int(number)))
-        timer._timeit = _timeit
+    if orig_block is not None:  # one timed block of `number` statements: weight number
+        timer._timeit = _invocation(units, orig_block, weight_of=lambda args: max(1, int(args[0])))
     timer._kopt_unit = True
 
 
