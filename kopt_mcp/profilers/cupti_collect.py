@@ -68,6 +68,8 @@ def _handle(conn: _Conn, data: bytes) -> None:
             conn.trace.add_ext(msg["pairs"])
         elif kind == "unit":
             conn.trace.add_unit(msg)
+        elif kind == "windows":
+            conn.trace.add_windows(msg["k"], msg["w"])
         elif kind == "code":
             conn.trace.add_code(msg["name"], msg["shas"])
         elif kind == "note":

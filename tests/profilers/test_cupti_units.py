@@ -149,3 +149,33 @@ def test_without_markers_the_same_stream_is_segmented_at_the_flush_kernel(tmp_pa
     assert [u.source for u in units] == ["segmented", "segmented"]
     fwd = [sorted(u.per_invocation["fwd_kernel"].values()) for u in units]
     assert fwd[0][len(fwd[0]) // 2] == 9.0 and fwd[1][len(fwd[1]) // 2] == 33.0
+
+
+PYTEST_BENCH = '''
+from cupti import cupti
+
+def test_rms(benchmark):
+    def step():
+        cupti.launch("fwd_kernel", 7000, (1024, 1, 1))
+    benchmark.pedantic(step, rounds=20, iterations=1)
+
+def test_other(benchmark):
+    benchmark(lambda: cupti.launch("fwd_kernel", 9000, (2048, 1, 1)))
+'''
+
+
+def test_pytest_benchmark_cases_are_units_with_their_calls_as_invocations(tmp_path):
+    """The real pytest-benchmark plugin, its fixture patched as the injector imports it."""
+    work = _tree(tmp_path)
+    (work / "test_bench.py").write_text(PYTEST_BENCH)
+    out = tmp_path / "out"
+    out.mkdir()
+    cmd = CuptiProfiler().wrap(f"PYTHONPATH={tmp_path / 'site'} {sys.executable} -m pytest -q -p no:cacheprovider "
+                               "test_bench.py", out)
+    done = subprocess.run(["bash", "-c", cmd], cwd=work, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    units = parse_cupti_dir(out, require_collector=True).units
+    assert [u.harness for u in units] == ["pytest-benchmark", "pytest-benchmark"]
+    assert units[0].label == "test_rms" and units[0].invocations == 20
+    assert set(units[0].per_invocation["fwd_kernel"].values()) == {7.0}
+    assert set(units[1].per_invocation["fwd_kernel"].values()) == {9.0} and units[1].invocations >= 3

@@ -128,7 +128,12 @@ class Trace:
             u["harness"], u["label"] = str(msg.get("harness", "")), str(msg.get("label", ""))[:200]
             u["invocations"] = int(msg.get("invocations", 0))
             u["weights"] = {int(i): int(w) for i, w in (msg.get("weights") or {}).items()}
-            u["windows"] = [(int(i), int(a), int(b)) for i, a, b in (msg.get("windows") or [])]
+            u["windows"].extend((int(i), int(a), int(b)) for i, a, b in (msg.get("windows") or []))
+
+    def add_windows(self, k, windows):
+        """More of unit k's invocation windows ([invocation, start ns, end ns]; streamed in chunks)."""
+        with self.lock:
+            self._unit(int(k))["windows"].extend((int(i), int(a), int(b)) for i, a, b in windows)
 
     def add_note(self, text):
         """Something the injector could not do (it goes into the trace's warnings)."""

@@ -142,8 +142,11 @@ class _StreamSink:
                 self._send({"t": "ext", "pairs": pairs[i:i + 2000]})
 
     def unit(self, msg):
-        with self.lock:
-            self._send({"t": "unit", **msg})
+        windows = msg.get("windows") or []
+        with self.lock:  # a message is delivered whole and must stay small: the windows go in chunks
+            for i in range(0, len(windows), 1000):
+                self._send({"t": "windows", "k": msg["k"], "w": windows[i:i + 1000]})
+            self._send({"t": "unit", **{k: v for k, v in msg.items() if k != "windows"}})
 
     def code(self, name, shas):
         with self.lock:
