@@ -199,6 +199,9 @@ class Attempt(_OnSlot):
     attempt: int
     verdict: AttemptVerdict
     reason: str = ""
+    #: the stable reason code (rules/decision.py Code) where one is assigned, e.g. `script_only`,
+    #: `shadowing`, `tampered` (None in ledgers written before this field)
+    code: str | None = None
     target: str | None = None
     hypothesis: str = ""
     changed: list[str] = []
@@ -238,6 +241,8 @@ class Commit(_OnSlot):
     #: earlier commit rounds another slot's commit overtook during their re-measure (0 in ledgers
     #: written before this field)
     overtaken_rounds: int = 0
+    #: `script_only` for a keep only the script metric decided (no profiler; [gates] allow_script_only_keeps)
+    code: str | None = None
 
 
 class CommitRefused(_OnSlot):
@@ -248,6 +253,7 @@ class CommitRefused(_OnSlot):
     attempt: int | None = None
     reason: str = ""
     patch: str | None = None
+    code: str | None = None  # the stable reason code where one is assigned (e.g. `script_only`)
 
 
 class Revert(_OnSlot):

@@ -20,7 +20,7 @@ from kopt_mcp.gpus.gate import GpuCheck
 from kopt_mcp.knowledge import Hit
 from kopt_mcp.profilers.base import KernelStat
 from kopt_mcp.profilers.bottleneck import BottleneckKind
-from kopt_mcp.rules.decision import Verdict
+from kopt_mcp.rules.decision import Code, Verdict
 
 
 def _finite_or_none(v: object) -> object:
@@ -171,6 +171,11 @@ class VerdictResult(BaseModel):
     attempt: int
     verdict: Verdict
     reason: str
+    code: Code | None = Field(None, description=(
+        "the stable reason code (rules/decision.py Code) where one is assigned: `script_only` on an `improved` "
+        "verdict that only the script metric decided (commit_improvement keeps it only where [gates] "
+        "allow_script_only_keeps allows), `shadowing`, `protected_path`, `unsafe_symlink`, `tampered` on a "
+        "`rejected` one"))
     target: str
     metric: str
     metric_used: str

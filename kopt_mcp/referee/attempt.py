@@ -13,11 +13,12 @@ from kopt_mcp import vcs
 from kopt_mcp.errors import Cancelled, DeviceLost, ProfilerError, RefereeError, StateSaveError, Tampered, VerdictError
 from kopt_mcp.ledger import now_iso
 from kopt_mcp.referee.core import Progress, Session
-from kopt_mcp.referee.guards import protected_paths, workspace_moved
+from kopt_mcp.referee.guards import protected_paths, shadowing, workspace_moved
 from kopt_mcp.referee.keep_metric import keep_metric
 from kopt_mcp.referee.recovery import stop as stop_session
 from kopt_mcp.referee.runs import Attempt, measure_run
 from kopt_mcp.results import VerdictResult
+from kopt_mcp.rules.decision import Code
 from kopt_mcp.rules.protect import touched_protected, unsafe_symlinks
 from kopt_mcp.rules.repair import after_incorrect
 from kopt_mcp.rules.stop import RegressionNote, should_stop
@@ -63,7 +64,7 @@ def save_and_test(sess: Session, target: str = GLOBAL, hypothesis: str = "",
         try:
             return _judge_on_one_device(sess, a, progress)
         except Tampered as e:
-            return finish(sess, a, "rejected", str(e), revert=True)
+            return finish(sess, a, "rejected", str(e), revert=True, code=Code.TAMPERED)
     except Cancelled:
         path = sess.store.relabel(n, "pending", "cancelled")  # the tree stays as it was: nothing lost
         sess.record("attempt", attempt=n, verdict="cancelled", target=target, hypothesis=hypothesis,
@@ -104,13 +105,16 @@ def _judge(sess: Session, a: Attempt, progress: Progress | None) -> VerdictResul
     if hits:
         return finish(sess, a, "rejected", f"the candidate changes protected file(s) {', '.join(hits)}: the "
                       "benchmark, oracle, config and performance.md are fixed for the session; make "
-                      "the change in the kernel only", revert=True)
+                      "the change in the kernel only", revert=True, code=Code.PROTECTED_PATH)
     links = vcs.symlinks(sess.ws, a.tree)
     unsafe = unsafe_symlinks([p for p in a.changed if p in links], links, protected_paths(sess))
     if unsafe:
         return finish(sess, a, "rejected", "; ".join(unsafe) + ": a symlink may not lead into a protected path "
                       "or out of the repository (writes through it would change what is fixed or escape "
-                      "the checkout); copy the file instead", revert=True)
+                      "the checkout); copy the file instead", revert=True, code=Code.UNSAFE_SYMLINK)
+    shadow = shadowing(sess, a.tree, a.best_tree)
+    if shadow:
+        return finish(sess, a, "rejected", shadow.reason, revert=True, code=shadow.code)
     gate = sess.lease(progress)
     if gate.lease is None:
         stop = None if gate.reason == "cancelled" else f"no idle GPU: {gate.reason}"
@@ -204,8 +208,9 @@ def _improved(sess: Session, a: Attempt, reason: str) -> VerdictResult:
 
 
 def finish(sess: Session, a: Attempt, verdict: str, reason: str, revert: bool, reset: bool = False,
-           repairs_left: int | None = None, stop: str | None = None) -> VerdictResult:
-    """Rule `verdict` on attempt `a`: relabel its patch, revert (after archiving) when `revert`,
+           repairs_left: int | None = None, stop: str | None = None, code: Code | None = None) -> VerdictResult:
+    """Rule `verdict` on attempt `a` (`code`: its stable reason code, where one is assigned): relabel
+    its patch, revert (after archiving) when `revert`,
     move the counters (`reset`: a verdict that resets the regression counter), queue the `attempt`
     record, stop the session when the stop rule says so (or `stop` names a reason), and save:
     the commit point of the attempt. A workspace changed during the runs turns any verdict into
@@ -213,7 +218,7 @@ def finish(sess: Session, a: Attempt, verdict: str, reason: str, revert: bool, r
     s, d, keep, n = sess.state, a.decision, a.keep, a.n
     moved = workspace_moved(sess, a.tree)
     if moved:  # the tested snapshot is archived; what the run left in the workspace is not kept
-        verdict, revert, repairs_left, reason = "rejected", True, None, moved + (
+        verdict, revert, repairs_left, code, reason = "rejected", True, None, Code.TAMPERED, moved + (
             f" (the measurements said: {verdict}, {reason})" if verdict != "rejected" else f"; {reason}")
     patch_path = sess.store.relabel(n, "pending", verdict)
     if revert:
@@ -231,7 +236,7 @@ def finish(sess: Session, a: Attempt, verdict: str, reason: str, revert: bool, r
     # queued, not written: the verdict record, the phase and the end of the job are committed
     # together by the next save (see referee/core.py), so a kill never leaves a verdict in the
     # ledger that recovery would contradict with `interrupted`
-    sess.record("attempt", attempt=n, verdict=verdict, reason=reason, target=a.target,
+    sess.record("attempt", attempt=n, verdict=verdict, reason=reason, code=code, target=a.target,
                 hypothesis=a.hypothesis, changed=a.changed, patch=str(patch_path),
                 classes=[x.model_dump() for x in d.classes] if d else [], runs=a.runs,
                 gpu=keep.model_dump() if keep else None, reverted=revert, device=sess.device_id,
@@ -243,7 +248,7 @@ def finish(sess: Session, a: Attempt, verdict: str, reason: str, revert: bool, r
         stop_session(sess, stop)
     sess.save()
     return VerdictResult(
-        attempt=n, verdict=verdict, reason=reason, target=a.target, metric=sess.cfg.benchmark.metric,
+        attempt=n, verdict=verdict, reason=reason, code=code, target=a.target, metric=sess.cfg.benchmark.metric,
         metric_used=keep.metric_used if keep else ("script metric" if d else "none"),
         classes=d.classes if d else [], target_deltas_pct=d.target_deltas_pct if d else [],
         divergent_classes=d.worse_classes if d else [], class_errors=a.class_errors,

@@ -66,6 +66,7 @@ from kopt_mcp.profilers.base import Profiler
 from kopt_mcp.referee.services import Services
 from kopt_mcp.referee.slots import check_slot_name, shared_events
 from kopt_mcp.results import DeviceInfo
+from kopt_mcp.rules.shadowing import ModuleNames
 from kopt_mcp.rules.verdict import Policy
 from kopt_mcp.session import SessionState
 from kopt_mcp.testing import faults
@@ -123,6 +124,8 @@ class Session:
         self.job: JobLease | None = None  # this call's job lease
         self.job_outcome: GateOutcome | None = None
         self.last_device: str | None = None  # preferred at the next lease
+        #: the benchmark interpreter's module names (bench/modules.py), asked once, at the first attempt
+        self.module_names: ModuleNames | None = None
         cache = self.repo_path / ".kopt" / "cache"
         self.cache_dirs = {"TRITON_CACHE_DIR": str(cache / "triton"),
                            "TORCH_EXTENSIONS_DIR": str(cache / "torch_extensions"),
