@@ -261,6 +261,9 @@ class StatusResult(BaseModel):
                            "outside every tree a benchmark runs in")
     slots: list[dict] = Field(default_factory=list, description="every candidate slot of the session (one per "
                               "agent): slot, phase, attempts, kept, consecutive_regressions, last_verdict")
+    sandbox: str = Field(default="", description="the runs' view of the machine: `bwrap: ...` where every run "
+                         "is kept from the git directory and the state folder by the operating system, `none (why)` "
+                         "where it is not and the state folder is checked after every run instead")
     problems: list[str] = Field(default_factory=list, description="what recovery at start could not fix, and "
                                 "a ledger whose hash chain does not verify (truncated, edited, deleted)")
 

@@ -9,6 +9,10 @@ run the checkout is compared with its snapshot (vcs.run_changes) and removed; on
 server left behind is removed by the next checkout (an owner file names the server's pid). Logs, CSV copies and
 traces go to the run folder of the session's store, as before. Cost on the toy repository (4 files):
 about 15 ms to export and 15 ms to verify per run.
+
+Where bubblewrap works, every run and its [correctness] command see the repository's git directory
+(the session's state) as an empty folder and no other process, their own run folder excepted
+(kopt_mcp/bench/sandbox.py; about 15 ms more per run).
 """
 
 from __future__ import annotations
@@ -30,9 +34,11 @@ from pydantic import BaseModel
 
 from kopt_mcp import vcs
 from kopt_mcp.bench.runner import RunResult, run_command
+from kopt_mcp.bench.sandbox import Sandbox, run_sandbox
 from kopt_mcp.config import TargetConfig
 from kopt_mcp.errors import Cancelled, MetricsError, ProfilerError
 from kopt_mcp.gpus.clocks import ClockSampler, ClockSource
+from kopt_mcp.paths import common_git_dir
 from kopt_mcp.profilers.base import KernelTrace, Profiler
 from kopt_mcp.profilers.run_clock import RunClock
 from kopt_mcp.readers.metrics import MetricTable, capture_before, collect_results, read_results
@@ -151,18 +157,18 @@ class Measurement(BaseModel):
 
 def measure(cfg: TargetConfig, tree: Path, run_dir: Path, env: dict[str, str],
             cancel: threading.Event | None = None, pid_dir: Path | None = None, check: bool = True,
-            run: Runner = run_command) -> Measurement:
+            run: Runner = run_command, sandbox: Sandbox | None = None) -> Measurement:
     """Run the benchmark in `tree` (a checkout root); logs and a copy of the CSVs go to `run_dir`.
     `pid_dir`: where each run is recorded while it lasts (runner.end_leftovers); `check`: also run
     the [correctness] command (the referee asks once per candidate tree, not after every run);
-    `run`: the runner (Services.run)."""
+    `run`: the runner (Services.run); `sandbox`: the runs' view (None: the server's)."""
     b = cfg.benchmark
     cwd = tree / b.workdir
     # result files as they were (a fresh checkout holds only the snapshot's tracked files): rows the run
     # leaves unchanged are stale
     before = capture_before(cwd, b, all_tracked=True)
     runner, run = run, run(b.command, cwd, env, b.timeout_s, run_dir / "benchmark.log", cancel=cancel,
-                           pid_dir=pid_dir)
+                           pid_dir=pid_dir, sandbox=sandbox)
     raise_if_cancelled(run)
     table, err, failing, tests = None, None, [], []
     check_exit, check_timeout = None, False
@@ -183,7 +189,7 @@ def measure(cfg: TargetConfig, tree: Path, run_dir: Path, env: dict[str, str],
             err = str(e)
         if table is not None and cfg.correctness.command and check:
             chk = runner(cfg.correctness.command, tree, env, cfg.correctness.timeout_s,
-                         run_dir / "correctness.log", cancel=cancel, pid_dir=pid_dir)
+                         run_dir / "correctness.log", cancel=cancel, pid_dir=pid_dir, sandbox=sandbox)
             raise_if_cancelled(chk)
             check_exit, check_timeout = chk.exit_code, chk.timed_out
             if chk.exit_code not in (None, 0):
@@ -208,14 +214,15 @@ class Profiled(BaseModel):
 
 
 def profile(cfg: TargetConfig, profiler: Profiler, tree: Path, run_dir: Path, env: dict[str, str],
-            cancel: threading.Event | None = None, pid_dir: Path | None = None, run: Runner = run_command) -> Profiled:
+            cancel: threading.Event | None = None, pid_dir: Path | None = None, run: Runner = run_command,
+            sandbox: Sandbox | None = None) -> Profiled:
     """Run the benchmark under `profiler` in `tree` (env gets KOPT_PROFILE=1) and parse the trace;
-    `run`: the runner (Services.run)."""
+    `run`: the runner (Services.run); `sandbox`: the run's view (None: the server's)."""
     cwd = tree / cfg.benchmark.workdir
     log = run_dir / "profile.log"
     cmd = profiler.wrap(cfg.benchmark.command, run_dir)
     run = run(cmd, cwd, {**env, "KOPT_PROFILE": "1"}, cfg.profiler.timeout_s, log, cancel=cancel,
-              pid_dir=pid_dir)
+              pid_dir=pid_dir, sandbox=sandbox)
     raise_if_cancelled(run)
     if run.timed_out:
         return Profiled(trace=None, log_path=str(log),
@@ -235,7 +242,7 @@ def measure_snapshot(cfg: TargetConfig, ws: git.Repo, tree: str, run_dir: Path, 
     """`measure` in a disposable checkout of tree object `tree`; `changes` lists what the run changed
     there (vcs.run_changes)."""
     with checkout(ws, tree, _repo_name(ws)) as co:
-        m = measure(cfg, co, run_dir, env, cancel, pid_dir, check, run)
+        m = measure(cfg, co, run_dir, env, cancel, pid_dir, check, run, run_sandbox(common_git_dir(ws), run_dir))
         changes = vcs.run_changes(ws, tree, co)
     return m.model_copy(update={"snapshot": tree, "changes": changes})
 
@@ -249,7 +256,7 @@ def profile_snapshot(cfg: TargetConfig, profiler: Profiler, ws: git.Repo, tree: 
     from this process and summarised in `Profiled.clock` (None without a source)."""
     with checkout(ws, tree, _repo_name(ws)) as co:
         with ClockSampler(clock) if clock is not None else nullcontext() as sampler:
-            p = profile(cfg, profiler, co, run_dir, env, cancel, pid_dir, run)
+            p = profile(cfg, profiler, co, run_dir, env, cancel, pid_dir, run, run_sandbox(common_git_dir(ws), run_dir))
         changes = vcs.run_changes(ws, tree, co)
     return p.model_copy(update={"snapshot": tree, "changes": changes,
                                 "clock": sampler.summary() if sampler is not None else None})

@@ -17,6 +17,7 @@ from kopt_mcp.referee.guards import protected_paths, shadowing, workspace_moved
 from kopt_mcp.referee.keep_metric import keep_metric
 from kopt_mcp.referee.recovery import stop as stop_session
 from kopt_mcp.referee.runs import Attempt, measure_run
+from kopt_mcp.referee.state_guard import ensure_patch
 from kopt_mcp.results import VerdictResult
 from kopt_mcp.rules.decision import Code
 from kopt_mcp.rules.protect import touched_protected, unsafe_symlinks
@@ -220,7 +221,7 @@ def finish(sess: Session, a: Attempt, verdict: str, reason: str, revert: bool, r
     if moved:  # the tested snapshot is archived; what the run left in the workspace is not kept
         verdict, revert, repairs_left, code, reason = "rejected", True, None, Code.TAMPERED, moved + (
             f" (the measurements said: {verdict}, {reason})" if verdict != "rejected" else f"; {reason}")
-    patch_path = sess.store.relabel(n, "pending", verdict)
+    patch_path = ensure_patch(sess.store, sess.ws, sess.ref_prefix, n, sess.store.relabel(n, "pending", verdict))
     if revert:
         faults.point("save_and_test.before_revert")
         vcs.reset_to(sess.ws, s.best.commit)
