@@ -435,6 +435,16 @@ class StaleGitLocksRemoved(_Event):
     paths: list[str] = []
 
 
+class StateRestored(_Event):
+    """A run changed the session's state folder and the referee put it back (referee/state_guard.py):
+    `changes` (kind, path relative to the state folder, or a ref name) and what was not restored
+    exactly (`lost`)."""
+
+    event: Literal["state_restored"]
+    changes: list[FileChangeRecord] = []
+    lost: list[str] = []
+
+
 class StopSummaryCommitFailed(_Event):
     """The Stop Summary could not be committed (the git error)."""
 
@@ -457,7 +467,7 @@ class Other(BaseModel):
 
 TYPED = (SessionStarted, Baseline, Attempt, Commit, CommitRefused, Revert, Stopped, Recovered, Snapshot,
          RunBenchmark, BaselineFailed, Trace, Warmup, GpuGate, Confirmation, BestMoved, DeviceLost, BenchmarkOutputs, CancelledOp, LeftoversEnded,
-         StaleGitLocksRemoved, StopSummaryCommitFailed)
+         StaleGitLocksRemoved, StateRestored, StopSummaryCommitFailed)
 #: event kind -> its model
 EVENTS: dict[str, type[_Event]] = {get_args(m.model_fields["event"].annotation)[0]: m for m in TYPED}
 

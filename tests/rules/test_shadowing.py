@@ -47,15 +47,17 @@ def test_new_top_level_modules_that_shadow_stdlib_or_installed_names_are_named()
 
 
 def test_only_added_files_shadow_and_the_repositorys_own_modules_never_do():
-    changes = [FileChange("rewrote", "csv.py"), FileChange("deleted", "json.py"), *added("src/liger_kernel/__init__.py")]
+    changes = [FileChange("rewrote", "csv.py"), FileChange("deleted", "json.py"),
+               *added("src/liger_kernel/__init__.py")]
     own = own_modules(["csv.py", "src/liger_kernel/__init__.py", "src/liger_kernel/ops.py"], {"src/liger_kernel"})
     assert own == {"csv", "liger_kernel"}
     assert shadowing_files(changes, NAMES, {"src/liger_kernel"}, own=own) == []
     assert shadowing_decision([]) is None
 
 
-@pytest.mark.parametrize("change", [FileChange("added", "sitecustomize.py"), FileChange("rewrote", "a/b/usercustomize.py"),
-                                    FileChange("added", "deep/x/extra.pth"), FileChange("rewrote", "y.pth")])
+@pytest.mark.parametrize("change", [
+    FileChange("added", "sitecustomize.py"), FileChange("rewrote", "a/b/usercustomize.py"),
+    FileChange("added", "deep/x/extra.pth"), FileChange("rewrote", "y.pth")])
 def test_start_up_hooks_anywhere_added_or_rewritten(change):
     hits = shadowing_files([change], ModuleNames(frozenset(), frozenset()), packages={"a/b", "deep/x"})
     assert [h.path for h in hits] == [change.path]
