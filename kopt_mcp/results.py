@@ -219,6 +219,9 @@ class CommitResult(BaseModel):
     formatted: bool
     classes: list[ClassChange]
     next_actions: list[str]
+    code: Code | None = Field(None, description=(
+        "`script_only` when only the script metric decided the keep: committed where [gates] "
+        "allow_script_only_keeps allows, refused otherwise"))
     overtaken_rounds: int = Field(default=0, ge=0, description=(
         "earlier commit rounds overtaken: another slot moved BEST_COMMIT during their re-measure, so the "
         "candidate was re-applied onto the newest BEST and measured again (0: none)"))

@@ -22,6 +22,7 @@ from kopt_mcp.results import VerdictResult
 from kopt_mcp.rules.decision import Code
 from kopt_mcp.rules.protect import touched_protected, unsafe_symlinks
 from kopt_mcp.rules.repair import after_incorrect
+from kopt_mcp.rules.script_only import script_only_keeps_allowed, script_only_note
 from kopt_mcp.rules.stop import RegressionNote, should_stop
 from kopt_mcp.rules.verdict import GLOBAL, Round, decide
 from kopt_mcp.session import PendingImprovement, Phase, next_actions, require
@@ -198,14 +199,20 @@ def _incorrect(sess: Session, a: Attempt, reason: str) -> VerdictResult:
 
 def _improved(sess: Session, a: Attempt, reason: str) -> VerdictResult:
     d, keep = a.decision, a.keep
+    vendor = sess.device.vendor if sess.device else "cpu"
+    script_only = keep.metric_used == "script metric"  # no profiler measured it (rules/script_only.py)
+    if script_only:
+        allowed = script_only_keeps_allowed(sess.cfg.gates.allow_script_only_keeps, vendor, sess.cfg.profiler.backend)
+        reason = f"{reason}; {script_only_note(allowed)}"
     sess.state.improved(PendingImprovement(
         attempt=a.n, tree=a.tree, target=a.target, hypothesis=a.hypothesis,
         candidate_metrics=a.cand_values, candidate_gpu_us=keep.gpu_candidate_us,
         candidate_class_gpu_us=a.class_gpu_us,
         kernels=sess.state.best.kernels, target_delta_pct=sum(d.target_deltas_pct) / len(d.target_deltas_pct),
         metric_used=keep.metric_used, base=sess.state.best.commit,
-        gpu_best_us=keep.gpu_best_us, gpu_floor_pct=a.gpu_floor_pct, candidate_run_metrics=a.cand_run_values))
-    return finish(sess, a, "improved", reason, revert=False)
+        gpu_best_us=keep.gpu_best_us, gpu_floor_pct=a.gpu_floor_pct, candidate_run_metrics=a.cand_run_values,
+        script_only=script_only, vendor=vendor))
+    return finish(sess, a, "improved", reason, revert=False, code=Code.SCRIPT_ONLY if script_only else None)
 
 
 def finish(sess: Session, a: Attempt, verdict: str, reason: str, revert: bool, reset: bool = False,

@@ -31,13 +31,15 @@ def perf_rows(status: str, commit: str, command: str, target: str, kernels: list
 
 
 def stop_summary(state: SessionState, metric: str) -> str:
-    """The Stop Summary block: time, reason, BEST_COMMIT, best metrics, last regressions table."""
+    """The Stop Summary block: time, reason, BEST_COMMIT, kept improvements (the script-only ones
+    counted apart), best metrics, last regressions table."""
     lines = [
         "## Stop Summary", "",
         f"- time: {state.stopped_at or now_iso()}",
         f"- reason: {state.stop_reason}",
         f"- BEST_COMMIT: {state.best.commit}",
-        f"- kept improvements: {state.kept}",
+        f"- kept improvements: {state.kept}"
+        + (f" (script only: {state.kept_script_only})" if state.kept_script_only else ""),
         f"- best {metric} per config class: "
         + (", ".join(f"{k} = {fmt(v)}" for k, v in state.best.metrics.items()) or "-"),
         f"- best profiler GPU time (us): {fmt(state.best.gpu_us)}",
