@@ -11,6 +11,9 @@
 #                                  baseline (benchmarks/trace_report.py -> trace_report.md / .json)
 #   scripts/gpu_suite.sh slots     ... two candidate slots sharing the GPU on the Triton example
 #                                  (benchmarks/slots_gpu/run.py -> slots_gpu.md / .json)
+#   scripts/gpu_suite.sh sandbox   ... the Triton example with every run in bubblewrap and without
+#                                  (benchmarks/sandbox_gpu.py -> sandbox_gpu.md / .json; `prepare` brings
+#                                  Debian's bubblewrap .deb along for an image without bwrap)
 #   scripts/gpu_suite.sh decisions [TRIALS]  ... the decision-quality benchmark (planted effects;
 #                                  DQ_MAX_SECONDS=S: start no round of trials that would end past S s)
 #                                  logs and results go to $OUT (default: benchmarks/results/latest).
@@ -38,6 +41,7 @@ prepare() {
       --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 -d .whl "$spec" || exit 2
   done
   python3 -m pip wheel -q --no-deps -w .whl . || exit 2   # kopt-mcp itself
+  (cd .whl && apt-get download bubblewrap >/dev/null 2>&1) || echo "prepare: no bubblewrap .deb (apt-get download failed)" >&2
   du -sh .whl
 }
 
@@ -50,6 +54,9 @@ setup() {
     touch /tmp/site/.kopt-installed
   fi
   export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$(dirname "$(command -v python3)"):$PATH PYTHONUNBUFFERED=1
+  if ! command -v bwrap >/dev/null && compgen -G ".whl/bubblewrap_*.deb" >/dev/null; then  # the run sandbox
+    dpkg-deb -x .whl/bubblewrap_*.deb /tmp/bwrap-root && export PATH=/tmp/bwrap-root/usr/bin:$PATH
+  fi
   command -v python >/dev/null || { mkdir -p /tmp/pybin && ln -sf "$(command -v python3)" /tmp/pybin/python && export PATH=/tmp/pybin:$PATH; }
 }
 
@@ -79,6 +86,11 @@ trace_report() {
   python3 benchmarks/trace_report.py "$OUT" 2>&1 | tee "$OUT/trace_report.log"
 }
 
+sandbox() {
+  setup
+  python3 benchmarks/sandbox_gpu.py "$OUT" 2>&1 | tee "$OUT/sandbox_gpu.log"
+}
+
 slots() {
   setup
   python3 benchmarks/slots_gpu/run.py "$OUT" 2>&1 | tee "$OUT/slots_gpu.log"
@@ -98,5 +110,6 @@ case "${1:-}" in
   trace) trace_report ;;
   decisions) decisions "${2:-20}" ;;
   slots) slots ;;
-  *) echo "usage: scripts/gpu_suite.sh prepare|run|tests|accuracy|trace|decisions [TRIALS]|slots" >&2; exit 2 ;;
+  sandbox) sandbox ;;
+  *) echo "usage: scripts/gpu_suite.sh prepare|run|tests|accuracy|trace|decisions [TRIALS]|slots|sandbox" >&2; exit 2 ;;
 esac
