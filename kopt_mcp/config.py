@@ -111,6 +111,10 @@ class GatesSection(_Section):
     cpu_wait_s: float = Field(60.0, ge=0, description="how long (s) the CPU gate waits for idle_cpu_pct; then it "
                               "measures anyway and says how busy the cores were")
     gpu_probe: Literal["auto", "nvml", "nvidia-smi", "amdsmi", "amd-smi", "rocm-smi", "sysfs", "none"] = "auto"
+    allow_script_only_keeps: bool | None = Field(
+        None, description="may commit_improvement keep an `improved` that only the script metric decided (no "
+        "profiler measured it; code script_only)? Unset: yes where no GPU profiler was expected (the CPU, or "
+        "[profiler] backend = \"none\"), no where one was expected but none ran (rules/script_only.py)")
 
 
 class ProtectSection(_Section):

@@ -212,6 +212,9 @@ class Attempt(_OnSlot):
     #: why, stable (kopt_mcp.rules.decision.Code); absent in records written before codes existed
     code: str | None = None
     reason: str = ""
+    #: the stable reason code (rules/decision.py Code) where one is assigned, e.g. `script_only`,
+    #: `shadowing`, `tampered` (None in ledgers written before this field)
+    code: str | None = None
     target: str | None = None
     hypothesis: str = ""
     changed: list[str] = []
@@ -254,6 +257,8 @@ class Commit(_OnSlot):
     #: earlier commit rounds another slot's commit overtook during their re-measure (0 in ledgers
     #: written before this field)
     overtaken_rounds: int = 0
+    #: `script_only` for a keep only the script metric decided (no profiler; [gates] allow_script_only_keeps)
+    code: str | None = None
 
 
 class CommitRefused(_OnSlot):
@@ -264,6 +269,7 @@ class CommitRefused(_OnSlot):
     attempt: int | None = None
     reason: str = ""
     patch: str | None = None
+    code: str | None = None  # the stable reason code where one is assigned (e.g. `script_only`)
 
 
 class Revert(_OnSlot):
@@ -478,6 +484,16 @@ class StaleGitLocksRemoved(_Event):
     paths: list[str] = []
 
 
+class StateRestored(_Event):
+    """A run changed the session's state folder and the referee put it back (referee/state_guard.py):
+    `changes` (kind, path relative to the state folder, or a ref name) and what was not restored
+    exactly (`lost`)."""
+
+    event: Literal["state_restored"]
+    changes: list[FileChangeRecord] = []
+    lost: list[str] = []
+
+
 class StopSummaryCommitFailed(_Event):
     """The Stop Summary could not be committed (the git error)."""
 
@@ -500,7 +516,7 @@ class Other(BaseModel):
 
 TYPED = (SessionStarted, Baseline, Attempt, Commit, CommitRefused, Revert, Stopped, Recovered, Snapshot,
          RunBenchmark, BaselineFailed, Trace, Warmup, GpuGate, Confirmation, SessionGain, BestMoved, DeviceLost, BenchmarkOutputs, CancelledOp, LeftoversEnded,
-         StaleGitLocksRemoved, StopSummaryCommitFailed)
+         StaleGitLocksRemoved, StateRestored, StopSummaryCommitFailed)
 #: event kind -> its model
 EVENTS: dict[str, type[_Event]] = {get_args(m.model_fields["event"].annotation)[0]: m for m in TYPED}
 

@@ -20,7 +20,7 @@ from kopt_mcp.gpus.gate import GpuCheck
 from kopt_mcp.knowledge import Hit
 from kopt_mcp.profilers.base import CpuProfile, KernelStat
 from kopt_mcp.profilers.bottleneck import BottleneckKind
-from kopt_mcp.rules.decision import MeasuredOutcome, Verdict
+from kopt_mcp.rules.decision import Code, MeasuredOutcome, Verdict
 
 
 def _finite_or_none(v: object) -> object:
@@ -193,6 +193,11 @@ class VerdictResult(BaseModel):
     #: why, stable: branch on it (kopt_mcp/rules/decision.py Code; e.g. gpu_time_below_floor, script_noise)
     code: str
     reason: str
+    code: Code | None = Field(None, description=(
+        "the stable reason code (rules/decision.py Code) where one is assigned: `script_only` on an `improved` "
+        "verdict that only the script metric decided (commit_improvement keeps it only where [gates] "
+        "allow_script_only_keeps allows), `shadowing`, `protected_path`, `unsafe_symlink`, `tampered` on a "
+        "`rejected` one"))
     target: str
     metric: str
     metric_used: str
@@ -247,6 +252,9 @@ class CommitResult(BaseModel):
     included: list[str] = Field(default_factory=list, description=(
         "[commit] include result files committed with the keep, as the re-measure's run of the tested tree "
         "wrote them"))
+    code: Code | None = Field(None, description=(
+        "`script_only` when only the script metric decided the keep: committed where [gates] "
+        "allow_script_only_keeps allows, refused otherwise"))
     overtaken_rounds: int = Field(default=0, ge=0, description=(
         "earlier commit rounds overtaken: another slot moved BEST_COMMIT during their re-measure, so the "
         "candidate was re-applied onto the newest BEST and measured again (0: none)"))
@@ -319,6 +327,9 @@ class StatusResult(BaseModel):
                            "outside every tree a benchmark runs in")
     slots: list[dict] = Field(default_factory=list, description="every candidate slot of the session (one per "
                               "agent): slot, phase, attempts, kept, consecutive_regressions, last_verdict")
+    sandbox: str = Field(default="", description="the runs' view of the machine: `bwrap: ...` where every run "
+                         "is kept from the git directory and the state folder by the operating system, `none (why)` "
+                         "where it is not and the state folder is checked after every run instead")
     problems: list[str] = Field(default_factory=list, description="what recovery at start could not fix, and "
                                 "a ledger whose hash chain does not verify (truncated, edited, deleted)")
     omitted: Omitted | None = Field(None, description=OMITTED)

@@ -92,6 +92,10 @@ class PendingImprovement(BaseModel):
     candidate_run_metrics: list[dict[str, float]] = Field(default_factory=list)
     #: the verdict's numbers for the commit message (None in states saved before this field existed)
     verdict: VerdictSummary | None = None
+    #: only the script metric decided the verdict (no profiler; code script_only), on a device of
+    #: `vendor` ("cpu", "nvidia", ...): commit_improvement applies rules.script_only.script_only_commit
+    script_only: bool = False
+    vendor: str = ""
 
 
 class LastVerdict(BaseModel):
@@ -122,6 +126,8 @@ class SessionState(BaseModel):
     pending: PendingImprovement | None = None
     last: LastVerdict | None = None
     kept: int = 0
+    #: of `kept`, the keeps only the script metric decided (PendingImprovement.script_only)
+    kept_script_only: int = 0
     stop_reason: str | None = None
     stopped_at: str | None = None
     in_progress: dict | None = None
@@ -204,8 +210,10 @@ class SessionState(BaseModel):
 
     def adopted(self, commit: str, metrics: dict[str, float], gpu_us: float | None) -> str:
         """A keep was committed as `commit`: BEST_COMMIT moves there with its metrics (GPU time in
-        us), the pending improvement is done, counters reset, `kept` +1. Returns the old BEST_COMMIT."""
+        us), the pending improvement is done, counters reset, `kept` +1 (and `kept_script_only` for a
+        script-only one). Returns the old BEST_COMMIT."""
         old = self.best.commit
+        self.kept_script_only += int(bool(self.pending and self.pending.script_only))
         self.best.commit, self.best.metrics, self.best.gpu_us = commit, dict(metrics), gpu_us
         self.phase, self.pending, self.repair = Phase.ready, None, None
         self.reset_regressions()

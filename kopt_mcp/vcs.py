@@ -218,6 +218,11 @@ def symlinks(ws: git.Repo, tree: str) -> dict[str, str]:
     return out
 
 
+def tree_files(ws: git.Repo, tree: str) -> list[str]:
+    """Every path of tree object `tree` (repo-relative, posix; files, symlinks and submodules)."""
+    return [p for p in ws.git.ls_tree("-r", "--name-only", "-z", tree).split("\0") if p]
+
+
 def export(ws: git.Repo, tree: str, dest: Path) -> None:
     """Write the files of tree object `tree` into the new folder `dest` (symlinks and executable bits
     as recorded; no `.git`, no index). Raises FileExistsError if `dest` exists."""

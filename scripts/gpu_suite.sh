@@ -14,6 +14,9 @@
 #   scripts/gpu_suite.sh loopend [RUNS] [FIRST]  ... `kopt-mcp demo` on the Triton example RUNS times in a row
 #                                  (no stall), then `kopt-mcp compare` on the first run's session
 #                                  (benchmarks/end_of_loop/run.py -> end_of_loop.md / .json)
+#   scripts/gpu_suite.sh sandbox   ... the Triton example with every run in bubblewrap and without
+#                                  (benchmarks/sandbox_gpu.py -> sandbox_gpu.md / .json; `prepare` brings
+#                                  Debian's bubblewrap .deb along for an image without bwrap)
 #   scripts/gpu_suite.sh decisions [TRIALS]  ... the decision-quality benchmark (planted effects;
 #                                  DQ_MAX_SECONDS=S: start no round of trials that would end past S s)
 #                                  logs and results go to $OUT (default: benchmarks/results/latest).
@@ -41,6 +44,7 @@ prepare() {
       --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 -d .whl "$spec" || exit 2
   done
   python3 -m pip wheel -q --no-deps -w .whl . || exit 2   # kopt-mcp itself
+  (cd .whl && apt-get download bubblewrap >/dev/null 2>&1) || echo "prepare: no bubblewrap .deb (apt-get download failed)" >&2
   du -sh .whl
 }
 
@@ -53,6 +57,9 @@ setup() {
     touch /tmp/site/.kopt-installed
   fi
   export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$(dirname "$(command -v python3)"):$PATH PYTHONUNBUFFERED=1
+  if ! command -v bwrap >/dev/null && compgen -G ".whl/bubblewrap_*.deb" >/dev/null; then  # the run sandbox
+    dpkg-deb -x .whl/bubblewrap_*.deb /tmp/bwrap-root && export PATH=/tmp/bwrap-root/usr/bin:$PATH
+  fi
   command -v python >/dev/null || { mkdir -p /tmp/pybin && ln -sf "$(command -v python3)" /tmp/pybin/python && export PATH=/tmp/pybin:$PATH; }
 }
 
@@ -82,6 +89,11 @@ trace_report() {
   python3 benchmarks/trace_report.py "$OUT" 2>&1 | tee "$OUT/trace_report.log"
 }
 
+sandbox() {
+  setup
+  python3 benchmarks/sandbox_gpu.py "$OUT" 2>&1 | tee "$OUT/sandbox_gpu.log"
+}
+
 slots() {
   setup
   python3 benchmarks/slots_gpu/run.py "$OUT" 2>&1 | tee "$OUT/slots_gpu.log"
@@ -107,5 +119,6 @@ case "${1:-}" in
   decisions) decisions "${2:-20}" ;;
   slots) slots ;;
   loopend) loopend "${2:-5}" "${3:-1}" ;;
-  *) echo "usage: scripts/gpu_suite.sh prepare|run|tests|accuracy|trace|decisions [TRIALS]|slots|loopend [RUNS] [FIRST]" >&2; exit 2 ;;
+  sandbox) sandbox ;;
+  *) echo "usage: scripts/gpu_suite.sh prepare|run|tests|accuracy|trace|decisions [TRIALS]|slots|loopend [RUNS] [FIRST]|sandbox" >&2; exit 2 ;;
 esac

@@ -9,6 +9,10 @@ run the checkout is compared with its snapshot (vcs.run_changes) and removed; on
 server left behind is removed by the next checkout (an owner file names the server's pid). Logs, CSV copies and
 traces go to the run folder of the session's store, as before. Cost on the toy repository (4 files):
 about 15 ms to export and 15 ms to verify per run.
+
+Where bubblewrap works, every run and its [correctness] command see the repository's git directory
+(the session's state) as an empty folder and no other process, their own run folder excepted
+(kopt_mcp/bench/sandbox.py; about 15 ms more per run).
 """
 
 from __future__ import annotations
@@ -30,9 +34,11 @@ from pydantic import BaseModel
 
 from kopt_mcp import vcs
 from kopt_mcp.bench.runner import RunResult, run_command
+from kopt_mcp.bench.sandbox import Sandbox, run_sandbox
 from kopt_mcp.config import TargetConfig
 from kopt_mcp.errors import Cancelled, MetricsError, ProfilerError
 from kopt_mcp.gpus.clocks import ClockSampler, ClockSource
+from kopt_mcp.paths import common_git_dir
 from kopt_mcp.profilers.base import KernelTrace, Profiler
 from kopt_mcp.profilers.run_clock import RunClock
 from kopt_mcp.readers.metrics import MetricTable, capture_before, collect_results, read_results
@@ -151,24 +157,26 @@ class Measurement(BaseModel):
 
 def measure(cfg: TargetConfig, tree: Path, run_dir: Path, env: dict[str, str],
             cancel: threading.Event | None = None, pid_dir: Path | None = None, check: bool = True,
-            run: Runner = run_command) -> Measurement:
+            run: Runner = run_command, sandbox: Sandbox | None = None) -> Measurement:
     """Run the benchmark in `tree` (a checkout root); logs and a copy of the CSVs go to `run_dir`.
     `pid_dir`: where each run is recorded while it lasts (runner.end_leftovers); `check`: also run
     the [correctness] command (the referee asks once per candidate tree, not after every run);
-    `run`: the runner (Services.run)."""
+    `run`: the runner (Services.run); `sandbox`: the runs' view (None: the server's)."""
     b = cfg.benchmark
     cwd = tree / b.workdir
     # result files as they were (a fresh checkout holds only the snapshot's tracked files): rows the run
     # leaves unchanged are stale
     before = capture_before(cwd, b, all_tracked=True)
-    result = run(b.command, cwd, env, b.timeout_s, run_dir / "benchmark.log", cancel=cancel, pid_dir=pid_dir)
+    result = run(b.command, cwd, env, b.timeout_s, run_dir / "benchmark.log", cancel=cancel, pid_dir=pid_dir,
+                 sandbox=sandbox)
     raise_if_cancelled(result)
-    return read_run(cfg, tree, run_dir, result, before, env, run_dir / "benchmark.log", cancel, pid_dir, check, run)
+    return read_run(cfg, tree, run_dir, result, before, env, run_dir / "benchmark.log", cancel, pid_dir, check, run,
+                    sandbox)
 
 
 def read_run(cfg: TargetConfig, tree: Path, run_dir: Path, result: RunResult, before, env: dict[str, str],
              log: Path, cancel: threading.Event | None = None, pid_dir: Path | None = None, check: bool = True,
-             runner: Runner = run_command) -> Measurement:
+             runner: Runner = run_command, sandbox: Sandbox | None = None) -> Measurement:
     """What a finished benchmark run left: its fresh result files read into the per-class table
     (copies kept in `run_dir`), the [correctness] command run after it when `check`, and the
     correctness gate's result. `before`: the result files captured before the run (metrics.capture_before);
@@ -194,7 +202,7 @@ def read_run(cfg: TargetConfig, tree: Path, run_dir: Path, result: RunResult, be
             err = str(e)
         if table is not None and cfg.correctness.command and check:
             chk = runner(cfg.correctness.command, tree, env, cfg.correctness.timeout_s,
-                         run_dir / "correctness.log", cancel=cancel, pid_dir=pid_dir)
+                         run_dir / "correctness.log", cancel=cancel, pid_dir=pid_dir, sandbox=sandbox)
             raise_if_cancelled(chk)
             check_exit, check_timeout = chk.exit_code, chk.timed_out
             if chk.exit_code not in (None, 0):
@@ -223,18 +231,19 @@ class Profiled(BaseModel):
 
 def profile(cfg: TargetConfig, profiler: Profiler, tree: Path, run_dir: Path, env: dict[str, str],
             cancel: threading.Event | None = None, pid_dir: Path | None = None, run: Runner = run_command,
-            check: bool = False) -> Profiled:
+            check: bool = False, sandbox: Sandbox | None = None) -> Profiled:
     """Run the benchmark under `profiler` in `tree` (env gets KOPT_PROFILE=1), read its results
     like a plain run (`Profiled.measurement`; `check`: the [correctness] command after it) and
-    parse the trace; `run`: the runner (Services.run)."""
+    parse the trace; `run`: the runner (Services.run); `sandbox`: the run's view (None: the
+    server's)."""
     cwd = tree / cfg.benchmark.workdir
     log = run_dir / "profile.log"
     cmd = profiler.wrap(cfg.benchmark.command, run_dir)
     before = capture_before(cwd, cfg.benchmark, all_tracked=True)
     result = run(cmd, cwd, {**env, "KOPT_PROFILE": "1"}, cfg.profiler.timeout_s, log, cancel=cancel,
-                 pid_dir=pid_dir)
+                 pid_dir=pid_dir, sandbox=sandbox)
     raise_if_cancelled(result)
-    m = read_run(cfg, tree, run_dir, result, before, env, log, cancel, pid_dir, check, run)
+    m = read_run(cfg, tree, run_dir, result, before, env, log, cancel, pid_dir, check, run, sandbox)
     if result.timed_out:
         return Profiled(trace=None, log_path=str(log), measurement=m,
                         error=f"the profiled run passed [profiler] timeout_s = {cfg.profiler.timeout_s:g} s and was killed")
@@ -254,7 +263,7 @@ def measure_snapshot(cfg: TargetConfig, ws: git.Repo, tree: str, run_dir: Path, 
     there (vcs.run_changes). The `[commit] include` files the run rewrote are kept in the run folder
     (`keep_included`)."""
     with checkout(ws, tree, _repo_name(ws)) as co:
-        m = measure(cfg, co, run_dir, env, cancel, pid_dir, check, run)
+        m = measure(cfg, co, run_dir, env, cancel, pid_dir, check, run, run_sandbox(common_git_dir(ws), run_dir))
         changes = vcs.run_changes(ws, tree, co)
         keep_included(cfg.commit.include, co, changes, run_dir)
     return m.model_copy(update={"snapshot": tree, "changes": changes})
@@ -306,7 +315,8 @@ def profile_snapshot(cfg: TargetConfig, profiler: Profiler, ws: git.Repo, tree: 
     from this process and summarised in `Profiled.clock` (None without a source)."""
     with checkout(ws, tree, _repo_name(ws)) as co:
         with ClockSampler(clock) if clock is not None else nullcontext() as sampler:
-            p = profile(cfg, profiler, co, run_dir, env, cancel, pid_dir, run, check)
+            p = profile(cfg, profiler, co, run_dir, env, cancel, pid_dir, run, check,
+                        run_sandbox(common_git_dir(ws), run_dir))
         changes = vcs.run_changes(ws, tree, co)
     return p.model_copy(update={"snapshot": tree, "changes": changes,
                                 "clock": sampler.summary() if sampler is not None else None})

@@ -27,6 +27,8 @@ from pathlib import Path
 import psutil
 from pydantic import BaseModel
 
+from kopt_mcp.bench.sandbox import Sandbox
+
 TAIL_BYTES = 4000
 LOG_KEEP_BYTES = 1 << 20  # the run log on disk keeps the first and the last MiB of the output
 LAUNCHER = Path(__file__).with_name("contain.py")
@@ -103,10 +105,9 @@ def _tail(path: Path) -> str:
         return f.read().decode("utf-8", errors="replace")
 
 
-def _launcher_argv(command: str) -> list[str]:
-    if not CONTAINED:
-        return ["bash", "-c", command]
-    return [sys.executable, "-I", str(LAUNCHER), "--", "bash", "-c", command]
+def _launcher_argv(command: str, sandbox: Sandbox | None = None) -> list[str]:
+    argv = ["bash", "-c", command] if sandbox is None else sandbox.argv(["bash", "-c", command])
+    return argv if not CONTAINED else [sys.executable, "-I", str(LAUNCHER), "--", *argv]
 
 
 def _stop_launcher(proc: subprocess.Popen) -> None:
@@ -217,14 +218,17 @@ def _kill_run(launcher: psutil.Process) -> list[int]:
 
 
 def run_command(command: str, cwd: Path, env: dict[str, str], timeout_s: float, log_path: Path,
-                cancel: threading.Event | None = None, on_start=None, pid_dir: Path | None = None) -> RunResult:
+                cancel: threading.Event | None = None, on_start=None, pid_dir: Path | None = None,
+                sandbox: Sandbox | None = None) -> RunResult:
     """Run `command` with bash in `cwd`, environment = os.environ + `env`, contained (module docstring).
 
     When the command ends, every process it started ends too (setsid and double-forked ones
     included); after `timeout_s` seconds, or as soon as `cancel` is set, the whole tree is killed.
     `on_start(pid)` is called once the process exists with the pid of the tree's root (the
     launcher; its descendants are the command's processes). `pid_dir`: a folder where the run is
-    recorded while it lasts (`end_leftovers`). exit_code is the command's own exit status.
+    recorded while it lasts (`end_leftovers`). `sandbox`: the run's view of the machine
+    (kopt_mcp/bench/sandbox.py; None: as the server sees it). exit_code is the command's own exit
+    status (in a sandbox, death by signal N reads as 128 + N, bwrap's convention).
     Never raises for the command's own failure: see exit_code / timed_out / cancelled.
     Raises FileNotFoundError if `cwd` does not exist.
     """
@@ -237,7 +241,7 @@ def run_command(command: str, cwd: Path, env: dict[str, str], timeout_s: float, 
     timed_out = cancelled = False
     record: Path | None = None
     with log_path.open("wb") as log:
-        proc = subprocess.Popen(_launcher_argv(command), cwd=cwd, env=full_env, stdout=log,
+        proc = subprocess.Popen(_launcher_argv(command, sandbox), cwd=cwd, env=full_env, stdout=log,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
         try:
             if pid_dir is not None:

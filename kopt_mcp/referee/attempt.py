@@ -15,16 +15,18 @@ from kopt_mcp import vcs
 from kopt_mcp.errors import Cancelled, DeviceLost, ProfilerError, RefereeError, StateSaveError, Tampered, VerdictError
 from kopt_mcp.ledger import now_iso
 from kopt_mcp.referee.core import Progress, Session
-from kopt_mcp.referee.guards import protected_paths, workspace_moved
+from kopt_mcp.referee.guards import protected_paths, shadowing, workspace_moved
 from kopt_mcp.referee.keep_metric import keep_metric
 from kopt_mcp.referee.profiled import judge_profiled
 from kopt_mcp.referee.recovery import stop as stop_session
 from kopt_mcp.referee.runs import Attempt, measure_run
+from kopt_mcp.referee.state_guard import ensure_patch
 from kopt_mcp.results import VerdictResult
 from kopt_mcp.rules.decision import Code
 from kopt_mcp.rules.protect import touched_protected, unsafe_symlinks
 from kopt_mcp.rules.repair import after_incorrect
 from kopt_mcp.rules.script import GLOBAL, Round, decide
+from kopt_mcp.rules.script_only import script_only_keeps_allowed, script_only_note
 from kopt_mcp.rules.stop import RegressionNote, should_stop
 from kopt_mcp.rules.verdict import attempt_verdict, clear_script_win
 from kopt_mcp.session import PendingImprovement, Phase, VerdictSummary, next_actions, require
@@ -116,6 +118,9 @@ def _judge(sess: Session, a: Attempt, progress: Progress | None) -> VerdictResul
         return finish(sess, a, "rejected", "; ".join(unsafe) + ": a symlink may not lead into a protected path "
                       "or out of the repository (writes through it would change what is fixed or escape "
                       "the checkout); copy the file instead", revert=True, code=Code.UNSAFE_SYMLINK)
+    shadow = shadowing(sess, a.tree, a.best_tree)
+    if shadow:
+        return finish(sess, a, "rejected", shadow.reason, revert=True, code=shadow.code)
     gate = sess.lease(progress)
     if gate.lease is None:
         stop = None if gate.reason == "cancelled" else f"no idle GPU: {gate.reason}"
@@ -207,6 +212,11 @@ def _improved(sess: Session, a: Attempt, reason: str, code: Code) -> VerdictResu
         confidence=tiv.confidence if tiv else None,
         classes_pct={c.key: c.mean_pct for c in d.classes}, gpu_best_us=keep.gpu_best_us,
         gpu_candidate_us=keep.gpu_candidate_us, gpu_gain_pct=keep.gpu_delta_pct)
+    vendor = sess.device.vendor if sess.device else "cpu"
+    script_only = keep.metric_used == "script metric"  # no profiler measured it (rules/script_only.py)
+    if script_only:
+        allowed = script_only_keeps_allowed(sess.cfg.gates.allow_script_only_keeps, vendor, sess.cfg.profiler.backend)
+        reason = f"{reason}; {script_only_note(allowed)}"
     sess.state.improved(PendingImprovement(
         attempt=a.n, tree=a.tree, target=a.target, hypothesis=a.hypothesis,
         candidate_metrics=a.cand_values, candidate_gpu_us=keep.gpu_candidate_us,
@@ -214,13 +224,14 @@ def _improved(sess: Session, a: Attempt, reason: str, code: Code) -> VerdictResu
         kernels=sess.state.best.kernels, target_delta_pct=sum(d.target_deltas_pct) / len(d.target_deltas_pct),
         metric_used=keep.metric_used, base=sess.state.best.commit,
         gpu_best_us=keep.gpu_best_us, gpu_floor_pct=a.gpu_floor_pct, candidate_run_metrics=a.cand_run_values,
-        verdict=summary))
+        verdict=summary, script_only=script_only, vendor=vendor))
     return finish(sess, a, "improved", reason, revert=False, code=code)
 
 
 def finish(sess: Session, a: Attempt, verdict: str, reason: str, revert: bool, reset: bool = False,
            repairs_left: int | None = None, stop: str | None = None, *, code: Code) -> VerdictResult:
-    """Rule `verdict` on attempt `a`: relabel its patch, revert (after archiving) when `revert`,
+    """Rule `verdict` on attempt `a` (`code`: its stable reason code): relabel its patch, revert
+    (after archiving) when `revert`,
     move the counters (`reset`: a verdict that resets the regression counter), queue the `attempt`
     record, stop the session when the stop rule says so (or `stop` names a reason), and save:
     the commit point of the attempt. A workspace changed during the runs turns any verdict into
@@ -230,7 +241,7 @@ def finish(sess: Session, a: Attempt, verdict: str, reason: str, revert: bool, r
     if moved:  # the tested snapshot is archived; what the run left in the workspace is not kept
         verdict, revert, repairs_left, code, reason = "rejected", True, None, Code.TAMPERED, moved + (
             f" (the measurements said: {verdict}, {reason})" if verdict != "rejected" else f"; {reason}")
-    patch_path = sess.store.relabel(n, "pending", verdict)
+    patch_path = ensure_patch(sess.store, sess.ws, sess.ref_prefix, n, sess.store.relabel(n, "pending", verdict))
     if revert:
         faults.point("save_and_test.before_revert")
         vcs.reset_to(sess.ws, s.best.commit)

@@ -31,8 +31,10 @@ from kopt_mcp.referee.runs import Attempt, measure_run
 from kopt_mcp.referee.slots import best_lock, read_shared, sync
 from kopt_mcp.results import CommitResult
 from kopt_mcp.rules.commit import still_better
+from kopt_mcp.rules.decision import Code
 from kopt_mcp.rules.protect import touched_protected, unsafe_symlinks
 from kopt_mcp.rules.script import Round, ScriptDecision, decide
+from kopt_mcp.rules.script_only import script_only_commit
 from kopt_mcp.session import next_actions, require
 from kopt_mcp.testing import faults
 
@@ -124,6 +126,10 @@ def _commit(sess: Session, message: str, progress: Progress | None, overtaken: i
                 best_tree=vcs.tree_of(sess.ws, s.best.commit), class_gpu_us=p.candidate_class_gpu_us)
     s.begin_job("commit_improvement", attempt=p.attempt)
     sess.save()
+    refused = (script_only_commit(cfg.gates.allow_script_only_keeps, p.vendor, cfg.profiler.backend)
+               if p.script_only else None)  # a keep only the script metric decided (rules/script_only.py)
+    if refused is not None:
+        return _not_kept(sess, refused.reason, False, [], code=refused.code)
     reapplied = bool(p.base and p.base != s.best.commit)
     if reapplied:  # BEST moved since the verdict (another slot committed): onto the newest BEST first
         refused = _reapply(sess, a, p.base)
@@ -237,7 +243,8 @@ def _write_commit(sess: Session, a: Attempt, k: Kept, message: str, progress: Pr
              (f"re-applied onto the newest BEST {s.best.commit[:12]} (judged against {(p.base or '')[:12]})"
               if k.reapplied else ""),
              (f"result file(s) from the re-measure's run of this tree ([commit] include): {', '.join(outputs)}"
-              if outputs else ""), k.note]
+              if outputs else ""), k.note,
+             "kopt-mcp keep: script only (no profiler measured it)" if p.script_only else ""]
     text = commit_message(title, p, d, g.noise_pct, (k.gpu_best_us, gpu_us) if k.gpu_best_us is not None else None,
                           notes)
     sha = vcs.commit_snapshot(sess.ws, a.tree, {**outputs, "performance.md": perf.read_bytes()}, s.best.commit, text)
@@ -254,7 +261,8 @@ def _write_commit(sess: Session, a: Attempt, k: Kept, message: str, progress: Pr
                         f"{d.target_deltas_pct[-1]:+.2f}%, no other class worse beyond {g.noise_pct:g}%); "
                         "the save_and_test verdict stands." + k.note, commit=sha, best_commit=sha,
                         formatted=k.formatted, classes=d.classes, next_actions=next_actions(s),
-                        included=sorted(outputs), **format_note(cfg.format.command, k.formatted))
+                        included=sorted(outputs), code=Code.SCRIPT_ONLY if p.script_only else None,
+                        **format_note(cfg.format.command, k.formatted))
 
 
 def _reapply(sess: Session, a: Attempt, judged_against: str) -> CommitResult | None:
@@ -321,15 +329,15 @@ def _formatted_snapshot(sess: Session, a: Attempt, tree: str) -> str | None:
     return None
 
 
-def _not_kept(sess: Session, reason: str, formatted: bool, classes) -> CommitResult:
+def _not_kept(sess: Session, reason: str, formatted: bool, classes, code: Code | None = None) -> CommitResult:
     s, p = sess.state, sess.state.pending
     patch, _ = vcs.diff_against(sess.ws, s.best.commit)
     path = sess.store.archive(p.attempt, "improved-not-kept", patch)
     vcs.reset_to(sess.ws, s.best.commit)
     faults.point("commit_improvement.after_refused_reset")
     s.commit_refused()
-    sess.record("commit_refused", attempt=p.attempt, reason=reason, patch=str(path))
+    sess.record("commit_refused", attempt=p.attempt, reason=reason, patch=str(path), code=code)
     sess.save()
     return CommitResult(committed=False, reason=reason, commit=None, best_commit=s.best.commit,
-                        formatted=formatted, classes=classes, next_actions=next_actions(s),
+                        formatted=formatted, classes=classes, next_actions=next_actions(s), code=code,
                         **format_note(sess.cfg.format.command, formatted))

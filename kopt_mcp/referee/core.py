@@ -66,8 +66,10 @@ from kopt_mcp.paths import kopt_dir, session_dir
 from kopt_mcp.profilers.base import Profiler
 from kopt_mcp.referee.services import Services
 from kopt_mcp.referee.slots import check_slot_name, shared_events
+from kopt_mcp.referee.state_guard import guarded
 from kopt_mcp.results import DeviceInfo
 from kopt_mcp.rules.policy import Policy
+from kopt_mcp.rules.shadowing import ModuleNames
 from kopt_mcp.session import SessionState
 from kopt_mcp.testing import faults
 
@@ -124,6 +126,8 @@ class Session:
         self.job: JobLease | None = None  # this call's job lease
         self.job_outcome: GateOutcome | None = None
         self.last_device: str | None = None  # preferred at the next lease
+        #: the benchmark interpreter's module names (bench/modules.py), asked once, at the first attempt
+        self.module_names: ModuleNames | None = None
         cache = self.repo_path / ".kopt" / "cache"
         self.cache_dirs = {"TRITON_CACHE_DIR": str(cache / "triton"),
                            "TORCH_EXTENSIONS_DIR": str(cache / "torch_extensions"),
@@ -258,15 +262,23 @@ class Session:
 
     def measure(self, tree: str, run_dir: Path, check: bool = True) -> Measurement:
         """One benchmark run of snapshot `tree` on this call's job lease (referee.measure); take the
-        lease first (`lease`). Raises DeviceLost when the device went away."""
-        return self.job.measure(self.cfg, self.ws, tree, run_dir, self.env(), check=check,
-                                base=self._best_tree_id(), cancel=self.cancel, pid_dir=self.pid_dir)
+        lease first (`lease`). Raises DeviceLost when the device went away, Tampered when the run
+        changed the state folder (`state_guarded`)."""
+        with self.state_guarded():
+            return self.job.measure(self.cfg, self.ws, tree, run_dir, self.env(), check=check,
+                                    base=self._best_tree_id(), cancel=self.cancel, pid_dir=self.pid_dir)
 
     def profile(self, profiler: Profiler, tree: str, run_dir: Path, check: bool = False) -> Profiled:
         """One profiled run of snapshot `tree` on this call's job lease (its results read too; `check`:
-        the [correctness] command after it). Raises DeviceLost."""
-        return self.job.profile(self.cfg, profiler, self.ws, tree, run_dir, self.env(), base=self._best_tree_id(), check=check,
-                                cancel=self.cancel, pid_dir=self.pid_dir)
+        the [correctness] command after it). Raises DeviceLost, Tampered."""
+        with self.state_guarded():
+            return self.job.profile(self.cfg, profiler, self.ws, tree, run_dir, self.env(), base=self._best_tree_id(),
+                                    check=check, cancel=self.cancel, pid_dir=self.pid_dir)
+
+    def state_guarded(self):
+        """Around one run: the state folder sealed before and restored after it; a change is listed
+        in `problems`, logged, and raises Tampered (referee/state_guard.py)."""
+        return guarded(self.store, self.ws, self.ref_prefix, self.problems)
 
     def _best_tree_id(self) -> str | None:
         try:

@@ -1,16 +1,22 @@
 """The integrity guards applied to every run's checkout and to the workspace: which paths are fixed
 for the session (`protected_paths`), what a run changed in its disposable checkout
-(`judge_run_changes`: a protected file raises Tampered), and whether the workspace moved while the
-candidate was measured (`workspace_moved`)."""
+(`judge_run_changes`: a protected file raises Tampered), whether the workspace moved while the
+candidate was measured (`workspace_moved`), and the evidence of the shadowing rule (`shadowing`)."""
 
 from __future__ import annotations
 
+import os
+import posixpath
+import shlex
 from pathlib import Path
 
 from kopt_mcp import vcs
+from kopt_mcp.bench.modules import module_names
 from kopt_mcp.errors import Tampered
 from kopt_mcp.referee.core import Session
+from kopt_mcp.rules.decision import Decision
 from kopt_mcp.rules.protect import FileChange, describe, run_changes_verdict
+from kopt_mcp.rules.shadowing import own_modules, shadowing_decision, shadowing_files
 
 
 def protected_paths(sess: Session) -> list[str]:
@@ -61,3 +67,38 @@ def run_note(sess: Session, changes: list[FileChange]) -> str:
     except Tampered as e:
         return f"{str(e).split(':')[0]} (save_and_test rejects a candidate whose run does this)"
     return (describe(rest) + " in its disposable checkout (nothing in the workspace changed)") if rest else ""
+
+
+def sys_path_roots(command: str, workdir: str) -> set[str]:
+    """The repository folders a benchmark `command` run in `workdir` puts first on sys.path: the
+    workdir itself (`python -m`, `-c`) and the folder of every `.py` script the command names
+    (`python bench/run.py`); repo-relative posix ("" is the root)."""
+    base = posixpath.normpath(workdir.strip("/") or ".")
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        words = command.split()
+    roots = {base}
+    for w in words:
+        if w.endswith(".py") and not w.startswith("/"):
+            roots.add(posixpath.normpath(posixpath.join(base, posixpath.dirname(w) or ".")))
+    return {"" if r == "." else r for r in roots if not r.startswith("..")}
+
+
+def shadowing(sess: Session, tree: str, best_tree: str) -> Decision | None:
+    """Gather the evidence of rules.shadowing for candidate tree `tree` against BEST's `best_tree`
+    (the diff with each file's status, both trees' packages, the benchmark's sys.path roots, and
+    the module names of the benchmark's interpreter, asked once per session: `sess.module_names`)
+    and rule: a `rejected` Decision (code `shadowing`) or None."""
+    changes = vcs.tree_changes(sess.ws, best_tree, tree)
+    if all(c.kind == "deleted" for c in changes):
+        return None
+    b = sess.cfg.benchmark
+    if sess.module_names is None:
+        sess.module_names = module_names(b.command, {**os.environ, **sess.env()}, sess.repo_path / b.workdir)
+    roots = sys_path_roots(b.command, b.workdir)
+    files, best_files = vcs.tree_files(sess.ws, tree), vcs.tree_files(sess.ws, best_tree)
+    packages = {posixpath.dirname(f) for f in files if posixpath.basename(f) == "__init__.py"}
+    best_packages = {posixpath.dirname(f) for f in best_files if posixpath.basename(f) == "__init__.py"}
+    hits = shadowing_files(changes, sess.module_names, packages, roots, own_modules(best_files, best_packages, roots))
+    return shadowing_decision(hits, sess.module_names.python)

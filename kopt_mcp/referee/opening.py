@@ -25,6 +25,7 @@ from kopt_mcp.ledger import now_iso
 from kopt_mcp.referee.core import Session, lease_dir_default, short
 from kopt_mcp.referee.recovery import clear_stale_locks, settle
 from kopt_mcp.referee.slots import read_shared
+from kopt_mcp.referee.state_guard import restore_lost_patches
 from kopt_mcp.session import Best, SessionState
 
 
@@ -121,6 +122,7 @@ def _open_state(sess: Session) -> None:
             sess.flush_outbox()
         sess.problems += sess.store.verify()
         sess.ws = vcs.open_workspace(sess.repo, sess.workspace_path, sess.branch)
+        sess.problems += restore_lost_patches(sess.store, sess.ws, sess.ref_prefix)
         sess.config = load_config(Path(sess.state.config_path))
         if sess.config.sha256 != sess.state.config_sha256:
             raise RefereeError(

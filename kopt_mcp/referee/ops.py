@@ -11,6 +11,7 @@ from pathlib import Path
 
 from kopt_mcp import vcs
 from kopt_mcp.bench.measure import checkout, raise_if_cancelled
+from kopt_mcp.bench.sandbox import run_sandbox, sandbox_status
 from kopt_mcp.errors import ProfilerError, RefereeError
 from kopt_mcp.profilers.base import KernelTrace, target_gpu_time
 from kopt_mcp.profilers.bottleneck import classify, classify_cpu
@@ -50,7 +51,7 @@ def status(sess: Session) -> StatusResult:
         last_verdict=s.last.model_dump() if s.last else None, stop_reason=s.stop_reason,
         config_sha256=s.config_sha256, config_changed=sess.config.changed(), device=sess.device,
         next_actions=next_actions(s), state_dir=str(sess.state_dir), problems=list(sess.problems),
-        slots=slots_status(sess))
+        slots=slots_status(sess), sandbox=sandbox_status())
 
 
 def find_idle_gpu(sess: Session, progress: Progress | None = None) -> GpuResult:
@@ -195,12 +196,13 @@ def warm_up_harness(sess: Session, progress: Progress | None = None) -> WarmupRe
     run_dir = sess.store.run_dir(sess.state.next_attempt, "warmup")
     times, ok, tail = [], True, ""
     tree = sess.workspace_tree()
-    with checkout(sess.ws, tree, sess.repo_path.name) as co:  # one checkout: cold, then warm
+    box = run_sandbox(sess.kopt_dir.parent, run_dir)
+    with checkout(sess.ws, tree, sess.repo_path.name) as co, sess.state_guarded():  # one checkout: cold, then warm
         for i, label in enumerate(("cold", "warm")):
             if progress:
                 progress(i, 2, f"warm-up: {label} run")
             r = sess.services.run(cmd, co / sess.cfg.benchmark.workdir, sess.env(), w.timeout_s,
-                                  run_dir / f"{label}.log", cancel=sess.cancel, pid_dir=sess.pid_dir)
+                                  run_dir / f"{label}.log", cancel=sess.cancel, pid_dir=sess.pid_dir, sandbox=box)
             raise_if_cancelled(r)
             times.append(r.duration_s)
             ok = ok and r.exit_code == 0

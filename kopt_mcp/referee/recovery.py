@@ -16,6 +16,7 @@ from kopt_mcp.gpus.gate import GateOutcome
 from kopt_mcp.referee.core import BASELINE_MESSAGE, STOP_MESSAGE, Progress, Session, short
 from kopt_mcp.referee.report import latest_gain, stop_summary
 from kopt_mcp.referee.slots import best_lock, publish, read_shared, unpublish
+from kopt_mcp.rules.decision import Code
 from kopt_mcp.session import Phase
 from kopt_mcp.testing import faults
 
@@ -149,14 +150,16 @@ def adopt_best(sess: Session, attempt: int, sha: str, metrics: dict[str, float],
                **log_fields) -> None:
     """A keep is committed as `sha`: BEST_COMMIT moves there with its metrics (SessionState.adopted),
     the BEST worktree follows, counters reset, the `commit` record (with `rows`, its performance.md
-    rows) is queued. The caller saves the state (the commit point)."""
+    rows; `code` script_only for a keep only the script metric decided) is queued. The caller saves
+    the state (the commit point)."""
     vcs.ensure_best_worktree(sess.repo, sess.best_path, sha)
     faults.point("commit_improvement.after_best_worktree")
+    script_only = bool(sess.state.pending and sess.state.pending.script_only)
     old = sess.state.adopted(sha, metrics, gpu_us)
     with best_lock(sess):
         publish(sess)  # the session's BEST: the BEST line's branch and best.json
     sess.record("commit", attempt=attempt, commit=sha, previous=old, metrics=metrics, gpu_us=gpu_us,
-                **log_fields)
+                code=Code.SCRIPT_ONLY.value if script_only else None, **log_fields)
 
 
 def is_commit_of(sess: Session, sha: str, n: int) -> bool:

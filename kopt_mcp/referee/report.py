@@ -66,15 +66,16 @@ def gain_line(gain: dict | None, best_commit: str) -> str:
 
 def stop_summary(state: SessionState, metric: str, gain: dict | None = None) -> str:
     """The Stop Summary block: time, reason, the session's measured gain (`gain`: the latest
-    `session_gain` ledger record, or None), BEST_COMMIT, best metrics, how to land the branch, and
-    the last regressions table."""
+    `session_gain` ledger record, or None), BEST_COMMIT, kept improvements (the script-only ones
+    counted apart), best metrics, how to land the branch, and the last regressions table."""
     lines = [
         "## Stop Summary", "",
         f"- time: {state.stopped_at or now_iso()}",
         f"- reason: {state.stop_reason}",
         gain_line(gain, state.best.commit),
         f"- BEST_COMMIT: {state.best.commit}",
-        f"- kept improvements: {state.kept}",
+        f"- kept improvements: {state.kept}"
+        + (f" (script only: {state.kept_script_only})" if state.kept_script_only else ""),
         f"- best {metric} per config class: "
         + (", ".join(f"{k} = {fmt(v)}" for k, v in state.best.metrics.items()) or "-"),
         f"- best profiler GPU time (us): {fmt(state.best.gpu_us)}",

@@ -344,8 +344,11 @@ class _Session:
                  else "running" if self.baseline else "no baseline yet")
         cards = [(len(self.attempts), "attempts"), (len(self.commits), "kept commits")]
         cards += [(counts[v], v) for v in [*VERDICT_COLORS, *sorted(set(counts) - set(VERDICT_COLORS))] if counts.get(v)]
+        script_only = sum(c.code == "script_only" for c in self.commits)  # decided by the script metric alone
+        apart = (f'<div class="card" id="script-only-keeps"><b>{script_only}</b><span>of the kept commits script '
+                 "only (no profiler measured them)</span></div>") if script_only else ""
         return ('<div class="cards" id="summary">' + "".join(
-            f'<div class="card"><b>{_e(v)}</b><span>{_e(k)}</span></div>' for v, k in cards)
+            f'<div class="card"><b>{_e(v)}</b><span>{_e(k)}</span></div>' for v, k in cards) + apart
             + f'<div class="card"><b style="font-size:14px">{_e(state)}</b><span>session</span></div></div>')
 
     def best_section(self) -> str:
@@ -405,7 +408,7 @@ class _Session:
              "<th>GPU time (us)</th></tr></thead><tbody>"]
         for c in self.commits:
             p.append(f'<tr><td class="num">{_e(c.attempt)}</td><td class="t">{_e(_time(c.at))}</td>'
-                     f"<td><code>{_e(c.commit[:12])}</code></td>"
+                     f"<td><code>{_e(c.commit[:12])}</code>{' (script only)' if c.code == 'script_only' else ''}</td>"
                      f"<td><code>{_e(c.previous[:12])}</code></td>"
                      f"<td>{'<br>'.join(f'{_e(k)} = {_fmt(v)}' for k, v in c.metrics.items())}</td>"
                      f'<td class="num">{_fmt(c.gpu_us)}</td></tr>')
