@@ -11,7 +11,9 @@ delivers them to the collector, kopt_mcp/profilers/cupti_collect.py, the parent 
 command, over a unix SOCK_SEQPACKET socket (messages: hello, rows, end with the count sent); the
 collector, out of the benchmark's reach, writes the file below. File mode (KOPT_CUPTI_OUT): this
 process writes it at exit into KOPT_CUPTI_OUT, where code in the benchmark could rewrite it. The
-per-process file (kopt_cupti_trace.Trace.doc):
+harness's measurement units are marked too (kopt_units.py; format 3 adds "units", "code" and "notes":
+kopt_cupti_trace.py), with the runtime/driver API and external correlation records they need. The
+per-process file (kopt_cupti_trace.Trace.doc; its format 2 part):
 
     {"format": 2, "pid": int, "argv": [...], "status": "ok" | "error", "error": str | null,
      "records": int (kernel activity records received),
@@ -205,6 +207,127 @@ class _Code:
                 self.sink.code(name, shas)
 
 
+class _Tracer:
+    """The trace of this process: CUPTI's activity buffers dispatched to the sink (kernel launches,
+    with the host start of the API call that launched each; external correlation ids; module records
+    for provenance), the harness units installed, and the flush at exit."""
+
+    def __init__(self, cupti, sink):
+        self.cupti, self.sink, self.error = cupti, sink, None
+        kinds = cupti.ActivityKind
+        self.kernel_kind = kinds.CONCURRENT_KERNEL
+        self.ext_kind = getattr(kinds, "EXTERNAL_CORRELATION", None)
+        self.module_kind = getattr(kinds, "MODULE", None)
+        self.api_kinds = {int(getattr(kinds, n)) for n in ("RUNTIME", "DRIVER") if hasattr(kinds, n)}
+        self.custom0 = getattr(getattr(cupti, "ExternalCorrelationKind", None), "CUSTOM0", None)
+        self.code = _Code(sink) if os.environ.get("KOPT_CUPTI_CODE", "1") != "0" else None
+        self.api = {}  # correlation id -> host start (ns) of the API call, until its kernel record comes
+        self.waiting = []  # kernel records whose API record has not come yet (one buffer later at most)
+        self.enabled, self.enabled_api = [], set()
+
+    def requested(self):
+        return 8 * 1024 * 1024, 0
+
+    def completed(self, activities, final=False):
+        """One buffer of activity records (CUPTI's callback; `final`: the last, at exit)."""
+        late, launches, pairs = list(self.waiting), [], []  # `late` waited one buffer already: no more
+        self.waiting.clear()
+        for rec in activities:
+            kind = rec.kind
+            if kind == self.kernel_kind:
+                launches.append(rec)
+            elif int(kind) in self.api_kinds:
+                self.api[int(rec.correlation_id)] = int(getattr(rec, "start", 0) or 0)
+            elif kind == self.ext_kind:
+                if int(rec.external_kind) == int(self.custom0):
+                    pairs.append([int(rec.correlation_id), int(rec.external_id)])
+            elif kind == self.module_kind and self.code is not None:
+                self._guarded(self.code.module, rec)
+        if pairs:
+            self.sink.ext(pairs)
+        if len(self.api) > 400000:  # API calls that launch nothing: keep the latest
+            for key in list(self.api)[:200000]:
+                del self.api[key]
+        self._launches(late, launches, final)
+
+    def _launches(self, late, launches, final):
+        """Send the launches whose API record came (with its host start), and those that waited a
+        buffer already; keep the others one buffer more."""
+        late_ids, hosts, ready = {id(r) for r in late}, {}, []
+        for rec in late + launches:
+            corr = getattr(rec, "correlation_id", None)
+            if corr is not None and int(corr) in self.api:
+                hosts[int(corr)] = self.api.pop(int(corr))
+                ready.append(rec)
+            elif final or corr is None or id(rec) in late_ids or not self.enabled_api:
+                ready.append(rec)
+            else:
+                self.waiting.append(rec)
+        if ready:
+            self.sink.launches(ready, hosts)
+            if self.code is not None:
+                self._guarded(self.code.kernels, {str(r.name) for r in ready})
+
+    def _guarded(self, fn, arg):
+        try:
+            fn(arg)
+        except Exception as exc:  # noqa: BLE001 - provenance is optional, never raise into the benchmark
+            self.code.errors.append(repr(exc)[:120])
+
+    def enable(self, kind):
+        self.cupti.activity_enable(kind)
+        self.enabled.append(kind)
+        if int(kind) in self.api_kinds:
+            self.enabled_api.add(int(kind))
+
+    def start(self):
+        """Register the buffers and enable the kernel trace, then the harness units and provenance."""
+        try:
+            self.cupti.activity_register_callbacks(self.requested, self.completed)
+            self.enable(self.kernel_kind)
+        except Exception as exc:  # noqa: BLE001 - never raise into the benchmark
+            self.error = f"CUPTI activity tracing could not start: {exc!r}"
+            return
+        if os.environ.get("KOPT_CUPTI_UNITS", "1") != "0" and self.ext_kind is not None and self.custom0 is not None:
+            self._install_units()
+        if self.code is not None and self.module_kind is not None:
+            try:
+                self.enable(self.module_kind)
+            except Exception:  # noqa: BLE001 - provenance is optional
+                pass
+
+    def _install_units(self):
+        """Harness units (kopt_units.py): external correlation records tie the launches of each
+        invocation of the timed function to it; they come with the API records they correlate."""
+        cupti, sink, custom0 = self.cupti, self.sink, self.custom0
+        try:
+            for k in (self.ext_kind, cupti.ActivityKind.RUNTIME, cupti.ActivityKind.DRIVER):
+                self.enable(k)
+            units_mod = _load("kopt_units")
+            units_mod.install(units_mod.Units(
+                lambda ext: cupti.activity_push_external_correlation_id(custom0, ext),
+                lambda: cupti.activity_pop_external_correlation_id(custom0), sink.unit,
+                getattr(cupti, "get_timestamp", None),
+                (lambda name, sha: sink.code(name, [sha])) if self.code is not None else None))
+        except Exception as exc:  # noqa: BLE001 - the trace goes on without units
+            sink.note(f"harness units unavailable: {exc!r}")
+            print(f"kopt-mcp CUPTI trace: harness units unavailable ({exc!r})", file=sys.stderr)
+
+    def finish(self):
+        """At exit: flush every buffer, send what waited, close the trace."""
+        try:
+            self.cupti.activity_flush_all(1)
+            for k in self.enabled:
+                self.cupti.activity_disable(k)
+        except Exception as exc:  # noqa: BLE001 - never raise into the benchmark
+            self.error = self.error or f"CUPTI flush at exit failed: {exc!r}"
+        if self.waiting:
+            self.completed([], final=True)
+        if self.code is not None and self.code.summary():
+            self.sink.note(self.code.summary())
+        self.sink.close(self.error)
+
+
 def _start():
     trace_mod = _load("kopt_cupti_trace")
     try:
@@ -212,119 +335,17 @@ def _start():
     except OSError as exc:  # no collector listening: nothing can be reported, the collector says so
         print(f"kopt-mcp CUPTI trace: cannot reach the collector at {_SOCK} ({exc!r})", file=sys.stderr)
         return
-    state = {"error": None}
     try:
         from cupti import cupti
     except Exception as exc:  # noqa: BLE001 - never raise into the benchmark
-        state["error"] = (f"cupti-python is not importable by {sys.executable} ({exc!r}): "
-                          "pip install cupti-python in the benchmark's environment")
-        atexit.register(lambda: sink.close(state["error"]))
+        error = (f"cupti-python is not importable by {sys.executable} ({exc!r}): "
+                 "pip install cupti-python in the benchmark's environment")
+        atexit.register(lambda: sink.close(error))
         return
-    kinds = cupti.ActivityKind
-    kernel_kind = kinds.CONCURRENT_KERNEL
-    ext_kind = getattr(kinds, "EXTERNAL_CORRELATION", None)
-    module_kind = getattr(kinds, "MODULE", None)
-    custom0 = getattr(getattr(cupti, "ExternalCorrelationKind", None), "CUSTOM0", None)
-    code = _Code(sink) if os.environ.get("KOPT_CUPTI_CODE", "1") != "0" else None
-
-    def requested():
-        return 8 * 1024 * 1024, 0
-
-    api_kinds = {int(getattr(kinds, n)) for n in ("RUNTIME", "DRIVER") if hasattr(kinds, n)}
-    api = {}  # correlation id -> host start (ns) of the API call, until its kernel record comes
-    waiting = []  # kernel records whose API record has not come yet (one buffer later at most)
-
-    def completed(activities, final=False):
-        late, launches, pairs = list(waiting), [], []  # `late` waited one buffer already: no more
-        late_ids = {id(r) for r in late}
-        waiting.clear()
-        for rec in activities:
-            kind = rec.kind
-            if kind == kernel_kind:
-                launches.append(rec)
-            elif int(kind) in api_kinds:
-                api[int(rec.correlation_id)] = int(getattr(rec, "start", 0) or 0)
-            elif kind == ext_kind:
-                if int(rec.external_kind) == int(custom0):
-                    pairs.append([int(rec.correlation_id), int(rec.external_id)])
-            elif kind == module_kind and code is not None:
-                try:
-                    code.module(rec)
-                except Exception as exc:  # noqa: BLE001 - provenance is optional
-                    code.errors.append(repr(exc)[:120])
-        if pairs:
-            sink.ext(pairs)
-        if len(api) > 400000:  # API calls that launch nothing: keep the latest
-            for key in list(api)[:200000]:
-                del api[key]
-        hosts, ready = {}, []
-        for rec in late + launches:
-            corr = getattr(rec, "correlation_id", None)
-            if corr is not None and int(corr) in api:
-                corr = int(corr)
-                hosts[corr] = api.pop(corr)
-                ready.append(rec)
-            elif final or corr is None or id(rec) in late_ids or not enabled_api:
-                ready.append(rec)
-            else:
-                waiting.append(rec)
-        if ready:
-            sink.launches(ready, hosts)
-            if code is not None:
-                try:
-                    code.kernels({str(r.name) for r in ready})
-                except Exception as exc:  # noqa: BLE001
-                    code.errors.append(repr(exc)[:120])
-
-    enabled = []
-    enabled_api = set()
-
-    def finish():
-        try:
-            cupti.activity_flush_all(1)
-            for k in enabled:
-                cupti.activity_disable(k)
-        except Exception as exc:  # noqa: BLE001 - never raise into the benchmark
-            state["error"] = f"CUPTI flush at exit failed: {exc!r}"
-        if waiting:
-            completed([], final=True)
-        if code is not None and code.summary():
-            sink.note(code.summary())
-        sink.close(state["error"])
-
-    try:
-        cupti.activity_register_callbacks(requested, completed)
-        cupti.activity_enable(kernel_kind)
-        enabled.append(kernel_kind)
-    except Exception as exc:  # noqa: BLE001 - never raise into the benchmark
-        state["error"] = f"CUPTI activity tracing could not start: {exc!r}"
-    else:
-        # harness units (kopt_units.py): external correlation records tie the launches of each
-        # invocation of the timed function to it; they come with the API records they correlate
-        if os.environ.get("KOPT_CUPTI_UNITS", "1") != "0" and ext_kind is not None and custom0 is not None:
-            try:
-                for k in (ext_kind, kinds.RUNTIME, kinds.DRIVER):
-                    cupti.activity_enable(k)
-                    enabled.append(k)
-                    if int(k) in api_kinds:
-                        enabled_api.add(int(k))
-                units_mod = _load("kopt_units")
-                units_mod.install(units_mod.Units(
-                    lambda ext: cupti.activity_push_external_correlation_id(custom0, ext),
-                    lambda: cupti.activity_pop_external_correlation_id(custom0), sink.unit,
-                    getattr(cupti, "get_timestamp", None),
-                    (lambda name, sha: sink.code(name, [sha])) if code is not None else None))
-            except Exception as exc:  # noqa: BLE001 - the trace goes on without units
-                sink.note(f"harness units unavailable: {exc!r}")
-                print(f"kopt-mcp CUPTI trace: harness units unavailable ({exc!r})", file=sys.stderr)
-        if code is not None and module_kind is not None:
-            try:
-                cupti.activity_enable(module_kind)
-                enabled.append(module_kind)
-            except Exception:  # noqa: BLE001 - provenance is optional
-                pass
+    tracer = _Tracer(cupti, sink)
+    tracer.start()
     # registered first, so it runs after the benchmark's own atexit handlers (LIFO order)
-    atexit.register(finish)
+    atexit.register(tracer.finish)
 
 
 if _OUT or _SOCK:
