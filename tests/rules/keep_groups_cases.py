@@ -33,7 +33,7 @@ from kopt_mcp.profilers.cupti import parse_cupti_dir
 from kopt_mcp.profilers.rocprof import parse_rocprof_csv
 from kopt_mcp.profilers.run_clock import RunClock
 from tests.replay_cupti import FIXTURE, dobench_trace
-from tests.rules.conftest import configs
+from tests.rules.conftest import bwd_groups, clk, configs, flaggems_like, spin_run
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 DOBENCH = sorted((FIXTURES / "cupti" / "h100_dobench").glob("run*"))
@@ -45,11 +45,6 @@ CAPTURED = FIXTURES / "keep_groups" / "before_split.json"
 Case = Callable[[Path], tuple[tuple, dict]]
 
 
-def clk(mhz: float) -> RunClock:
-    """A run that held one SM clock (tests/rules/test_clocks.py `clk`)."""
-    return RunClock(sm_mhz=mhz, min_mhz=mhz, max_mhz=mhz, busy_samples=200, steady_pct=100.0)
-
-
 class _Runs:
     """tests/rules/conftest.py `runs`: replayed do_bench traces, seeded 0, 1, 2, ... in call order."""
 
@@ -59,33 +54,6 @@ class _Runs:
     def __call__(self, cfg, shift_pct=0.0, **kw):
         n, self.n = self.n, self.n + 1
         return dobench_trace(self.tmp / f"run{n}", seed=n, configs=cfg, shift_pct=shift_pct, **kw)
-
-
-def _spin(median_us: float, calls: int = 260) -> list[LaunchGroup]:
-    """tests/rules/test_clocks.py `run`."""
-    d = [median_us + (i % 3 - 1) * 0.02 for i in range(calls)]
-    return [LaunchGroup(kernel="spin_kernel", grid=(132, 1, 1), block=(128, 1, 1), calls=calls,
-                        total_us=sum(d), median_us=median_us, first_order=0.0, durations_us=d)]
-
-
-def _bwd(seq_lens, rows_per_program, scale, calls=300) -> list[LaunchGroup]:
-    """tests/rules/test_pairing.py `_bwd_groups`."""
-    out = []
-    for i, s in enumerate(seq_lens):
-        med = scale * s / 10.0
-        d = [med * (1 + 0.001 * (k % 5 - 2)) for k in range(calls)]
-        out.append(LaunchGroup(kernel="_rms_norm_bwd", grid=(96 * s // rows_per_program, 1, 1), block=(128, 1, 1),
-                               calls=calls, total_us=sum(d), median_us=med, first_order=float(i), durations_us=d))
-    return out
-
-
-def _flaggems(long_scale=1.0, long_block=None):
-    """tests/rules/test_pairing.py `flaggems_like`."""
-    long = dict(grid=(1024, 1, 1), scale=40.0 * long_scale, calls=(20, 40))
-    if long_block:
-        long["block"] = long_block
-    return [dict(grid=(128, 1, 1), scale=1.0, calls=(200, 380)), dict(grid=(1024, 1, 1), scale=1.0, calls=(3000, 5000)),
-            dict(grid=(512, 1, 1), scale=4.0, calls=(50, 95)), long]
 
 
 def _recorded() -> dict[str, Case]:
@@ -196,26 +164,26 @@ def _keep_groups_tests() -> dict[str, Case]:
         (r(configs()), r(configs(0.5, 0.5, name="my_sgemm_v2")), r(configs())), {}))
 
     def visited(r):  # best_before, best_after, then the candidate: as the test builds them
-        b1, b2 = r(_flaggems()), r(_flaggems())
-        return (b1, r(_flaggems(long_scale=0.25, long_block=(1024, 1, 1))), b2), {}
+        b1, b2 = r(flaggems_like()), r(flaggems_like())
+        return (b1, r(flaggems_like(long_scale=0.25, long_block=(1024, 1, 1))), b2), {}
     c["replayed/pairing/visited_twice"] = call(visited)
-    c["replayed/pairing/visited_twice_tie"] = call(lambda r: ((r(_flaggems()), r(_flaggems()), r(_flaggems())), {}))
+    c["replayed/pairing/visited_twice_tie"] = call(lambda r: ((r(flaggems_like()), r(flaggems_like()), r(flaggems_like())), {}))
 
     def fake(r):
         f = dict(grid=(1024, 1, 1), scale=0.01, calls=(5, 8), warmup=0)
-        best = [r(_flaggems()), r(_flaggems())]
-        return (best[0], r([f] + _flaggems()), best[1]), {}
+        best = [r(flaggems_like()), r(flaggems_like())]
+        return (best[0], r([f] + flaggems_like()), best[1]), {}
     c["replayed/pairing/fake_fast_visit"] = call(fake)
     seq = list(range(256, 4097, 256))
     c["replayed/pairing/bwd_grid_collision"] = lambda tmp: (
-        (_bwd(seq, 1, 1.0), _bwd(seq, 8, 0.9), _bwd(seq, 1, 1.0)), {"kernel_regex": "_rms_norm_bwd"})
+        (bwd_groups(seq, 1, 1.0), bwd_groups(seq, 8, 0.9), bwd_groups(seq, 1, 1.0)), {"kernel_regex": "_rms_norm_bwd"})
 
     def cached(_tmp):
-        best = _bwd([256, 512, 768], 1, 1.0)
-        once = _bwd([768], 1, 1.0, calls=1)[0].model_copy(update={"first_order": 2.0})
+        best = bwd_groups([256, 512, 768], 1, 1.0)
+        once = bwd_groups([768], 1, 1.0, calls=1)[0].model_copy(update={"first_order": 2.0})
         no_op = LaunchGroup(kernel="_rms_norm_bwd", grid=(1, 1, 1), block=(128, 1, 1), calls=299, total_us=299 * 0.5,
                             median_us=0.5, first_order=2.5, durations_us=[0.5] * 299)
-        return (best, [*_bwd([256, 512], 1, 1.0), once, no_op], _bwd([256, 512, 768], 1, 1.0)), {
+        return (best, [*bwd_groups([256, 512], 1, 1.0), once, no_op], bwd_groups([256, 512, 768], 1, 1.0)), {
             "kernel_regex": "_rms_norm_bwd"}
     c["replayed/pairing/cached_no_op"] = cached
     return c
@@ -245,11 +213,11 @@ def _clock_tests() -> dict[str, Case]:
     c: dict[str, Case] = {}
     for name, (b1, cand, b2, clocks) in judged.items():
         c[f"replayed/clocks/{name}"] = lambda _tmp, b1=b1, cand=cand, b2=b2, clocks=clocks: (
-            (_spin(b1), _spin(cand, calls=270), _spin(b2, calls=255), "spin_kernel"), {**plain, "clocks": clocks})
+            (spin_run(b1), spin_run(cand, calls=270), spin_run(b2, calls=255), "spin_kernel"), {**plain, "clocks": clocks})
     for name, calls, known in (("equal_counts_alone", 253, False), ("equal_counts_known", 253, True),
                                ("cached_known", 100, True)):
         c[f"replayed/clocks/{name}"] = lambda _tmp, calls=calls, known=known: (
-            (_spin(fast, 254), _spin(372.3, calls), _spin(fast, 254), "spin_kernel"), {"known_time_driven": known})
+            (spin_run(fast, 254), spin_run(372.3, calls), spin_run(fast, 254), "spin_kernel"), {"known_time_driven": known})
     return c
 
 

@@ -9,22 +9,13 @@ from __future__ import annotations
 
 import pytest
 
-from kopt_mcp.profilers.base import LaunchGroup
 from kopt_mcp.profilers.run_clock import RunClock
 from kopt_mcp.rules.clocks import clock_plan
 from kopt_mcp.rules.keep import judge_groups
+from tests.rules.conftest import clk
+from tests.rules.conftest import spin_run as run
 
 FAST, SLOW = 379.9, 382.8  # us at 1980 and 1965 MHz
-
-
-def clk(mhz: float) -> RunClock:
-    return RunClock(sm_mhz=mhz, min_mhz=mhz, max_mhz=mhz, busy_samples=200, steady_pct=100.0)
-
-
-def run(median_us: float, calls: int = 260) -> list[LaunchGroup]:
-    d = [median_us + (i % 3 - 1) * 0.02 for i in range(calls)]
-    return [LaunchGroup(kernel="spin_kernel", grid=(132, 1, 1), block=(128, 1, 1), calls=calls,
-                        total_us=sum(d), median_us=median_us, first_order=0.0, durations_us=d)]
 
 
 def judge(b1, c, b2, clocks=None, **kw):

@@ -2,7 +2,8 @@
 launch-group keep metric in tests/rules (tests/rules/keep_groups_cases.py: the recorded H100 do_bench
 processes, the recorded rocprofv3 and format-1 CUPTI traces, every replayed call of the rule's tests,
 a sweep over the floor's edges) judged today gives the figures the code before the split gave
-(tests/fixtures/keep_groups/before_split.json, captured from commit ec6c01c; how: its `note`)."""
+(tests/fixtures/keep_groups/before_split.json, captured from commit ec6c01c; how: its `note`), and
+the `code` of each decision is the cause that code's reason named (`old_cause` in the fixture)."""
 
 from __future__ import annotations
 
@@ -11,11 +12,20 @@ import math
 
 import pytest
 
+from kopt_mcp.rules.decision import Code
 from kopt_mcp.rules.keep import judge_groups
 from tests.rules.keep_groups_cases import CAPTURED, all_cases, figures
 
 BEFORE = json.loads(CAPTURED.read_text())["cases"]
 CASES = all_cases()
+#: the code each cause the pre-split reason named must carry now (a gain that is not kept and not
+#: significant: gpu_time_below_floor where it is > 0, as in rules/keep_totals.py and rules/units.py)
+CODE_OF_OLD_CAUSE = {
+    "kept": Code.GPU_TIME_WIN, "best_target_missing": Code.GPU_TIME_MISSING,
+    "candidate_target_missing": Code.GPU_TIME_MISSING, "no_per_launch_times": Code.GPU_TIME_MISSING,
+    "best_unreproducible": Code.GPU_TIME_UNREPRODUCIBLE, "best_group_missing": Code.SKIPPED_WORK,
+    "too_few_launches": Code.SKIPPED_WORK, "significant_gain_below_floor": Code.GPU_TIME_BELOW_FLOOR,
+}
 
 
 def _same(now, then, where: str) -> None:
@@ -45,7 +55,10 @@ def test_figures_are_those_of_the_code_before_the_split(name, tmp_path):
     args, kwargs = CASES[name](tmp_path)
     d = judge_groups(*args, **kwargs)
     then = dict(BEFORE[name])
-    then.pop("old_cause")
+    cause = then.pop("old_cause")
+    expected = CODE_OF_OLD_CAUSE.get(cause) or (
+        Code.GPU_TIME_BELOW_FLOOR if then["gpu_delta_pct"] > 0 else Code.GPU_TIME_NOT_IMPROVED)
+    assert d.code == expected, (cause, d.reason)
     assert d.kept == then["kept"]
     _same(d.gpu_delta_pct, then["gpu_delta_pct"], "gpu_delta_pct")
     _same(None if d.floor is None else d.floor.model_dump(mode="json"), then["floor"], "floor")
