@@ -254,6 +254,9 @@ class Commit(_OnSlot):
     #: earlier commit rounds another slot's commit overtook during their re-measure (0 in ledgers
     #: written before this field)
     overtaken_rounds: int = 0
+    #: why it was committed, stable (kopt_mcp.rules.decision.Code: still_better, confirmed, unconfirmed);
+    #: absent in records written before commit codes existed
+    code: str | None = None
 
 
 class CommitRefused(_OnSlot):
@@ -262,6 +265,8 @@ class CommitRefused(_OnSlot):
     required = ("attempt", "reason")
     event: Literal["commit_refused"]
     attempt: int | None = None
+    #: why, stable (kopt_mcp.rules.decision.Code); absent in records written before commit codes existed
+    code: str | None = None
     reason: str = ""
     patch: str | None = None
 
