@@ -116,7 +116,6 @@ class GroupDelta(BaseModel):
 class GroupKeepDecision(KeepDecision):
     """A KeepDecision from launch groups: the per-group deltas, the bound, floor and spread used."""
 
-    lower_bound_pct: float | None = None
     floor: GainFloor | None = None
     #: this attempt's spread between BEST's two profiles (%), to join SessionState.gpu_spreads_pct
     spread_pct: float | None = None
