@@ -218,6 +218,7 @@ def test_sigkill_while_writing_the_stop_summary_finishes_it_once_on_restart(tmp_
         return (await c.call_tool("status", {})).structured_content
 
     status, _ = anyio.run(_restart, repo, lambda c: after(c))
+    # the stop reason is the Stop Summary's line: the text is the product
     assert status["phase"] == "stopped" and "1 consecutive measured regressions" in status["stop_reason"]
     assert git(ws, "status", "--porcelain").stdout == ""
     assert git(ws, "log", "-1", "--format=%s").stdout.startswith("kopt: stop summary")
