@@ -71,8 +71,8 @@ def save_and_test(sess: Session, target: str = GLOBAL, hypothesis: str = "",
             return finish(sess, a, "rejected", str(e), revert=True, code=Code.TAMPERED)
     except Cancelled:
         path = sess.store.relabel(n, "pending", "cancelled")  # the tree stays as it was: nothing lost
-        sess.record("attempt", attempt=n, verdict="cancelled", target=target, hypothesis=hypothesis,
-                    changed=changed, runs=a.runs, reverted=False, patch=str(path))
+        sess.record("attempt", attempt=n, verdict="cancelled", code=str(Code.CANCELLED), target=target,
+                    hypothesis=hypothesis, changed=changed, runs=a.runs, reverted=False, patch=str(path))
         s.end_job()
         sess.save()
         raise

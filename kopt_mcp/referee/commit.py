@@ -295,8 +295,8 @@ def _conflict(sess: Session, a: Attempt, judged_against: str, paths: list[str]) 
               f"{path.name}). Start again from the newest BEST (the workspace is reset to it)")
     s.ruled(a.n, "conflict", a.target, reason)
     s.commit_refused()
-    sess.record("attempt", attempt=a.n, verdict="conflict", reason=reason, target=a.target, hypothesis=a.hypothesis,
-                changed=paths, patch=str(path), reverted=True, judged_against=judged_against,
+    sess.record("attempt", attempt=a.n, verdict="conflict", code=str(Code.CONFLICT), reason=reason, target=a.target,
+                hypothesis=a.hypothesis, changed=paths, patch=str(path), reverted=True, judged_against=judged_against,
                 best_commit=s.best.commit)
     sess.save()
     return CommitResult(committed=False, reason=reason, code=Code.CONFLICT, commit=None, best_commit=s.best.commit,

@@ -16,6 +16,7 @@ from kopt_mcp.gpus.gate import GateOutcome
 from kopt_mcp.referee.core import BASELINE_MESSAGE, STOP_MESSAGE, Progress, Session, short
 from kopt_mcp.referee.report import latest_gain, stop_summary
 from kopt_mcp.referee.slots import best_lock, publish, read_shared, unpublish
+from kopt_mcp.rules.decision import Code
 from kopt_mcp.session import Phase
 from kopt_mcp.testing import faults
 
@@ -87,7 +88,7 @@ def _recover_attempt(sess: Session, n: int) -> str:
     vcs.reset_to(sess.ws, s.best.commit)
     faults.point("recover.after_reset")
     s.dropped_candidate()
-    sess.record("attempt", attempt=n, verdict="interrupted", reverted=True, patch=str(path),
+    sess.record("attempt", attempt=n, verdict="interrupted", code=str(Code.INTERRUPTED), reverted=True, patch=str(path),
                 reason=f"the server was killed during save_and_test (patch was labelled {label!r}); "
                 "the candidate was archived and the tree reset to BEST_COMMIT")
     return f"attempt {n} archived as interrupted, tree reset to BEST_COMMIT"

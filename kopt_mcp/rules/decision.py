@@ -81,6 +81,9 @@ class Code(StrEnum):
     REFUTED = "refuted"
     UNCONFIRMED = "unconfirmed"                    # no out-of-process profiler applies here
     CONFLICT = "conflict"                          # re-applying onto a newer BEST overlapped
+    # ledger-only ends of an attempt (AttemptVerdict)
+    INTERRUPTED = "interrupted"                    # the server stopped mid-attempt: recovery archived it
+    CANCELLED = "cancelled"                        # the client cancelled the call: the tree stays as it was
 
 
 class Decision(BaseModel):

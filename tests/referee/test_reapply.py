@@ -99,4 +99,4 @@ def test_a_candidate_overlapping_a_newer_best_is_a_conflict_and_archived(ref):
     s = ref.status()
     assert s.phase == "ready" and s.last_verdict["verdict"] == "conflict" and s.best_commit == newer
     rec = next(e for e in reversed(ref.store.ledger()) if e["event"] == "attempt")
-    assert rec["verdict"] == "conflict" and rec["changed"] == ["kernel.py"]
+    assert (rec["verdict"], rec["code"]) == ("conflict", "conflict") and rec["changed"] == ["kernel.py"]
