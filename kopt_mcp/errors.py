@@ -67,6 +67,14 @@ class MetricsError(MeasurementError, ValueError):
     """The metrics file is missing, stale or unusable; the message names the cause and the fix."""
 
 
+class MissingResults(MetricsError):
+    """The run wrote no result file where [benchmark] csv says (format stdout: it left no log)."""
+
+
+class StaleResults(MetricsError):
+    """Every result file predates the run: left from an earlier run or shipped in the tree."""
+
+
 class ReaderError(SetupError, ValueError):
     """The content could not be read in the configured format; the message says what to change."""
 

@@ -257,7 +257,8 @@ class Commit(_OnSlot):
     #: earlier commit rounds another slot's commit overtook during their re-measure (0 in ledgers
     #: written before this field)
     overtaken_rounds: int = 0
-    #: `script_only` for a keep only the script metric decided (no profiler; [gates] allow_script_only_keeps)
+    #: why it was committed or refused, stable (kopt_mcp.rules.decision.Code: still_better, confirmed,
+    #: unconfirmed, script_only, ...); absent in records written before commit codes existed
     code: str | None = None
 
 
@@ -267,6 +268,8 @@ class CommitRefused(_OnSlot):
     required = ("attempt", "reason")
     event: Literal["commit_refused"]
     attempt: int | None = None
+    #: why, stable (kopt_mcp.rules.decision.Code); absent in records written before commit codes existed
+    code: str | None = None
     reason: str = ""
     patch: str | None = None
     code: str | None = None  # the stable reason code where one is assigned (e.g. `script_only`)

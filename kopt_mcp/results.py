@@ -239,6 +239,11 @@ class CommitResult(BaseModel):
 
     committed: bool
     reason: str
+    code: str = Field(description=(
+        "why, stable: branch on it. Committed: still_better, or confirmed / unconfirmed where the out-of-process "
+        "confirmation ran. Not committed: no_longer_better, refuted, conflict, tampered, protected_path / "
+        "unsafe_symlink (the format command), the failed re-measure's gate code (run_crashed, results_stale, ...) "
+        "or the re-profiled keep metric's (gpu_time_below_floor, ...)"))
     commit: str | None
     best_commit: str
     formatted: bool

@@ -59,11 +59,12 @@ def test_referee_baseline_on_triton_example_uses_gpu_time(tmp_path, lease_dir):
 ADVERSARIAL = Path(__file__).resolve().parents[1] / "benchmarks" / "decision_quality"
 
 
-@pytest.mark.parametrize("candidate, named", [
-    ("side_stream.py", "side stream"),     # the events time nothing; the GPU did the same work
-    ("skip_calls.py", "skipped work"),      # half the calls return early; CUPTI counts the launches
+@pytest.mark.parametrize("candidate, codes, named", [
+    # the events time nothing; the GPU did the same work
+    ("side_stream.py", ("gpu_time_below_floor", "gpu_time_not_improved"), "side stream"),
+    ("skip_calls.py", ("skipped_work",), "skipped work"),  # half the calls return early; CUPTI counts the launches
 ])
-def test_gpu_timing_cheats_are_not_kept_and_named(tmp_path, lease_dir, candidate, named):
+def test_gpu_timing_cheats_are_not_kept_and_named(tmp_path, lease_dir, candidate, codes, named):
     pytest.importorskip("cupy")
     from kopt_mcp.profilers.cupti import cupti_importable
 
@@ -81,7 +82,8 @@ def test_gpu_timing_cheats_are_not_kept_and_named(tmp_path, lease_dir, candidate
         v = r.save_and_test("global", f"adversarial: {candidate}")
         assert v.verdict != "improved" and v.reverted, v.reason
         assert max(v.target_deltas_pct) > 20, "the cheat must fool the script metric, or the test shows nothing"
-        assert named in v.reason and v.metric_used == "profiler GPU time"
+        assert v.code in codes and v.metric_used == "profiler GPU time"
+        assert named in v.reason  # the text is the product: the reason names the cheat
     finally:
         r.close()
 

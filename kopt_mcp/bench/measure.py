@@ -36,7 +36,7 @@ from kopt_mcp import vcs
 from kopt_mcp.bench.runner import RunResult, run_command
 from kopt_mcp.bench.sandbox import Sandbox, run_sandbox
 from kopt_mcp.config import TargetConfig
-from kopt_mcp.errors import Cancelled, MetricsError, ProfilerError
+from kopt_mcp.errors import Cancelled, MetricsError, MissingResults, ProfilerError, StaleResults
 from kopt_mcp.gpus.clocks import ClockSampler, ClockSource
 from kopt_mcp.paths import common_git_dir
 from kopt_mcp.profilers.base import KernelTrace, Profiler
@@ -183,7 +183,7 @@ def read_run(cfg: TargetConfig, tree: Path, run_dir: Path, result: RunResult, be
     `log`: the run's log (stdout results are read from it)."""
     b = cfg.benchmark
     cwd = tree / b.workdir
-    table, err, failing, tests = None, None, [], []
+    table, err, problem, failing, tests = None, None, "unusable", [], []
     check_exit, check_timeout = None, False
     if result.exit_code == 0:
         try:
@@ -200,6 +200,8 @@ def read_run(cfg: TargetConfig, tree: Path, run_dir: Path, result: RunResult, be
             failing = table.failing()
         except MetricsError as e:
             err = str(e)
+            if isinstance(e, (MissingResults, StaleResults)):
+                problem = "missing" if isinstance(e, MissingResults) else "stale"
         if table is not None and cfg.correctness.command and check:
             chk = runner(cfg.correctness.command, tree, env, cfg.correctness.timeout_s,
                          run_dir / "correctness.log", cancel=cancel, pid_dir=pid_dir, sandbox=sandbox)
@@ -208,8 +210,8 @@ def read_run(cfg: TargetConfig, tree: Path, run_dir: Path, result: RunResult, be
             if chk.exit_code not in (None, 0):
                 tests = failed_tests(Path(chk.log_path).read_text(encoding="utf-8", errors="replace"))
     gate = correctness_gate(RunFacts(exit_code=result.exit_code, timed_out=result.timed_out, timeout_s=b.timeout_s,
-                                     metrics_error=err, failing_classes=failing, check_exit=check_exit,
-                                     check_timed_out=check_timeout, failed_tests=tests))
+                                     metrics_error=err, metrics_problem=problem, failing_classes=failing,
+                                     check_exit=check_exit, check_timed_out=check_timeout, failed_tests=tests))
     return Measurement(tree=str(tree), run=result, table=table, gate=gate, run_dir=str(run_dir))
 
 

@@ -51,6 +51,7 @@ from kopt_mcp.profilers.kernel_names import function_name, short_kernel_name
 from kopt_mcp.profilers.ncu import LOG_NAME, parse_ncu_csv
 from kopt_mcp.profilers.rocprof import OUTPUT_NAME, parse_rocprof_dir
 from kopt_mcp.rules.confirm import Confirmation, TargetTime, decide_confirmation
+from kopt_mcp.rules.decision import Code
 from kopt_mcp.rules.keep import target_groups
 
 __all__ = ["DEFAULT_LAUNCH_COUNT", "ConfirmNcu", "ConfirmRocprof", "confirm_keep", "confirm_profiler", "function_names",
@@ -258,9 +259,9 @@ def confirm_keep(run_profiled: RunProfiled, cand_tree: str, best_tree: str, clai
     prof, why = (profiler, "") if profiler is not None else confirm_profiler(
         setting, vendor, kernel_regex, target_names, launch_count)
     if prof is None:
-        return Confirmation(status="unavailable", claimed_gain_pct=claimed_gain_pct, floor_pct=floor_pct,
-                            reason=f"not confirmed out of process: {why}; the keep rests on the in-process verdict "
-                                   f"({claimed_gain_pct:+.2f}%)")
+        return Confirmation(status="unavailable", code=Code.UNCONFIRMED, claimed_gain_pct=claimed_gain_pct,
+                            floor_pct=floor_pct, reason=(f"not confirmed out of process: {why}; the keep rests on the "
+                                                         f"in-process verdict ({claimed_gain_pct:+.2f}%)"))
     measured: dict[str, TargetTime | None] = {}
     errors: dict[str, str | None] = {}
     for label, tree in (("confirm-candidate", cand_tree), ("confirm-best", best_tree)):

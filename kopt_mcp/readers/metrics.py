@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
-from kopt_mcp.errors import MetricsError
+from kopt_mcp.errors import MetricsError, MissingResults, StaleResults
 
 if TYPE_CHECKING:  # pandas is imported where a CSV is read, keeping server start fast
     import pandas as pd
@@ -96,18 +96,19 @@ class MetricTable(BaseModel):
 def fresh_csvs(workdir: Path, pattern: str, started_at: float) -> list[Path]:
     """The files matching `pattern` under `workdir` written at or after `started_at` (epoch s).
 
-    Raises MetricsError if none match, or if all that match are older than the run (stale).
+    Raises MissingResults (a MetricsError) if none match, StaleResults if all that match are older
+    than the run.
     """
     hits = sorted(Path(p) for p in glob.glob(str(workdir / pattern), recursive=True) if os.path.isfile(p))
     if not hits:
-        raise MetricsError(
+        raise MissingResults(
             f"the benchmark wrote no file matching {pattern!r} under {workdir}: "
             "check [benchmark] csv and that the benchmark writes its CSV there"
         )
     # Filesystem mtimes can be coarser than the clock; allow 10 ms of slack only.
     fresh = [p for p in hits if p.stat().st_mtime >= started_at - 0.01]
     if not fresh:
-        raise MetricsError(
+        raise StaleResults(
             f"stale metrics: {', '.join(p.name for p in hits)} predate this run; the benchmark "
             "must write its CSV on every run (a file left from an earlier run never counts)"
         )
@@ -239,7 +240,7 @@ def collect_results(cwd: Path, bench: BenchmarkSection, started_at: float,
     stdout format has no log."""
     if not bench.csv or bench.format == "stdout":
         if log_path is None or not log_path.is_file():
-            raise MetricsError("format = \"stdout\" reads the run log, and the run left none")
+            raise MissingResults("format = \"stdout\" reads the run log, and the run left none")
         return [ResultFile(path=str(log_path), after=log_path.read_bytes())]
     before = before or {}
     out = []

@@ -73,8 +73,8 @@ def save_and_test(sess: Session, target: str = GLOBAL, hypothesis: str = "",
             return finish(sess, a, "rejected", str(e), revert=True, code=Code.TAMPERED)
     except Cancelled:
         path = sess.store.relabel(n, "pending", "cancelled")  # the tree stays as it was: nothing lost
-        sess.record("attempt", attempt=n, verdict="cancelled", target=target, hypothesis=hypothesis,
-                    changed=changed, runs=a.runs, reverted=False, patch=str(path))
+        sess.record("attempt", attempt=n, verdict="cancelled", code=str(Code.CANCELLED), target=target,
+                    hypothesis=hypothesis, changed=changed, runs=a.runs, reverted=False, patch=str(path))
         s.end_job()
         sess.save()
         raise
@@ -141,13 +141,13 @@ def _judge(sess: Session, a: Attempt, progress: Progress | None) -> VerdictResul
     cand = measure_run(sess, a, a.tree, "candidate")
     faults.point("save_and_test.after_candidate_run")
     if cand.gate.kind == "failed":
-        return finish(sess, a, "failed", cand.gate.reason, revert=True, reset=True, code=Code.RUN_FAILED)
+        return finish(sess, a, "failed", cand.gate.reason, revert=True, reset=True, code=cand.gate.code)
     if cand.gate.kind == "incorrect":
         if cand.table is not None:  # per-class error numbers for the agent's repair
             a.class_errors = cand.table.failing_errors()
             summary = cand.table.failing_summary()
-            return _incorrect(sess, a, f"{cand.gate.reason}" + (f" ({summary})" if summary else ""))
-        return _incorrect(sess, a, cand.gate.reason)
+            return _incorrect(sess, a, f"{cand.gate.reason}" + (f" ({summary})" if summary else ""), cand.gate.code)
+        return _incorrect(sess, a, cand.gate.reason, cand.gate.code)
     if progress:
         progress(1, total, f"attempt {a.n}: run 2: BEST_COMMIT in the same lease")
     best = measure_run(sess, a, a.best_tree, "best")
@@ -169,7 +169,7 @@ def _judge(sess: Session, a: Attempt, progress: Progress | None) -> VerdictResul
             if b2.gate.kind != "ok" or c2.gate.kind != "ok":
                 bad = c2 if c2.gate.kind != "ok" else b2
                 return finish(sess, a, "failed", f"the confirming run failed: {bad.gate.reason}", revert=True,
-                              reset=True, code=Code.RUN_FAILED)
+                              reset=True, code=bad.gate.code)
             rounds.append(Round(best=b2.values(), candidate=c2.values()))
             d = decide(rounds, a.target, hib, policy, s.noise_history)
     except VerdictError as e:
@@ -191,7 +191,9 @@ def _judge(sess: Session, a: Attempt, progress: Progress | None) -> VerdictResul
     return _improved(sess, a, v.reason, v.code)
 
 
-def _incorrect(sess: Session, a: Attempt, reason: str) -> VerdictResult:
+def _incorrect(sess: Session, a: Attempt, reason: str, code: Code) -> VerdictResult:
+    """The correctness gate failed (`code`: rows_incorrect or check_failed): `incorrect`, the
+    candidate left in place for repair, or `abandoned` (code abandoned) after the last repair."""
     s, g = sess.state, sess.policy
     outcome, rep = after_incorrect(s.repair, a.n, a.target, a.hypothesis, g.max_repairs)
     if outcome == "abandoned":
@@ -200,7 +202,8 @@ def _incorrect(sess: Session, a: Attempt, reason: str) -> VerdictResult:
                       revert=True, reset=True, code=Code.ABANDONED)
     s.repairing(rep)
     left = g.max_repairs - rep.repairs_used
-    return finish(sess, a, "incorrect", f"{reason}; {left} repair attempt(s) left", revert=False, repairs_left=left, code=Code.INCORRECT)
+    return finish(sess, a, "incorrect", f"{reason}; {left} repair attempt(s) left", revert=False, repairs_left=left,
+                  code=code)
 
 
 def _improved(sess: Session, a: Attempt, reason: str, code: Code) -> VerdictResult:

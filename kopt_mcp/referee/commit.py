@@ -94,7 +94,8 @@ class Kept:
     metric per config class (the benchmark's unit), its GPU time (us; None when the keep was not
     decided on profiler GPU time), whether the format command changed the tree, whether it was
     re-applied onto a newer BEST, the out-of-process confirmation's note (text appended to the
-    reason, "" for none), how many earlier rounds were overtaken and BEST's re-profiled GPU time."""
+    reason, "" for none), how many earlier rounds were overtaken, BEST's re-profiled GPU time, and the
+    commit's code (still_better; confirmed / unconfirmed where the out-of-process confirmation ran)."""
 
     decision: ScriptDecision
     metrics: dict[str, float]
@@ -108,6 +109,7 @@ class Kept:
     gpu_best_us: float | None = None
     #: `[commit] include` result files as the re-measure's run of this tree wrote them (repo path -> bytes)
     outputs: dict[str, bytes] | None = None
+    code: Code = Code.STILL_BETTER
 
 
 def _commit(sess: Session, message: str, progress: Progress | None, overtaken: int = 0) -> CommitResult | None:
@@ -150,7 +152,7 @@ def _commit(sess: Session, message: str, progress: Progress | None, overtaken: i
         if formatted:
             refused = _formatted_snapshot(sess, a, new)
             if refused:
-                return _not_kept(sess, refused, formatted, [])
+                return _not_kept(sess, refused[0], formatted, [], refused[1])
     faults.point("commit_improvement.after_format")
     if lease_or_stop(sess, progress).lease is None:
         raise RefereeError(f"no device to re-measure on: {s.stop_reason or 'cancelled'}")
@@ -162,18 +164,18 @@ def _commit(sess: Session, message: str, progress: Progress | None, overtaken: i
             return None
         best = measure_run(sess, a, a.best_tree, "commit-best")
     except Tampered as e:
-        return _not_kept(sess, str(e), formatted, [])
+        return _not_kept(sess, str(e), formatted, [], Code.TAMPERED)
     faults.point("commit_improvement.after_remeasure")
     if cand.gate.kind != "ok" or best.gate.kind != "ok":
-        return _not_kept(sess, f"re-measure failed: {(cand if cand.gate.kind != 'ok' else best).gate.reason}",
-                         formatted, [])
+        bad = (cand if cand.gate.kind != "ok" else best).gate
+        return _not_kept(sess, f"re-measure failed: {bad.reason}", formatted, [], bad.code)
     # one round, no repeats: the rule here is only "still better, no class worse beyond noise"
     d = decide([Round(best=best.values(), candidate=cand.values())], p.target,
                cfg.benchmark.higher_is_better, sess.policy.model_copy(update={"max_rounds": 1}),
                s.noise_history)
     still = still_better(d, p.target, sess.policy.noise_pct)
     if still.outcome != "commit":
-        return _not_kept(sess, still.reason, formatted, d.classes)
+        return _not_kept(sess, still.reason, formatted, d.classes, still.code)
     gpu_us, claim = p.candidate_gpu_us, (p.gpu_best_us, p.candidate_gpu_us, p.gpu_floor_pct)
     if (formatted or reapplied) and gpu_us is not None:  # a new tree: its GPU time is measured again
 
@@ -181,11 +183,11 @@ def _commit(sess: Session, message: str, progress: Progress | None, overtaken: i
         try:
             keep = keep_metric(sess, a)
         except Tampered as e:
-            return _not_kept(sess, str(e), formatted, d.classes)
+            return _not_kept(sess, str(e), formatted, d.classes, Code.TAMPERED)
         if not keep.kept:
-            return _not_kept(sess, keep.reason, formatted, d.classes)
+            return _not_kept(sess, keep.reason, formatted, d.classes, keep.code)
         gpu_us, claim = keep.gpu_candidate_us, (keep.gpu_best_us, keep.gpu_candidate_us, a.gpu_floor_pct)
-    note = ""
+    note, code = "", still.code
     if _best_moved(sess):
         return None
     if gpu_us is not None:  # the profiler's GPU time decided the keep: confirm it out of process
@@ -194,20 +196,20 @@ def _commit(sess: Session, message: str, progress: Progress | None, overtaken: i
         try:
             conf = confirm_out_of_process(sess, a, claim)
         except Tampered as e:
-            return _not_kept(sess, str(e), formatted, d.classes)
+            return _not_kept(sess, str(e), formatted, d.classes, Code.TAMPERED)
         if conf is not None:
-            if conf.status == "refuted":
-                return _not_kept(sess, conf.reason, formatted, d.classes)  # archived as improved-not-kept
-            note = f" Out-of-process confirmation: {conf.reason}"
+            if conf.status == "refuted":  # archived as improved-not-kept
+                return _not_kept(sess, conf.reason, formatted, d.classes, conf.code)
+            note, code = f" Out-of-process confirmation: {conf.reason}", conf.code
     moved = workspace_moved(sess, a.tree)
     if moved:
-        return _not_kept(sess, moved, formatted, d.classes)
+        return _not_kept(sess, moved, formatted, d.classes, Code.TAMPERED)
     with best_lock(sess):  # the serialized commit step: BEST moves one slot at a time
         if _best_moved(sess):
             return None
         return _write_commit(sess, a, Kept(d, cand.values(), gpu_us, formatted, reapplied, note, overtaken,
                                            claim[0] if (formatted or reapplied) and gpu_us is not None else None,
-                                           _included(sess, cand.run_dir)),
+                                           _included(sess, cand.run_dir), code),
                              message, progress)
 
 
@@ -251,7 +253,8 @@ def _write_commit(sess: Session, a: Attempt, k: Kept, message: str, progress: Pr
     faults.point("commit_improvement.after_git_commit")
     if not k.reapplied:  # the runs of this very tree (formatting aside): the new BEST's first noise group
         s.record_best_runs(p.candidate_run_metrics)
-    adopt_best(sess, p.attempt, sha, metrics, gpu_us, formatted=k.formatted, device=sess.device_id,
+    code = Code.SCRIPT_ONLY if p.script_only else k.code  # a script-only keep says so (rules/script_only.py)
+    adopt_best(sess, p.attempt, sha, metrics, gpu_us, code=str(code), formatted=k.formatted, device=sess.device_id,
                **({"reapplied_from": p.base} if k.reapplied else {}), overtaken_rounds=k.overtaken_rounds,
                classes=[c.model_dump() for c in d.classes], rows=rows)
     s.end_job()
@@ -259,9 +262,8 @@ def _write_commit(sess: Session, a: Attempt, k: Kept, message: str, progress: Pr
     faults.point("commit_improvement.after_state_save")
     return CommitResult(committed=True, reason=f"committed: the re-measure still favours the candidate ({p.target} "
                         f"{d.target_deltas_pct[-1]:+.2f}%, no other class worse beyond {g.noise_pct:g}%); "
-                        "the save_and_test verdict stands." + k.note, commit=sha, best_commit=sha,
-                        formatted=k.formatted, classes=d.classes, next_actions=next_actions(s),
-                        included=sorted(outputs), code=Code.SCRIPT_ONLY if p.script_only else None,
+                        "the save_and_test verdict stands." + k.note, code=code, commit=sha, best_commit=sha,
+                        formatted=k.formatted, classes=d.classes, next_actions=next_actions(s), included=sorted(outputs),
                         **format_note(cfg.format.command, k.formatted))
 
 
@@ -300,19 +302,20 @@ def _conflict(sess: Session, a: Attempt, judged_against: str, paths: list[str]) 
               f"{path.name}). Start again from the newest BEST (the workspace is reset to it)")
     s.ruled(a.n, "conflict", a.target, reason)
     s.commit_refused()
-    sess.record("attempt", attempt=a.n, verdict="conflict", reason=reason, target=a.target, hypothesis=a.hypothesis,
-                changed=paths, patch=str(path), reverted=True, judged_against=judged_against,
+    sess.record("attempt", attempt=a.n, verdict="conflict", code=str(Code.CONFLICT), reason=reason, target=a.target,
+                hypothesis=a.hypothesis, changed=paths, patch=str(path), reverted=True, judged_against=judged_against,
                 best_commit=s.best.commit)
     sess.save()
-    return CommitResult(committed=False, reason=reason, commit=None, best_commit=s.best.commit, formatted=False,
-                        classes=[], next_actions=next_actions(s),
+    return CommitResult(committed=False, reason=reason, code=Code.CONFLICT, commit=None, best_commit=s.best.commit,
+                        formatted=False, classes=[], next_actions=next_actions(s),
                         **format_note(sess.cfg.format.command, False, ran=False))
 
 
-def _formatted_snapshot(sess: Session, a: Attempt, tree: str) -> str | None:
+def _formatted_snapshot(sess: Session, a: Attempt, tree: str) -> tuple[str, Code] | None:
     """The format command changed the workspace into `tree`: freeze it (hidden ref
     `.../attempts/NNNN-formatted`) and make it the tree measured and committed (`a.tree`).
-    Returns why it may not be (a protected file or an unsafe symlink in its diff), else None."""
+    Returns why it may not be and the code (protected_path, or unsafe_symlink where only a symlink
+    is unsafe), else None."""
     s, n = sess.state, a.n
     _, changed = vcs.diff_tree(sess.ws, s.best.commit, tree)
     hits = touched_protected(changed, protected_paths(sess))
@@ -321,7 +324,8 @@ def _formatted_snapshot(sess: Session, a: Attempt, tree: str) -> str | None:
     if hits or unsafe:
         return ("the format command changed " + "; ".join(
             ([f"protected file(s) {', '.join(hits)}"] if hits else []) + unsafe) +
-            ": not committed; limit the format command to the kernel sources")
+            ": not committed; limit the format command to the kernel sources",
+            Code.PROTECTED_PATH if hits else Code.UNSAFE_SYMLINK)
     ref = sess.attempt_ref(n, "-formatted")
     vcs.freeze(sess.ws, tree, s.best.commit, ref, f"kopt-mcp attempt {n}: formatted, the snapshot re-measured")
     sess.store.log("snapshot", attempt=n, tree=tree, ref=ref, formatted=True)
@@ -329,15 +333,17 @@ def _formatted_snapshot(sess: Session, a: Attempt, tree: str) -> str | None:
     return None
 
 
-def _not_kept(sess: Session, reason: str, formatted: bool, classes, code: Code | None = None) -> CommitResult:
+def _not_kept(sess: Session, reason: str, formatted: bool, classes, code: Code) -> CommitResult:
+    """Not committed (`code`: why): the candidate archived as improved-not-kept, the workspace reset
+    to BEST, the `commit_refused` record queued and the state saved."""
     s, p = sess.state, sess.state.pending
     patch, _ = vcs.diff_against(sess.ws, s.best.commit)
     path = sess.store.archive(p.attempt, "improved-not-kept", patch)
     vcs.reset_to(sess.ws, s.best.commit)
     faults.point("commit_improvement.after_refused_reset")
     s.commit_refused()
-    sess.record("commit_refused", attempt=p.attempt, reason=reason, patch=str(path), code=code)
+    sess.record("commit_refused", attempt=p.attempt, code=str(code), reason=reason, patch=str(path))
     sess.save()
-    return CommitResult(committed=False, reason=reason, commit=None, best_commit=s.best.commit,
-                        formatted=formatted, classes=classes, next_actions=next_actions(s), code=code,
+    return CommitResult(committed=False, reason=reason, code=code, commit=None, best_commit=s.best.commit,
+                        formatted=formatted, classes=classes, next_actions=next_actions(s),
                         **format_note(sess.cfg.format.command, formatted))

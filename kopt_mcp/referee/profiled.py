@@ -37,7 +37,7 @@ class _Stop(Exception):
 def judge_profiled(sess: Session, a: Attempt, prof, progress: Progress | None, finish, incorrect,
                    improved) -> VerdictResult:
     """Measure and rule on attempt `a` with every run profiled under `prof` (module docstring).
-    `finish(sess, a, verdict, reason, revert, reset=..., code=...)`, `incorrect(sess, a, reason)`
+    `finish(sess, a, verdict, reason, revert, reset=..., code=...)`, `incorrect(sess, a, reason, code)`
     and `improved(sess, a, reason, code)` are save_and_test's (referee/attempt.py). Raises
     Tampered, Cancelled, DeviceLost and RefereeError (BEST itself failed to run)."""
     policy = sess.policy
@@ -86,13 +86,13 @@ def _candidate_run(sess: Session, a: Attempt, prof, k: int, finish, incorrect) -
         raise _Stop(finish(sess, a, "failed", p.error or "the profiled run left nothing to read", revert=True,
                            reset=True, code=Code.RUN_FAILED))
     if m.gate.kind == "failed":
-        raise _Stop(finish(sess, a, "failed", m.gate.reason, revert=True, reset=True, code=Code.RUN_FAILED))
+        raise _Stop(finish(sess, a, "failed", m.gate.reason, revert=True, reset=True, code=m.gate.code))
     if m.gate.kind == "incorrect":
         if m.table is not None:  # per-class error numbers for the agent's repair
             a.class_errors = m.table.failing_errors()
             summary = m.table.failing_summary()
-            raise _Stop(incorrect(sess, a, m.gate.reason + (f" ({summary})" if summary else "")))
-        raise _Stop(incorrect(sess, a, m.gate.reason))
+            raise _Stop(incorrect(sess, a, m.gate.reason + (f" ({summary})" if summary else ""), m.gate.code))
+        raise _Stop(incorrect(sess, a, m.gate.reason, m.gate.code))
     return p
 
 

@@ -88,7 +88,7 @@ def _recover_attempt(sess: Session, n: int) -> str:
     vcs.reset_to(sess.ws, s.best.commit)
     faults.point("recover.after_reset")
     s.dropped_candidate()
-    sess.record("attempt", attempt=n, verdict="interrupted", reverted=True, patch=str(path),
+    sess.record("attempt", attempt=n, verdict="interrupted", code=str(Code.INTERRUPTED), reverted=True, patch=str(path),
                 reason=f"the server was killed during save_and_test (patch was labelled {label!r}); "
                 "the candidate was archived and the tree reset to BEST_COMMIT")
     return f"attempt {n} archived as interrupted, tree reset to BEST_COMMIT"

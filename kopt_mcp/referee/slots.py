@@ -32,6 +32,7 @@ from filelock import FileLock
 from kopt_mcp import vcs
 from kopt_mcp.ledger import atomic_write
 from kopt_mcp.referee.reapply import reapply
+from kopt_mcp.rules.decision import Code
 from kopt_mcp.session import Phase
 from kopt_mcp.testing import faults
 
@@ -163,8 +164,8 @@ def _rebase_workspace(sess, old: str, new: str) -> str:
               "is reset to the newest BEST")
     s.dropped_candidate()
     s.ruled(n, "conflict", target, reason)
-    sess.record("attempt", attempt=n, verdict="conflict", reason=reason, changed=changed, patch=str(path),
-                reverted=True, judged_against=old, best_commit=new)
+    sess.record("attempt", attempt=n, verdict="conflict", code=str(Code.CONFLICT), reason=reason, changed=changed,
+                patch=str(path), reverted=True, judged_against=old, best_commit=new)
     return reason
 
 

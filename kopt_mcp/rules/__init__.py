@@ -5,6 +5,7 @@
 | noise rule + confirmation    | noise.py        |
 | per-class verdict, divergence, keep metric | verdict.py |
 | keep metric by launch group (A/B/A) | keep.py |
+| launch groups: targets, BEST's spread, config classes | launch_groups.py |
 | launch-group pairing (BEST vs candidate) | pairing.py |
 | correctness gate             | correctness.py  |
 | repair rule                  | repair.py       |

@@ -55,7 +55,7 @@ class Confirmation(BaseModel):
     #: the run folders' labels, for the ledger
     runs: list[str] = Field(default_factory=list)
     #: why (kopt_mcp.rules.decision.Code): confirmed, refuted or unconfirmed
-    code: Code = Code.UNCONFIRMED
+    code: Code
 
     @property
     def blocks_commit(self) -> bool:

@@ -53,9 +53,20 @@ class Code(StrEnum):
     PROFILER_LOST = "profiler_lost"                # the session's keep metric is GPU time, no profiler now
     SCRIPT_ONLY = "script_only"                    # no profiler on this device: the script metric decided
     # gates before and around the measurement (referee/)
-    INCORRECT = "incorrect"                        # the correctness gate failed: repair
+    INCORRECT = "incorrect"                        # the correctness gate failed (older ledgers; now rows_incorrect,
+                                                   # check_failed)
     ABANDONED = "abandoned"                        # still incorrect after the last repair
-    RUN_FAILED = "run_failed"                      # crash, timeout, missing or stale results
+    RUN_FAILED = "run_failed"                      # a profiled run left nothing to read (older ledgers: any failed
+                                                   # run; now the gate's codes below)
+    # the correctness gate of one run (rules/correctness.py), also the code of the verdict it ends
+    RUN_OK = "run_ok"                              # exit 0, fresh results, every row correct
+    RUN_TIMED_OUT = "run_timed_out"                # ran past [benchmark] timeout_s: killed with its process tree
+    RUN_CRASHED = "run_crashed"                    # exited with a code other than 0
+    RESULTS_MISSING = "results_missing"            # the run wrote no result file (or log) where the config says
+    RESULTS_STALE = "results_stale"                # every result file predates the run (left from an earlier one)
+    RESULTS_UNUSABLE = "results_unusable"          # the results are there but cannot be read as configured
+    ROWS_INCORRECT = "rows_incorrect"              # the correctness rule failed on rows of some config classes
+    CHECK_FAILED = "check_failed"                  # the [correctness] command failed or timed out
     PROTECTED_PATH = "protected_path"              # the diff touches a protected file
     UNSAFE_SYMLINK = "unsafe_symlink"              # a symlink into a protected path or out of the repository
     SHADOWING = "shadowing"                        # a new file shadows a module the benchmark imports
@@ -70,6 +81,9 @@ class Code(StrEnum):
     REFUTED = "refuted"
     UNCONFIRMED = "unconfirmed"                    # no out-of-process profiler applies here
     CONFLICT = "conflict"                          # re-applying onto a newer BEST overlapped
+    # ledger-only ends of an attempt (AttemptVerdict)
+    INTERRUPTED = "interrupted"                    # the server stopped mid-attempt: recovery archived it
+    CANCELLED = "cancelled"                        # the client cancelled the call: the tree stays as it was
 
 
 class Decision(BaseModel):

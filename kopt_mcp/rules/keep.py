@@ -36,30 +36,50 @@ The rule (`judge_groups`, A/B/A: BEST profiled before and after the candidate in
    kernel more often, so a group that got faster per launch with under half of BEST's fewer
    launches is skipped work (results cached across calls, early returns).
 
-`class_gpu_times` maps groups to config classes for performance.md.
+`judge_groups` gathers the targets (`_targets`) and the evidence (`_evidence`: BEST's pairing,
+spread, clocks, floor, the candidate's pairing) once, then asks the predicates in order, each at
+most ~40 lines: `_missing_groups`, `_gain` (the figures), `_skipped`, `_decide`. Every decision has
+a stable `code` (rules/decision.py): gpu_time_missing, gpu_time_unreproducible, skipped_work,
+gpu_time_win, gpu_time_below_floor (a gain > 0 that is not kept) or gpu_time_not_improved.
+Target selection, BEST's spread and the config-class mapping (`class_gpu_times`, for
+performance.md) are in rules/launch_groups.py.
 """
 
 from __future__ import annotations
 
 import math
-import re
 import statistics
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from pydantic import BaseModel, Field
 
 from kopt_mcp.errors import ProfilerError
-from kopt_mcp.profilers.base import KernelTrace, LaunchGroup, trace_groups
-from kopt_mcp.profilers.kernel_names import is_utility_kernel, short_kernel_name
+from kopt_mcp.profilers.base import KernelTrace, LaunchGroup
+from kopt_mcp.profilers.kernel_names import short_kernel_name
 from kopt_mcp.profilers.run_clock import RunClock
 from kopt_mcp.rules.clocks import ClockPlan, clock_plan
+from kopt_mcp.rules.decision import Code
 from kopt_mcp.rules.floor import GainFloor, gpu_gain_floor
 from kopt_mcp.rules.keep_totals import KeepDecision
-from kopt_mcp.rules.pairing import first_launch_key, match_groups
+from kopt_mcp.rules.launch_groups import (
+    class_gpu_times,
+    classes_through_best,
+    group_classes,
+    group_spread_pct,
+    groups_of,
+    is_utility_kernel,
+    launch_counts_differ,
+    shift_pct,
+    target_groups,
+    target_median_us,
+    targets_of_both,
+    time_shares,
+)
+from kopt_mcp.rules.pairing import match_groups
 
-__all__ = ["GroupDelta", "GroupKeepDecision", "class_gpu_times", "group_classes", "group_spread_pct", "is_utility_kernel", "judge_groups",
-           "launch_counts_differ",
-           "match_groups", "target_groups", "target_median_us"]
+__all__ = ["GroupDelta", "GroupKeepDecision", "class_gpu_times", "group_classes", "group_spread_pct", "is_utility_kernel",
+           "judge_groups", "launch_counts_differ", "match_groups", "target_groups", "target_median_us"]
 
 #: a BEST group whose candidate launches fell under this fraction while it got faster per launch
 #: is skipped work in a time-driven harness (which launches a faster kernel more often)
@@ -67,37 +87,8 @@ TIME_DRIVEN_MIN_LAUNCH_RATIO = 0.5
 #: standard error of a sample median relative to the scale, for normal data: sqrt(pi / 2)
 _MEDIAN_SE = math.sqrt(math.pi / 2.0)
 
-
-def target_groups(groups: Sequence[LaunchGroup], kernel_regex: str | None) -> list[LaunchGroup]:
-    """The target launch groups: every group whose kernel matches `kernel_regex` (re.search), else
-    every group of the hottest kernel (by total GPU time over its groups) that is not a utility
-    kernel. Raises ProfilerError (naming the kernels seen) when nothing matches or there is no kernel."""
-    if not groups:
-        raise ProfilerError("the profiled run launched no GPU kernel: is the benchmark running on the GPU?")
-    if kernel_regex:
-        pattern = re.compile(kernel_regex)
-        hits = [g for g in groups if pattern.search(g.kernel)]
-        if not hits:
-            seen = ", ".join(dict.fromkeys(g.kernel[:60] for g in groups))
-            raise ProfilerError(f"no kernel matches [profiler] kernel = {kernel_regex!r}; kernels seen: {seen[:400]}")
-        return hits
-    totals: dict[str, float] = {}
-    for g in groups:
-        totals[g.kernel] = totals.get(g.kernel, 0.0) + g.total_us
-    ranked = sorted(totals, key=lambda k: -totals[k])
-    hottest = next((k for k in ranked if not is_utility_kernel(k)), ranked[0])
-    return [g for g in groups if g.kernel == hottest]
-
-
-def target_median_us(trace: KernelTrace | Sequence[LaunchGroup], kernel_regex: str | None) -> tuple[float, list[str]]:
-    """The target's GPU time per benchmark step (us): the sum over its launch groups of the median
-    launch, and the target kernel names (for SessionState.best.gpu_us / kernels, so that the
-    baseline and keeps report the same quantity as `judge_groups`' gpu_best_us/gpu_candidate_us).
-    Raises ProfilerError when no kernel matches or a target group lacks per-launch times."""
-    tg = target_groups(_groups(trace), kernel_regex)
-    if any(g.median_us is None for g in tg):
-        raise ProfilerError("the profiler did not record each launch's GPU time for the target kernels")
-    return sum(g.median_us for g in tg), list(dict.fromkeys(g.kernel for g in tg))
+Runs = KernelTrace | Sequence[LaunchGroup]
+Pairs = list[tuple[LaunchGroup, LaunchGroup]]
 
 
 def _rel_se(g: LaunchGroup) -> float:
@@ -125,7 +116,6 @@ class GroupDelta(BaseModel):
 class GroupKeepDecision(KeepDecision):
     """A KeepDecision from launch groups: the per-group deltas, the bound, floor and spread used."""
 
-    lower_bound_pct: float | None = None
     floor: GainFloor | None = None
     #: this attempt's spread between BEST's two profiles (%), to join SessionState.gpu_spreads_pct
     spread_pct: float | None = None
@@ -140,17 +130,231 @@ class GroupKeepDecision(KeepDecision):
     class_gpu_us: dict[str, float] | None = None
 
 
-def _not_kept(reason: str, **kw) -> GroupKeepDecision:
+def _not_kept(code: Code, reason: str, **kw) -> GroupKeepDecision:
     return GroupKeepDecision(kept=False, gpu_best_us=kw.pop("gpu_best_us", None), gpu_candidate_us=None,
-                             gpu_delta_pct=None, metric_used="profiler GPU time", reason=reason, **kw)
+                             gpu_delta_pct=None, metric_used="profiler GPU time", code=code, reason=reason, **kw)
 
 
-def _groups(x: KernelTrace | Sequence[LaunchGroup]) -> list[LaunchGroup]:
-    return trace_groups(x) if isinstance(x, KernelTrace) else list(x)
+@dataclass
+class _Targets:
+    """The target groups of BEST's two profiles and of the candidate, and the regex they were picked by."""
+
+    b1: list[LaunchGroup]
+    b2: list[LaunchGroup]
+    c: list[LaunchGroup]
+    regex: str
 
 
-def judge_groups(best_before: KernelTrace | Sequence[LaunchGroup], candidate: KernelTrace | Sequence[LaunchGroup],
-                 best_after: KernelTrace | Sequence[LaunchGroup], kernel_regex: str | None = None,
+def _targets(best_before: Runs, candidate: Runs, best_after: Runs, kernel_regex: str | None
+             ) -> _Targets | GroupKeepDecision:
+    """Step 1: every run has the target, with each launch's time; else not kept (gpu_time_missing)."""
+    try:
+        b1, b2, regex = targets_of_both(best_before, best_after, kernel_regex)
+    except ProfilerError as e:
+        return _not_kept(Code.GPU_TIME_MISSING, f"profiling BEST_COMMIT: {e}: not kept")
+    try:  # without a regex the candidate's target is BEST's kernels by name: a renamed kernel is not matched
+        c = target_groups(groups_of(candidate), regex)
+    except ProfilerError as e:
+        return _not_kept(Code.GPU_TIME_MISSING, f"profiling the candidate: {e}: not kept")
+    if any(g.median_us is None or g.median_us <= 0 for g in (*b1, *b2, *c)):
+        return _not_kept(Code.GPU_TIME_MISSING, (
+            "the profiler did not record each launch's GPU time for the target kernels (a per-launch profiler is "
+            "needed for the launch-group keep metric): not kept"))
+    return _Targets(b1, b2, c, regex)
+
+
+@dataclass
+class _Evidence:
+    """What the predicates read, computed once: the targets, BEST's two profiles paired (`after_of`:
+    BEST's second-profile group of each first-profile group; `w`: time shares), its spread (%),
+    the clock plan (`clocked`: clocks were given), the floor, the harness (launch counts differ
+    between BEST's two profiles now / time-driven now or earlier in the session), the candidate
+    paired with BEST's first profile (`pairs`, `miss_b`, `extra_c`, `notes`), and the knobs."""
+
+    t: _Targets
+    after_of: dict[int, LaunchGroup]
+    w: dict[int, float]
+    spread: float
+    plan: ClockPlan
+    clocked: bool
+    floor: GainFloor
+    counts_differ: bool
+    time_driven: bool
+    pairs: Pairs
+    miss_b: list[LaunchGroup]
+    extra_c: list[LaunchGroup]
+    notes: list[str]
+    min_gain_pct: float
+    confidence: float
+    suspect: bool
+    classes: Sequence[str] | None
+
+    def base(self) -> dict:
+        """The fields every decision past BEST's pairing carries."""
+        return {"floor": self.floor, "spread_pct": self.spread, "time_driven": self.time_driven,
+                "clock": self.plan if self.clocked else None,
+                "unmatched_best": [g.label() for g in self.miss_b],
+                "unmatched_candidate": [g.label() for g in self.extra_c]}
+
+    @property
+    def harness(self) -> str:
+        """The repetition regime, in words, for the reason."""
+        if self.counts_differ:
+            return "time-driven repetition (BEST's launch counts differ between its profiles)"
+        if self.time_driven:
+            return "time-driven repetition (BEST's launch counts differed between earlier profiles in this session)"
+        return "fixed repetition"
+
+
+def _evidence(t: _Targets, recent_spreads_pct: Sequence[float], min_gain_pct: float, confidence: float,
+              suspect: bool, classes: Sequence[str] | None, clocks: tuple | None,
+              known_time_driven: bool) -> _Evidence | GroupKeepDecision:
+    """Steps 2 and 4's inputs: BEST's two profiles paired (else gpu_time_unreproducible), its
+    spread, the clock plan and the floor; the candidate paired with BEST's first profile."""
+    bb_pairs, b1_only, b2_only, _ = match_groups(t.b1, t.b2)
+    if b1_only or b2_only:
+        odd = ", ".join(g.label() for g in (*b1_only, *b2_only))
+        return _not_kept(Code.GPU_TIME_UNREPRODUCIBLE, (
+            f"BEST_COMMIT launched different target groups in its two profiles ({odd}): the benchmark's launches "
+            "are not reproducible, so no per-group comparison holds: not kept"))
+    w = time_shares(bb_pairs)
+    shift = shift_pct(bb_pairs, w)
+    spread = abs(shift)
+    plan = clock_plan(*clocks, best_shift_pct=shift) if clocks is not None else ClockPlan()
+    if plan.spread_explained:  # BEST's spread is its SM clock step, not noise: the rest of the floor
+        floor = gpu_gain_floor(list(recent_spreads_pct), 0.0, min_gain_pct)
+    else:
+        floor = gpu_gain_floor([*recent_spreads_pct, spread], spread, min_gain_pct)
+    counts_differ = any(x.calls != y.calls for x, y in bb_pairs)  # in this attempt's two BEST profiles
+    pairs, miss_b, extra_c, notes = match_groups(t.b1, t.c)
+    return _Evidence(t=t, after_of={id(x): y for x, y in bb_pairs}, w=w, spread=spread, plan=plan,
+                     clocked=clocks is not None, floor=floor, counts_differ=counts_differ,
+                     time_driven=known_time_driven or counts_differ, pairs=pairs, miss_b=miss_b, extra_c=extra_c,
+                     notes=notes, min_gain_pct=min_gain_pct, confidence=confidence, suspect=suspect, classes=classes)
+
+
+def _missing_groups(ev: _Evidence) -> GroupKeepDecision | None:
+    """Step 2: a BEST group without any candidate group is skipped work (skipped_work)."""
+    if not ev.miss_b:
+        return None
+    return _not_kept(Code.SKIPPED_WORK, (
+        f"skipped work: BEST's target launch group(s) {', '.join(g.label() for g in ev.miss_b)} have no launch in "
+        "the candidate's profiled run (the fixed benchmark launches them unless results are cached or a call "
+        "returns before its work): not kept"), **ev.base())
+
+
+@dataclass
+class _Gain:
+    """Step 3's figures: per-group deltas, the groups launched too rarely (words), the gain and its
+    lower bound (%), the extra work's share, BEST's and the candidate's median launch sums (us)."""
+
+    deltas: list[GroupDelta]
+    skipped: list[str]
+    gain: float
+    lo: float
+    extra: float
+    best_us: float
+    cand_us: float
+
+
+def _too_few(ev: _Evidence, x: LaunchGroup, y: LaunchGroup, cg: LaunchGroup, r: float) -> bool:
+    """Step 5: a fixed-count harness needs BEST's launches; a time-driven one, half of them where faster."""
+    fewest = min(x.calls, y.calls)
+    if not ev.time_driven:
+        return cg.calls < fewest
+    return r < 1.0 and cg.calls < TIME_DRIVEN_MIN_LAUNCH_RATIO * fewest
+
+
+def _gain(ev: _Evidence) -> _Gain:
+    """Step 3: the gain weighted by BEST's time share, charged for extra work and the clock penalty,
+    with its lower bound at `confidence` from the medians' standard errors."""
+    from scipy.stats import norm  # lazy: scipy's start-up cost, paid only where a verdict is made
+
+    deltas, ratio, var, skipped = [], 0.0, 0.0, []
+    for x, cg in ev.pairs:
+        y = ev.after_of[id(x)]
+        refs = {"both": (x, y), "before": (x,), "after": (y,)}[ev.plan.reference]
+        bmed = sum(g.median_us for g in refs) / len(refs)
+        r = cg.median_us / bmed
+        b_se2 = sum(_rel_se(g) ** 2 * g.median_us ** 2 for g in refs) / len(refs) ** 2 / bmed ** 2
+        ratio += ev.w[id(x)] * r
+        var += (ev.w[id(x)] * r) ** 2 * (b_se2 + _rel_se(cg) ** 2)
+        if _too_few(ev, x, y, cg, r):
+            skipped.append(f"{x.label()}: {cg.calls} launches vs BEST's {x.calls} and {y.calls}")
+        deltas.append(GroupDelta(group=x.label(), best_median_us=bmed, candidate_median_us=cg.median_us,
+                                 best_calls=[x.calls, y.calls], candidate_calls=cg.calls, weight=ev.w[id(x)],
+                                 gain_pct=(1.0 - r) * 100.0))
+    matched_c = sum(cg.total_us for _, cg in ev.pairs)
+    extra = sum(g.total_us for g in ev.extra_c) / matched_c if matched_c > 0 else 0.0
+    ratio *= 1.0 + extra
+    gain = (1.0 - ratio) * 100.0 - ev.plan.penalty_pct
+    lo = gain - float(norm.ppf(ev.confidence)) * math.sqrt(var) * (1.0 + extra) * 100.0
+    return _Gain(deltas=deltas, skipped=skipped, gain=gain, lo=lo, extra=extra,
+                 best_us=sum(d.best_median_us for d in deltas),
+                 cand_us=sum(d.candidate_median_us for d in deltas) + sum(g.median_us for g in ev.extra_c))
+
+
+def _skipped(ev: _Evidence, g: _Gain) -> GroupKeepDecision | None:
+    """Step 5: a group launched too rarely for the harness is skipped work (skipped_work)."""
+    if not g.skipped:
+        return None
+    why = ("a faster kernel is launched more often by a time-driven harness, not less" if ev.time_driven
+           else "the fixed benchmark launches each group as often as BEST does")
+    return _not_kept(Code.SKIPPED_WORK, f"skipped work ({ev.harness}): {'; '.join(g.skipped[:5])}; {why}: not kept",
+                     **ev.base(), gpu_best_us=g.best_us, lower_bound_pct=g.lo, groups=g.deltas)
+
+
+def _how(ev: _Evidence, g: _Gain) -> str:
+    """The figures behind a decision, in words, for the reason."""
+    names = ", ".join(dict.fromkeys(short_kernel_name(x.kernel) for x, _ in ev.pairs))
+    b1_us = sum(x.median_us for x, _ in ev.pairs)
+    b2_us = sum(ev.after_of[id(x)].median_us for x, _ in ev.pairs)
+    how = (f"median launch per group, {len(ev.pairs)} group(s) of {names}, weighted by BEST's time share: "
+           f"{g.best_us:.1f} -> {g.cand_us:.1f} us per step, {g.gain:+.3f}%, {ev.confidence * 100:g}% lower bound "
+           f"{g.lo:+.3f}%; {ev.floor.shown()}; BEST profiled before and after the candidate: {b1_us:.1f} and "
+           f"{b2_us:.1f} us, spread {ev.spread:.3f}%; {ev.harness}")
+    if ev.plan.note:
+        how += f"; {ev.plan.note}"
+    if ev.extra_c:
+        how += (f"; the candidate's extra group(s) {', '.join(x.label() for x in ev.extra_c)} add "
+                f"{g.extra * 100:.2f}%")
+    if ev.notes:
+        how += "; " + "; ".join(ev.notes)
+    return how
+
+
+def _why_not(ev: _Evidence, g: _Gain) -> str:
+    """Why a gain that did not clear the floor was not kept, by the way the GPU time moved."""
+    if g.lo > 0:  # significantly the script's way, but not beyond what BEST's own profiles already vary
+        return ("The GPU time moved the candidate's way, but by no more than BEST's own profiles vary: "
+                "a gain this small cannot be told apart from the GPU's state (clock, temperature)")
+    if ev.suspect:
+        return ("The script's timing and the GPU kernel time disagree: the timing missed GPU work (work moved "
+                "to a side stream, a missing synchronize) or measured something other than the kernel")
+    return ("The target kernels' GPU time did not improve: the script metric's gain is not theirs (noise, "
+            "or time saved in kernels outside [profiler] kernel)")
+
+
+def _decide(ev: _Evidence, g: _Gain) -> GroupKeepDecision:
+    """Step 4: kept (gpu_time_win) when the gain clears the floor and its lower bound clears
+    `min_gain_pct`; else gpu_time_below_floor (a gain > 0) or gpu_time_not_improved."""
+    kept = g.gain > ev.floor.pct and g.lo > ev.min_gain_pct
+    how = _how(ev, g)
+    if kept:
+        code, reason = Code.GPU_TIME_WIN, f"profiler GPU time: {how}"
+    else:
+        code = Code.GPU_TIME_BELOW_FLOOR if g.gain > 0 else Code.GPU_TIME_NOT_IMPROVED
+        reason = f"profiler GPU time did not improve by more than the floor ({how}): not kept. {_why_not(ev, g)}"
+    more = {}
+    if ev.classes:
+        more["class_gpu_us"] = (class_gpu_times(ev.t.c, ev.classes, ev.t.regex)
+                                or classes_through_best(ev.pairs, ev.extra_c, ev.classes))
+    return GroupKeepDecision(kept=kept, gpu_best_us=g.best_us, gpu_candidate_us=g.cand_us, gpu_delta_pct=g.gain,
+                             metric_used="profiler GPU time", code=code, reason=reason, lower_bound_pct=g.lo,
+                             groups=g.deltas, **ev.base(), **more)
+
+
+def judge_groups(best_before: Runs, candidate: Runs, best_after: Runs, kernel_regex: str | None = None,
                  recent_spreads_pct: Sequence[float] = (), min_gain_pct: float = 0.2,
                  confidence: float = 0.995, suspect: bool = True,
                  classes: Sequence[str] | None = None,
@@ -176,239 +380,16 @@ def judge_groups(best_before: KernelTrace | Sequence[LaunchGroup], candidate: Ke
     (us) of BEST (mean of both profiles) and of the candidate in `gpu_best_us`/`gpu_candidate_us`,
     `spread_pct` (append it to SessionState.gpu_spreads_pct), the floor, per-group deltas. A
     profile without the target kernel, or without per-launch times, is not kept (the reason says
-    which). Never raises for data; re.error for a `kernel_regex` that is not a regular expression.
+    which). `code` says why, for every decision (module docstring). Never raises for data; re.error for a `kernel_regex` that is not a regular expression.
     """
-    from scipy.stats import norm
-
-    try:
-        b1, b2, names_regex = _targets_of_both(best_before, best_after, kernel_regex)
-    except ProfilerError as e:
-        return _not_kept(f"profiling BEST_COMMIT: {e}: not kept")
-    try:  # without a regex the candidate's target is BEST's kernels by name: a renamed kernel is not matched
-        c = target_groups(_groups(candidate), names_regex)
-    except ProfilerError as e:
-        return _not_kept(f"profiling the candidate: {e}: not kept")
-    if any(g.median_us is None or g.median_us <= 0 for g in (*b1, *b2, *c)):
-        return _not_kept("the profiler did not record each launch's GPU time for the target kernels (a per-launch "
-                         "profiler is needed for the launch-group keep metric): not kept")
-    # BEST's two profiles: same groups expected; pair them like a candidate
-    bb_pairs, b1_only, b2_only, _ = match_groups(b1, b2)
-    if b1_only or b2_only:
-        odd = ", ".join(g.label() for g in (*b1_only, *b2_only))
-        return _not_kept(f"BEST_COMMIT launched different target groups in its two profiles ({odd}): the "
-                         "benchmark's launches are not reproducible, so no per-group comparison holds: not kept")
-    w = _weights(bb_pairs)
-    after_of = {id(x): y for x, y in bb_pairs}
-    shift = _shift(bb_pairs, w)
-    spread = abs(shift)
-    plan = clock_plan(*clocks, best_shift_pct=shift) if clocks is not None else ClockPlan()
-    if plan.spread_explained:  # BEST's spread is its SM clock step, not noise: the rest of the floor
-        floor = gpu_gain_floor(list(recent_spreads_pct), 0.0, min_gain_pct)
-    else:
-        floor = gpu_gain_floor([*recent_spreads_pct, spread], spread, min_gain_pct)
-    counts_differ = any(x.calls != y.calls for x, y in bb_pairs)  # in this attempt's two BEST profiles
-    time_driven = known_time_driven or counts_differ
-    pairs, miss_b, extra_c, notes = match_groups(b1, c)
-    base = {"floor": floor, "spread_pct": spread, "time_driven": time_driven,
-            "clock": plan if clocks is not None else None,
-            "unmatched_best": [g.label() for g in miss_b], "unmatched_candidate": [g.label() for g in extra_c]}
-    if miss_b:
-        return _not_kept(
-            f"skipped work: BEST's target launch group(s) {', '.join(g.label() for g in miss_b)} have no launch in "
-            "the candidate's profiled run (the fixed benchmark launches them unless results are cached or a call "
-            "returns before its work): not kept", **base)
-    deltas, ratio, var, skipped = [], 0.0, 0.0, []
-    for x, cg in pairs:
-        y = after_of[id(x)]
-        refs = {"both": (x, y), "before": (x,), "after": (y,)}[plan.reference]
-        bmed = sum(g.median_us for g in refs) / len(refs)
-        r = cg.median_us / bmed
-        b_se2 = sum(_rel_se(g) ** 2 * g.median_us ** 2 for g in refs) / len(refs) ** 2 / bmed ** 2
-        ratio += w[id(x)] * r
-        var += (w[id(x)] * r) ** 2 * (b_se2 + _rel_se(cg) ** 2)
-        fewest = min(x.calls, y.calls)
-        if (not time_driven and cg.calls < fewest) or (
-                time_driven and r < 1.0 and cg.calls < TIME_DRIVEN_MIN_LAUNCH_RATIO * fewest):
-            skipped.append(f"{x.label()}: {cg.calls} launches vs BEST's {x.calls} and {y.calls}")
-        deltas.append(GroupDelta(group=x.label(), best_median_us=bmed, candidate_median_us=cg.median_us,
-                                 best_calls=[x.calls, y.calls], candidate_calls=cg.calls, weight=w[id(x)],
-                                 gain_pct=(1.0 - r) * 100.0))
-    matched_c = sum(cg.total_us for _, cg in pairs)
-    extra = sum(g.total_us for g in extra_c) / matched_c if matched_c > 0 else 0.0
-    ratio *= 1.0 + extra
-    gain = (1.0 - ratio) * 100.0 - plan.penalty_pct
-    lo = gain - float(norm.ppf(confidence)) * math.sqrt(var) * (1.0 + extra) * 100.0
-    best_us = sum(d.best_median_us for d in deltas)
-    cand_us = sum(d.candidate_median_us for d in deltas) + sum(g.median_us for g in extra_c)
-    base.update(gpu_best_us=best_us, lower_bound_pct=lo, groups=deltas)
-    names = ", ".join(dict.fromkeys(short_kernel_name(x.kernel) for x, _ in pairs))
-    harness = ("time-driven repetition (BEST's launch counts differ between its profiles)"
-               if counts_differ else
-               "time-driven repetition (BEST's launch counts differed between earlier profiles in this session)"
-               if time_driven else "fixed repetition")
-    if skipped:
-        why = ("a faster kernel is launched more often by a time-driven harness, not less" if time_driven
-               else "the fixed benchmark launches each group as often as BEST does")
-        return _not_kept(f"skipped work ({harness}): {'; '.join(skipped[:5])}; {why}: not kept", **base)
-    b1_us, b2_us = (sum(x.median_us for x, _ in pairs), sum(after_of[id(x)].median_us for x, _ in pairs))
-    how = (f"median launch per group, {len(pairs)} group(s) of {names}, weighted by BEST's time share: "
-           f"{best_us:.1f} -> {cand_us:.1f} us per step, {gain:+.3f}%, {confidence * 100:g}% lower bound {lo:+.3f}%; "
-           f"{floor.shown()}; BEST profiled before and after the candidate: {b1_us:.1f} and {b2_us:.1f} us, "
-           f"spread {spread:.3f}%; {harness}")
-    if plan.note:
-        how += f"; {plan.note}"
-    if extra_c:
-        how += f"; the candidate's extra group(s) {', '.join(g.label() for g in extra_c)} add {extra * 100:.2f}%"
-    if notes:
-        how += "; " + "; ".join(notes)
-    kept = gain > floor.pct and lo > min_gain_pct
-    if kept:
-        reason = f"profiler GPU time: {how}"
-    else:
-        if lo > 0:  # significantly the script's way, but not beyond what BEST's own profiles already vary
-            why_not = ("The GPU time moved the candidate's way, but by no more than BEST's own profiles vary: "
-                       "a gain this small cannot be told apart from the GPU's state (clock, temperature)")
-        elif suspect:
-            why_not = ("The script's timing and the GPU kernel time disagree: the timing missed GPU work (work moved "
-                       "to a side stream, a missing synchronize) or measured something other than the kernel")
-        else:
-            why_not = ("The target kernels' GPU time did not improve: the script metric's gain is not theirs (noise, "
-                       "or time saved in kernels outside [profiler] kernel)")
-        reason = f"profiler GPU time did not improve by more than the floor ({how}): not kept. {why_not}"
-    base.pop("gpu_best_us")
-    if classes:
-        base["class_gpu_us"] = class_gpu_times(c, classes, names_regex) or _classes_through_best(pairs, extra_c, classes)
-    return GroupKeepDecision(kept=kept, gpu_best_us=best_us, gpu_candidate_us=cand_us, gpu_delta_pct=gain,
-                             metric_used="profiler GPU time", reason=reason, **base)
-
-
-def _weights(pairs: list[tuple[LaunchGroup, LaunchGroup]]) -> dict[int, float]:
-    """BEST's time share per pair (keyed by id of the first group), summing to 1."""
-    total = sum(x.total_us + y.total_us for x, y in pairs)
-    return {id(x): (x.total_us + y.total_us) / total if total > 0 else 1.0 / len(pairs) for x, y in pairs}
-
-
-def _shift(pairs: list[tuple[LaunchGroup, LaunchGroup]], w: dict[int, float]) -> float:
-    """BEST's signed change (%) from its first profile to its second, by median launch (+ = slower)."""
-    return 100.0 * sum(w[id(x)] * (y.median_us - x.median_us) / ((x.median_us + y.median_us) / 2.0) for x, y in pairs)
-
-
-def _spread(pairs: list[tuple[LaunchGroup, LaunchGroup]], w: dict[int, float]) -> float:
-    return abs(_shift(pairs, w))
-
-
-def _targets_of_both(first: KernelTrace | Sequence[LaunchGroup], second: KernelTrace | Sequence[LaunchGroup],
-                     kernel_regex: str | None) -> tuple[list[LaunchGroup], list[LaunchGroup], str]:
-    """The target groups of two profiled runs of BEST, and the regex both were picked by:
-    `kernel_regex`, else exactly the kernel names of `first`'s targets (its hottest non-utility
-    kernel), so both runs have the same target. Raises ProfilerError when a run lacks the target."""
-    a = target_groups(_groups(first), kernel_regex)
-    regex = kernel_regex or "|".join(f"^{re.escape(n)}$" for n in dict.fromkeys(g.kernel for g in a))
-    return a, target_groups(_groups(second), regex), regex
-
-
-def group_spread_pct(first: KernelTrace | Sequence[LaunchGroup], second: KernelTrace | Sequence[LaunchGroup],
-                     kernel_regex: str | None = None) -> float:
-    """The spread (%) between two profiled runs of unchanged BEST by launch group, the quantity
-    `judge_groups` puts in `spread_pct`: |sum w (second - first) / mean| * 100 over the target
-    groups' median launches, w = time share. For the baseline's adjacent profiles (append each to
-    SessionState.gpu_spreads_pct). Raises ProfilerError when the target is missing, the runs
-    launched different target groups, or a group lacks per-launch times."""
-    a, b, _ = _targets_of_both(first, second, kernel_regex)
-    pairs, only_a, only_b, _ = match_groups(a, b)
-    if only_a or only_b:
-        raise ProfilerError("the two profiled runs launched different target groups: "
-                            + ", ".join(g.label() for g in (*only_a, *only_b)))
-    if any(g.median_us is None or g.median_us <= 0 for g in (*a, *b)):
-        raise ProfilerError("the profiler did not record each launch's GPU time for the target kernels")
-    return _spread(pairs, _weights(pairs))
-
-
-def launch_counts_differ(first: KernelTrace | Sequence[LaunchGroup], second: KernelTrace | Sequence[LaunchGroup],
-                         kernel_regex: str | None = None) -> bool:
-    """True when two profiled runs of unchanged BEST launched some paired target group a different
-    number of times (a time-driven harness; SessionState.launch_counts_vary). False where the
-    target is missing from either run or the runs cannot be paired. Never raises for data."""
-    try:
-        a, b, _ = _targets_of_both(first, second, kernel_regex)
-    except ProfilerError:
-        return False
-    pairs, *_ = match_groups(a, b)
-    return any(x.calls != y.calls for x, y in pairs)
-
-
-_NUMBER = re.compile(r"^-?\d+$")
-
-
-def class_gpu_times(groups: KernelTrace | Sequence[LaunchGroup], classes: Sequence[str],
-                    kernel_regex: str | None = None) -> dict[str, float] | None:
-    """GPU time per config class: class key -> sum of the median launch (us) of the target launch
-    groups mapped to it, or None where the groups cannot be mapped (then report one total).
-
-    `classes`: class keys in the benchmark's row order (`"col=value,col=value"`, metrics.class_key).
-    Mapping (`group_classes`), first that works: one class -> every target group; a config column
-    whose integer value equals one grid dimension of every group, with every group on exactly one
-    class and every class hit; the groups in first-launch order, chunked per class (as many groups
-    as classes, or a multiple with the same kernel sequence in every chunk). Never raises."""
-    try:
-        tg = target_groups(_groups(groups), kernel_regex)
-    except ProfilerError:
-        return None
-    at = group_classes(tg, classes)
-    if at is None:
-        return None
-    out = dict.fromkeys(classes, 0.0)
-    for g, key in zip(tg, at, strict=True):
-        out[key] += g.median_us
-    return out
-
-
-def group_classes(tg: Sequence[LaunchGroup], classes: Sequence[str]) -> list[str] | None:
-    """The config class of each launch group in `tg` (same order), or None where no mapping holds
-    (see `class_gpu_times` for the rules) or a group lacks per-launch times. Never raises."""
-    if not classes or not tg or any(g.median_us is None for g in tg):
-        return None
-    if len(classes) == 1:
-        return [classes[0]] * len(tg)
-    values = [dict(p.split("=", 1) for p in k.split(",") if "=" in p) for k in classes]
-    columns = list(dict.fromkeys(c for v in values for c in v))
-    if all(g.grid is not None for g in tg):
-        for col in columns:
-            for dim in range(3):
-                at = []
-                for g in tg:
-                    hits = [k for k, v in zip(classes, values, strict=True)
-                            if _NUMBER.match(v.get(col, "")) and int(v[col]) == g.grid[dim]]
-                    if len(hits) != 1:
-                        break
-                    at.append(hits[0])
-                if len(at) == len(tg) and set(at) == set(classes):
-                    return at
-    ordered = sorted(range(len(tg)), key=lambda i: first_launch_key(tg[i]))
-    if len(ordered) % len(classes):
-        return None
-    m = len(ordered) // len(classes)
-    chunks = [ordered[i * m:(i + 1) * m] for i in range(len(classes))]
-    if len({tuple(tg[i].kernel for i in ch) for ch in chunks}) != 1:
-        return None
-    at: list[str | None] = [None] * len(tg)
-    for key, ch in zip(classes, chunks, strict=True):
-        for i in ch:
-            at[i] = key
-    return at  # type: ignore[return-value]
-
-
-def _classes_through_best(pairs: list[tuple[LaunchGroup, LaunchGroup]], extra: Sequence[LaunchGroup],
-                          classes: Sequence[str]) -> dict[str, float] | None:
-    """The candidate's GPU time per class where its own groups do not map (a changed grid, a renamed
-    kernel): each candidate group counts for the class of the BEST group it was paired with. None
-    when BEST's groups do not map either, or the candidate launched groups BEST has no pair for."""
-    if extra or not pairs:
-        return None
-    at = group_classes([x for x, _ in pairs], classes)
-    if at is None:
-        return None
-    out = dict.fromkeys(classes, 0.0)
-    for key, (_, cg) in zip(at, pairs, strict=True):
-        out[key] += cg.median_us
-    return out
+    t = _targets(best_before, candidate, best_after, kernel_regex)
+    if isinstance(t, GroupKeepDecision):
+        return t
+    ev = _evidence(t, recent_spreads_pct, min_gain_pct, confidence, suspect, classes, clocks, known_time_driven)
+    if isinstance(ev, GroupKeepDecision):
+        return ev
+    missing = _missing_groups(ev)
+    if missing is not None:
+        return missing
+    g = _gain(ev)
+    return _skipped(ev, g) or _decide(ev, g)

@@ -31,7 +31,9 @@ class KeepDecision(BaseModel):
     metric_used: Literal["profiler GPU time", "script metric"]
     reason: str
     #: why (kopt_mcp.rules.decision.Code)
-    code: Code = Code.GPU_TIME_NOT_IMPROVED
+    code: Code
+    #: the gain's one-sided lower bound (%) where one was computed (paired launches, launch groups, units)
+    lower_bound_pct: float | None = None
 
 
 def apply_keep_metric(gpu_best_us: float | None, gpu_candidate_us: float | None, kernels: list[str],
@@ -51,7 +53,7 @@ def apply_keep_metric(gpu_best_us: float | None, gpu_candidate_us: float | None,
     Where the backend recorded per-launch times (`*_launches_us`, same length on both sides, in
     launch order) the comparison is paired per launch: launch i of the candidate against launch i
     of BEST (same benchmark step, same shapes); the total gain and the robust paired lower bound
-    (`robust_paired_bound`) must both exceed `min_gain_pct`. Per-launch GPU times are so precise
+    (`robust_paired_bound`, in `lower_bound_pct`) must both exceed `min_gain_pct`. Per-launch GPU times are so precise
     that an unchanged kernel can differ "significantly" by a few thousandths of a percent (clock
     state, stream placement); the floor keeps such differences from counting as wins.
 
@@ -82,6 +84,7 @@ def apply_keep_metric(gpu_best_us: float | None, gpu_candidate_us: float | None,
     b, c = (gpu_best_us / best_calls, gpu_candidate_us / candidate_calls) if per_launch else (gpu_best_us, gpu_candidate_us)
     delta = improvement_pct(b, c, higher_is_better=False)
     kept = delta > min_gain_pct
+    lo = None
     if paired:
         lo, n = robust_paired_bound(best_launches_us, candidate_launches_us, confidence)
         kept = kept and lo > min_gain_pct
@@ -98,7 +101,7 @@ def apply_keep_metric(gpu_best_us: float | None, gpu_candidate_us: float | None,
               f"({how}): not kept. {why_not}")
     code = Code.GPU_TIME_WIN if kept else Code.GPU_TIME_BELOW_FLOOR if delta > 0 else Code.GPU_TIME_NOT_IMPROVED
     return KeepDecision(kept=kept, gpu_best_us=gpu_best_us, gpu_candidate_us=gpu_candidate_us, gpu_delta_pct=delta,
-                        metric_used="profiler GPU time", reason=reason, code=code)
+                        metric_used="profiler GPU time", reason=reason, code=code, lower_bound_pct=lo)
 
 
 _DISAGREE = ("When the script's timing and the GPU kernel time disagree, the timing missed GPU work (a side "

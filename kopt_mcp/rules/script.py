@@ -68,7 +68,7 @@ class ScriptDecision(BaseModel):
     classes: list[ClassDelta]
     worse_classes: list[str]
     reason: str
-    code: Code = Code.SCRIPT_NOISE
+    code: Code
 
 
 def target_value(values: dict[str, float], target: str) -> float:

@@ -70,27 +70,30 @@ def judge(ref, code: str, hypothesis: str = "cheat"):
 
 def test_1_run_rewrites_the_benchmark(ref):
     v, best, perf = judge(ref, 'open("bench.py", "a").write("# tampered\\n")\n')
-    assert v.verdict == "rejected" and "the run rewrote bench.py" in v.reason
+    assert (v.verdict, v.code) == ("rejected", "tampered")
+    assert "rewrote bench.py" in v.reason  # the text is the product: the rejection names the file
     assert_untampered(ref, best, perf)
 
 
 def test_2_run_rewrites_the_config(ref):
     v, best, perf = judge(ref, 'open("kopt.toml", "a").write("# tampered\\n")\n')
-    assert v.verdict == "rejected" and "the run rewrote kopt.toml" in v.reason
+    assert (v.verdict, v.code) == ("rejected", "tampered")
+    assert "rewrote kopt.toml" in v.reason  # the text is the product: the rejection names the file
     assert_untampered(ref, best, perf)
 
 
 def test_3_run_forges_performance_md(ref):
     v, best, perf = judge(ref, 'open("performance.md", "a").write("| forged | keep | -90% |\\n")\n')
-    assert v.verdict == "rejected" and "the run rewrote performance.md" in v.reason
+    assert (v.verdict, v.code) == ("rejected", "tampered")
+    assert "rewrote performance.md" in v.reason  # the text is the product: the rejection names the file
     assert_untampered(ref, best, perf)
 
 
 def test_4_symlink_into_the_benchmark_is_rejected_before_the_run(ref):
     (ref.workspace_path / "kernel_helper.py").symlink_to("bench.py")
     v, best, perf = judge(ref, 'open("kernel_helper.py", "a").write("# tampered\\n")\n')
-    assert v.verdict == "rejected"
-    assert "kernel_helper.py" in v.reason and "bench.py" in v.reason and "symlink" in v.reason
+    assert (v.verdict, v.code) == ("rejected", "unsafe_symlink")
+    assert "kernel_helper.py" in v.reason and "bench.py" in v.reason  # the text is the product: link and target
     assert v.run_dirs == []  # nothing ran
     assert_untampered(ref, best, perf)
     assert not (ref.workspace_path / "kernel_helper.py").is_symlink()  # reverted
@@ -99,7 +102,8 @@ def test_4_symlink_into_the_benchmark_is_rejected_before_the_run(ref):
 def test_4b_symlinked_directory_over_the_repository_is_rejected_before_the_run(ref):
     (ref.workspace_path / "lib").symlink_to(".")
     v, best, perf = judge(ref, 'open("lib/bench.py", "a").write("# tampered\\n")\n')
-    assert v.verdict == "rejected" and "lib" in v.reason and "symlink" in v.reason and v.run_dirs == []
+    assert (v.verdict, v.code) == ("rejected", "unsafe_symlink") and v.run_dirs == []
+    assert "lib" in v.reason  # the text is the product: it names the link
     assert_untampered(ref, best, perf)
 
 
@@ -110,7 +114,8 @@ def test_4c_symlink_made_during_the_run_and_written_through(ref):
             os.symlink("bench.py", "helper.py")
         open("helper.py", "a").write("# tampered\\n")
         """)
-    assert v.verdict == "rejected" and "the run rewrote bench.py" in v.reason
+    assert (v.verdict, v.code) == ("rejected", "tampered")
+    assert "rewrote bench.py" in v.reason  # the text is the product: the rejection names the file
     assert_untampered(ref, best, perf)
 
 
@@ -120,8 +125,8 @@ def test_5_symlink_out_of_the_repository_is_rejected_before_the_run(ref, tmp_pat
     (ref.workspace_path / "data.txt").symlink_to(outside)
     (ref.workspace_path / "up.txt").symlink_to("../../../../outside.txt")
     v, best, perf = judge(ref, 'open("data.txt", "a").write("# tampered\\n")\n')
-    assert v.verdict == "rejected" and "outside the repository" in v.reason
-    assert "data.txt" in v.reason and "up.txt" in v.reason and v.run_dirs == []
+    assert (v.verdict, v.code) == ("rejected", "unsafe_symlink") and v.run_dirs == []
+    assert "data.txt" in v.reason and "up.txt" in v.reason  # the text is the product: it names both links
     assert outside.read_text() == "kept\n"
     assert_untampered(ref, best, perf)
 
@@ -154,8 +159,8 @@ def test_7_run_that_wipes_and_overwrites_the_workspace_is_rejected(ref):
         (ws / "performance.md").write_text("| forged |\\n")
         (ws / "kernel.py").unlink(missing_ok=True)
         """)
-    assert v.verdict == "rejected" and "the run changed the workspace" in v.reason
-    assert "bench.py" in v.reason and "kernel.py" in v.reason
+    assert (v.verdict, v.code) == ("rejected", "tampered")
+    assert "bench.py" in v.reason and "kernel.py" in v.reason  # the text is the product: the files named
     assert_untampered(ref, best, perf)
     assert (ws / "bench.py").read_text() == original(ref, "bench.py")  # reverted to BEST_COMMIT
     assert "forged" not in (ws / "performance.md").read_text()
@@ -169,7 +174,8 @@ def test_7b_run_that_wipes_its_own_checkout_is_rejected(ref):
             if name != "results":
                 shutil.rmtree(name) if os.path.isdir(name) and not os.path.islink(name) else os.remove(name)
         """)
-    assert v.verdict == "rejected" and "the run deleted bench.py" in v.reason
+    assert (v.verdict, v.code) == ("rejected", "tampered")
+    assert "deleted bench.py" in v.reason  # the text is the product: the rejection names the file
     assert_untampered(ref, best, perf)
 
 
@@ -189,7 +195,8 @@ def test_8_run_that_tampers_only_when_the_commit_gate_re_measures(ref, tmp_path)
     assert v.verdict == "improved"
     flag.write_text("the agent calls commit_improvement\n")
     c = ref.commit_improvement("x")
-    assert not c.committed and "the run rewrote bench.py" in c.reason
+    assert not c.committed and c.code == "tampered"
+    assert "rewrote bench.py" in c.reason  # the text is the product: the rejection names the file
     assert_untampered(ref, best, perf)
 
 
@@ -202,7 +209,7 @@ def test_9_fake_metrics_file_shipped_in_the_candidate_tree_is_stale(ref):
     git(ws, "-c", "user.name=t", "-c", "user.email=t@l", "commit", "-qm", "ship a csv")
     best, perf = ref.state.best.commit, branch_file(ref, "performance.md")
     v = ref.save_and_test("global", "a csv from the future")
-    assert v.verdict == "failed" and "stale metrics" in v.reason
+    assert (v.verdict, v.code) == ("failed", "results_stale")
     assert_untampered(ref, best, perf)
 
 
@@ -210,6 +217,6 @@ def test_10_a_check_run_of_a_cheating_workspace_names_the_rewrite_and_leaves_the
     ws = ref.workspace_path
     cheat(ws, 'open("bench.py", "a").write("# tampered\\n")\n')
     b = ref.run_benchmark()  # a quick check: no verdict, but the rewrite is named
-    assert "the run rewrote bench.py" in b.reason
+    assert "the run rewrote bench.py" in b.reason  # no verdict here: the text is the product, the rewrite named
     assert (ws / "bench.py").read_text() == original(ref, "bench.py")
     assert ref.save_and_test("global", "x").verdict == "rejected"

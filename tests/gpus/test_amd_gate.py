@@ -56,6 +56,7 @@ def test_rocm_smi_vram_over_threshold_is_busy_until_timeout(tmp_path, fake_time)
     out = _gate(tmp_path, fake_time, _rocm(BESZEL_JSON), th=IdleThresholds(mem_mib=512)).acquire()
     assert out.lease is None and out.polls == 3 and fake_time.slept == [600.0, 600.0]
     assert out.checks[0].busy == ["memory used 757.5 MiB >= 512 MiB"]
+    # the gate's message is the product: it names what keeps each device busy
     assert out.reason == "no idle GPU after 1200 s: GPU 0: memory used 757.5 MiB >= 512 MiB"
 
 

@@ -86,6 +86,7 @@ def test_no_idle_gpu_for_the_whole_wait(tmp_path, fake_time):
     assert out.lease is None and gate.held is None
     assert fake_time.slept == [600.0, 400.0]  # the last pause is cut to the time left
     assert out.polls == 3 and out.waited_s == 1000.0
+    # the gate's message is the product: it names what keeps each device busy
     assert out.reason == ("no idle GPU after 1000 s: GPU 0: 1 compute process "
                           "(pid 400 /opt/torch/.venv/bin/python3, 874 MiB), utilization 99% >= 10%")
 
@@ -95,6 +96,7 @@ def test_8x_all_busy_names_every_gpu(tmp_path, fake_time):
     assert out.lease is None and out.polls == 1 and fake_time.slept == []
     assert all(c.busy for c in out.checks) and len(out.checks) == 8
     for i in range(8):
+        # the gate's message is the product: it names what keeps each device busy
         assert f"GPU {i}: 1 compute process" in out.reason
     assert "GPU 7: 1 compute process (pid 1758887, 58060 MiB), memory used 58071 MiB" in out.reason
 
@@ -103,6 +105,7 @@ def test_cancel_stops_the_wait(tmp_path, fake_time):
     cancel = threading.Event()
     gate = _gate(tmp_path, fake_time, BUSY)
     out = gate.acquire(progress=lambda *a: cancel.set(), cancel=cancel)
+    # "cancelled" is the gate's marker of a cancelled wait (GateOutcome has no code)
     assert out.lease is None and out.reason == "cancelled" and out.polls == 1
 
 
@@ -112,6 +115,7 @@ def test_cancel_interrupts_a_real_wait_without_fake_sleep(tmp_path):
                    wait_s=3600, poll_s=600)  # real sleep: must be cut short by cancel
     threading.Timer(0.2, cancel.set).start()
     out = gate.acquire(cancel=cancel)
+    # "cancelled" is the gate's marker of a cancelled wait (GateOutcome has no code)
     assert out.reason == "cancelled" and out.waited_s < 60
 
 
@@ -139,6 +143,7 @@ def test_held_gpu_that_gets_a_foreign_process_is_given_up(tmp_path, fake_time):
     assert first.lease.index == 7
     out = gate.acquire()  # pid 1758887 is no longer ours: a foreign process on our GPU
     assert out.lease is None and gate.held is None
+    # the gate's message is the product: it names what keeps each device busy
     assert "GPU 7: 1 compute process (pid 1758887" in out.reason
     assert LeaseManager(tmp_path, "x").try_acquire(_read(X8)[7]) is not None  # lock released
 
@@ -152,6 +157,7 @@ def test_probe_that_sees_no_gpu(tmp_path, fake_time):
 
     out = GpuGate(Empty(), LeaseManager(tmp_path, "t"), TH, sleep=fake_time.sleep,
                   clock=fake_time).acquire()
+    # the gate's message is the product: it names what keeps each device busy
     assert out.lease is None and out.reason == "the probe 'nvml' sees no GPU"
 
 
@@ -255,6 +261,7 @@ def test_cpu_gate_cancelled_while_waiting(tmp_path, fake_time):
     gate = GpuGate(NoGpuProbe(), LeaseManager(tmp_path, "t"), TH, poll_s=600, cpu_probe=Busy(), cpu_wait_s=60,
                    sleep=lambda s: cancel.set(), clock=fake_time)
     out = gate.acquire(cancel=cancel)
+    # "cancelled" is the gate's marker of a cancelled wait (GateOutcome has no code)
     assert out.lease is None and out.reason == "cancelled"
 
 

@@ -50,6 +50,7 @@ def test_a_slot_that_releases_and_asks_again_at_once_lets_the_waiting_slot_in_fi
     [a2] = a_again
     assert out_b.lease is not None and out_b.polls == 2 and fake_time.slept == [JOB_POLL_S]
     assert a2.lease is None and gate_a.held is None
+    # the gate's message is the product: it names what keeps each device busy
     assert a2.reason.startswith(f"no idle GPU after 0 s: GPU 0: promised to an earlier waiter: kopt-mcp pid "
                                 f"{os.getpid()} (tag b) waiting since ")
     assert _tickets(tmp_path) == []  # B's ticket went with its lease, A's with its give-up
@@ -125,6 +126,7 @@ def test_a_live_ticket_blocks_and_its_waiter_keeps_its_place_by_polling(tmp_path
     first = WaitQueue(tmp_path, "x")
     first.join(UUID)
     out = _gate(tmp_path, "b", wait_s=10, poll_s=600, sleep=fake_time.sleep, clock=fake_time).acquire()
+    # the gate's message is the product: it names what keeps each device busy
     assert out.lease is None and "promised to an earlier waiter: kopt-mcp pid" in out.reason
     assert set(fake_time.slept) == {JOB_POLL_S}  # a kopt-mcp waiter takes it within its poll: check soon
     first.leave()
@@ -142,6 +144,7 @@ def test_cancel_removes_the_waiters_ticket(tmp_path, fake_time):
         cancel.set()
 
     out = _gate(tmp_path, "b", sleep=sleep, clock=fake_time).acquire(cancel=cancel)
+    # "cancelled" is the gate's marker of a cancelled wait (GateOutcome has no code)
     assert out.reason == "cancelled" and seen == [1] and _tickets(tmp_path) == []
 
 
@@ -221,6 +224,7 @@ def test_another_live_process_keeps_its_place_until_it_dies(tmp_path, fake_time)
         assert child.stdout.readline().strip() == "queued"
         gate = _gate(tmp_path, "b", wait_s=0, clock=fake_time)
         out = gate.acquire()
+        # the gate's message is the product: it names what keeps each device busy
         assert out.lease is None and f"promised to an earlier waiter: kopt-mcp pid {child.pid} (tag other)" in out.reason
     finally:
         child.kill()
@@ -249,6 +253,7 @@ def test_two_slots_of_one_server_through_the_local_executor(tmp_path, fake_time)
 
     grant = executor("b", 3600.0, sleep=b_sleep, clock=fake_time).acquire()
     assert grant.lease is not None and [g.lease for g in a_next] == [None]
+    # the gate's message is the product: it names what keeps each device busy
     assert "promised to an earlier waiter" in a_next[0].outcome.reason and fake_time.slept == [JOB_POLL_S]
 
 
@@ -272,4 +277,5 @@ def test_a_waiter_wakes_when_the_job_lease_it_waits_on_ends_or_is_cancelled(tmp_
     other = _gate(tmp_path, "c")  # b holds it now and never gives it back
     threading.Timer(0.3, cancel.set).start()
     out = other.acquire(cancel=cancel)
+    # "cancelled" is the gate's marker of a cancelled wait (GateOutcome has no code)
     assert out.reason == "cancelled" and out.waited_s < 30.0 and waiter.held is not None

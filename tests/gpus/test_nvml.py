@@ -69,6 +69,7 @@ def test_real_gpus_agree_with_nvidia_smi(tmp_path):
         assert out.lease.env == {"CUDA_VISIBLE_DEVICES": str(out.lease.index)}
         assert Path(out.lease.lock_path).exists()
     else:
+        # the gate's message is the product: it names what keeps each device busy
         assert out.reason.startswith("no idle GPU after 0 s: GPU ")
 
 

@@ -29,6 +29,7 @@ from kopt_mcp.profilers.confirm import (
 from kopt_mcp.profilers.cupti import INJECT_DIR
 from kopt_mcp.profilers.ncu import parse_ncu_csv
 from kopt_mcp.rules.confirm import AGREE_FRACTION, TargetTime, decide_confirmation, gain_pct
+from kopt_mcp.rules.decision import Code
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 NCU_RAW = FIX / "ncu" / "h200_raw_page_torch_matmul_softmax.csv"
@@ -53,25 +54,25 @@ def test_gain_pct():
 
 def test_agreeing_gain_is_confirmed_and_names_the_numbers():
     c = decide_confirmation(10.0, 0.5, tt(100.0), tt(90.5), "ncu")
-    assert c.status == "confirmed" and not c.blocks_commit
+    assert (c.status, c.code) == ("confirmed", Code.CONFIRMED) and not c.blocks_commit
     assert c.gain_pct == pytest.approx(9.5)
     assert c.tolerance_pct == pytest.approx(0.5 + AGREE_FRACTION * 10.0)
     for text in ("100.00 -> 90.50 us", "+9.50%", "+10.00%", "floor 0.50%"):
-        assert text in c.reason
+        assert text in c.reason  # the text is the product: the commit message quotes it, every number named
 
 
 def test_no_gain_out_of_process_is_refuted_even_within_the_tolerance():
     # claimed +0.4% with a 0.5% floor: -0.1% is within the tolerance but shows no gain
     c = decide_confirmation(0.4, 0.5, tt(100.0), tt(100.1), "ncu")
-    assert c.status == "refuted" and c.blocks_commit
-    assert "not faster" in c.reason and "-0.10%" in c.reason
+    assert (c.status, c.code) == ("refuted", Code.REFUTED) and c.blocks_commit
+    assert c.gain_pct == pytest.approx(-0.1) and c.gain_pct > 0.4 - c.tolerance_pct  # within the tolerance
 
 
 def test_a_gain_far_below_the_claim_is_refuted():
     # a real 2% win inflated to a claimed 20%: 20 - (0.5 + 5) = 14.5 > 2
     c = decide_confirmation(20.0, 0.5, tt(100.0), tt(98.0), "ncu")
-    assert c.status == "refuted"
-    assert "not reproduced" in c.reason and "+14.50%" in c.reason
+    assert (c.status, c.code) == ("refuted", Code.REFUTED)
+    assert c.gain_pct == pytest.approx(2.0) and 20.0 - c.tolerance_pct == pytest.approx(14.5)  # a gain, short of it
 
 
 def test_the_shortfall_threshold_is_the_floor_plus_a_fraction_of_the_claim():
@@ -83,14 +84,17 @@ def test_the_shortfall_threshold_is_the_floor_plus_a_fraction_of_the_claim():
 
 def test_a_gain_above_the_claim_is_confirmed_and_reported():
     c = decide_confirmation(2.0, 0.5, tt(100.0), tt(80.0), "ncu")
-    assert c.status == "confirmed" and "exceeds the claim" in c.reason
+    assert (c.status, c.code) == ("confirmed", Code.CONFIRMED)
+    assert c.gain_pct == pytest.approx(20.0) and c.gain_pct > c.claimed_gain_pct + c.tolerance_pct  # reported only
 
 
 def test_best_unmeasured_is_unavailable_candidate_unmeasured_is_refuted():
     u = decide_confirmation(5.0, 0.5, None, tt(90.0), "ncu", best_error="ERR_NVGPUCTRPERM")
-    assert u.status == "unavailable" and "ERR_NVGPUCTRPERM" in u.reason and not u.blocks_commit
+    assert (u.status, u.code) == ("unavailable", Code.UNCONFIRMED) and not u.blocks_commit and u.gain_pct is None
+    assert "ERR_NVGPUCTRPERM" in u.reason  # the tool's own error, passed on: the text is the product
     r = decide_confirmation(5.0, 0.5, tt(100.0), None, "ncu", candidate_error="no kernel matches")
-    assert r.status == "refuted" and "no kernel matches" in r.reason and "100.00 us" in r.reason
+    assert (r.status, r.code) == ("refuted", Code.REFUTED) and r.candidate is None and r.best.us == 100.0
+    assert "no kernel matches" in r.reason  # the tool's own error, passed on: the text is the product
 
 
 # ---- choosing the confirming profiler ----
@@ -125,7 +129,8 @@ def test_unavailable_runs_nothing(monkeypatch, tmp_path):
         raise AssertionError("nothing may run without an out-of-process profiler")
 
     c = confirm_keep(never, "cand", "best", 5.0, 0.5, vendor="nvidia")
-    assert c.status == "unavailable" and "ncu" in c.reason and "+5.00%" in c.reason
+    assert (c.status, c.code) == ("unavailable", Code.UNCONFIRMED) and c.claimed_gain_pct == 5.0
+    assert "ncu" in c.reason  # the text is the product: it names the profiler to install
     assert confirm_keep(never, "cand", "best", 5.0, 0.5, vendor="nvidia", setting="off").status == "unavailable"
 
 
@@ -217,16 +222,18 @@ def test_the_cheat_a_forged_in_process_gain_is_refuted_by_the_recorded_ncu_run(t
                      profiler=ConfirmNcu(kernel_regex="softmax"))
     assert calls == [("cand", "confirm-candidate"), ("best", "confirm-best")]
     assert c.status == "refuted" and c.gain_pct == pytest.approx(0.0)
-    assert c.best.us == pytest.approx(c.candidate.us) and "softmax_warp_forward" in c.reason
+    assert c.best.us == pytest.approx(c.candidate.us) and c.code == Code.REFUTED
+    assert any("softmax_warp_forward" in k for k in c.best.kernels)
 
 
 def test_a_candidate_that_leaves_no_ncu_trace_is_refuted_a_best_without_one_is_unavailable(tmp_path):
     run, _ = _replay({"cand": None, "best": NCU_RAW}, tmp_path / "a")
     c = confirm_keep(run, "cand", "best", 5.0, 0.5, vendor="nvidia", profiler=ConfirmNcu())
-    assert c.status == "refuted" and "ncu.csv does not exist" in c.reason
+    assert (c.status, c.code) == ("refuted", Code.REFUTED) and c.candidate is None and c.best is not None
     run, _ = _replay({"cand": NCU_RAW, "best": None}, tmp_path / "b")
     u = confirm_keep(run, "cand", "best", 5.0, 0.5, vendor="nvidia", profiler=ConfirmNcu())
-    assert u.status == "unavailable" and "ncu.csv does not exist" in u.reason
+    assert (u.status, u.code) == ("unavailable", Code.UNCONFIRMED) and u.best is None
+    assert "ncu.csv does not exist" in u.reason  # the parser's own error, passed on: the text is the product
 
 
 def test_recorded_rocprofv3_traces_confirm_a_real_gain_and_refute_an_inflated_one(tmp_path):
@@ -241,7 +248,8 @@ def test_recorded_rocprofv3_traces_confirm_a_real_gain_and_refute_an_inflated_on
     assert ok.best.kernels == ["addition_kernel"]
     run, _ = _replay({"cand": ROC_FAST, "best": ROC_SLOW}, tmp_path / "inflated")
     bad = confirm_keep(run, "cand", "best", claimed_gain_pct=gain * 1.5 + 2.0, floor_pct=0.5, vendor="amd", profiler=prof)
-    assert bad.status == "refuted" and "not reproduced" in bad.reason
+    assert (bad.status, bad.code) == ("refuted", Code.REFUTED)
+    assert 0 < bad.gain_pct < bad.claimed_gain_pct - bad.tolerance_pct  # a gain, short of the claim
 
 
 def parse_rocprof_trace(path: Path):
@@ -279,4 +287,4 @@ def test_the_wrapped_command_runs_the_benchmark_as_the_profilers_child(tmp_path)
     assert args[:2] == ["--clock-control", "none"] and args[-3:-1] == ["bash", "-c"]
     # the benchmark's shell is the child of the profiler's process
     assert (tree / "ppid.txt").read_text().strip() == (tmp_path / "ncu.pid").read_text().strip()
-    assert c.status == "unavailable" and "ncu.csv does not exist" in c.reason
+    assert (c.status, c.code) == ("unavailable", Code.UNCONFIRMED) and c.best is None  # the stand-in wrote no CSV

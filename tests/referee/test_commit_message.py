@@ -8,6 +8,7 @@ import re
 import subprocess
 
 from kopt_mcp.referee.report import commit_message
+from kopt_mcp.rules.decision import Code
 from kopt_mcp.rules.script import ClassDelta, ScriptDecision
 from kopt_mcp.session import PendingImprovement, VerdictSummary
 from kopt_mcp.testing.toy import set_kernel
@@ -54,6 +55,7 @@ def test_a_gpu_time_keep_names_both_gpu_times_and_the_reprofiled_ones():
         verdict=VerdictSummary(rounds=1, target_pct=41.5, target_lo_pct=30.25, confidence=0.995, classes_pct={"n=1": 41.5, "n=2": -0.5},
                                gpu_best_us=100.0, gpu_candidate_us=58.0, gpu_gain_pct=42.0))
     d = ScriptDecision(outcome="tie", needs_round=False, target="n=1", target_deltas_pct=[39.0], worse_classes=[],
+                       code=Code.SCRIPT_NOT_CONFIRMED,
                        reason="target n=1 changed +39.00%: not a significant win confirmed in 1 rounds: tie",
                        classes=[ClassDelta(key="n=1", best=100.0, candidate=61.0, deltas_pct=[39.0], mean_pct=39.0),
                                 ClassDelta(key="n=2", best=1.0, candidate=1.0, deltas_pct=[0.0], mean_pct=0.0)])

@@ -218,6 +218,7 @@ def test_sigkill_while_writing_the_stop_summary_finishes_it_once_on_restart(tmp_
         return (await c.call_tool("status", {})).structured_content
 
     status, _ = anyio.run(_restart, repo, lambda c: after(c))
+    # the stop reason is the Stop Summary's line: the text is the product
     assert status["phase"] == "stopped" and "1 consecutive measured regressions" in status["stop_reason"]
     assert git(ws, "status", "--porcelain").stdout == ""
     assert git(ws, "log", "-1", "--format=%s").stdout.startswith("kopt: stop summary")
@@ -383,8 +384,8 @@ def test_failed_final_save_changes_nothing_in_memory_and_the_next_call_recovers(
     assert not [e for e in ref.store.ledger() if e["event"] == "attempt"]
     monkeypatch.setattr(ledger_mod, "atomic_write", real)  # space is back
     ref.revert_to_best()  # any operation first recovers the interrupted job
-    verdicts = [(e["attempt"], e["verdict"]) for e in ref.store.ledger() if e["event"] == "attempt"]
-    assert verdicts == [(1, "interrupted")] and ref.state.in_progress is None
+    verdicts = [(e["attempt"], e["verdict"], e["code"]) for e in ref.store.ledger() if e["event"] == "attempt"]
+    assert verdicts == [(1, "interrupted", "interrupted")] and ref.state.in_progress is None
     assert '"1": 120.0' in ref.store.find_patch(1).read_text()
 
 

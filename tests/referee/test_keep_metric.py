@@ -24,9 +24,10 @@ def test_a_real_gpu_win_is_kept_against_best_profiled_before_and_after(cupti_ref
     r = cupti_ref(1000.0)
     set_kernel(r.workspace_path, FASTER, GPU_US=950.0)
     v = r.save_and_test("global", "faster")
-    assert v.verdict == "improved", v.reason
+    assert (v.verdict, v.code) == ("improved", "gpu_time_win"), v.reason
     assert v.gpu_delta_pct == pytest.approx(5.0, abs=0.01)
-    assert "before and after the candidate: 50.0 and 50.0 us, spread 0.000%" in v.reason
+    assert (v.gpu_best_us, v.gpu_candidate_us) == (pytest.approx(50.0), pytest.approx(47.5))
+    assert r.state.gpu_spreads_pct[-1] == 0.0  # BEST profiled before and after the candidate: 50.0 us both times
     labels = [d.rsplit("-", 2)[-2:] for d in v.run_dirs]
     assert ["best", "profile"] in labels and ["profile", "after"] in labels
     assert len(r.state.gpu_spreads_pct) == 4  # three from the baseline, one from this attempt
@@ -39,7 +40,7 @@ def test_a_jump_of_best_during_the_attempt_is_measured_once_more(cupti_ref):
     r = cupti_ref([1000.0] * 4 + [1000.0, 1010.0])
     set_kernel(r.workspace_path, FASTER, GPU_US=990.0)
     v = r.save_and_test("global", "across a jump")
-    assert v.verdict == "improved", v.reason
+    assert (v.verdict, v.code) == ("improved", "gpu_time_win"), v.reason
     assert v.gpu_delta_pct == pytest.approx(100 * 20 / 1010, abs=0.001)
     assert any("moved 0.995% between its profiles" in w for w in v.warnings)
     assert sum("candidate-profile" in d for d in v.run_dirs) == 2  # 1 script round + 2 profiled = max_rounds 3
@@ -50,8 +51,8 @@ def test_a_gain_within_the_shift_between_best_profiles_is_not_kept(cupti_ref):
     r = cupti_ref([1000.0] * 4 + [1000.0, 1010.0, 1000.0])
     set_kernel(r.workspace_path, FASTER, GPU_US=990.0)
     v = r.save_and_test("global", "inside the shift")
-    assert v.verdict == "tie", v.reason
-    assert "spread 0.995%" in v.reason and "GPU-time floor 1.99% = 2x this attempt's spread" in v.reason
+    assert (v.verdict, v.code) == ("tie", "gpu_time_below_floor"), v.reason
+    assert v.gpu_floor_pct == pytest.approx(2 * 100 * 10 / 1005, abs=0.001)  # 2x this attempt's spread, 0.995%
     assert v.gpu_delta_pct == pytest.approx(1.4925, abs=0.001)  # against the mean of 1010 and 1000
     assert sum("candidate-profile" in d for d in v.run_dirs) == 2
 
@@ -61,32 +62,32 @@ def test_a_drift_over_minutes_does_not_raise_the_floor(cupti_ref):
     r = cupti_ref([1000.0] * 4 + [1008.0, 1008.0])
     set_kernel(r.workspace_path, FASTER, GPU_US=1002.0)
     v = r.save_and_test("global", "small real win")
-    assert v.verdict == "improved", v.reason
-    assert "GPU-time floor 0.2% = min_gpu_gain_pct" in v.reason and v.gpu_delta_pct == pytest.approx(0.595, abs=0.001)
+    assert (v.verdict, v.code) == ("improved", "gpu_time_win"), v.reason
+    assert v.gpu_floor_pct == pytest.approx(0.2)  # min_gpu_gain_pct: the drift is not in the floor
+    assert v.gpu_delta_pct == pytest.approx(0.595, abs=0.001)
 
 
 def test_best_failing_its_second_profile_is_not_kept_and_says_so(cupti_ref):
     r = cupti_ref(1000.0, PROFILE_FAIL_AT=5)  # BEST's 6th profile: after the 4 baseline profiles and B1
     set_kernel(r.workspace_path, FASTER, GPU_US=900.0)
     v = r.save_and_test("global", "profiler crash")
-    assert v.verdict == "tie"
-    assert "profiling BEST_COMMIT failed" in v.reason and "never falls back to a weaker metric" in v.reason
-    assert "exited with code 3" in v.reason
+    assert (v.verdict, v.code) == ("tie", "gpu_time_missing") and v.gpu_delta_pct is None
+    assert "exited with code 3" in v.reason  # the profiler's own error, passed on: the text is the product
 
 
 def test_a_candidate_whose_kernel_was_renamed_is_not_kept(cupti_ref):
     r = cupti_ref(1000.0)
     set_kernel(r.workspace_path, FASTER, GPU_US=500.0, KERNEL_NAME="sgemm_renamed_by_the_compiler")
     v = r.save_and_test("global", "renamed")
-    assert v.verdict == "tie"
-    assert "profiling the candidate: no kernel matches" in v.reason and "sgemm_renamed_by_the_compiler" in v.reason
+    assert (v.verdict, v.code) == ("tie", "gpu_time_missing") and v.gpu_delta_pct is None
+    assert "sgemm_renamed_by_the_compiler" in v.reason  # the text is the product: the kernels seen, named
 
 
 def test_fewer_launches_in_the_profiled_run_is_skipped_work(cupti_ref):
     r = cupti_ref(1000.0)
     set_kernel(r.workspace_path, FASTER, GPU_US=500.0, CALLS=10)
     v = r.save_and_test("global", "cached half the calls")
-    assert v.verdict == "tie" and "skipped work" in v.reason
+    assert (v.verdict, v.code) == ("tie", "skipped_work")
 
 
 def test_a_profiler_lost_after_the_baseline_never_lets_the_script_metric_keep(cupti_ref, monkeypatch):
@@ -96,8 +97,7 @@ def test_a_profiler_lost_after_the_baseline_never_lets_the_script_metric_keep(cu
     monkeypatch.setattr(r, "profiler", lambda detail=False: NoProfiler())  # e.g. cupti-python uninstalled
     set_kernel(r.workspace_path, FASTER, GPU_US=900.0)
     v = r.save_and_test("global", "faster, but nothing can confirm it on the GPU")
-    assert v.verdict == "tie"
-    assert "keep metric is profiler GPU time" in v.reason and "never falls back to a weaker metric" in v.reason
+    assert (v.verdict, v.code) == ("tie", "profiler_lost") and v.metric_used == "profiler GPU time"
 
 
 def test_a_profiler_that_cannot_be_built_any_more_is_not_kept_either(cupti_ref, monkeypatch):
@@ -111,7 +111,8 @@ def test_a_profiler_that_cannot_be_built_any_more_is_not_kept_either(cupti_ref, 
     monkeypatch.setattr(r, "profiler", gone)
     set_kernel(r.workspace_path, FASTER, GPU_US=900.0)
     v = r.save_and_test("global", "faster")
-    assert v.verdict == "tie" and "pip install cupti-python" in v.reason
+    assert (v.verdict, v.code) == ("tie", "profiler_lost")
+    assert "pip install cupti-python" in v.reason  # the text is the product: it says what to install
 
 
 def test_without_a_profiler_from_the_start_the_script_metric_decides(ref):
@@ -119,7 +120,7 @@ def test_without_a_profiler_from_the_start_the_script_metric_decides(ref):
     assert ref.state.best.gpu_us is None
     set_kernel(ref.workspace_path, FASTER)
     v = ref.save_and_test("global", "faster")
-    assert v.verdict == "improved" and v.gpu_delta_pct is None
+    assert (v.verdict, v.code) == ("improved", "script_only") and v.gpu_delta_pct is None
 
 
 class _RecordedNcu:
@@ -155,7 +156,7 @@ def test_commit_refuses_a_keep_that_the_out_of_process_measurement_refutes(cupti
     prof = _RecordedNcu.make()
     monkeypatch.setattr(confirm, "confirm_profiler", lambda *a, **k: (prof, "recorded ncu"))
     c = r.commit_improvement("faster")
-    assert not c.committed and c.reason.startswith("refuted"), c.reason
+    assert not c.committed and c.code == "refuted", c.reason
     assert r.state.best.commit == best and r.state.phase.value == "ready"
     rec = next(e for e in reversed(r.store.ledger()) if e["event"] == "confirmation")
     assert rec["status"] == "refuted" and rec["claimed_gain_pct"] == pytest.approx(5.0, abs=0.01)
@@ -168,7 +169,7 @@ def test_commit_without_an_out_of_process_profiler_goes_ahead_and_says_so(cupti_
     set_kernel(r.workspace_path, FASTER, GPU_US=950.0)
     assert r.save_and_test("global", "faster").verdict == "improved"
     c = r.commit_improvement("faster")
-    assert c.committed and "not confirmed out of process" in c.reason, c.reason
+    assert c.committed and c.code == "unconfirmed", c.reason
     rec = next(e for e in reversed(r.store.ledger()) if e["event"] == "confirmation")
     assert rec["status"] == "unavailable"
 
@@ -180,8 +181,7 @@ def test_a_time_driven_harness_seen_at_the_baseline_stays_time_driven(cupti_ref)
     assert r.state.launch_counts_vary
     set_kernel(r.workspace_path, FASTER, GPU_US=19 * 47.5, CALLS=19)
     v = r.save_and_test("global", "5% faster per launch")
-    assert v.verdict == "improved", v.reason
-    assert "launch counts differed between earlier profiles in this session" in v.reason
+    assert (v.verdict, v.code) == ("improved", "gpu_time_win"), v.reason  # 19 launches against BEST's 20
 
 
 def test_a_fixed_count_harness_still_calls_a_missing_launch_skipped_work(cupti_ref):
@@ -189,4 +189,4 @@ def test_a_fixed_count_harness_still_calls_a_missing_launch_skipped_work(cupti_r
     assert not r.state.launch_counts_vary
     set_kernel(r.workspace_path, FASTER, GPU_US=19 * 47.5, CALLS=19)
     v = r.save_and_test("global", "one launch fewer")
-    assert v.verdict == "tie" and "skipped work (fixed repetition)" in v.reason
+    assert (v.verdict, v.code) == ("tie", "skipped_work")

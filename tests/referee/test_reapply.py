@@ -91,11 +91,12 @@ def test_a_candidate_overlapping_a_newer_best_is_a_conflict_and_archived(ref):
     assert v.verdict == "improved"
     newer = _another_slot_commits(ref, {"kernel.py": kernel_source({"1": 90.0, "2": 200.0})})
     c = ref.commit_improvement()
-    assert not c.committed and "overlaps" in c.reason and "kernel.py" in c.reason and c.best_commit == newer
+    assert not c.committed and c.code == "conflict" and c.best_commit == newer
+    assert "kernel.py" in c.reason  # the text is the product: it names the overlapping file
     patch = (ref.store.attempts / f"{v.attempt:04d}-conflict.patch").read_text()
     assert "50.0" in patch  # nothing lost
     assert "90.0" in (ref.workspace_path / "kernel.py").read_text()  # the workspace is at the newest BEST
     s = ref.status()
     assert s.phase == "ready" and s.last_verdict["verdict"] == "conflict" and s.best_commit == newer
     rec = next(e for e in reversed(ref.store.ledger()) if e["event"] == "attempt")
-    assert rec["verdict"] == "conflict" and rec["changed"] == ["kernel.py"]
+    assert (rec["verdict"], rec["code"]) == ("conflict", "conflict") and rec["changed"] == ["kernel.py"]

@@ -114,7 +114,7 @@ def test_a_conflicting_pair_is_a_conflict_and_the_loser_is_archived(pair, repo):
     assert b.save_and_test("n=1").verdict == "improved"
     ca = a.commit_improvement()
     cb = b.commit_improvement()
-    assert ca.committed and not cb.committed and "overlaps" in cb.reason and cb.best_commit == ca.commit
+    assert ca.committed and not cb.committed and cb.code == "conflict" and cb.best_commit == ca.commit
     assert b.status().last_verdict["verdict"] == "conflict" and b.status().phase == "ready"
     assert 'TIMES["1"] = 40.0' in next(b.store.attempts.glob("*-conflict.patch")).read_text()  # nothing lost
     assert 'TIMES["1"] = 50.0' in (b.workspace_path / "kernel.py").read_text()  # b is at the newest BEST

@@ -9,22 +9,14 @@ from __future__ import annotations
 
 import pytest
 
-from kopt_mcp.profilers.base import LaunchGroup
 from kopt_mcp.profilers.run_clock import RunClock
 from kopt_mcp.rules.clocks import clock_plan
+from kopt_mcp.rules.decision import Code
 from kopt_mcp.rules.keep import judge_groups
+from tests.rules.conftest import clk
+from tests.rules.conftest import spin_run as run
 
 FAST, SLOW = 379.9, 382.8  # us at 1980 and 1965 MHz
-
-
-def clk(mhz: float) -> RunClock:
-    return RunClock(sm_mhz=mhz, min_mhz=mhz, max_mhz=mhz, busy_samples=200, steady_pct=100.0)
-
-
-def run(median_us: float, calls: int = 260) -> list[LaunchGroup]:
-    d = [median_us + (i % 3 - 1) * 0.02 for i in range(calls)]
-    return [LaunchGroup(kernel="spin_kernel", grid=(132, 1, 1), block=(128, 1, 1), calls=calls,
-                        total_us=sum(d), median_us=median_us, first_order=0.0, durations_us=d)]
 
 
 def judge(b1, c, b2, clocks=None, **kw):
@@ -40,10 +32,11 @@ def test_a_clock_step_between_best_profiles_no_longer_hides_a_1pct_win():
     assert d.kept, d.reason
     assert d.gpu_delta_pct == pytest.approx(100 * (1 - 376.1 / 379.9), abs=1e-6)
     assert d.floor.pct == pytest.approx(0.2) and d.clock.reference == "before" and d.clock.spread_explained
-    assert "compared with BEST's profile at its own clock (the one before it)" in d.reason
+    assert d.code == Code.GPU_TIME_WIN and d.groups[0].best_median_us == FAST  # BEST's profile before it only
     # the same at the other level, compared with the profile after it
     d = judge(FAST, 379.0, SLOW, clocks=(clk(1980), clk(1965), clk(1965)))
     assert d.kept and d.clock.reference == "after" and d.gpu_delta_pct == pytest.approx(100 * (1 - 379.0 / 382.8))
+    assert d.groups[0].best_median_us == SLOW
 
 
 def test_an_unchanged_candidate_at_a_higher_clock_is_not_kept():
@@ -52,7 +45,8 @@ def test_an_unchanged_candidate_at_a_higher_clock_is_not_kept():
     assert plain.kept and plain.gpu_delta_pct == pytest.approx(0.758, abs=0.01)
     d = judge(SLOW, FAST, SLOW, clocks=(clk(1965), clk(1980), clk(1965)))
     assert not d.kept and d.clock.penalty_pct == pytest.approx(0.760, abs=0.001)
-    assert abs(d.gpu_delta_pct) < 0.01 and "higher clock than both BEST profiles" in d.reason
+    assert abs(d.gpu_delta_pct) < 0.01 and d.code in (Code.GPU_TIME_BELOW_FLOOR, Code.GPU_TIME_NOT_IMPROVED)
+    assert d.clock.reference == "both" and d.groups[0].best_median_us == SLOW
     # a real 1% win at the higher clock still clears it: 376.1 us at 1980 against 382.8 at 1965
     d = judge(SLOW, 376.1, SLOW, clocks=(clk(1965), clk(1980), clk(1965)))
     assert d.kept and d.gpu_delta_pct == pytest.approx(100 * (1 - 376.1 / 382.8) - 0.760, abs=0.01)
@@ -62,9 +56,9 @@ def test_a_candidate_at_a_lower_clock_is_judged_as_measured():
     # a 1% win that ran at 1965 MHz against BEST at 1980: its slower clock costs it 0.76%, no penalty added
     d = judge(FAST, 379.0, FAST, clocks=(clk(1980), clk(1965), clk(1980)))
     assert d.clock.penalty_pct == 0.0 and d.gpu_delta_pct == pytest.approx(100 * (1 - 379.0 / 379.9))
-    assert "lower clock, judged as measured" in d.reason
+    assert d.clock.reference == "both" and d.kept and d.code == Code.GPU_TIME_WIN
     unchanged = judge(FAST, SLOW, FAST, clocks=(clk(1980), clk(1965), clk(1980)))
-    assert not unchanged.kept and unchanged.gpu_delta_pct < -0.7
+    assert not unchanged.kept and unchanged.gpu_delta_pct < -0.7 and unchanged.code == Code.GPU_TIME_NOT_IMPROVED
 
 
 def test_a_spread_the_clocks_do_not_explain_still_sets_the_floor():
@@ -81,7 +75,8 @@ def test_one_clock_for_all_three_or_an_unknown_clock_is_the_plain_rule():
     same = judge(FAST, 376.1, FAST, clocks=(clk(1980), clk(1980), clk(1980)))
     unknown = judge(FAST, 376.1, SLOW, clocks=(clk(1980), None, clk(1965)))
     assert same.gpu_delta_pct == plain.gpu_delta_pct and same.kept and same.clock.reference == "both"
-    assert "SM clock 1980 MHz, 1980 MHz, 1980 MHz" in same.reason
+    assert same.clock.penalty_pct == 0.0 and not same.clock.spread_explained and plain.clock is None
+    assert "SM clock 1980 MHz, 1980 MHz, 1980 MHz" in same.reason  # a report line: the clocks are shown
     assert not unknown.kept and unknown.floor.binding == "own_spread"  # as without clocks
 
 
@@ -99,15 +94,15 @@ def test_equal_launch_counts_in_one_attempt_do_not_make_a_time_driven_harness_fi
         return run(median_us, calls=calls)
 
     alone = judge_groups(launches(FAST, 254), launches(372.3, 253), launches(FAST, 254), "spin_kernel")
-    assert not alone.kept and "skipped work (fixed repetition)" in alone.reason
+    assert not alone.kept and alone.code == Code.SKIPPED_WORK and not alone.time_driven
     known = judge_groups(launches(FAST, 254), launches(372.3, 253), launches(FAST, 254), "spin_kernel",
                          known_time_driven=True)
-    assert known.kept and known.time_driven, known.reason
-    assert "launch counts differed between earlier profiles in this session" in known.reason
+    assert known.kept and known.time_driven and known.code == Code.GPU_TIME_WIN, known.reason
+    assert known.groups[0].best_calls == [254, 254]  # time-driven by the session's history, not by this attempt
     # a time-driven harness still calls a faster group with under half of BEST's launches skipped work
     cached = judge_groups(launches(FAST, 254), launches(372.3, 100), launches(FAST, 254), "spin_kernel",
                           known_time_driven=True)
-    assert not cached.kept and "skipped work (time-driven" in cached.reason
+    assert not cached.kept and cached.code == Code.SKIPPED_WORK and cached.time_driven
 
 
 def test_a_candidate_whose_clock_moved_cannot_pick_its_best_profile():

@@ -21,6 +21,7 @@ import pytest
 from kopt_mcp.profilers.base import trace_groups
 from kopt_mcp.profilers.cupti import parse_cupti_dir
 from kopt_mcp.profilers.rocprof import parse_rocprof_csv
+from kopt_mcp.rules.decision import Code
 from kopt_mcp.rules.keep import (
     class_gpu_times,
     group_spread_pct,
@@ -59,12 +60,13 @@ def test_input_generation_kernel_is_never_the_target_even_when_hottest(runs):
 def test_identical_candidate_is_not_kept_across_seeds(runs):
     verdicts = [judge_groups(runs(configs()), runs(configs()), runs(configs())) for _ in range(8)]
     assert not any(v.kept for v in verdicts), [v.reason for v in verdicts]
+    assert {v.code for v in verdicts} <= {Code.GPU_TIME_BELOW_FLOOR, Code.GPU_TIME_NOT_IMPROVED}
     assert all(abs(v.gpu_delta_pct) < 0.5 and v.time_driven for v in verdicts)
 
 
 def test_real_two_percent_win_is_kept_in_three_runs(runs):
     v = judge_groups(runs(configs()), runs(configs(0.98, 0.98)), runs(configs()), classes=["M=128", "M=512"])
-    assert v.kept, v.reason
+    assert v.kept and v.code == Code.GPU_TIME_WIN, v.reason
     assert 1.6 < v.gpu_delta_pct < 2.4 and v.lower_bound_pct > v.floor.pct
     assert len(v.groups) == 2 and v.time_driven
     assert v.class_gpu_us["M=512"] == pytest.approx(v.groups[1].candidate_median_us)
@@ -72,13 +74,15 @@ def test_real_two_percent_win_is_kept_in_three_runs(runs):
 
 def test_one_percent_slower_is_not_kept(runs):
     v = judge_groups(runs(configs()), runs(configs(1.01, 1.01)), runs(configs()))
-    assert not v.kept and v.gpu_delta_pct < -0.5
+    assert not v.kept and v.gpu_delta_pct < -0.5 and v.code == Code.GPU_TIME_NOT_IMPROVED
 
 
 def test_a_suspect_script_win_names_the_likely_timing_cheats(runs):
     """The script said faster, the GPU did the same work: the reason names what fools a timer."""
     same = [judge_groups(runs(configs()), runs(configs()), runs(configs()), suspect=s) for s in (True, False)]
-    assert not same[0].kept and "side stream" in same[0].reason and "missing synchronize" in same[0].reason
+    assert not same[0].kept and same[0].code == same[1].code  # `suspect` changes only the words
+    # the text is the product: a suspect script win names what fools a timer, an unsuspect one does not
+    assert "side stream" in same[0].reason and "missing synchronize" in same[0].reason
     assert "side stream" not in same[1].reason and "noise" in same[1].reason
 
 
@@ -99,19 +103,21 @@ def test_skipped_work_in_a_time_driven_harness_is_caught(runs):
     """Results cached across calls: the kernel runs a few times only, faster-looking, while a
     time-driven harness would launch a really faster kernel more often."""
     v = judge_groups(runs(configs()), runs(configs(0.95, 0.95, calls=((8, 8), (3, 3)), warmup=0)), runs(configs()))
-    assert not v.kept and "skipped work" in v.reason
+    assert not v.kept and v.code == Code.SKIPPED_WORK and v.time_driven
+    assert [g.candidate_calls for g in v.groups] == [8, 3]
 
 
 def test_fewer_launches_than_best_in_a_fixed_count_harness_is_caught(runs):
     fixed = ((100, 100), (30, 30))
     v = judge_groups(runs(configs(calls=fixed)), runs(configs(0.9, 0.9, calls=((100, 100), (29, 29)))),
                      runs(configs(calls=fixed)))
-    assert not v.time_driven and not v.kept and "skipped work" in v.reason and "29 launches" in v.reason
+    assert not v.time_driven and not v.kept and v.code == Code.SKIPPED_WORK
+    assert [(g.best_calls, g.candidate_calls) for g in v.groups] == [([100, 100], 100), ([30, 30], 29)]
 
 
 def test_a_missing_best_group_is_skipped_work(runs):
     v = judge_groups(runs(configs()), runs(configs(0.9, 0.9)[:1]), runs(configs()))
-    assert not v.kept and "skipped work" in v.reason and v.unmatched_best and "512" in v.unmatched_best[0]
+    assert not v.kept and v.code == Code.SKIPPED_WORK and v.unmatched_best and "512" in v.unmatched_best[0]
 
 
 def test_extra_work_in_a_new_group_is_charged(runs):
@@ -120,12 +126,13 @@ def test_extra_work_in_a_new_group_is_charged(runs):
     cand = configs(0.95, 0.95) + [{"grid": (1, 1, 1), "scale": 1.0, "calls": (250, 250), "warmup": 0}]
     v = judge_groups(runs(configs()), runs(cand), runs(configs()))
     assert v.unmatched_candidate and "(1,1,1)" in v.unmatched_candidate[0]
-    assert not v.kept and v.gpu_delta_pct < 0
+    assert not v.kept and v.gpu_delta_pct < 0 and v.code == Code.GPU_TIME_NOT_IMPROVED
 
 
 def test_process_shift_of_best_raises_the_floor(runs):
     v = judge_groups(runs(configs()), runs(configs(0.995, 0.995)), runs(configs(), shift_pct=1.5))
     assert v.spread_pct > 1.0 and v.floor.pct >= 2 * v.spread_pct - 1e-9 and not v.kept
+    assert v.code == Code.GPU_TIME_BELOW_FLOOR and 0 < v.gpu_delta_pct < v.floor.pct
 
 
 def test_recorded_format_1_trace_parses_as_one_group_per_kernel_and_is_not_judged(tmp_path):
@@ -137,7 +144,7 @@ def test_recorded_format_1_trace_parses_as_one_group_per_kernel_and_is_not_judge
     sgemm = next(g for g in t.groups if "cutlass" in g.kernel)
     assert sgemm.calls == 20 and sgemm.grid is None and sgemm.median_us is None and len(groups) == 2
     v = judge_groups(t, t, t)
-    assert not v.kept and "per-launch" in v.reason
+    assert not v.kept and v.code == Code.GPU_TIME_MISSING and v.floor is None
 
 
 def test_class_gpu_times_by_grid_dimension_and_by_order(runs):
@@ -165,10 +172,12 @@ def test_rocprofv3_per_dispatch_times_feed_the_same_rule(tmp_path):
     assert add.durations_us and add.median_us == pytest.approx(statistics.median(add.durations_us))
     same = judge_groups(t, t, t, kernel_regex="kernel")
     assert not same.kept and same.gpu_delta_pct == pytest.approx(0.0) and same.spread_pct == 0.0
+    assert same.code in (Code.GPU_TIME_BELOW_FLOOR, Code.GPU_TIME_NOT_IMPROVED)  # judged, not skipped or missing
     path = tmp_path / "kernel_trace.csv"
     path.write_text(_rocprof_rows(lambda r: "divide_kernel" not in r))  # a candidate without the divide dispatches
     v = judge_groups(t, parse_rocprof_csv(path), t, kernel_regex="kernel")
-    assert not v.kept and "skipped work" in v.reason and "divide_kernel" in v.reason
+    assert not v.kept and v.code == Code.SKIPPED_WORK
+    assert v.unmatched_best and all(g.startswith("divide_kernel") for g in v.unmatched_best)
 
 
 def test_kernel_stats_layout_has_no_groups_and_trace_groups_falls_back_per_kernel():
@@ -205,11 +214,14 @@ def test_why_not_kept_says_which_way_the_gpu_time_moved(runs):
     script, the gain in torch's sum over dW, the target kernels 0.98% slower)."""
     b1, b2 = runs(configs()), runs(configs(), shift_pct=1.5)  # BEST's own profiles 1.5% apart
     small = judge_groups(b1, runs(configs(small=0.995, large=0.995)), b2, suspect=True)
-    assert not small.kept and small.gpu_delta_pct > 0 and "moved the candidate's way" in small.reason
+    assert not small.kept and small.code == Code.GPU_TIME_BELOW_FLOOR
+    assert 0 < small.lower_bound_pct and small.gpu_delta_pct < small.floor.pct  # significant, under the floor
     slower = judge_groups(runs(configs()), runs(configs(small=1.2, large=1.2)), runs(configs()), suspect=False)
-    assert not slower.kept and "outside [profiler] kernel" in slower.reason
+    assert not slower.kept and slower.code == Code.GPU_TIME_NOT_IMPROVED and slower.gpu_delta_pct < -10
     denied = judge_groups(runs(configs()), runs(configs(small=1.2, large=1.2)), runs(configs()), suspect=True)
-    assert "disagree" in denied.reason
+    assert denied.code == Code.GPU_TIME_NOT_IMPROVED
+    # `suspect` changes only the words: the text is the product, it points outside the target or at the timing
+    assert "outside [profiler] kernel" in slower.reason and "disagree" in denied.reason
 
 
 def test_launch_counts_differ_between_do_bench_runs_not_between_fixed_count_runs(runs):

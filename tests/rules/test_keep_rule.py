@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from kopt_mcp.rules.decision import Code
 from kopt_mcp.rules.floor import gpu_gain_floor
 from kopt_mcp.rules.keep_totals import apply_keep_metric
 
@@ -36,68 +37,73 @@ def test_one_rare_jump_does_not_raise_the_floor_of_later_attempts():
 def test_a_gpu_gain_under_the_floor_is_not_kept():
     floor = gpu_gain_floor([0.01, 0.01, 0.3], 0.3, 0.2)
     k = apply_keep_metric(1000.0, 995.0, ["k"], 10, 10, min_gain_pct=floor.pct)
-    assert not k.kept and "needs > 0.6%" in k.reason
+    assert not k.kept and k.code == Code.GPU_TIME_BELOW_FLOOR
+    assert k.gpu_delta_pct == pytest.approx(0.5) and floor.pct == pytest.approx(0.6)  # a gain under the floor
 
 
 def test_kept_when_gpu_time_is_lower():
     k = apply_keep_metric(100.0, 90.0, ["softmax_kernel"])
     assert k.kept is True
     assert k.metric_used == "profiler GPU time"
-    assert k.gpu_delta_pct == pytest.approx(10.0)
-    assert "softmax_kernel" in k.reason
+    assert k.gpu_delta_pct == pytest.approx(10.0) and k.code == Code.GPU_TIME_WIN
+    assert "softmax_kernel" in k.reason  # the text is the product: the reason names the timed kernel
 
 
 def test_not_kept_when_gpu_time_is_equal():
     k = apply_keep_metric(100.0, 100.0, ["k"])
     assert k.kept is False
-    assert "not kept" in k.reason
+    assert k.code == Code.GPU_TIME_NOT_IMPROVED and k.gpu_delta_pct == 0.0
 
 
 def test_not_kept_when_gpu_time_is_higher():
     k = apply_keep_metric(100.0, 101.0, ["k"])
-    assert k.kept is False
+    assert k.kept is False and k.code == Code.GPU_TIME_NOT_IMPROVED
     assert k.gpu_delta_pct == pytest.approx(-1.0)
 
 
 def test_script_metric_decides_without_profiler():
     k = apply_keep_metric(None, None, [])
-    assert k.kept is True
+    assert k.kept is True and k.code == Code.SCRIPT_ONLY
     assert k.metric_used == "script metric"
     assert k.gpu_delta_pct is None
 
 
 def test_missing_candidate_gpu_time_with_profiled_best_is_not_kept():
-    assert apply_keep_metric(100.0, None, ["k"]).kept is False
+    k = apply_keep_metric(100.0, None, ["k"])
+    assert (k.kept, k.code) == (False, Code.GPU_TIME_MISSING)
 
 
 def test_missing_best_gpu_time_with_profiled_candidate_is_not_kept():
     k = apply_keep_metric(None, 90.0, ["k"])
-    assert k.kept is False
+    assert (k.kept, k.code) == (False, Code.GPU_TIME_MISSING)
     assert k.metric_used == "profiler GPU time"
 
 
 def test_fewer_launches_than_best_is_skipped_work_and_never_kept():
     k = apply_keep_metric(1000.0, 500.0, ["scale_kernel"], best_calls=320, candidate_calls=160)
-    assert not k.kept and "skipped work" in k.reason and "160" in k.reason and "320" in k.reason
+    assert not k.kept and k.code == Code.SKIPPED_WORK and k.gpu_delta_pct is None
+    assert "160" in k.reason and "320" in k.reason  # the text is the product: it names both launch counts
 
 
 def test_more_launches_than_best_are_compared_per_launch():
     # an autotuner's extra launches double the total, but each launch got 10% faster
     k = apply_keep_metric(1000.0, 1800.0, ["k"], best_calls=100, candidate_calls=200)
-    assert k.kept and k.gpu_delta_pct == pytest.approx(10.0) and "per launch" in k.reason
+    assert k.kept and k.code == Code.GPU_TIME_WIN and k.gpu_delta_pct == pytest.approx(10.0)  # totals: -80%
     assert not apply_keep_metric(1000.0, 2200.0, ["k"], best_calls=100, candidate_calls=200).kept
 
 
 def test_gpu_time_that_disagrees_with_the_script_names_the_likely_cheats():
     k = apply_keep_metric(1000.0, 1001.0, ["k"], best_calls=10, candidate_calls=10)
-    assert not k.kept and "side stream" in k.reason and "synchronize" in k.reason
+    assert not k.kept and k.code == Code.GPU_TIME_NOT_IMPROVED
+    # `suspect` changes only the words: the text is the product, it names what to check in the timing
+    assert "side stream" in k.reason and "synchronize" in k.reason
 
 
 def test_per_launch_paired_test_keeps_a_small_steady_gpu_win():
     best = [100.0 + (i % 5) * 0.3 for i in range(300)]  # launch-to-launch jitter, same on both sides
     cand = [b * 0.995 for b in best]
     k = apply_keep_metric(sum(best), sum(cand), ["k"], 300, 300, best, cand)
-    assert k.kept and "paired over 300 launches" in k.reason
+    assert k.kept and k.code == Code.GPU_TIME_WIN and k.lower_bound_pct > 0.2  # the paired bound clears it too
 
 
 def test_per_launch_paired_test_refuses_an_identical_kernel_that_happened_to_be_faster_in_total():
@@ -111,7 +117,9 @@ def test_per_launch_paired_test_refuses_an_identical_kernel_that_happened_to_be_
     # without the material floor, only the paired bound stands between chance and a keep
     unpaired = apply_keep_metric(sum(best), sum(cand), ["k"], 50, 50, min_gain_pct=0.0)
     paired = apply_keep_metric(sum(best), sum(cand), ["k"], 50, 50, best, cand, min_gain_pct=0.0)
-    assert unpaired.kept and not paired.kept and "lower bound -" in paired.reason
+    assert unpaired.kept and unpaired.lower_bound_pct is None
+    assert not paired.kept and paired.lower_bound_pct < 0 < paired.gpu_delta_pct
+    assert paired.code == Code.GPU_TIME_BELOW_FLOOR
 
 
 def test_a_significant_but_immaterial_per_launch_gain_is_not_kept():
@@ -119,7 +127,8 @@ def test_a_significant_but_immaterial_per_launch_gain_is_not_kept():
     best = [368.0 + (i % 3) * 0.01 for i in range(310)]
     cand = [b * (1 - 0.00004) for b in best]
     k = apply_keep_metric(sum(best), sum(cand), ["spin_kernel"], 310, 310, best, cand)
-    assert not k.kept and "more than 0.2%" in k.reason
+    assert not k.kept and k.code == Code.GPU_TIME_BELOW_FLOOR
+    assert k.lower_bound_pct > 0 and k.gpu_delta_pct < 0.2  # significant, and under the 0.2% floor
 
 
 def test_launches_of_several_target_kernels_are_paired_in_launch_order():
@@ -148,12 +157,14 @@ def test_a_win_confined_to_one_class_of_launches_is_kept():
 
 def test_an_unconfirmed_sub_noise_gain_is_called_noise_not_a_timing_cheat():
     k = apply_keep_metric(1000.0, 999.9, ["k"], 10, 10, suspect=False)
-    assert not k.kept and "was noise" in k.reason and "side stream" not in k.reason
+    assert not k.kept and k.code == Code.GPU_TIME_BELOW_FLOOR
+    # `suspect` changes only the words: the text is the product (no timing cheat named for noise)
+    assert "was noise" in k.reason and "side stream" not in k.reason
 
 
 def test_a_keep_without_profiler_warns_that_the_script_metric_can_be_forged():
     from kopt_mcp.rules.keep_totals import SCRIPT_METRIC_WARNING, apply_keep_metric
 
     k = apply_keep_metric(None, None, [])
-    assert k.kept and k.metric_used == "script metric"
-    assert SCRIPT_METRIC_WARNING in k.reason and "forged" in k.reason
+    assert k.kept and k.metric_used == "script metric" and k.code == Code.SCRIPT_ONLY
+    assert SCRIPT_METRIC_WARNING in k.reason and "forged" in k.reason  # the warning text is the product

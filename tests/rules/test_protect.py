@@ -110,6 +110,7 @@ def test_sibling_with_a_protected_prefix_is_not_a_hit():
 def test_a_run_that_rewrites_a_protected_file_is_rejected_by_name():
     reason, rest = run_changes_verdict([FileChange("rewrote", "bench.py"), FileChange("rewrote", "kernel.py")],
                                        ["bench.py"])
+    # the rejection text is the product: it names each protected file and what the run did to it
     assert reason.startswith("the run rewrote bench.py: ")
     assert rest == [FileChange("rewrote", "kernel.py")]
 
@@ -118,6 +119,7 @@ def test_deleted_added_and_config_changes_are_named_by_kind():
     changes = [FileChange("deleted", "bench.py"), FileChange("rewrote", "kopt.toml"),
                FileChange("added", "reference/new.py"), FileChange("rewrote", "performance.md")]
     reason, rest = run_changes_verdict(changes, ["bench.py", "kopt.toml", "reference"], who="the BEST run")
+    # the rejection text is the product: it names each protected file and what the run did to it
     assert reason.startswith("the BEST run rewrote kopt.toml, performance.md; the BEST run deleted bench.py; "
                              "the BEST run added reference/new.py: ")
     assert rest == []
@@ -126,5 +128,6 @@ def test_deleted_added_and_config_changes_are_named_by_kind():
 def test_benchmark_outputs_are_ignored_but_never_a_protected_file():
     changes = [FileChange("rewrote", "stats.txt"), FileChange("rewrote", "bench.py")]
     reason, rest = run_changes_verdict(changes, ["bench.py"], outputs=["stats.txt", "bench.py"])
+    # the rejection text is the product: it names each protected file and what the run did to it
     assert reason.startswith("the run rewrote bench.py") and rest == []
     assert run_changes_verdict([FileChange("rewrote", "stats.txt")], ["bench.py"], ["stats.txt"]) == (None, [])

@@ -13,6 +13,7 @@ import random
 import pytest
 
 from kopt_mcp.errors import VerdictError
+from kopt_mcp.rules.decision import Code
 from kopt_mcp.rules.policy import Policy
 from kopt_mcp.rules.script import GLOBAL, Round, decide
 
@@ -45,9 +46,10 @@ def run(rounds, target="n=1", hib=False, noise=1.0, conf=2, hist=None, max_round
 
 def test_slower_beyond_noise_is_confirmed_in_a_second_round_then_regressed():
     d = run([one(100.0, 102.0)])  # the script metric alone never counts a regression on one round
-    assert (d.outcome, d.needs_round) == ("tie", True) and "confirming round" in d.reason
+    assert (d.outcome, d.needs_round, d.code) == ("tie", True, Code.NEEDS_ROUND)
+    assert d.target_interval.hi_pct < 0  # already significant: the round is the confirming one
     d = run([one(100.0, 102.0), one(100.0, 101.9)])
-    assert (d.outcome, d.needs_round) == ("regressed", False)
+    assert (d.outcome, d.needs_round, d.code) == ("regressed", False, Code.SCRIPT_REGRESSION)
     assert d.target_deltas_pct == [pytest.approx(-2.0), pytest.approx(-1.9)]
 
 
@@ -76,7 +78,8 @@ def test_one_run_hit_by_a_burst_is_no_regression():
     d = run([one(100.0, 185.6), one(100.0, 100.4)], noise=5.0)
     assert (d.outcome, d.needs_round) == ("tie", True)
     d = run([one(100.0, 185.6), one(100.0, 100.4), one(100.0, 99.8)], noise=5.0)
-    assert (d.outcome, d.needs_round) == ("tie", False) and "not a significant slowdown" in d.reason
+    assert (d.outcome, d.needs_round, d.code) == ("tie", False, Code.SCRIPT_NOT_CONFIRMED)
+    assert d.target_interval.mean_pct <= -5.0  # a slowdown on the mean, not confirmed round by round
 
 
 def test_a_slowdown_seen_twice_but_spread_wide_is_not_yet_a_regression():
@@ -90,9 +93,10 @@ def test_a_slowdown_seen_twice_but_spread_wide_is_not_yet_a_regression():
 
 def test_clear_improvement_is_confirmed_in_a_second_round_then_improved():
     d = run([one(100.0, 95.0)])  # the script metric alone never keeps on one round
-    assert (d.outcome, d.needs_round) == ("tie", True) and "confirming round" in d.reason
+    assert (d.outcome, d.needs_round, d.code) == ("tie", True, Code.NEEDS_ROUND)
+    assert d.target_interval.lo_pct > 0  # already significant: the round is the confirming one
     d = run([one(100.0, 95.0), one(100.0, 95.1)])
-    assert (d.outcome, d.needs_round) == ("improved", False)
+    assert (d.outcome, d.needs_round, d.code) == ("improved", False, Code.SCRIPT_WIN)
     assert d.target_deltas_pct == [pytest.approx(5.0), pytest.approx(4.9)]
     assert d.worse_classes == []
 
@@ -122,7 +126,8 @@ def test_a_win_seen_in_one_round_only_is_not_kept():
     d = run([one(120.0, 100.0), one(100.0, 99.8)], noise=5.0)
     assert (d.outcome, d.needs_round) == ("tie", True)
     d = run([one(120.0, 100.0), one(100.0, 99.8), one(100.0, 100.3)], noise=5.0)
-    assert (d.outcome, d.needs_round) == ("tie", False) and "confirmed in 2 rounds" in d.reason
+    assert (d.outcome, d.needs_round, d.code) == ("tie", False, Code.SCRIPT_NOT_CONFIRMED)
+    assert d.target_interval.mean_pct >= 5.0 and sum(x >= 5.0 for x in d.target_deltas_pct) == 1  # seen once
 
 
 def test_noise_is_pooled_from_the_latest_best_runs_only():
@@ -175,8 +180,7 @@ def test_divergence_confirmed_names_the_worse_classes():
     r = R({"a": 100.0, "b": 100.0, "c": 100.0}, {"a": 90.0, "b": 105.0, "c": 100.0})
     d = run([r, r], target="a")
     assert (d.outcome, d.needs_round) == ("divergent", False)
-    assert d.worse_classes == ["b"]
-    assert "b" in d.reason
+    assert d.worse_classes == ["b"] and d.code == Code.SCRIPT_DIVERGENT
 
 
 def test_divergence_needs_two_rounds_even_with_one_confirmation():
@@ -260,13 +264,13 @@ def test_subnoise_win_within_the_measured_noise_is_measured_again_then_tie():
     noisy = history(["n=1"], jitter=0.01)  # run-to-run SD ~0.8%
     assert run([one(100.0, 99.4), one(100.0, 99.6)], hist=noisy).needs_round is True
     d = run([one(100.0, 99.4), one(100.0, 99.6), one(100.0, 99.5)], hist=noisy)
-    assert (d.outcome, d.needs_round) == ("tie", False)
-    assert "not confirmed as a significant win" in d.reason
+    assert (d.outcome, d.needs_round, d.code) == ("tie", False, Code.SCRIPT_NOT_CONFIRMED)
+    assert 0 < d.target_interval.mean_pct < 1.0  # a sub-noise win on the mean, not significant
 
 
 def test_small_but_steady_subnoise_win_on_a_quiet_gpu_is_improved():
     d = run([one(100.0, 99.6), one(100.0, 99.62)])  # 0.4% twice; noise SD ~0.08%
-    assert d.outcome == "improved" and "significant" in d.reason
+    assert (d.outcome, d.code) == ("improved", Code.SCRIPT_SUB_NOISE_WIN) and d.target_interval.lo_pct > 0
 
 
 def test_subnoise_slowdown_is_tie_without_another_round():
@@ -302,8 +306,7 @@ def screen(rounds, **kw):
 def test_with_a_profiler_one_faster_run_passes_the_screen_even_within_the_noise():
     # the deltas' scatter hides a 0.5% win from the script test; the profiled run is the second measurement
     d = screen([one(100.0, 99.5)], hist=history(["n=1"], jitter=0.01))
-    assert (d.outcome, d.needs_round) == ("improved", False)
-    assert "confirming measurement" in d.reason
+    assert (d.outcome, d.needs_round, d.code) == ("improved", False, Code.SCRIPT_SCREEN_PASSED)
 
 
 def test_with_a_profiler_a_slower_last_run_is_measured_again_then_tie():
@@ -312,8 +315,8 @@ def test_with_a_profiler_a_slower_last_run_is_measured_again_then_tie():
     d = screen([one(100.0, 100.3), one(100.0, 99.6)])  # faster in the last run, and on the mean
     assert d.outcome == "improved"
     d = screen([one(100.0, 99.4), one(100.0, 100.3)])  # faster, then not: the budget is spent
-    assert (d.outcome, d.needs_round) == ("tie", False)
-    assert "not faster in the last run" in d.reason and "max_rounds" in d.reason
+    assert (d.outcome, d.needs_round, d.code) == ("tie", False, Code.SCRIPT_NOT_CONFIRMED)
+    assert d.target_deltas_pct[-1] < 0 < d.target_interval.mean_pct  # faster on the mean, not in the last run
 
 
 def test_with_a_profiler_the_script_rounds_leave_one_candidate_run_for_the_profile():
@@ -346,7 +349,7 @@ def test_with_a_profiler_divergence_is_still_named():
     assert d.outcome == "divergent" and d.worse_classes == ["b"]
     sub = R({"a": 100.0, "b": 100.0}, {"a": 99.5, "b": 110.0})  # a sub-noise win that costs class b
     d = screen([sub, sub], target="a")
-    assert (d.outcome, "got significantly worse" in d.reason) == ("tie", True)
+    assert (d.outcome, d.code) == ("tie", Code.SCRIPT_WORSE_CLASS)
 
 
 # --- paired statistics and the number of rounds ------------------------------------------------------
@@ -365,15 +368,16 @@ def test_clear_win_under_heavy_noise_is_measured_again_then_tie():
     noisy = history(["n=1"], jitter=0.05)  # run-to-run SD ~4%
     assert run([one(100.0, 97.0)], hist=noisy).needs_round is True
     d = run([one(100.0, 97.0)] * 3, hist=noisy)
-    assert (d.outcome, d.needs_round) == ("tie", False)
-    assert "not a significant win" in d.reason and "max_rounds" in d.reason
+    assert (d.outcome, d.needs_round, d.code) == ("tie", False, Code.SCRIPT_NOT_CONFIRMED)
+    assert d.target_interval.mean_pct >= 1.0 and d.target_interval.lo_pct <= 0  # a clear win, not significant
 
 
 def test_regression_under_heavy_noise_is_measured_again_before_it_counts():
     noisy = history(["n=1"], jitter=0.05)
     assert run([one(100.0, 102.0)], hist=noisy).needs_round is True
     d = run([one(100.0, 102.0)] * 3, hist=noisy)
-    assert (d.outcome, "not a significant slowdown" in d.reason) == ("tie", True)
+    assert (d.outcome, d.code) == ("tie", Code.SCRIPT_NOT_CONFIRMED)
+    assert d.target_interval.mean_pct <= -1.0 and d.target_interval.hi_pct >= 0  # slower, not significantly
 
 
 def test_the_round_budget_is_never_exceeded():
@@ -386,7 +390,7 @@ def test_the_verdict_shows_mean_bounds_and_degrees_of_freedom():
     iv = d.target_interval
     # the latest two leases of history (4 df each: RECENT_NOISE_DF = 8), this attempt's BEST adds none
     assert iv.n == 1 and iv.df == 8 and iv.lo_pct > 0 and iv.hi_pct > iv.mean_pct
-    assert "bounds" in d.reason and "df 8" in d.reason
+    assert "bounds" in d.reason and "df 8" in d.reason  # a report line: the reason shows the bounds and df
     assert d.classes[0].interval.mean_pct == pytest.approx(5.0)
 
 

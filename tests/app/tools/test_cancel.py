@@ -59,4 +59,6 @@ async def test_cancelled_save_and_test_kills_the_run_and_changes_nothing(ref, tm
     assert "SLEEP_S = 300" in (ws / "kernel.py").read_text()  # the candidate is still in place
     assert ref.job is None and ref.executor.held == []  # the job lease released
     assert list(ref.store.attempts.glob("*-cancelled.patch"))  # and its diff archived
+    records = [(e["verdict"], e["code"]) for e in ref.store.ledger() if e["event"] == "attempt"]
+    assert records == [("cancelled", "cancelled")]
     assert list(runs.iterdir()) == []  # the run's checkout is removed

@@ -34,6 +34,7 @@ def test_gate_leases_an_idle_gpu_and_refuses_a_busy_one(toy, tmp_path):
     probe.set_busy("", True)
     busy = NodeJob("t", toy.cfg.gates, probe, lease_dir=str(tmp_path / "leases"))
     outcome, _ = busy.gate()
+    # the gate's message is the product: it names what keeps each device busy
     assert outcome.lease is None and "utilization 99%" in outcome.reason
     busy.close()
 

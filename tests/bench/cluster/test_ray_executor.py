@@ -160,6 +160,7 @@ def test_a_busy_gpu_sends_the_job_to_the_other_node(local, toy, executor):
         lease.release()
     local.probe.set_busy("b", True)
     grant = executor.acquire()
+    # the gate's message is the product: it names what keeps each device busy
     assert grant.lease is None and grant.outcome.reason.startswith("no idle GPU on the Ray cluster after 0 s")
     assert grant.outcome.reason.count("utilization 99%") == 2 and local.ids["a"][:8] in grant.outcome.reason
 
@@ -187,10 +188,12 @@ def test_no_node_with_the_resource_waits_then_says_what_to_check(local, toy):
                      toy.cfg.gates.model_copy(update={"gpu_wait_s": 2.0, "gpu_poll_s": 1.0}),
                      sleep=clock.sleep, clock=clock)
     grant = ex.acquire(progress=lambda w, t, msg: seen.append(msg))
+    # the gate's message is the product: it names what keeps each device busy
     assert grant.lease is None and "no alive node of the Ray cluster has the resource 'no_such_gpu'" in grant.outcome.reason
     assert clock.slept == [1.0, 1.0] and len(seen) == 2 and grant.outcome.polls == 3
     cancel = threading.Event()
     cancel.set()
+    # "cancelled" is the gate's marker of a cancelled wait (GateOutcome has no code)
     assert ex.acquire(cancel=cancel).outcome.reason == "cancelled"
 
 
