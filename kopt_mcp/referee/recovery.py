@@ -150,7 +150,7 @@ def adopt_best(sess: Session, attempt: int, sha: str, metrics: dict[str, float],
                **log_fields) -> None:
     """A keep is committed as `sha`: BEST_COMMIT moves there with its metrics (SessionState.adopted),
     the BEST worktree follows, counters reset, the `commit` record (with `rows`, its performance.md
-    rows; `code` script_only for a keep only the script metric decided) is queued. The caller saves
+    rows; `code`: why it was kept, script_only for a keep only the script metric decided) is queued. The caller saves
     the state (the commit point)."""
     vcs.ensure_best_worktree(sess.repo, sess.best_path, sha)
     faults.point("commit_improvement.after_best_worktree")
@@ -158,8 +158,9 @@ def adopt_best(sess: Session, attempt: int, sha: str, metrics: dict[str, float],
     old = sess.state.adopted(sha, metrics, gpu_us)
     with best_lock(sess):
         publish(sess)  # the session's BEST: the BEST line's branch and best.json
-    sess.record("commit", attempt=attempt, commit=sha, previous=old, metrics=metrics, gpu_us=gpu_us,
-                code=Code.SCRIPT_ONLY.value if script_only else None, **log_fields)
+    code = Code.SCRIPT_ONLY.value if script_only else log_fields.pop("code", None)
+    sess.record("commit", attempt=attempt, commit=sha, previous=old, metrics=metrics, gpu_us=gpu_us, code=code,
+                **{k: v for k, v in log_fields.items() if k != "code"})
 
 
 def is_commit_of(sess: Session, sha: str, n: int) -> bool:
