@@ -200,11 +200,11 @@ def _incorrect(sess: Session, a: Attempt, reason: str) -> VerdictResult:
 
 def _improved(sess: Session, a: Attempt, reason: str, code: Code) -> VerdictResult:
     d, keep = a.decision, a.keep
-    tiv = d.target_interval
+    tiv = d.keep_interval or d.target_interval  # the bound the reason showed: the keep's own where it decided
     summary = VerdictSummary(
         rounds=a.rounds, target_pct=tiv.mean_pct if tiv else sum(d.target_deltas_pct) / len(d.target_deltas_pct),
         target_lo_pct=tiv.lo_pct if tiv and math.isfinite(tiv.lo_pct) else None,
-        confidence=tiv.confidence if tiv else None,
+        confidence=tiv.overall_confidence if tiv else None,
         classes_pct={c.key: c.mean_pct for c in d.classes}, gpu_best_us=keep.gpu_best_us,
         gpu_candidate_us=keep.gpu_candidate_us, gpu_gain_pct=keep.gpu_delta_pct)
     sess.state.improved(PendingImprovement(
@@ -237,7 +237,8 @@ def finish(sess: Session, a: Attempt, verdict: str, reason: str, revert: bool, r
         faults.point("save_and_test.after_revert")
         s.dropped_candidate()
     if verdict == "regressed":
-        change = sum(d.target_deltas_pct) / len(d.target_deltas_pct)
+        tiv = d.target_interval  # the mean the reason showed (the geometric mean ratio's change)
+        change = tiv.mean_pct if tiv is not None else sum(d.target_deltas_pct) / len(d.target_deltas_pct)
         s.regressed(RegressionNote(attempt=n, at=now_iso(), target=a.target, hypothesis=a.hypothesis,
                                    change_pct=change))
     elif reset:
