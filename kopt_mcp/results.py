@@ -220,6 +220,9 @@ class VerdictResult(BaseModel):
     #: the GPU-time floor (%) the gain had to clear (rules/floor.py); null without a profiler
     gpu_floor_pct: MaybeFloat = None
     rounds: int
+    rounds_under_load: int = Field(0, description="paired rounds that ran under foreign load on the device (other "
+                                   "processes at or above [gates] idle_cpu_pct, or another compute process on the GPU): "
+                                   "measured again or left out of the decision (rules/load.py)")
     reverted: bool
     repairs_left: int | None
     patch_path: str

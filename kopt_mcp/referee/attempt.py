@@ -22,9 +22,10 @@ from kopt_mcp.referee.recovery import stop as stop_session
 from kopt_mcp.referee.runs import Attempt, measure_run
 from kopt_mcp.results import VerdictResult
 from kopt_mcp.rules.decision import Code
+from kopt_mcp.rules.load import RoundLoad, decide_counted
 from kopt_mcp.rules.protect import touched_protected, unsafe_symlinks
 from kopt_mcp.rules.repair import after_incorrect
-from kopt_mcp.rules.script import GLOBAL, Round, decide
+from kopt_mcp.rules.script import GLOBAL, Round
 from kopt_mcp.rules.stop import RegressionNote, should_stop
 from kopt_mcp.rules.verdict import attempt_verdict, clear_script_win
 from kopt_mcp.session import PendingImprovement, Phase, VerdictSummary, next_actions, require
@@ -151,9 +152,11 @@ def _judge(sess: Session, a: Attempt, progress: Progress | None) -> VerdictResul
         raise RefereeError(f"BEST_COMMIT itself failed to run just now ({best.gate.reason}): the machine "
                            "changed, not the candidate. The candidate is still in place; call save_and_test again")
     rounds = [Round(best=best.values(), candidate=cand.values())]
+    loads = [RoundLoad(runs=[best.load, cand.load])]  # the foreign load each run ran under (rules/load.py)
     policy, s, hib = (g.screen() if screening else g), sess.state, sess.cfg.benchmark.higher_is_better
     try:
-        d = decide(rounds, a.target, hib, policy, s.noise_history)
+        d, a.load = decide_counted(rounds, loads, a.target, hib, policy, s.noise_history,
+                                   can_measure=len(rounds) < policy.script_rounds)
         while d.needs_round:
             if progress:
                 progress(2 * len(rounds), total, f"attempt {a.n}: runs {2 * len(rounds) + 1}-"
@@ -166,11 +169,14 @@ def _judge(sess: Session, a: Attempt, progress: Progress | None) -> VerdictResul
                 return finish(sess, a, "failed", f"the confirming run failed: {bad.gate.reason}", revert=True,
                               reset=True, code=Code.RUN_FAILED)
             rounds.append(Round(best=b2.values(), candidate=c2.values()))
-            d = decide(rounds, a.target, hib, policy, s.noise_history)
+            loads.append(RoundLoad(runs=[b2.load, c2.load]))
+            d, a.load = decide_counted(rounds, loads, a.target, hib, policy, s.noise_history,
+                                       can_measure=len(rounds) < policy.script_rounds)
     except VerdictError as e:
         return finish(sess, a, "failed", str(e), revert=True, reset=True, code=Code.BAD_TARGET)
-    s.record_best_runs([r.best for r in rounds])  # BEST ran len(rounds) times in this lease
-    a.decision, a.rounds, a.cand_run_values = d, len(rounds), [r.candidate for r in rounds]
+    counted = [rounds[i] for i in a.load.counted] or rounds  # runs under foreign load are not the noise of now
+    s.record_best_runs([r.best for r in counted])  # BEST ran len(rounds) times in this lease
+    a.decision, a.rounds, a.cand_run_values = d, len(rounds), [r.candidate for r in counted]
     if d.outcome != "improved":
         return finish(sess, a, d.outcome, d.reason, revert=True, reset=d.outcome != "regressed", code=d.code)
     if progress and profiled:
@@ -252,6 +258,8 @@ def finish(sess: Session, a: Attempt, verdict: str, reason: str, revert: bool, r
                 classes=[x.model_dump() for x in d.classes] if d else [], runs=a.runs,
                 gpu=keep.model_dump() if keep else None, reverted=revert, device=sess.device_id,
                 **({"provenance": a.provenance} if a.provenance else {}),
+                **({"rounds_under_load": len(a.load.under_load), "load": a.load.model_dump(mode="json")}
+                   if a.load is not None else {}),
                 **({"lost_devices": a.lost_devices} if a.lost_devices else {}))
     if verdict == "regressed" and should_stop(s.regressions, sess.policy.max_consecutive_regressions):
         stop = f"{s.regressions.consecutive} consecutive measured regressions"
@@ -266,6 +274,7 @@ def finish(sess: Session, a: Attempt, verdict: str, reason: str, revert: bool, r
         divergent_classes=d.worse_classes if d else [], class_errors=a.class_errors,
         gpu_best_us=keep.gpu_best_us if keep else None, gpu_candidate_us=keep.gpu_candidate_us if keep else None,
         gpu_delta_pct=keep.gpu_delta_pct if keep else None, gpu_floor_pct=a.gpu_floor_pct, rounds=a.rounds, reverted=revert,
+        rounds_under_load=len(a.load.under_load) if a.load is not None else 0,
         repairs_left=repairs_left, patch_path=str(patch_path), run_dirs=a.runs, device=sess.device,
         consecutive_regressions=s.regressions.consecutive, stopped=s.phase == Phase.stopped,
         stop_reason=s.stop_reason, warnings=a.warnings, next_actions=next_actions(s))

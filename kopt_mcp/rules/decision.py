@@ -70,6 +70,11 @@ class Code(StrEnum):
     REFUTED = "refuted"
     UNCONFIRMED = "unconfirmed"                    # no out-of-process profiler applies here
     CONFLICT = "conflict"                          # re-applying onto a newer BEST overlapped
+    # foreign load during the rounds (rules/load.py)
+    LOAD_CLEAN = "load_clean"                      # no round ran under foreign load
+    LOAD_REPEAT = "load_repeat"                    # a round ran under foreign load: one more in its place
+    LOAD_LEFT_OUT = "load_left_out"                # rounds under foreign load were left out of the decision
+    UNDER_LOAD = "under_load"                      # every round ran under foreign load: not decided, not kept
 
 
 class Decision(BaseModel):

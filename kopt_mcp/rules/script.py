@@ -75,6 +75,8 @@ class ScriptDecision(BaseModel):
     worse_classes: list[str]
     reason: str
     code: Code = Code.SCRIPT_NOISE
+    #: paired rounds that ran under foreign load (rules/load.py decide_counted; 0 where not judged)
+    rounds_under_load: int = 0
 
 
 def target_value(values: dict[str, float], target: str) -> float:

@@ -10,7 +10,11 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
+import time
 from pathlib import Path
+
+import psutil
 
 from kopt_mcp.bench.runner import run_command
 from kopt_mcp.referee.services import Services
@@ -146,3 +150,42 @@ def fake_services(clock: FakeClock | None = None, **fields):
     sleeping); `fields` replace others (probe, profiler, run, lease_dir)."""
     clock = clock or FakeClock()
     return Services(clock=clock, sleep=clock.sleep, **fields)
+
+
+class ForeignLoad:
+    """Busy loops on `processes` cores that are NOT in this process's tree (started by a shell that
+    exits at once, so they are re-parented away): to kopt-mcp's load figures, another job on the
+    cores. A context manager: on entry it waits until every loop has used CPU (a loaded machine may
+    start them slowly), on exit it kills them. `pids`: the loops' process ids; `seconds`: how long
+    each spins at most (a test killed midway leaves nothing running for long)."""
+
+    def __init__(self, processes: int = 2, seconds: float = 300.0) -> None:
+        self.processes, self.seconds = processes, seconds
+        self.pids: list[int] = []
+
+    def __enter__(self) -> ForeignLoad:
+        loop = f"import time\nt=time.time()+{self.seconds}\nwhile time.time()<t: pass"
+        starts = " ".join(f'{sys.executable} -c "{loop}" >/dev/null 2>&1 & echo $!;' for _ in range(self.processes))
+        out = subprocess.run(["bash", "-c", starts], capture_output=True, text=True, check=True)
+        self.pids = [int(x) for x in out.stdout.split()]
+        deadline = time.monotonic() + 30
+        for pid in self.pids:
+            while time.monotonic() < deadline:
+                try:
+                    if psutil.Process(pid).cpu_times().user >= 0.2:
+                        break
+                except psutil.NoSuchProcess:
+                    break
+                time.sleep(0.05)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        procs = []
+        for pid in self.pids:
+            try:
+                p = psutil.Process(pid)
+                p.kill()
+                procs.append(p)
+            except psutil.NoSuchProcess:
+                pass
+        psutil.wait_procs(procs, timeout=5)
