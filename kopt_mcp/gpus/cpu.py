@@ -125,14 +125,14 @@ def _busy_s(t) -> float:
 class CpuReading:
     """One reading of the machine: `t` (monotonic s), `wall` (epoch s), `busy_s` (all cores' busy
     seconds so far), `own_s` (the own tree's CPU seconds so far, finished children included) and
-    every other process: pid -> (name, create time epoch s, user + system s); `own`: the pids that
-    counted as own."""
+    every other process: pid -> (name, create time epoch s, its CPU seconds with its finished
+    children's, parent pid); `own`: the pids that counted as own."""
 
     t: float
     wall: float
     busy_s: float
     own_s: float
-    others: dict[int, tuple[str, float, float]] = field(default_factory=dict)
+    others: dict[int, tuple[str, float, float, int | None]] = field(default_factory=dict)
     own: set[int] = field(default_factory=set)
 
 
@@ -156,24 +156,36 @@ def read_cpu(roots: frozenset[int] = frozenset()) -> CpuReading:
             tree.add(pid)
             stack.extend(kids.get(pid, ()))
     own = tree | _launchers()  # a launcher itself, not its other children
-    own_s = sum(ct.user + ct.system + getattr(ct, "children_user", 0.0) + getattr(ct, "children_system", 0.0)
-                for pid, (_, _, _, ct) in procs.items() if pid in own)
-    others = {pid: (name, created, ct.user + ct.system) for pid, (name, created, _, ct) in procs.items()
+    own_s = sum(_with_children(ct) for pid, (_, _, _, ct) in procs.items() if pid in own)
+    others = {pid: (name, created, _with_children(ct), ppid) for pid, (name, created, ppid, ct) in procs.items()
               if pid not in own}
     return CpuReading(t=t, wall=wall, busy_s=busy, own_s=own_s, others=others, own=own)
 
 
+def _with_children(ct) -> float:
+    """A process's CPU seconds with those of its finished (reaped) children."""
+    return ct.user + ct.system + getattr(ct, "children_user", 0.0) + getattr(ct, "children_system", 0.0)
+
+
 def process_seconds(a: CpuReading, b: CpuReading) -> dict[int, tuple[str, float]]:
-    """Each other process's CPU seconds between readings `a` and `b`: pid -> (name, s). A process
-    seen in both (same create time) counts its increase; one created after `a` counts whole."""
-    out = {}
-    for pid, (name, created, s) in b.others.items():
-        before = a.others.get(pid)
-        if before is not None and abs(before[1] - created) < 0.01:
-            out[pid] = (name, max(0.0, s - before[2]))
+    """Each other process's CPU seconds between readings `a` and `b`, its children that ended in
+    between included: pid -> (name, s). A process seen in both (same create time) counts its
+    increase; one created after `a` counts whole. A process seen at `a` and gone at `b` was reaped
+    by its parent, whose increase holds its whole life: the part before `a` is taken off again."""
+    def same(pid: int) -> bool:
+        x, y = a.others.get(pid), b.others.get(pid)
+        return x is not None and y is not None and abs(x[1] - y[1]) < 0.01
+
+    out: dict[int, list] = {}
+    for pid, (name, created, s, _) in b.others.items():
+        if same(pid):
+            out[pid] = [name, s - a.others[pid][2]]
         elif created >= a.wall - 0.01:
-            out[pid] = (name, s)
-    return out
+            out[pid] = [name, s]
+    for pid, (_, _, s, ppid) in a.others.items():
+        if not same(pid) and ppid is not None and same(ppid):  # ended in between, reaped by a parent seen twice
+            out[ppid][1] -= s
+    return {pid: (name, max(0.0, v)) for pid, (name, v) in out.items()}
 
 
 def cpu_load_between(a: CpuReading, b: CpuReading, used: dict[int, tuple[str, float]] | None = None,
@@ -190,6 +202,9 @@ def cpu_load_between(a: CpuReading, b: CpuReading, used: dict[int, tuple[str, fl
 
     ranked = sorted(((pid, name, s) for pid, (name, s) in used.items() if s > 0), key=lambda x: -x[2])
     attributed = share(sum(s for _, _, s in ranked))
+    if attributed > 100.0:  # readings of the process table are not instantaneous: never more than all cores
+        ranked = [(pid, name, s * 100.0 / attributed) for pid, name, s in ranked]
+        attributed = 100.0
     other = min(100.0, max(share(max(0.0, b.busy_s - a.busy_s - (b.own_s - a.own_s))), attributed))
     named = [x for x in ranked[:top] if share(x[2]) >= MIN_NAMED_PCT]  # the rest are summed
     shown, rest = named, ranked[len(named):]

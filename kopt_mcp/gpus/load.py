@@ -27,7 +27,7 @@ from kopt_mcp.rules.load import ForeignProcess, RunLoad
 
 #: seconds between two readings while a run lasts (a reading walks the process table: ~10 ms)
 CPU_PERIOD_S = 1.0
-GPU_PERIOD_S = 1.0
+GPU_PERIOD_S = 2.0  # a probe read may spawn nvidia-smi (~0.1 s of CPU): sparser on a GPU
 
 
 class _Sampler:

@@ -96,3 +96,25 @@ def test_the_gpu_sampler_names_other_compute_processes_not_its_own():
     load = s.summary()
     assert load.device == "gpu" and load.util_pct == 97.0 and load.samples >= 2
     assert [(p.pid, p.mem_mib) for p in load.processes] == [(4_000_000, 874.0)]
+
+
+def test_short_lived_children_of_another_job_count_for_their_parent():
+    """Another job that runs many short processes (a build, a test suite): each ends between two
+    readings, yet its time is named, on the parent that ran it, not lost as unattributed."""
+    import psutil
+
+    loop = f'(for i in $(seq 400); do {sys.executable} -c "sum(range(1000000))"; done) >/dev/null 2>&1 & echo $!'
+    spawner = int(subprocess.run(["bash", "-c", loop], capture_output=True, text=True, check=True).stdout.split()[0])
+    try:
+        time.sleep(0.5)
+        load = CpuLoadProbe(interval_s=2.0, top=10_000).read()
+        # the children ran near one core in turn; bash itself, forking them, uses about 1% of one core
+        assert {p.pid: p.share_pct for p in load.top}.get(spawner, 0.0) >= 5.0
+    finally:
+        try:
+            parent = psutil.Process(spawner)
+            kids = parent.children(recursive=True)
+            for q in (parent, *kids):
+                q.kill()
+        except psutil.NoSuchProcess:
+            pass
