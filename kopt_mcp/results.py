@@ -222,7 +222,8 @@ class VerdictResult(BaseModel):
     rounds: int
     rounds_under_load: int = Field(0, description="paired rounds that ran under foreign load on the device (other "
                                    "processes at or above [gates] idle_cpu_pct, or another compute process on the GPU): "
-                                   "measured again or left out of the decision (rules/load.py)")
+                                   "measured again, left out of the decision, or counted as the reason says "
+                                   "(rules/load.py)")
     reverted: bool
     repairs_left: int | None
     patch_path: str

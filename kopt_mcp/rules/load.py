@@ -16,9 +16,15 @@ Rule (`count_rounds`, thresholds from the Policy built from `[gates]`):
 2. A round under load is left out of the decision, and one round is measured in its place while
    the `[gates] max_rounds` budget lasts (`repeat`; a round measured in place of one is not replaced
    again): code load_repeat.
-3. The decision uses the other rounds (load_left_out where some were left out, load_clean where
-   none ran under load), within the budget left (`counted_policy`).
-4. Every round under load: nothing is left to decide on, the verdict is a tie (under_load).
+3. The decision uses the other rounds where at least as many are left as a decision needs
+   (Policy.decision_rounds: 2 for the script metric alone, 1 for a screen), within the budget left
+   (`counted_policy`; no keep ever rests on fewer rounds than without load): load_left_out, or
+   load_clean where no round ran under load.
+4. Fewer rounds without load than that: where the gate is strict (`exclusive_cpu`, a GPU: it never
+   measures beside another job) nothing is decided, the verdict is a tie (under_load); under
+   `idle_cpu_pct`, whose gate measures anyway after `cpu_wait_s`, every round counts and the reason
+   says they ran under load (load_counted_anyway): the paired rounds compare BEST and the candidate
+   under the same load, and a keep still needs its rounds and its significance.
 
 Why: on a 2-core machine one round under 43% foreign load moved an unchanged class by -29% and was
 reported as a measured effect (issue 27); a multi-threaded candidate loses systematically when a
@@ -158,7 +164,7 @@ def _worst(r: RoundLoad, policy: Policy) -> RunLoad | None:
     return None
 
 
-def _sentence(loads: list[RoundLoad], loaded: list[int], counted: list[int], repeat: bool, policy: Policy) -> str:
+def _sentence(loads: list[RoundLoad], loaded: list[int], code: Code, policy: Policy) -> str:
     seen = [x for r in loads for x in r.runs if x is not None]
     if not seen:
         return ""
@@ -172,12 +178,17 @@ def _sentence(loads: list[RoundLoad], loaded: list[int], counted: list[int], rep
                     f"{max(cpu):.0f}% of the cores during the rounds")
         return f"no round ran under foreign load (other processes used at most {max(cpu):.0f}% of the cores, under {limit})"
     which = "; ".join(f"round {i + 1}: {_worst(loads[i], policy).shown()}" for i in loaded)
-    if repeat:
+    k, clean = len(loaded), n - len(loaded)
+    if code == Code.LOAD_REPEAT:
         return f"round {loaded[-1] + 1} ran under foreign load at or above {limit} ({which}): measuring a round in its place"
-    k = len(loaded)
-    if not counted:
-        return (f"every paired round ({n}) ran under foreign load at or above {limit} ({which}): nothing is left to "
-                "decide on, not kept; measure again when the machine is quieter")
+    if code == Code.UNDER_LOAD:
+        return (f"{k} of {n} paired rounds ran under foreign load at or above {limit} ({which}) and {clean} without "
+                f"is too few to decide on (a decision needs {policy.decision_rounds}): not kept; measure again when "
+                "the machine is quieter")
+    if code == Code.LOAD_COUNTED_ANYWAY:
+        return (f"{k} of {n} paired rounds ran under foreign load at or above {limit} ({which}); with {clean} "
+                f"without, too few to decide on, all {n} were counted, as the CPU gate measures anyway: BEST and "
+                "the candidate ran under the same load, round by round")
     return (f"{k} of {n} paired rounds ran under foreign load at or above {limit} ({which}) and "
             f"{'was' if k == 1 else 'were'} left out of the decision")
 
@@ -191,36 +202,45 @@ def count_rounds(loads: list[RoundLoad], policy: Policy, can_measure: bool) -> L
         in_place = owed > 0  # measured in place of a loaded round: not replaced again
         owed -= 1 if in_place else 0
         owed += 1 if i in loaded and not in_place else 0
-    counted = [i for i in range(len(loads)) if i not in loaded]
+    clean = [i for i in range(len(loads)) if i not in loaded]
     repeat = owed > 0 and can_measure
-    code = (Code.LOAD_CLEAN if not loaded else Code.LOAD_REPEAT if repeat else
-            Code.LOAD_LEFT_OUT if counted else Code.UNDER_LOAD)
+    strict = policy.exclusive_cpu or _device(loads) == "gpu"
+    if not loaded:
+        code, counted = Code.LOAD_CLEAN, clean
+    elif repeat:
+        code, counted = Code.LOAD_REPEAT, clean
+    elif len(clean) >= policy.decision_rounds:
+        code, counted = Code.LOAD_LEFT_OUT, clean
+    elif strict:
+        code, counted = Code.UNDER_LOAD, []
+    else:
+        code, counted = Code.LOAD_COUNTED_ANYWAY, list(range(len(loads)))
     return LoadRounds(under_load=loaded, counted=counted, repeat=repeat, code=code, rounds=list(loads),
-                      reason=_sentence(loads, loaded, counted, repeat, policy))
+                      reason=_sentence(loads, loaded, code, policy))
 
 
 def counted_policy(policy: Policy, lr: LoadRounds) -> Policy:
-    """`policy` for the counted rounds: the rounds left out spent their share of `max_rounds`, so the
-    decision on the rest asks for no more rounds than the budget has left (and tests a keep after as
-    many looks as remain possible)."""
-    return policy.model_copy(update={"max_rounds": max(1, policy.max_rounds - len(lr.left_out))})
+    """`policy` for the counted rounds: the rounds left out spent their share of the budget, so the
+    decision on the rest asks for no more rounds than the budget has left (Policy.spent_rounds); the
+    rounds a keep needs and its confidence stay as they are."""
+    return policy.model_copy(update={"spent_rounds": len(lr.left_out)})
 
 
 def decide_counted(rounds: list[Round], loads: list[RoundLoad], target: str, higher_is_better: bool,
                    policy: Policy, history: list[list[dict[str, float]]] | None,
                    can_measure: bool) -> tuple[ScriptDecision, LoadRounds]:
     """`script.decide` on the rounds that count (`count_rounds`), with the load sentence appended to
-    its reason and `rounds_under_load` set. A pending repeat: needs_round (code load_repeat). Every
-    round under load: a tie (code under_load) whose classes still show what the rounds measured.
-    Raises VerdictError as decide."""
+    its reason and `rounds_under_load` set. A pending repeat: needs_round (code load_repeat). Too few
+    rounds without load under a strict gate: a tie (code under_load) whose classes still show what
+    the rounds measured. Raises VerdictError as decide."""
     lr = count_rounds(loads, policy, can_measure)
     counted = [rounds[i] for i in lr.counted]
-    d = decide(counted or rounds, target, higher_is_better, counted_policy(policy, lr) if counted else policy, history)
+    d = decide(counted or rounds, target, higher_is_better, counted_policy(policy, lr), history)
     extra = {"rounds_under_load": len(lr.under_load)}
     if lr.repeat:
         return d.model_copy(update={"outcome": "tie", "needs_round": True, "code": Code.LOAD_REPEAT,
                                     "reason": lr.reason, "keep_interval": None, **extra}), lr
-    if not counted:
+    if lr.code == Code.UNDER_LOAD:
         return d.model_copy(update={"outcome": "tie", "needs_round": False, "code": Code.UNDER_LOAD,
                                     "reason": f"{lr.reason} (the rounds said: {d.reason})", "keep_interval": None,
                                     "worse_classes": [], **extra}), lr

@@ -43,6 +43,9 @@ class Policy(BaseModel):
     #: at or above which a CPU run counts as under load (100: never), and the whole-machine gate
     idle_cpu_pct: float = 50.0
     exclusive_cpu: bool = False
+    #: rounds of this verdict's budget spent on rounds left out of the decision (rules/load.py): the
+    #: decision on the others may ask for script_rounds - spent_rounds rounds at most
+    spent_rounds: int = 0
 
     @classmethod
     def from_gates(cls, gates: Any) -> Policy:
@@ -58,6 +61,17 @@ class Policy(BaseModel):
     def script_rounds(self) -> int:
         """Most paired script-metric rounds per verdict."""
         return max(1, self.max_rounds - 1) if self.profiler_confirms else self.max_rounds
+
+    @property
+    def rounds_left(self) -> int:
+        """Rounds the decision may still count: `script_rounds` less those spent on rounds left out."""
+        return max(0, self.script_rounds - self.spent_rounds)
+
+    @property
+    def decision_rounds(self) -> int:
+        """Rounds a script-metric decision needs at least: 2 where the script metric alone keeps or
+        counts a regression (min(2, script_rounds)), 1 where it screens for a profiler."""
+        return 1 if self.profiler_confirms else min(2, self.script_rounds)
 
     @property
     def keep_confidence(self) -> float:

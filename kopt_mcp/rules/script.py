@@ -230,7 +230,7 @@ class _Evidence:
 
     def measure_more(self, why: str, verdict_if_not: str) -> ScriptDecision:
         """One more round while the budget lasts (code needs_round), else a tie (script_not_confirmed)."""
-        if self.n < self.policy.script_rounds:
+        if self.n < self.policy.rounds_left:
             return self.out("tie", Code.NEEDS_ROUND, why, needs=True)
         return self.out("tie", Code.SCRIPT_NOT_CONFIRMED,
                         f"{verdict_if_not} after {self.n} paired round(s) (the [gates] max_rounds budget): tie")

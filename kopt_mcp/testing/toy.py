@@ -64,7 +64,7 @@ backend = "none"
 [gates]
 noise_pct = 1.0
 gpu_probe = "none"
-idle_cpu_pct = 100.0  # the toy metrics are fixed numbers: no CPU gate
+idle_cpu_pct = {idle_cpu_pct}  # 100: the toy metrics are fixed numbers, no CPU gate
 {extra_gates}
 
 [protect]
@@ -94,15 +94,17 @@ def bench_source(repo: Path) -> str:
 
 
 def make_toy_repo(path: Path, times: dict[str, float | list[float]], timeout_s: float = 60,
-                  extra_gates: str = "") -> Path:
-    """Create a committed git repository at `path` with kernel.py, bench.py and kopt.toml.
+                  extra_gates: str = "", idle_cpu_pct: float = 100.0) -> Path:
+    """Create a committed git repository at `path` with kernel.py, bench.py and kopt.toml
+    (`extra_gates`: more `[gates]` lines; `idle_cpu_pct`: the CPU gate, 100 = off).
 
     A value list in `times` is read item k on run k of the same kernel.py content (the last
     repeats), counted across the whole session in `toy_runs_dir(path)`."""
     path.mkdir(parents=True, exist_ok=True)
     (path / "bench.py").write_text(bench_source(path))
     (path / "kernel.py").write_text(kernel_source(times))
-    (path / "kopt.toml").write_text(CONFIG.format(timeout_s=timeout_s, extra_gates=extra_gates))
+    (path / "kopt.toml").write_text(CONFIG.format(timeout_s=timeout_s, extra_gates=extra_gates,
+                                                  idle_cpu_pct=float(idle_cpu_pct)))
     (path / ".gitignore").write_text("results/\n__pycache__/\n")
     env_id = ["-c", "user.name=test", "-c", "user.email=test@localhost"]
     subprocess.run(["git", "init", "-q", "-b", "main"], cwd=path, check=True)

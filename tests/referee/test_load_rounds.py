@@ -46,6 +46,23 @@ def test_rounds_under_load_are_measured_again_then_not_decided(tmp_path, make_re
         assert figures["other_pct"] >= limit and figures["samples"] >= 2
 
 
+def test_under_idle_cpu_pct_rounds_under_load_are_measured_again_then_counted(tmp_path, make_referee):
+    """`idle_cpu_pct`'s gate measures anyway: two rounds under load (the second in place of the first)
+    and none without are all counted, as BEST and the candidate ran under the same load; the planted
+    2x win is kept and the verdict says both rounds ran under load. A 1% threshold: the two planted
+    loops exceed it in every run."""
+    r = make_referee(make_toy_repo(tmp_path / "r", BASE_TIMES, idle_cpu_pct=1.0, extra_gates="cpu_wait_s = 0.0"))
+    r.run_benchmark()
+    set_kernel(r.workspace_path, {"1": 50.0, "2": 100.0})
+    with ForeignLoad(2):
+        v = r.save_and_test("global", "halve")
+    assert (v.verdict, v.code, v.rounds, v.rounds_under_load) == ("improved", "script_only", 2, 2)
+    rec = _attempt(r, v.attempt)
+    assert (rec["load"]["code"], rec["load"]["under_load"], rec["load"]["counted"]) == ("load_counted_anyway", [0, 1],
+                                                                                      [0, 1])
+    assert all(x["other_pct"] >= 1.0 for x in _runs(rec))
+
+
 def test_load_under_the_gates_threshold_is_recorded_but_leaves_every_round_in(tmp_path, make_referee):
     r = make_referee(make_toy_repo(tmp_path / "r", BASE_TIMES))  # the toy's gate is off: idle_cpu_pct = 100
     r.run_benchmark()

@@ -51,27 +51,46 @@ def test_a_run_is_under_load_at_the_threshold_or_with_another_compute_process():
                       POLICY)
 
 
-@pytest.mark.parametrize("rounds, can, code, counted, repeat", [
-    ([CLEAN], True, Code.LOAD_CLEAN, [0], False),
-    ([rnd(None, None)], True, Code.LOAD_CLEAN, [0], False),  # no figures: nothing to leave out
-    ([LOADED], True, Code.LOAD_REPEAT, [], True),
-    ([LOADED], False, Code.UNDER_LOAD, [], False),  # the budget is spent: nothing left to decide on
-    ([LOADED, CLEAN], True, Code.LOAD_LEFT_OUT, [1], False),
-    ([LOADED, LOADED], True, Code.UNDER_LOAD, [], False),  # a round in place of one is not replaced again
-    ([CLEAN, LOADED], True, Code.LOAD_REPEAT, [0], True),
-    ([CLEAN, LOADED, CLEAN], True, Code.LOAD_LEFT_OUT, [0, 2], False),
-    ([LOADED, CLEAN, LOADED], True, Code.LOAD_REPEAT, [1], True),
+STRICT = POLICY.model_copy(update={"exclusive_cpu": True})  # the whole-machine gate never measures anyway
+SCREEN = POLICY.screen()  # a per-launch profiler decides after it: one round is enough to screen
+
+
+@pytest.mark.parametrize("policy, rounds, can, code, counted, repeat", [
+    (POLICY, [CLEAN], True, Code.LOAD_CLEAN, [0], False),
+    (POLICY, [rnd(None, None)], True, Code.LOAD_CLEAN, [0], False),  # no figures: nothing to leave out
+    (POLICY, [LOADED], True, Code.LOAD_REPEAT, [], True),
+    (POLICY, [CLEAN, LOADED], True, Code.LOAD_REPEAT, [0], True),
+    (POLICY, [LOADED, CLEAN, LOADED], True, Code.LOAD_REPEAT, [1], True),
+    (POLICY, [CLEAN, LOADED, CLEAN], True, Code.LOAD_LEFT_OUT, [0, 2], False),
+    (SCREEN, [LOADED, CLEAN], True, Code.LOAD_LEFT_OUT, [1], False),  # a round in place of one is not replaced
+    # too few rounds without load: idle_cpu_pct's gate measures anyway, so every round counts ...
+    (POLICY, [LOADED], False, Code.LOAD_COUNTED_ANYWAY, [0], False),
+    (POLICY, [LOADED, LOADED], True, Code.LOAD_COUNTED_ANYWAY, [0, 1], False),
+    (POLICY, [LOADED, CLEAN], True, Code.LOAD_COUNTED_ANYWAY, [0, 1], False),
+    # ... a strict gate decides nothing
+    (STRICT, [LOADED], False, Code.UNDER_LOAD, [], False),
+    (STRICT, [LOADED, LOADED], True, Code.UNDER_LOAD, [], False),
+    (STRICT, [LOADED, CLEAN], True, Code.UNDER_LOAD, [], False),
+    (STRICT, [CLEAN, LOADED, CLEAN], True, Code.LOAD_LEFT_OUT, [0, 2], False),
 ])
-def test_a_round_under_load_is_left_out_and_measured_once_more(rounds, can, code, counted, repeat):
-    lr = count_rounds(rounds, POLICY, can)
+def test_a_round_under_load_is_measured_once_more_then_left_out_or_counted(policy, rounds, can, code, counted, repeat):
+    lr = count_rounds(rounds, policy, can)
     assert (lr.code, lr.counted, lr.repeat) == (code, counted, repeat)
-    assert lr.left_out == [i for i in range(len(rounds)) if i not in counted] == lr.under_load
+    assert lr.under_load == [i for i, r in enumerate(rounds) if r is LOADED]
+    assert lr.left_out == [i for i in range(len(rounds)) if i not in counted]
 
 
-def test_the_counted_rounds_get_the_budget_that_is_left():
-    lr = count_rounds([LOADED, CLEAN], POLICY, True)
-    assert counted_policy(POLICY, lr).max_rounds == 2 and counted_policy(POLICY, lr).script_rounds == 2
-    assert counted_policy(POLICY.screen(), lr).script_rounds == 1
+def test_a_gpu_round_beside_another_compute_process_is_strict():
+    other = RunLoad(device="gpu", processes=[ForeignProcess(pid=400, name="python", mem_mib=874.0)])
+    loaded, clean = RoundLoad(runs=[other, RunLoad(device="gpu")]), RoundLoad(runs=[RunLoad(device="gpu")] * 2)
+    assert count_rounds([loaded, clean], POLICY, True).code == Code.UNDER_LOAD
+    assert count_rounds([loaded, clean], SCREEN, True).counted == [1]
+
+
+def test_the_counted_rounds_get_the_budget_that_is_left_and_no_fewer_rounds_to_keep():
+    lr = count_rounds([CLEAN, LOADED, CLEAN], POLICY, True)
+    p = counted_policy(POLICY, lr)
+    assert (p.rounds_left, p.decision_rounds, p.keep_confidence) == (2, 2, POLICY.keep_confidence)
 
 
 def R(best: float, cand: float) -> Round:
@@ -92,11 +111,32 @@ def test_a_win_seen_only_under_load_is_not_kept():
     assert (d.needs_round, d.code, d.rounds_under_load, d.keep_interval) == (True, Code.LOAD_REPEAT, 1, None)
 
 
-def test_every_round_under_load_is_a_tie_that_still_shows_the_numbers():
-    d, lr = decide_counted([R(100.0, 60.0), R(100.0, 61.0)], [LOADED, LOADED], "n=1", False, POLICY, QUIET,
+def test_too_few_rounds_without_load_under_a_strict_gate_is_a_tie_that_still_shows_the_numbers():
+    d, lr = decide_counted([R(100.0, 60.0), R(100.0, 61.0)], [LOADED, LOADED], "n=1", False, STRICT, QUIET,
                            can_measure=True)
     assert (d.outcome, d.needs_round, d.code, d.rounds_under_load) == ("tie", False, Code.UNDER_LOAD, 2)
     assert d.classes[0].mean_pct == pytest.approx(39.5, abs=0.1)
+
+
+def test_under_idle_cpu_pct_every_round_counts_when_too_few_ran_without_load():
+    """The gate measures anyway after cpu_wait_s: BEST and the candidate compared round by round under
+    the same load; a planted 40% win is still kept on its two rounds."""
+    d, lr = decide_counted([R(100.0, 60.0), R(100.0, 61.0)], [LOADED, LOADED], "n=1", False, POLICY, QUIET,
+                           can_measure=True)
+    assert (lr.code, lr.counted) == (Code.LOAD_COUNTED_ANYWAY, [0, 1])
+    assert (d.outcome, d.code, d.rounds_under_load, len(d.target_deltas_pct)) == ("improved", Code.SCRIPT_WIN, 2, 2)
+
+
+def test_rounds_left_out_spend_the_budget():
+    """An undecided sub-noise change (-0.2%, then +0.5%) on the two clean rounds, one round left out: on
+    two rounds alone the rule would measure a third; the budget of 3 is spent, so it ends (a tie)."""
+    from kopt_mcp.rules.script import decide
+
+    rounds = [R(100.0, 100.2), R(100.0, 60.0), R(100.0, 99.5)]
+    assert decide([rounds[0], rounds[2]], "n=1", False, POLICY, QUIET).needs_round is True
+    d, lr = decide_counted(rounds, [CLEAN, LOADED, CLEAN], "n=1", False, POLICY, QUIET, can_measure=False)
+    assert (lr.code, d.needs_round, d.code, len(d.target_deltas_pct)) == (
+        Code.LOAD_LEFT_OUT, False, Code.SCRIPT_NOT_CONFIRMED, 2)
 
 
 def test_without_load_figures_the_decision_is_the_plain_rule():
