@@ -121,6 +121,8 @@ def _series_noise(history: list[list[dict[str, float]]], rounds: list[Round], ke
 def _mean_value(values: list[float]) -> float:
     """The geometric mean of `values` (the scale of the paired deltas), or the arithmetic mean where
     a value is <= 0 (no log scale)."""
+    if all(v == values[0] for v in values):  # one value (exactly, without a log round trip)
+        return values[0]
     if all(v > 0 for v in values):
         return math.exp(sum(math.log(v) for v in values) / len(values))
     return sum(values) / len(values)
