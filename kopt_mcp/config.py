@@ -110,6 +110,9 @@ class GatesSection(_Section):
                                 "(kopt_mcp/gpus/cpu.py); 100 turns the CPU gate off")
     cpu_wait_s: float = Field(60.0, ge=0, description="how long (s) the CPU gate waits for idle_cpu_pct; then it "
                               "measures anyway and says how busy the cores were")
+    exclusive_cpu: bool = Field(False, description="without a GPU: a whole-machine gate for multi-threaded CPU "
+                                "kernels that use every core: the gate waits, and a paired round counts as under load, "
+                                "while other processes use a quarter of one core or more (rules/load.py)")
     gpu_probe: Literal["auto", "nvml", "nvidia-smi", "amdsmi", "amd-smi", "rocm-smi", "sysfs", "none"] = "auto"
     allow_script_only_keeps: bool | None = Field(
         None, description="may commit_improvement keep an `improved` that only the script metric decided (no "

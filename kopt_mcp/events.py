@@ -228,6 +228,10 @@ class Attempt(_OnSlot):
     #: compiled-code provenance: {"best", "candidate": {"code": {kernel: [cubin sha256]}, "launches": [...]},
     #: "unchanged": bool} (rules/provenance.py); absent where the trace recorded no code
     provenance: dict[str, Any] | None = None
+    #: paired rounds that ran under foreign load (rules/load.py), and every round's load figures:
+    #: {"under_load": [round index], "counted": [...], "code", "reason", "rounds": [{"runs": [RunLoad]}]}
+    rounds_under_load: int | None = None
+    load: dict[str, Any] | None = None
     #: verdict `conflict`: the BEST the candidate was judged against, and the newer BEST it overlaps
     judged_against: str | None = None
     best_commit: str | None = None

@@ -21,6 +21,7 @@ from kopt_mcp.knowledge import Hit
 from kopt_mcp.profilers.base import CpuProfile, KernelStat
 from kopt_mcp.profilers.bottleneck import BottleneckKind
 from kopt_mcp.rules.decision import Code, MeasuredOutcome, Verdict
+from kopt_mcp.rules.stats import PooledFrom
 
 
 def _finite_or_none(v: object) -> object:
@@ -59,6 +60,11 @@ class Interval(BaseModel):
     lo_pct: MaybeFloat
     hi_pct: MaybeFloat
     note: str = ""
+    pooled: PooledFrom | None = Field(None, description="the runs of unchanged trees the spread was pooled from: "
+                                      "this attempt's BEST and candidate runs, and BEST's runs of earlier leases")
+    own_df: int = Field(0, description="degrees of freedom from the deltas' own scatter (0: their runs are in `pooled`)")
+    looks: int = Field(1, description="a keep tested after each of this many rounds: `confidence` is each look's "
+                       "share of the overall level (Bonferroni)")
 
     @model_validator(mode="after")
     def _say_why(self) -> Interval:
@@ -104,12 +110,19 @@ class GpuResult(BaseModel):
 
 
 class ClassMetric(BaseModel):
-    """One config class of one run: metric value, correctness and its error columns."""
+    """One config class of one run: metric value, correctness and its error columns. For the baseline
+    (several runs of unmodified BEST_COMMIT) also each run's metric and their spread."""
 
     key: str
     metric: float
     correct: bool
     errors: dict[str, MaybeFloat] = Field(default_factory=dict)
+    runs: list[float] = Field(default_factory=list, description="baseline: the metric of each run, in order "
+                              "(`metric` is their median)")
+    spread_pct: MaybeFloat = Field(None, description=(
+        "baseline: the run-to-run spread of this class over `runs`, as the noise estimate measures it: the SD "
+        "of 100 x ln(metric) from successive runs (% of one run; rules/stats.py noise_from_groups); null with "
+        "fewer than 2 runs"))
 
 
 class BenchmarkResult(BaseModel):
@@ -212,6 +225,10 @@ class VerdictResult(BaseModel):
     #: the GPU-time floor (%) the gain had to clear (rules/floor.py); null without a profiler
     gpu_floor_pct: MaybeFloat = None
     rounds: int
+    rounds_under_load: int = Field(0, description="paired rounds that ran under foreign load on the device (other "
+                                   "processes at or above [gates] idle_cpu_pct, or another compute process on the GPU): "
+                                   "measured again, left out of the decision, or counted as the reason says "
+                                   "(rules/load.py)")
     reverted: bool
     repairs_left: int | None
     patch_path: str

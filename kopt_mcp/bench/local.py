@@ -25,6 +25,7 @@ from kopt_mcp.gpus.clocks import ClockFactory, clock_source
 from kopt_mcp.gpus.cpu import CpuLoadProbe
 from kopt_mcp.gpus.gate import GateOutcome, GpuGate, IdleThresholds
 from kopt_mcp.gpus.lease import Lease, LeaseManager
+from kopt_mcp.gpus.load import LoadSources, load_factory
 from kopt_mcp.profilers.base import Profiler
 from kopt_mcp.results import DeviceInfo
 
@@ -39,9 +40,10 @@ class LocalJobLease:
     device with its binding env; `device_id`: its ledger name; `uuid`: the probe's device id."""
 
     def __init__(self, gate: GpuGate, lease: Lease, note: str, run: Runner, on_release,
-                 clocks: ClockFactory | None = None) -> None:
+                 clocks: ClockFactory | None = None, loads: LoadSources | None = None) -> None:
         self._gate, self._run, self._on_release = gate, run, on_release
         self._clock_source = clocks(lease.vendor, lease.uuid) if clocks is not None else None
+        self._load = loads(lease.vendor, lease.uuid, gate.probe) if loads is not None else None
         self.uuid = lease.uuid
         self.device_id = device_id(lease)
         self.device = DeviceInfo(vendor=lease.vendor, index=lease.index, name=lease.name, env=lease.env, note=note)
@@ -53,8 +55,10 @@ class LocalJobLease:
     def measure(self, cfg: TargetConfig, ws: git.Repo, tree: str, run_dir: Path, env: dict[str, str], *,
                 check: bool = True, base: str | None = None, cancel: threading.Event | None = None,
                 pid_dir: Path | None = None) -> Measurement:
-        """referee.measure.measure_snapshot on this lease's device (`base` is not needed locally)."""
-        return measure_snapshot(cfg, ws, tree, run_dir, self._env(env), cancel, pid_dir, check, run=self._run)
+        """referee.measure.measure_snapshot on this lease's device (`base` is not needed locally), the
+        device's foreign load sampled meanwhile (`Measurement.load`; kopt_mcp.gpus.load)."""
+        return measure_snapshot(cfg, ws, tree, run_dir, self._env(env), cancel, pid_dir, check, run=self._run,
+                                load=self._load)
 
     def profile(self, cfg: TargetConfig, profiler: Profiler, ws: git.Repo, tree: str, run_dir: Path,
                 env: dict[str, str], *, base: str | None = None, cancel: threading.Event | None = None,
@@ -62,7 +66,7 @@ class LocalJobLease:
         """bench.measure.profile_snapshot on this lease's device, its SM clock sampled meanwhile
         (`Profiled.clock`; kopt_mcp.gpus.clocks) where the device has a clock source."""
         return profile_snapshot(cfg, profiler, ws, tree, run_dir, self._env(env), cancel, pid_dir, run=self._run,
-                                clock=self._clock_source, check=check)
+                                clock=self._clock_source, check=check, load=self._load)
 
     def release(self) -> None:
         """Give the device back (idempotent)."""
@@ -99,6 +103,9 @@ class LocalExecutor:
     run: Runner = run_command
     #: (vendor, uuid) -> the device's SM clock source or None (kopt_mcp.gpus.clocks.clock_source)
     clocks: ClockFactory | None = clock_source
+    #: (vendor, uuid, probe) -> a sampler factory of the device's foreign load per run, or None
+    #: (kopt_mcp.gpus.load.load_factory); None: no load figures
+    loads: LoadSources | None = load_factory
     _held: list[LocalJobLease] = field(default_factory=list)
     _mutex: threading.Lock = field(default_factory=threading.Lock)
 
@@ -117,7 +124,7 @@ class LocalExecutor:
         out = gate.acquire(progress=progress, cancel=cancel, own_pids=frozenset({os.getpid()}), prefer=prefer)
         if out.lease is None:
             return LocalGrant(lease=None, outcome=out)
-        job = LocalJobLease(gate, out.lease, out.device_note, self.run, self._forget, self.clocks)
+        job = LocalJobLease(gate, out.lease, out.device_note, self.run, self._forget, self.clocks, self.loads)
         with self._mutex:
             self._held.append(job)
         return LocalGrant(lease=job, outcome=out)

@@ -38,11 +38,13 @@ from kopt_mcp.bench.sandbox import Sandbox, run_sandbox
 from kopt_mcp.config import TargetConfig
 from kopt_mcp.errors import Cancelled, MetricsError, MissingResults, ProfilerError, StaleResults
 from kopt_mcp.gpus.clocks import ClockSampler, ClockSource
+from kopt_mcp.gpus.load import LoadFactory
 from kopt_mcp.paths import common_git_dir
 from kopt_mcp.profilers.base import KernelTrace, Profiler
 from kopt_mcp.profilers.run_clock import RunClock
 from kopt_mcp.readers.metrics import MetricTable, capture_before, collect_results, read_results
 from kopt_mcp.rules.correctness import GateResult, RunFacts, correctness_gate, failed_tests
+from kopt_mcp.rules.load import RunLoad
 from kopt_mcp.rules.protect import FileChange
 
 Runner = Callable[..., RunResult]
@@ -149,29 +151,53 @@ class Measurement(BaseModel):
     #: the snapshot (tree object id) that ran, and what the run changed in its checkout
     snapshot: str = ""
     changes: list[FileChange] = []
+    #: the foreign load on the device while the benchmark command ran, sampled by the referee's process
+    #: (kopt_mcp.gpus.load; None: not sampled); also in the run folder as LOAD_FILE
+    load: RunLoad | None = None
 
     def values(self) -> dict[str, float]:
         """Class key -> metric (empty when the table could not be read)."""
         return self.table.values() if self.table else {}
 
 
+#: the file of a run folder that holds the run's foreign load (Measurement.load as JSON)
+LOAD_FILE = "load.json"
+
+
+def _sampled(load: LoadFactory | None, run_dir: Path, call: Callable[[], RunResult]) -> tuple[RunResult, RunLoad | None]:
+    """`call()` (one benchmark command) with the device's foreign load sampled meanwhile by a fresh
+    sampler of `load` (None: not sampled); the figures are written to `run_dir/LOAD_FILE` too."""
+    if load is None:
+        return call(), None
+    with load() as sampler:
+        result = call()
+    figures = sampler.summary()
+    if figures is not None:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / LOAD_FILE).write_text(figures.model_dump_json(indent=1) + "\n", encoding="utf-8")
+    return result, figures
+
+
 def measure(cfg: TargetConfig, tree: Path, run_dir: Path, env: dict[str, str],
             cancel: threading.Event | None = None, pid_dir: Path | None = None, check: bool = True,
-            run: Runner = run_command, sandbox: Sandbox | None = None) -> Measurement:
+            run: Runner = run_command, sandbox: Sandbox | None = None,
+            load: LoadFactory | None = None) -> Measurement:
     """Run the benchmark in `tree` (a checkout root); logs and a copy of the CSVs go to `run_dir`.
     `pid_dir`: where each run is recorded while it lasts (runner.end_leftovers); `check`: also run
     the [correctness] command (the referee asks once per candidate tree, not after every run);
-    `run`: the runner (Services.run); `sandbox`: the runs' view (None: the server's)."""
+    `run`: the runner (Services.run); `sandbox`: the runs' view (None: the server's); `load`: samples
+    the device's foreign load while the benchmark command runs (`Measurement.load`; kopt_mcp.gpus.load)."""
     b = cfg.benchmark
     cwd = tree / b.workdir
     # result files as they were (a fresh checkout holds only the snapshot's tracked files): rows the run
     # leaves unchanged are stale
     before = capture_before(cwd, b, all_tracked=True)
-    result = run(b.command, cwd, env, b.timeout_s, run_dir / "benchmark.log", cancel=cancel, pid_dir=pid_dir,
-                 sandbox=sandbox)
+    result, figures = _sampled(load, run_dir, lambda: run(b.command, cwd, env, b.timeout_s, run_dir / "benchmark.log",
+                                                          cancel=cancel, pid_dir=pid_dir, sandbox=sandbox))
     raise_if_cancelled(result)
-    return read_run(cfg, tree, run_dir, result, before, env, run_dir / "benchmark.log", cancel, pid_dir, check, run,
-                    sandbox)
+    m = read_run(cfg, tree, run_dir, result, before, env, run_dir / "benchmark.log", cancel, pid_dir, check, run,
+                 sandbox)
+    return m.model_copy(update={"load": figures})
 
 
 def read_run(cfg: TargetConfig, tree: Path, run_dir: Path, result: RunResult, before, env: dict[str, str],
@@ -229,23 +255,33 @@ class Profiled(BaseModel):
     #: the same run read as a measurement (results table, correctness gate: `read_run`), where the
     #: profiled command exited; every profiled run of a verdict is also a script-metric run
     measurement: Measurement | None = None
+    #: the foreign load on the device while the profiled command ran (as Measurement.load)
+    load: RunLoad | None = None
 
 
 def profile(cfg: TargetConfig, profiler: Profiler, tree: Path, run_dir: Path, env: dict[str, str],
             cancel: threading.Event | None = None, pid_dir: Path | None = None, run: Runner = run_command,
-            check: bool = False, sandbox: Sandbox | None = None) -> Profiled:
+            check: bool = False, sandbox: Sandbox | None = None, load: LoadFactory | None = None) -> Profiled:
     """Run the benchmark under `profiler` in `tree` (env gets KOPT_PROFILE=1), read its results
     like a plain run (`Profiled.measurement`; `check`: the [correctness] command after it) and
     parse the trace; `run`: the runner (Services.run); `sandbox`: the run's view (None: the
-    server's)."""
+    server's); `load`: as in `measure` (`Profiled.load`)."""
     cwd = tree / cfg.benchmark.workdir
     log = run_dir / "profile.log"
     cmd = profiler.wrap(cfg.benchmark.command, run_dir)
     before = capture_before(cwd, cfg.benchmark, all_tracked=True)
-    result = run(cmd, cwd, {**env, "KOPT_PROFILE": "1"}, cfg.profiler.timeout_s, log, cancel=cancel,
-                 pid_dir=pid_dir, sandbox=sandbox)
+    result, figures = _sampled(load, run_dir, lambda: run(cmd, cwd, {**env, "KOPT_PROFILE": "1"}, cfg.profiler.timeout_s,
+                                                          log, cancel=cancel, pid_dir=pid_dir, sandbox=sandbox))
     raise_if_cancelled(result)
-    m = read_run(cfg, tree, run_dir, result, before, env, log, cancel, pid_dir, check, run, sandbox)
+    m = read_run(cfg, tree, run_dir, result, before, env, log, cancel, pid_dir, check, run, sandbox).model_copy(
+        update={"load": figures})
+    p = _parsed(cfg, profiler, run_dir, result, log, m)
+    return p.model_copy(update={"load": figures})
+
+
+def _parsed(cfg: TargetConfig, profiler: Profiler, run_dir: Path, result: RunResult, log: Path,
+            m: Measurement) -> Profiled:
+    """The Profiled of a finished profiled run: its trace parsed, or why there is none."""
     if result.timed_out:
         return Profiled(trace=None, log_path=str(log), measurement=m,
                         error=f"the profiled run passed [profiler] timeout_s = {cfg.profiler.timeout_s:g} s and was killed")
@@ -260,12 +296,13 @@ def profile(cfg: TargetConfig, profiler: Profiler, tree: Path, run_dir: Path, en
 
 def measure_snapshot(cfg: TargetConfig, ws: git.Repo, tree: str, run_dir: Path, env: dict[str, str],
                      cancel: threading.Event | None = None, pid_dir: Path | None = None,
-                     check: bool = True, run: Runner = run_command) -> Measurement:
+                     check: bool = True, run: Runner = run_command, load: LoadFactory | None = None) -> Measurement:
     """`measure` in a disposable checkout of tree object `tree`; `changes` lists what the run changed
     there (vcs.run_changes). The `[commit] include` files the run rewrote are kept in the run folder
-    (`keep_included`)."""
+    (`keep_included`). `load`: samples the device's foreign load during the run (`Measurement.load`)."""
     with checkout(ws, tree, _repo_name(ws)) as co:
-        m = measure(cfg, co, run_dir, env, cancel, pid_dir, check, run, run_sandbox(common_git_dir(ws), run_dir))
+        m = measure(cfg, co, run_dir, env, cancel, pid_dir, check, run, run_sandbox(common_git_dir(ws), run_dir),
+                    load)
         changes = vcs.run_changes(ws, tree, co)
         keep_included(cfg.commit.include, co, changes, run_dir)
     return m.model_copy(update={"snapshot": tree, "changes": changes})
@@ -311,14 +348,16 @@ def included_outputs(run_dir: Path, include: list[str]) -> dict[str, bytes]:
 def profile_snapshot(cfg: TargetConfig, profiler: Profiler, ws: git.Repo, tree: str, run_dir: Path,
                      env: dict[str, str], cancel: threading.Event | None = None,
                      pid_dir: Path | None = None, run: Runner = run_command,
-                     clock: ClockSource | None = None, check: bool = False) -> Profiled:
+                     clock: ClockSource | None = None, check: bool = False,
+                     load: LoadFactory | None = None) -> Profiled:
     """`profile` in a disposable checkout of tree object `tree`, with the run's `changes`; with a
     `clock` source (the leased device's, kopt_mcp.gpus.clocks) the SM clock is sampled meanwhile
-    from this process and summarised in `Profiled.clock` (None without a source)."""
+    from this process and summarised in `Profiled.clock` (None without a source); with `load` the
+    device's foreign load (`Profiled.load`)."""
     with checkout(ws, tree, _repo_name(ws)) as co:
         with ClockSampler(clock) if clock is not None else nullcontext() as sampler:
             p = profile(cfg, profiler, co, run_dir, env, cancel, pid_dir, run, check,
-                        run_sandbox(common_git_dir(ws), run_dir))
+                        run_sandbox(common_git_dir(ws), run_dir), load)
         changes = vcs.run_changes(ws, tree, co)
     return p.model_copy(update={"snapshot": tree, "changes": changes,
                                 "clock": sampler.summary() if sampler is not None else None})

@@ -1,11 +1,26 @@
-"""The CPU device's availability probe: how much of the cores other processes use right now.
+"""The CPU device's foreign load: how much of the cores processes outside kopt-mcp's own tree use.
 
 On a host without a GPU the CPU is the device, and a neighbour's job on the cores moves the
-script metric as surely as a neighbour's kernel moves GPU time. `CpuLoadProbe.read` samples the
-machine's CPU time twice, `interval_s` apart (psutil), and reports the share of all cores'
-time spent outside the caller's own process tree (the server and everything it started), with
-the busiest other processes named. The gate (`kopt_mcp.gpus.gate.GpuGate`) waits while that
-share is at or above `[gates] idle_cpu_pct`.
+script metric as surely as a neighbour's kernel moves GPU time. Two readers share one accounting:
+`CpuLoadProbe.read` (the gate: two readings `interval_s` apart, before a lease) and
+`kopt_mcp.gpus.load.CpuLoadSampler` (every measured run: readings from its start to its end).
+
+Accounting between two readings (psutil; `read_cpu`):
+
+- machine busy time: all cores' time but idle and iowait (psutil.cpu_times);
+- own time: the CPU time of kopt-mcp's own tree, the server (`roots`, this process) and every
+  descendant (its runs and their children), each with the time of its finished children
+  (user + system + children_user + children_system): a run that starts and ends between two
+  readings is still counted as own, through its parent's children time. The server's own
+  launchers (ancestors whose command line runs kopt-mcp, e.g. `uv run kopt-mcp`) count as own;
+- other = busy - own, as % of all cores' time, clipped to 0..100; each other process's share
+  (its user + system time, a process that started inside the interval counted whole) is listed,
+  and the rest of `other` that no process accounts for (processes that started and ended between
+  the readings, the kernel's own work, a VM's steal time) is `unattributed_pct`: the parts add up
+  to the figure.
+
+The gate (`kopt_mcp.gpus.gate.GpuGate`) waits while `other_pct` is at or above `[gates]
+idle_cpu_pct` (or, with `[gates] exclusive_cpu`, a quarter of one core: rules/load.py).
 """
 
 from __future__ import annotations
@@ -13,36 +28,76 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import psutil
 from pydantic import BaseModel
 
-__all__ = ["CpuLoad", "CpuLoadProbe", "CpuProcessLoad", "own_tree"]
+from kopt_mcp.rules.load import ForeignProcess, RunLoad
+
+__all__ = ["CpuLoad", "CpuLoadProbe", "CpuProcessLoad", "CpuReading", "cpu_load_between", "own_tree", "read_cpu"]
+
+#: processes named in a load figure; the rest are summed into `rest_pct`
+TOP = 5
+#: a process using less than this share of all cores (%) is not named, only counted in `rest_pct`
+MIN_NAMED_PCT = 0.5
+#: an ancestor of the server with a command-line word (its file name) starting so is one of kopt-mcp's own
+#: launchers: `uv run kopt-mcp`, `python -m kopt_mcp`, `/venv/bin/kopt-mcp serve`
+LAUNCHER_WORDS = ("kopt-mcp", "kopt_mcp")
 
 
 class CpuProcessLoad(BaseModel):
-    """One other process's CPU use over the sample: `pct` in % of ONE core (200 = two cores busy)."""
+    """One other process's CPU use over the sample: `pct` in % of ONE core (200 = two cores busy),
+    `share_pct` in % of ALL cores (the unit of `CpuLoad.other_pct`: the shares add up to it)."""
 
     pid: int
     name: str
     pct: float
+    share_pct: float = 0.0
 
 
 class CpuLoad(BaseModel):
     """One sample: `other_pct` = % of ALL cores' time used by processes outside the own tree
-    (0..100), over `interval_s` seconds on `cores` logical cores; `top` = the busiest of them."""
+    (0..100), over `interval_s` seconds on `cores` logical cores; `top` = the busiest of them,
+    `rest_pct` (% of all cores) the other `rest_processes` ones, `unattributed_pct` what no process
+    accounts for: top + rest + unattributed = other_pct."""
 
     cores: int
     interval_s: float
     other_pct: float
     own_pct: float
     top: list[CpuProcessLoad] = []
+    rest_pct: float = 0.0
+    rest_processes: int = 0
+    unattributed_pct: float = 0.0
 
     def shown(self) -> str:
-        """'other processes used 97% of 2 cores (pid 12 python 99%, pid 13 python 98%)'."""
-        names = ", ".join(f"pid {p.pid} {p.name} {p.pct:.0f}%" for p in self.top)
-        return (f"other processes used {self.other_pct:.0f}% of {self.cores} core"
-                f"{'s' if self.cores != 1 else ''}" + (f" ({names})" if names else ""))
+        """'other processes used 56% of 2 cores (pid 12 python 40%, pid 13 stress 12%, 2 more
+        processes 1%, 3% not attributed to a process)': shares of all cores that add up
+        (rules.load.RunLoad.shown)."""
+        return self.as_run_load().shown()
+
+    def as_run_load(self, samples: int = 2) -> RunLoad:
+        """The same figures as the evidence type of rules/load.py."""
+        return RunLoad(device="cpu", duration_s=self.interval_s, samples=samples, other_pct=self.other_pct,
+                       cores=self.cores, unattributed_pct=self.unattributed_pct,
+                       processes=[ForeignProcess(pid=p.pid, name=p.name, pct=p.share_pct) for p in self.top],
+                       rest_processes=self.rest_processes, rest_pct=self.rest_pct)
+
+
+def _launchers() -> set[int]:
+    """This process's ancestors that run kopt-mcp (a `uv run kopt-mcp` wrapper, a supervisor)."""
+    out = set()
+    try:
+        for p in psutil.Process().parents():
+            try:
+                if any(os.path.basename(a).startswith(LAUNCHER_WORDS) for a in p.cmdline()):
+                    out.add(p.pid)
+            except psutil.Error:
+                continue
+    except psutil.Error:
+        pass
+    return out
 
 
 def own_tree(roots: frozenset[int]) -> set[int]:
@@ -66,22 +121,108 @@ def _busy_s(t) -> float:
     return total - idle
 
 
-def _proc_times() -> dict[int, tuple[str, float]]:
-    out = {}
-    for p in psutil.process_iter(["name", "cpu_times"]):
+@dataclass
+class CpuReading:
+    """One reading of the machine: `t` (monotonic s), `wall` (epoch s), `busy_s` (all cores' busy
+    seconds so far), `own_s` (the own tree's CPU seconds so far, finished children included) and
+    every other process: pid -> (name, create time epoch s, its CPU seconds with its finished
+    children's, parent pid); `own`: the pids that counted as own."""
+
+    t: float
+    wall: float
+    busy_s: float
+    own_s: float
+    others: dict[int, tuple[str, float, float, int | None]] = field(default_factory=dict)
+    own: set[int] = field(default_factory=set)
+
+
+def read_cpu(roots: frozenset[int] = frozenset()) -> CpuReading:
+    """Read the machine once (module docstring). Own: `roots`, this process and every descendant of
+    those in this reading's process table, and kopt-mcp launchers among this process's ancestors
+    (themselves only). Never raises for processes that end while being read."""
+    procs = {}
+    for p in psutil.process_iter(["name", "cpu_times", "create_time", "ppid"]):
         ct = p.info.get("cpu_times")
         if ct is not None:
-            out[p.pid] = (p.info.get("name") or "?", ct.user + ct.system)
-    return out
+            procs[p.pid] = (p.info.get("name") or "?", p.info.get("create_time") or 0.0, p.info.get("ppid"), ct)
+    t, wall, busy = time.monotonic(), time.time(), _busy_s(psutil.cpu_times())
+    kids: dict[int, list[int]] = {}
+    for pid, (_, _, ppid, _) in procs.items():
+        kids.setdefault(ppid, []).append(pid)
+    tree, stack = set(), [*roots, os.getpid()]
+    while stack:
+        pid = stack.pop()
+        if pid not in tree:
+            tree.add(pid)
+            stack.extend(kids.get(pid, ()))
+    own = tree | _launchers()  # a launcher itself, not its other children
+    own_s = sum(_with_children(ct) for pid, (_, _, _, ct) in procs.items() if pid in own)
+    others = {pid: (name, created, _with_children(ct), ppid) for pid, (name, created, ppid, ct) in procs.items()
+              if pid not in own}
+    return CpuReading(t=t, wall=wall, busy_s=busy, own_s=own_s, others=others, own=own)
+
+
+def _with_children(ct) -> float:
+    """A process's CPU seconds with those of its finished (reaped) children."""
+    return ct.user + ct.system + getattr(ct, "children_user", 0.0) + getattr(ct, "children_system", 0.0)
+
+
+def process_seconds(a: CpuReading, b: CpuReading) -> dict[int, tuple[str, float]]:
+    """Each other process's CPU seconds between readings `a` and `b`, its children that ended in
+    between included: pid -> (name, s). A process seen in both (same create time) counts its
+    increase; one created after `a` counts whole. A process seen at `a` and gone at `b` was reaped
+    by its parent, whose increase holds its whole life: the part before `a` is taken off again."""
+    def same(pid: int) -> bool:
+        x, y = a.others.get(pid), b.others.get(pid)
+        return x is not None and y is not None and abs(x[1] - y[1]) < 0.01
+
+    out: dict[int, list] = {}
+    for pid, (name, created, s, _) in b.others.items():
+        if same(pid):
+            out[pid] = [name, s - a.others[pid][2]]
+        elif created >= a.wall - 0.01:
+            out[pid] = [name, s]
+    for pid, (_, _, s, ppid) in a.others.items():
+        if not same(pid) and ppid is not None and same(ppid):  # ended in between, reaped by a parent seen twice
+            out[ppid][1] -= s
+    return {pid: (name, max(0.0, v)) for pid, (name, v) in out.items()}
+
+
+def cpu_load_between(a: CpuReading, b: CpuReading, used: dict[int, tuple[str, float]] | None = None,
+                     top: int = TOP) -> CpuLoad:
+    """The load between readings `a` and `b` (module docstring); `used`: each other process's CPU
+    seconds over the interval (default `process_seconds(a, b)`; the sampler sums its readings')."""
+    cores = psutil.cpu_count() or 1
+    wall = max(b.t - a.t, 1e-6)
+    used = process_seconds(a, b) if used is None else used
+    total = wall * cores
+
+    def share(s: float) -> float:
+        return s / total * 100.0
+
+    ranked = sorted(((pid, name, s) for pid, (name, s) in used.items() if s > 0), key=lambda x: -x[2])
+    attributed = share(sum(s for _, _, s in ranked))
+    if attributed > 100.0:  # readings of the process table are not instantaneous: never more than all cores
+        ranked = [(pid, name, s * 100.0 / attributed) for pid, name, s in ranked]
+        attributed = 100.0
+    other = min(100.0, max(share(max(0.0, b.busy_s - a.busy_s - (b.own_s - a.own_s))), attributed))
+    named = [x for x in ranked[:top] if share(x[2]) >= MIN_NAMED_PCT]  # the rest are summed
+    shown, rest = named, ranked[len(named):]
+    return CpuLoad(cores=cores, interval_s=round(wall, 3), other_pct=round(other, 1),
+                   own_pct=round(min(100.0, share(max(0.0, b.own_s - a.own_s))), 1),
+                   top=[CpuProcessLoad(pid=pid, name=name, pct=round(s / wall * 100.0, 1), share_pct=round(share(s), 1))
+                        for pid, name, s in shown],
+                   rest_pct=round(share(sum(s for _, _, s in rest)), 1), rest_processes=len(rest),
+                   unattributed_pct=round(max(0.0, other - attributed), 1))
 
 
 class CpuLoadProbe:
     """Reads other processes' load on the cores (module docstring). `interval_s`: the sample's
-    length (s); `sleep` injectable. Raises ValueError for interval_s <= 0."""
+    length (s); `sleep` injectable; `top`: processes named. Raises ValueError for interval_s <= 0."""
 
     name = "cpu-load"
 
-    def __init__(self, interval_s: float = 1.0, sleep: Callable[[float], None] = time.sleep, top: int = 3) -> None:
+    def __init__(self, interval_s: float = 1.0, sleep: Callable[[float], None] = time.sleep, top: int = TOP) -> None:
         if interval_s <= 0:
             raise ValueError(f"interval_s must be > 0, got {interval_s}")
         self.interval_s = interval_s
@@ -89,26 +230,10 @@ class CpuLoadProbe:
         self._top = top
 
     def read(self, own_pids: frozenset[int] = frozenset()) -> CpuLoad:
-        """One sample. Processes in the tree of this process and of `own_pids` count as own.
-
-        other_pct = (machine busy time - own tree's time) / (interval x cores) x 100, clipped to
-        0..100: it also counts processes that started and ended inside the sample. Never raises
-        for processes that end while being read."""
-        roots = frozenset(own_pids) | {os.getpid()}
-        cores = psutil.cpu_count() or 1
-        own0 = own_tree(roots)
-        p0, m0, t0 = _proc_times(), psutil.cpu_times(), time.monotonic()
+        """One sample. Processes in the tree of this process and of `own_pids` count as own (module
+        docstring): other_pct = (machine busy time - own tree's time) / (interval x cores) x 100,
+        clipped to 0..100, never below what the listed processes used. Never raises for processes
+        that end while being read."""
+        a = read_cpu(frozenset(own_pids))
         self._sleep(self.interval_s)
-        p1, m1, t1 = _proc_times(), psutil.cpu_times(), time.monotonic()
-        own = own0 | own_tree(roots)
-        wall = max(t1 - t0, 1e-6)
-        used = {pid: (name, max(0.0, s - p0[pid][1])) for pid, (name, s) in p1.items() if pid in p0}
-        own_s = sum(s for pid, (_, s) in used.items() if pid in own)
-        busy = max(0.0, _busy_s(m1) - _busy_s(m0))
-        other = min(100.0, max(0.0, (busy - own_s) / (wall * cores) * 100.0))
-        foreign = sorted(((pid, name, s) for pid, (name, s) in used.items() if pid not in own and s > 0),
-                         key=lambda x: -x[2])[: self._top]
-        return CpuLoad(cores=cores, interval_s=round(wall, 3), other_pct=round(other, 1),
-                       own_pct=round(min(100.0, own_s / (wall * cores) * 100.0), 1),
-                       top=[CpuProcessLoad(pid=pid, name=name, pct=round(s / wall * 100.0, 1))
-                            for pid, name, s in foreign])
+        return cpu_load_between(a, read_cpu(frozenset(own_pids)), top=self._top)

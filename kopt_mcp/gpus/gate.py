@@ -49,6 +49,7 @@ from kopt_mcp.gpus.base import GpuProbe, GpuReading, Vendor
 from kopt_mcp.gpus.cpu import CpuLoad, CpuLoadProbe
 from kopt_mcp.gpus.lease import Lease, LeaseManager, binding_env
 from kopt_mcp.gpus.waitqueue import WaitQueue
+from kopt_mcp.rules.load import cpu_limit_pct, limit_shown
 
 __all__ = [
     "CPU_NOTE",
@@ -74,11 +75,22 @@ JOB_GRACE_S = 30.0  # a waiter keeps its place on a GPU this long (s) after it l
 
 class IdleThresholds(BaseModel):
     """A GPU is busy at `util_pct` % utilization or `mem_mib` MiB memory used, or above; the CPU
-    device at `cpu_pct` % of all cores' time used by other processes, or above."""
+    device at `cpu_pct` % of all cores' time used by other processes, or above; with `cpu_exclusive`
+    (`[gates] exclusive_cpu`) at a quarter of one core (rules.load.EXCLUSIVE_CORE_PCT)."""
 
     util_pct: float = 10.0
     mem_mib: float = 2048.0
     cpu_pct: float = 50.0
+    cpu_exclusive: bool = False
+
+    def cpu_limit_pct(self, cores: int) -> float:
+        """The CPU gate's limit in % of all `cores`' time (rules.load.cpu_limit_pct; 100: off)."""
+        limit = cpu_limit_pct(self.cpu_pct, self.cpu_exclusive, cores)
+        return 100.0 if limit is None else limit
+
+    def cpu_limit_shown(self) -> str:
+        """'[gates] idle_cpu_pct = 50%' or '[gates] exclusive_cpu (other processes under 25% of one core)'."""
+        return limit_shown(self.cpu_pct, self.cpu_exclusive)
 
 
 def _n(x: float) -> str:
@@ -334,7 +346,7 @@ class GpuGate:
 
         if self.cpu_probe is None:
             return GateOutcome(lease=lease(), device_note=CPU_NOTE)
-        limit = self.thresholds.cpu_pct
+        what = self.thresholds.cpu_limit_shown()
         start, polls = self._clock(), 0
         while True:
             if cancel is not None and cancel.is_set():
@@ -342,18 +354,19 @@ class GpuGate:
             load = self.cpu_probe.read(own)
             polls += 1
             waited = self._clock() - start
+            limit = self.thresholds.cpu_limit_pct(load.cores)
             if load.other_pct < limit:
-                note = (f"the CPU is the device: {load.shown()}, under [gates] idle_cpu_pct = {_n(limit)}%"
+                note = (f"the CPU is the device: {load.shown()}, under {what}"
                         + (f" after waiting {_n(round(waited))} s" if polls > 1 else ""))
                 return GateOutcome(lease=lease(), waited_s=waited, polls=polls, device_note=note, cpu_load=load)
             if waited >= self.cpu_wait_s:
                 note = (f"the CPU is the device and stayed busy for {_n(round(waited))} s ({load.shown()}, "
-                        f">= [gates] idle_cpu_pct = {_n(limit)}%): measuring anyway; the paired rounds "
-                        "compare BEST and the candidate under the same load")
+                        f"at or above {what}): measuring anyway; each paired round records its own load, and "
+                        "rounds under load are measured again or left out of the decision")
                 return GateOutcome(lease=lease(), waited_s=waited, polls=polls, device_note=note, cpu_load=load)
             pause = min(self.poll_s, CPU_POLL_S, self.cpu_wait_s - waited)
             if progress is not None:
-                progress(waited, self.cpu_wait_s, f"CPU busy ({load.shown()} >= {_n(limit)}%); next check in "
+                progress(waited, self.cpu_wait_s, f"CPU busy ({load.shown()}, at or above {what}); next check in "
                          f"{_n(round(pause, 1))} s")
             self._wait(pause, cancel)
 

@@ -23,9 +23,10 @@ from kopt_mcp.referee.runs import Attempt, measure_run
 from kopt_mcp.referee.state_guard import ensure_patch
 from kopt_mcp.results import VerdictResult
 from kopt_mcp.rules.decision import Code
+from kopt_mcp.rules.load import RoundLoad, decide_counted
 from kopt_mcp.rules.protect import touched_protected, unsafe_symlinks
 from kopt_mcp.rules.repair import after_incorrect
-from kopt_mcp.rules.script import GLOBAL, Round, decide
+from kopt_mcp.rules.script import GLOBAL, Round
 from kopt_mcp.rules.script_only import script_only_keeps_allowed, script_only_note
 from kopt_mcp.rules.stop import RegressionNote, should_stop
 from kopt_mcp.rules.verdict import attempt_verdict, clear_script_win
@@ -156,9 +157,11 @@ def _judge(sess: Session, a: Attempt, progress: Progress | None) -> VerdictResul
         raise RefereeError(f"BEST_COMMIT itself failed to run just now ({best.gate.reason}): the machine "
                            "changed, not the candidate. The candidate is still in place; call save_and_test again")
     rounds = [Round(best=best.values(), candidate=cand.values())]
+    loads = [RoundLoad(runs=[best.load, cand.load])]  # the foreign load each run ran under (rules/load.py)
     policy, s, hib = (g.screen() if screening else g), sess.state, sess.cfg.benchmark.higher_is_better
     try:
-        d = decide(rounds, a.target, hib, policy, s.noise_history)
+        d, a.load = decide_counted(rounds, loads, a.target, hib, policy, s.noise_history,
+                                   can_measure=len(rounds) < policy.script_rounds)
         while d.needs_round:
             if progress:
                 progress(2 * len(rounds), total, f"attempt {a.n}: runs {2 * len(rounds) + 1}-"
@@ -171,11 +174,14 @@ def _judge(sess: Session, a: Attempt, progress: Progress | None) -> VerdictResul
                 return finish(sess, a, "failed", f"the confirming run failed: {bad.gate.reason}", revert=True,
                               reset=True, code=bad.gate.code)
             rounds.append(Round(best=b2.values(), candidate=c2.values()))
-            d = decide(rounds, a.target, hib, policy, s.noise_history)
+            loads.append(RoundLoad(runs=[b2.load, c2.load]))
+            d, a.load = decide_counted(rounds, loads, a.target, hib, policy, s.noise_history,
+                                       can_measure=len(rounds) < policy.script_rounds)
     except VerdictError as e:
         return finish(sess, a, "failed", str(e), revert=True, reset=True, code=Code.BAD_TARGET)
-    s.record_best_runs([r.best for r in rounds])  # BEST ran len(rounds) times in this lease
-    a.decision, a.rounds, a.cand_run_values = d, len(rounds), [r.candidate for r in rounds]
+    counted = [rounds[i] for i in a.load.counted] or rounds  # runs under foreign load are not the noise of now
+    s.record_best_runs([r.best for r in counted])  # BEST ran len(rounds) times in this lease
+    a.decision, a.rounds, a.cand_run_values = d, len(rounds), [r.candidate for r in counted]
     if d.outcome != "improved":
         return finish(sess, a, d.outcome, d.reason, revert=True, reset=d.outcome != "regressed", code=d.code)
     if progress and profiled:
@@ -208,11 +214,11 @@ def _incorrect(sess: Session, a: Attempt, reason: str, code: Code) -> VerdictRes
 
 def _improved(sess: Session, a: Attempt, reason: str, code: Code) -> VerdictResult:
     d, keep = a.decision, a.keep
-    tiv = d.target_interval
+    tiv = d.keep_interval or d.target_interval  # the bound the reason showed: the keep's own where it decided
     summary = VerdictSummary(
         rounds=a.rounds, target_pct=tiv.mean_pct if tiv else sum(d.target_deltas_pct) / len(d.target_deltas_pct),
         target_lo_pct=tiv.lo_pct if tiv and math.isfinite(tiv.lo_pct) else None,
-        confidence=tiv.confidence if tiv else None,
+        confidence=tiv.overall_confidence if tiv else None,
         classes_pct={c.key: c.mean_pct for c in d.classes}, gpu_best_us=keep.gpu_best_us,
         gpu_candidate_us=keep.gpu_candidate_us, gpu_gain_pct=keep.gpu_delta_pct)
     vendor = sess.device.vendor if sess.device else "cpu"
@@ -251,7 +257,8 @@ def finish(sess: Session, a: Attempt, verdict: str, reason: str, revert: bool, r
         faults.point("save_and_test.after_revert")
         s.dropped_candidate()
     if verdict == "regressed":
-        change = sum(d.target_deltas_pct) / len(d.target_deltas_pct)
+        tiv = d.target_interval  # the mean the reason showed (the geometric mean ratio's change)
+        change = tiv.mean_pct if tiv is not None else sum(d.target_deltas_pct) / len(d.target_deltas_pct)
         s.regressed(RegressionNote(attempt=n, at=now_iso(), target=a.target, hypothesis=a.hypothesis,
                                    change_pct=change))
     elif reset:
@@ -265,6 +272,8 @@ def finish(sess: Session, a: Attempt, verdict: str, reason: str, revert: bool, r
                 classes=[x.model_dump() for x in d.classes] if d else [], runs=a.runs,
                 gpu=keep.model_dump() if keep else None, reverted=revert, device=sess.device_id,
                 **({"provenance": a.provenance} if a.provenance else {}),
+                **({"rounds_under_load": len(a.load.under_load), "load": a.load.model_dump(mode="json")}
+                   if a.load is not None else {}),
                 **({"lost_devices": a.lost_devices} if a.lost_devices else {}))
     if verdict == "regressed" and should_stop(s.regressions, sess.policy.max_consecutive_regressions):
         stop = f"{s.regressions.consecutive} consecutive measured regressions"
@@ -279,6 +288,7 @@ def finish(sess: Session, a: Attempt, verdict: str, reason: str, revert: bool, r
         divergent_classes=d.worse_classes if d else [], class_errors=a.class_errors,
         gpu_best_us=keep.gpu_best_us if keep else None, gpu_candidate_us=keep.gpu_candidate_us if keep else None,
         gpu_delta_pct=keep.gpu_delta_pct if keep else None, gpu_floor_pct=a.gpu_floor_pct, rounds=a.rounds, reverted=revert,
+        rounds_under_load=len(a.load.under_load) if a.load is not None else 0,
         repairs_left=repairs_left, patch_path=str(patch_path), run_dirs=a.runs, device=sess.device,
         consecutive_regressions=s.regressions.consecutive, stopped=s.phase == Phase.stopped,
         stop_reason=s.stop_reason, warnings=a.warnings, next_actions=next_actions(s))

@@ -21,6 +21,7 @@ from kopt_mcp.rules.clocks import same_clock
 from kopt_mcp.rules.keep import class_gpu_times, group_spread_pct, launch_counts_differ, target_median_us
 from kopt_mcp.rules.percent import improvement_pct, spread_pct
 from kopt_mcp.rules.protect import FileChange, describe, touched_protected
+from kopt_mcp.rules.stats import noise_from_groups
 from kopt_mcp.rules.units import unit_gpu_times, unit_spread_pct
 from kopt_mcp.session import next_actions
 from kopt_mcp.testing import faults
@@ -115,7 +116,7 @@ def baseline(sess: Session, progress: Progress | None) -> BenchmarkResult:
     with best_lock(sess):
         publish(sess)  # the session's BEST, for every candidate slot
     sess.save()  # the commit point: the baseline record is committed with the phase
-    return bench_result(sess, "baseline (BEST_COMMIT)", m, recorded=True)
+    return bench_result(sess, "baseline (BEST_COMMIT)", m, recorded=True, runs=group)
 
 
 def _baseline_changes(sess: Session, changes: list[FileChange]) -> None:
@@ -160,13 +161,22 @@ def _baseline_spreads(traces: list, totals_us: list[float], kernel_regex: str | 
     return out
 
 
-def bench_result(sess: Session, what: str, m: Measurement, recorded: bool) -> BenchmarkResult:
+def bench_result(sess: Session, what: str, m: Measurement, recorded: bool,
+                 runs: list[dict[str, float]] | None = None) -> BenchmarkResult:
     """The result of one run; for the baseline (`recorded`) each class shows the value recorded
-    in performance.md and BEST's metrics (the median of the baseline runs), not the first run's."""
+    in performance.md and BEST's metrics (the median of the baseline runs), not the first run's, and
+    with `runs` (each baseline run's metric per class) each class's runs and their spread (%: the
+    run-to-run SD the noise estimate uses, rules.stats.noise_from_groups)."""
     best = sess.state.best.metrics
     shown = best if recorded else {}
-    classes = [ClassMetric(key=c.key, metric=shown.get(c.key, c.metric), correct=c.correct, errors=c.errors)
-               for c in (m.table.classes if m.table else [])]
+
+    def spread(key: str) -> dict:
+        vals = [r[key] for r in runs or [] if key in r]
+        est = noise_from_groups([vals])
+        return {"runs": vals, "spread_pct": est.run_sd_pct if est.df else None} if vals else {}
+
+    classes = [ClassMetric(key=c.key, metric=shown.get(c.key, c.metric), correct=c.correct, errors=c.errors,
+                           **spread(c.key)) for c in (m.table.classes if m.table else [])]
     vs = {c.key: improvement_pct(best[c.key], c.metric, sess.cfg.benchmark.higher_is_better)
           for c in classes if c.key in best and not recorded}
     return BenchmarkResult(

@@ -228,7 +228,10 @@ def _write_commit(sess: Session, a: Attempt, k: Kept, message: str, progress: Pr
     d, metrics, gpu_us = k.decision, k.metrics, k.gpu_us
     if progress:
         progress(3, 4, "committing code and performance.md")
-    changes = {c.key: c.mean_pct for c in d.classes}
+    # the per-class change the verdict showed (its mean over the paired rounds); the re-measure's own where the
+    # candidate was re-applied onto a newer BEST (the verdict compared it with an older one)
+    changes = ({c.key: c.mean_pct for c in d.classes} if k.reapplied or p.verdict is None or not p.verdict.classes_pct
+               else dict(p.verdict.classes_pct))
     title = message.strip() or p.hypothesis.strip() or f"kopt attempt {p.attempt}"
     rows = [r.model_dump() for r in perf_rows(
         "keep", "(this commit)", cfg.benchmark.command, p.target, p.kernels, metrics, gpu_us,

@@ -55,7 +55,7 @@ def measure_session_gain(sess: Session, base: str | None = None, head: str | Non
     baseline commit): see the module docstring. Raises RefereeError before the baseline (without
     `base`), for a revision that names no commit, for base == head, when no device could be leased
     (the session does not stop for that), or when a run fails its correctness gate."""
-    s, cfg, g = sess.state, sess.cfg, sess.cfg.gates
+    s = sess.state
     base_rev = base or session_baseline(sess)
     if base_rev is None:
         raise RefereeError("the session has no baseline yet: call run_benchmark first, or pass the base commit")

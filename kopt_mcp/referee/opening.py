@@ -195,7 +195,8 @@ def local_executor(sess: Session):
     gates, sv = sess.cfg.gates, sess.services
     return LocalExecutor(
         probe=sv.probe or make_probe(gates.gpu_probe), lease_dir=sv.lease_dir or lease_dir_default(), tag=sess.tag,
-        thresholds=IdleThresholds(util_pct=gates.idle_util_pct, mem_mib=gates.idle_mem_mib, cpu_pct=gates.idle_cpu_pct),
+        thresholds=IdleThresholds(util_pct=gates.idle_util_pct, mem_mib=gates.idle_mem_mib, cpu_pct=gates.idle_cpu_pct,
+                                  cpu_exclusive=gates.exclusive_cpu),
         wait_s=gates.gpu_wait_s, poll_s=gates.gpu_poll_s,
-        cpu_probe=CpuLoadProbe() if gates.idle_cpu_pct < 100 else None, cpu_wait_s=gates.cpu_wait_s,
-        sleep=sv.sleep, clock=sv.clock, run=sv.run, clocks=sv.clocks)
+        cpu_probe=CpuLoadProbe() if gates.idle_cpu_pct < 100 or gates.exclusive_cpu else None,
+        cpu_wait_s=gates.cpu_wait_s, sleep=sv.sleep, clock=sv.clock, run=sv.run, clocks=sv.clocks, loads=sv.loads)

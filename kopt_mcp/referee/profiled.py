@@ -21,8 +21,9 @@ from kopt_mcp.results import VerdictResult
 from kopt_mcp.rules.decision import Code, Decision
 from kopt_mcp.rules.evidence import Profiles, TargetProfile
 from kopt_mcp.rules.gpu_time import GpuTimeJudgement, judge_profiles
+from kopt_mcp.rules.load import RoundLoad, decide_counted
 from kopt_mcp.rules.provenance import fingerprint, unchanged
-from kopt_mcp.rules.script import Round, ScriptDecision, decide
+from kopt_mcp.rules.script import Round, ScriptDecision
 from kopt_mcp.rules.verdict import clear_script_win, profiled_verdict
 
 
@@ -110,12 +111,19 @@ def _target(sess: Session, p: Profiled) -> TargetProfile | str:
 
 def _judge(sess: Session, a: Attempt, best: list[Profiled], cands: list[Profiled]
            ) -> tuple[ScriptDecision, GpuTimeJudgement | None, Decision]:
-    """The screen over every round so far (round i: the BEST run before candidate run i), the GPU time
-    of the latest A/B/A triple, and the verdict rule. Raises VerdictError."""
+    """The screen over every round that counts (round i: the BEST run before candidate run i, the BEST
+    run after it; rounds under foreign load left out or measured again: rules/load.py), the GPU time of
+    the latest A/B/A triple that counts, and the verdict rule. Raises VerdictError."""
     s, policy = sess.state, sess.policy
     rounds = [Round(best=b.measurement.values(), candidate=c.measurement.values()) for b, c in zip(best, cands)]
-    d = decide(rounds, a.target, sess.cfg.benchmark.higher_is_better, policy.screen(), s.noise_history)
-    triple = [_target(sess, p) for p in (best[-2], cands[-1], best[-1])]
+    loads = [RoundLoad(runs=[best[i].load, cands[i].load, best[i + 1].load]) for i in range(len(cands))]
+    can = len(cands) < policy.max_rounds
+    d, a.load = decide_counted(rounds, loads, a.target, sess.cfg.benchmark.higher_is_better, policy.screen(),
+                               s.noise_history, can_measure=can)
+    if a.load.repeat or not a.load.counted:
+        return d, None, Decision(outcome="needs_round" if a.load.repeat else "tie", code=d.code, reason=d.reason)
+    k = a.load.counted[-1]
+    triple = [_target(sess, p) for p in (best[k], cands[k], best[k + 1])]
     missing = next((x for x in triple if isinstance(x, str)), None)
     if missing is not None:
         return d, None, Decision(outcome="tie", code=Code.GPU_TIME_MISSING, reason=(
@@ -123,16 +131,19 @@ def _judge(sess: Session, a: Attempt, best: list[Profiled], cands: list[Profiled
     j = judge_profiles(Profiles(before=triple[0], candidate=triple[1], after=triple[2]),
                        sess.cfg.profiler.kernel or exact_names_regex(s.best.kernels), policy, s.gpu_spreads_pct,
                        s.launch_counts_vary, list(s.best.metrics), clear_script_win(d, policy.noise_pct))
-    return d, j, profiled_verdict(d, j, policy, can_measure=len(cands) < policy.max_rounds)
+    v = profiled_verdict(d, j, policy, can_measure=can)
+    return d, j, v.model_copy(update={"reason": f"{v.reason}; {a.load.reason}"}) if a.load.reason else v
 
 
 def _apply(sess: Session, a: Attempt, best: list[Profiled], cands: list[Profiled], d: ScriptDecision,
            j: GpuTimeJudgement | None, v: Decision, finish, improved) -> VerdictResult:
     """Remember what the session learns (BEST's runs, spreads), then rule."""
     s = sess.state
-    s.record_best_runs([b.measurement.values() for b in best])  # BEST ran len(best) times in this lease
+    clean = set(a.load.counted) if a.load is not None and a.load.counted else set(range(len(cands)))
+    # BEST ran len(best) times in this lease; runs under foreign load are not the noise of now
+    s.record_best_runs([b.measurement.values() for i, b in enumerate(best) if i in clean or i - 1 in clean])
     a.decision, a.rounds = d, len(cands)
-    a.cand_run_values = [c.measurement.values() for c in cands]
+    a.cand_run_values = [c.measurement.values() for i, c in enumerate(cands) if i in clean]
     if j is not None:
         a.keep = j.keep
         s.launch_counts_vary = s.launch_counts_vary or j.time_driven

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from kopt_mcp.ledger import PerfRow, now_iso
 from kopt_mcp.rules.script import ScriptDecision
+from kopt_mcp.rules.stats import confidence_shown
 from kopt_mcp.session import PendingImprovement, SessionState
 
 
@@ -96,13 +97,15 @@ def stop_summary(state: SessionState, metric: str, gain: dict | None = None) -> 
 
 def keep_note(p: PendingImprovement, title: str, commit_delta_pct: float, gpu_us: float | None) -> str:
     """The note of a keep's performance.md rows: what kept it and both script-metric deltas of its
-    target (% better: the save_and_test verdict's mean, and the commit's one-round re-measure), e.g.
+    target (% better: the save_and_test verdict's mean as the verdict showed it, `p.verdict.target_pct`,
+    the geometric mean ratio's change; and the commit's one-round re-measure), e.g.
     `attempt 3: fuse (kept on profiler GPU time, -12.0% GPU time; n=1 +11.80% at the verdict,
     +11.20% re-measured at commit)`. The commit's own one-round decision reason is not used: one
     round is never a significant win, and the row would say `tie` for a keep."""
     gpu = (f", {100 * (gpu_us - p.gpu_best_us) / p.gpu_best_us:+.1f}% GPU time"
            if gpu_us is not None and p.gpu_best_us else "")
-    return (f"attempt {p.attempt}: {title} (kept on {p.metric_used}{gpu}; {p.target} {p.target_delta_pct:+.2f}% "
+    at_verdict = p.verdict.target_pct if p.verdict is not None else p.target_delta_pct
+    return (f"attempt {p.attempt}: {title} (kept on {p.metric_used}{gpu}; {p.target} {at_verdict:+.2f}% "
             f"at the verdict, {commit_delta_pct:+.2f}% re-measured at commit)")
 
 
@@ -149,7 +152,7 @@ def commit_message(title: str, p: PendingImprovement, remeasure: ScriptDecision,
     v = p.verdict
     lines = [title, "", f"kopt-mcp attempt {p.attempt}, target {p.target}: kept on {p.metric_used}"]
     if v is not None:
-        conf = f"{v.confidence * 100:g}% " if v.confidence is not None else ""
+        conf = f"{confidence_shown(v.confidence)} " if v.confidence is not None else ""
         bound = f" ({conf}lower bound {v.target_lo_pct:+.2f}%)" if v.target_lo_pct is not None else ""
         gpu = _gpu_change(v.gpu_best_us, v.gpu_candidate_us)
         lines.append(f"save_and_test verdict: improved, {p.target} {v.target_pct:+.2f}%{bound} over {v.rounds} "

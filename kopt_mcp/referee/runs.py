@@ -10,6 +10,7 @@ from kopt_mcp.bench.measure import Measurement, Profiled
 from kopt_mcp.referee.core import Session
 from kopt_mcp.referee.guards import judge_run_changes
 from kopt_mcp.rules.keep_totals import KeepDecision
+from kopt_mcp.rules.load import LoadRounds
 from kopt_mcp.rules.protect import FileChange, describe
 from kopt_mcp.rules.script import ScriptDecision
 
@@ -45,6 +46,8 @@ class Attempt:
     gpu_floor_pct: float | None = None
     #: compiled-code provenance of the target kernels, BEST and candidate (rules/provenance.py)
     provenance: dict | None = None
+    #: which rounds ran under foreign load and which the decision counted (rules/load.py)
+    load: LoadRounds | None = None
 
     @property
     def cand_values(self) -> dict[str, float]:
@@ -55,6 +58,7 @@ class Attempt:
         """Forget the measurements (the device was lost: the whole measuring call runs again on
         a new lease); the runs made so far stay listed."""
         self.checked, self.decision, self.keep, self.rounds, self.cand_run_values = set(), None, None, 0, []
+        self.load = None
         self.class_errors, self.class_gpu_us = {}, None
 
 

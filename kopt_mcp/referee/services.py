@@ -17,6 +17,7 @@ from kopt_mcp.bench.executor import Executor
 from kopt_mcp.bench.runner import RunResult, run_command
 from kopt_mcp.gpus.base import GpuProbe
 from kopt_mcp.gpus.clocks import ClockFactory, clock_source
+from kopt_mcp.gpus.load import LoadSources, load_factory
 from kopt_mcp.profilers import make_profiler
 from kopt_mcp.profilers.base import Profiler
 
@@ -38,7 +39,9 @@ class Services:
     - `lease_dir`: where GPU lease files live (None: $KOPT_LEASE_DIR, else /tmp/kopt-mcp-leases);
     - `executor`: where measuring jobs run (None: this host; a Ray executor beyond it);
     - `clocks`: (vendor, uuid) -> the leased device's SM clock source, sampled during profiled runs
-      (kopt_mcp.gpus.clocks; None: no clock figures).
+      (kopt_mcp.gpus.clocks; None: no clock figures);
+    - `loads`: (vendor, uuid, probe) -> the leased device's foreign-load sampler factory, sampled
+      during every measured run (kopt_mcp.gpus.load; None: no load figures).
     """
 
     probe: GpuProbe | None = None
@@ -51,3 +54,4 @@ class Services:
     #: the local one (kopt_mcp.bench.local.LocalExecutor over this host's GPU gate)
     executor: Callable[[Any], Executor] | None = None
     clocks: ClockFactory | None = clock_source
+    loads: LoadSources | None = load_factory

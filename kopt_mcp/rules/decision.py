@@ -84,6 +84,12 @@ class Code(StrEnum):
     # ledger-only ends of an attempt (AttemptVerdict)
     INTERRUPTED = "interrupted"                    # the server stopped mid-attempt: recovery archived it
     CANCELLED = "cancelled"                        # the client cancelled the call: the tree stays as it was
+    # foreign load during the rounds (rules/load.py)
+    LOAD_CLEAN = "load_clean"                      # no round ran under foreign load
+    LOAD_REPEAT = "load_repeat"                    # a round ran under foreign load: one more in its place
+    LOAD_LEFT_OUT = "load_left_out"                # rounds under foreign load were left out of the decision
+    LOAD_COUNTED_ANYWAY = "load_counted_anyway"    # too few rounds without load: all counted, as the CPU gate measures anyway
+    UNDER_LOAD = "under_load"                      # every round ran under foreign load: not decided, not kept
 
 
 class Decision(BaseModel):

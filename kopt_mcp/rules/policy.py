@@ -20,7 +20,8 @@ class Policy(BaseModel):
     `confidence`: one-sided confidence of the final paired test; `screen_confidence`: that of the
     script metric when a per-launch profiler test follows; `max_rounds`: most candidate runs per
     verdict; `min_gpu_gain_pct`: least GPU-time gain (%) the keep metric accepts; `max_repairs`,
-    `max_consecutive_regressions`: the repair and stop rules' limits.
+    `max_consecutive_regressions`: the repair and stop rules' limits; `idle_cpu_pct`,
+    `exclusive_cpu`: which rounds ran under foreign load (rules/load.py).
 
     `profiler_confirms`: a profiler that times every launch (CUPTI, ncu) measures BEST and the
     candidate once more after the script metric (the keep metric), so that profiled run is the
@@ -38,6 +39,13 @@ class Policy(BaseModel):
     max_repairs: int = 3
     max_consecutive_regressions: int = 5
     profiler_confirms: bool = False
+    #: the foreign load a round may run under (rules/load.py): other processes' share of all cores (%)
+    #: at or above which a CPU run counts as under load (100: never), and the whole-machine gate
+    idle_cpu_pct: float = 50.0
+    exclusive_cpu: bool = False
+    #: rounds of this verdict's budget spent on rounds left out of the decision (rules/load.py): the
+    #: decision on the others may ask for script_rounds - spent_rounds rounds at most
+    spent_rounds: int = 0
 
     @classmethod
     def from_gates(cls, gates: Any) -> Policy:
@@ -55,6 +63,17 @@ class Policy(BaseModel):
         return max(1, self.max_rounds - 1) if self.profiler_confirms else self.max_rounds
 
     @property
+    def rounds_left(self) -> int:
+        """Rounds the decision may still count: `script_rounds` less those spent on rounds left out."""
+        return max(0, self.script_rounds - self.spent_rounds)
+
+    @property
+    def decision_rounds(self) -> int:
+        """Rounds a script-metric decision needs at least: 2 where the script metric alone keeps or
+        counts a regression (min(2, script_rounds)), 1 where it screens for a profiler."""
+        return 1 if self.profiler_confirms else min(2, self.script_rounds)
+
+    @property
     def keep_confidence(self) -> float:
         """One-sided confidence of each look at a keep on the script metric alone. A keep can be
         declared after round k0 = min(2, confirmations, script_rounds) and after every round up to
@@ -62,8 +81,13 @@ class Policy(BaseModel):
         over the whole verdict an identical candidate is kept with probability <= 1 - confidence.
         Testing each look at `confidence` itself kept one 1.0-1.9% of the time (simulation,
         2026-11-24)."""
-        first = min(2, self.confirmations, self.script_rounds)
-        return 1.0 - (1.0 - self.confidence) / (self.script_rounds - first + 1)
+        return 1.0 - (1.0 - self.confidence) / self.keep_looks
+
+    @property
+    def keep_looks(self) -> int:
+        """The rounds after which the script metric alone may keep: from round min(2, confirmations,
+        script_rounds) up to script_rounds (the Bonferroni divisor of `keep_confidence`)."""
+        return self.script_rounds - min(2, self.confirmations, self.script_rounds) + 1
 
 
 __all__ = ["Policy"]

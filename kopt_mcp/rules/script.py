@@ -29,10 +29,11 @@ from kopt_mcp.rules.stats import (
     NoiseEstimate,
     PairedInterval,
     as_improvement,
+    confidence_shown,
     guarded,
     log_delta_pct,
-    noise_from_groups,
     paired_interval,
+    recent_noise,
 )
 
 GLOBAL = "global"
@@ -46,7 +47,9 @@ class Round(BaseModel):
 
 
 class ClassDelta(BaseModel):
-    """A class's improvement in % per round (+ = better), its mean and the paired interval."""
+    """A class's improvement in % per round (+ = better), its mean and the paired interval. `best` and
+    `candidate`: the geometric means of the class's metric over the rounds, the values `mean_pct` is
+    computed from (improvement_pct(best, candidate) == mean_pct; arithmetic means where a value is <= 0)."""
 
     key: str
     best: float
@@ -65,10 +68,15 @@ class ScriptDecision(BaseModel):
     target: str
     target_deltas_pct: list[float]
     target_interval: PairedInterval | None = None
+    #: a keep on the script metric alone (script_win, script_sub_noise_win): the interval it was decided
+    #: on (guarded, at Policy.keep_confidence per look), whose bounds its reason shows; None otherwise
+    keep_interval: PairedInterval | None = None
     classes: list[ClassDelta]
     worse_classes: list[str]
     reason: str
     code: Code
+    #: paired rounds that ran under foreign load (rules/load.py decide_counted; 0 where not judged)
+    rounds_under_load: int = 0
 
 
 def target_value(values: dict[str, float], target: str) -> float:
@@ -96,52 +104,28 @@ def _check(rounds: list[Round], target: str) -> list[str]:
     return keys
 
 
-#: the noise estimate pools the latest groups of BEST runs until they hold this many degrees of
-#: freedom (plus this attempt's): noise measured an hour ago, under another load or of an older
-#: BEST_COMMIT (a slow baseline's spread), does not describe the runs of now
-RECENT_NOISE_DF = 8
-#: a group of earlier BEST runs whose median lies more than this factor from this attempt's BEST
-#: (either way) measured another tree (an older BEST_COMMIT) or the machine in another state, not
-#: the runs of now: it is left out of the noise estimate
-LEVEL_FACTOR = 2.0
-
-
-def _median(xs: list[float]) -> float:
-    s = sorted(xs)
-    return (s[(len(s) - 1) // 2] + s[len(s) // 2]) / 2.0
-
-
 def _series_noise(history: list[list[dict[str, float]]], rounds: list[Round], key: str) -> NoiseEstimate:
-    """Run-to-run noise of one series (a class key or `global`) from the BEST runs of the latest
-    earlier leases (`history`, back to RECENT_NOISE_DF degrees of freedom) and of this attempt's
-    rounds (two more groups, same lease: BEST's runs and the candidate's runs). Earlier groups at
-    another level (median beyond LEVEL_FACTOR of this attempt's BEST median) are left out: under a
-    bursty CPU load the demo's slow Python BEST spread 20x between runs, and after the 30x faster
-    kernel was committed that spread, pooled into the new BEST's noise, hid a 2x regression and a
-    55% win (2026-11-24)."""
+    """Run-to-run noise of one series (a class key or `global`): `stats.recent_noise` over the BEST
+    runs of the earlier leases (`history`) and this attempt's BEST and candidate runs."""
     def value(run: dict[str, float]) -> float | None:
         try:
             return target_value(run, key)
         except (KeyError, ValueError):  # a class missing from an old group, or a value <= 0
             return None
 
-    now = [target_value(r.best, key) for r in rounds]
-    level = _median(now) if all(v > 0 for v in now) else None
     groups = [[v for v in map(value, g) if v is not None] for g in history]
-    if level is not None:
-        groups = [g for g in groups if g and 1.0 / LEVEL_FACTOR <= _median(g) / level <= LEVEL_FACTOR]
-    recent, df = [], 0
-    for g in reversed(groups):  # the latest groups, back to RECENT_NOISE_DF degrees of freedom
-        if df >= RECENT_NOISE_DF:
-            break
-        recent.append(g)
-        df += max(0, len(g) - 1)
-    recent.append(now)
-    # the candidate's runs in this lease: its run-to-run spread is part of every delta's variance
-    # (a delta is one BEST run and one candidate run), and right after a commit, when no earlier
-    # group is at the new BEST's level, they double the degrees of freedom of the noise of now
-    recent.append([v for v in (value(r.candidate) for r in rounds) if v is not None])
-    return noise_from_groups(recent)
+    cand = [v for v in (value(r.candidate) for r in rounds) if v is not None]
+    return recent_noise(groups, [target_value(r.best, key) for r in rounds], cand)
+
+
+def _mean_value(values: list[float]) -> float:
+    """The geometric mean of `values` (the scale of the paired deltas), or the arithmetic mean where
+    a value is <= 0 (no log scale)."""
+    if all(v == values[0] for v in values):  # one value (exactly, without a log round trip)
+        return values[0]
+    if all(v > 0 for v in values):
+        return math.exp(sum(math.log(v) for v in values) / len(values))
+    return sum(values) / len(values)
 
 
 def _log(best: float, candidate: float, higher_is_better: bool) -> float:
@@ -228,14 +212,27 @@ class _Evidence:
     def shown(self) -> str:
         return ", ".join(f"{d:+.2f}%" for d in self.tds)
 
+    @property
+    def per_class(self) -> str:
+        """How the classes were tested, in words ('' for one class): each at policy.confidence, not
+        corrected for the number of classes, because a class also has to be worse beyond the noise
+        threshold in every round to count as worse."""
+        k = len(self.keys)
+        if k < 2:
+            return ""
+        return (f"; per class: one-sided at {confidence_shown(self.policy.confidence)} each, not corrected for the "
+                f"{k} classes (a class counts as worse only when it is also worse beyond the {self.noise:g}% noise "
+                "threshold in every round)")
+
     def out(self, outcome: MeasuredOutcome, code: Code, reason: str, needs: bool = False) -> ScriptDecision:
+        keeps = code in (Code.SCRIPT_WIN, Code.SCRIPT_SUB_NOISE_WIN)
         return ScriptDecision(outcome=outcome, needs_round=needs, target=self.target, target_deltas_pct=self.tds,
-                              target_interval=self.tiv, classes=self.classes,
+                              target_interval=self.tiv, keep_interval=self.kiv if keeps else None, classes=self.classes,
                               worse_classes=self.worse if outcome == "divergent" else [], reason=reason, code=code)
 
     def measure_more(self, why: str, verdict_if_not: str) -> ScriptDecision:
         """One more round while the budget lasts (code needs_round), else a tie (script_not_confirmed)."""
-        if self.n < self.policy.script_rounds:
+        if self.n < self.policy.rounds_left:
             return self.out("tie", Code.NEEDS_ROUND, why, needs=True)
         return self.out("tie", Code.SCRIPT_NOT_CONFIRMED,
                         f"{verdict_if_not} after {self.n} paired round(s) (the [gates] max_rounds budget): tie")
@@ -249,7 +246,8 @@ class _Evidence:
                                      f"{', '.join(self.worse)} got worse: not kept")
         return self.out("divergent", Code.SCRIPT_DIVERGENT, (
             f"target {t} improved {self.shown} ({self.tiv.shown()}), but class(es) {', '.join(self.worse)} got "
-            f"significantly worse by >= {self.noise:g}%: keep the winner as a specialised kernel behind dispatch"))
+            f"significantly worse by >= {self.noise:g}%: keep the winner as a specialised kernel behind dispatch"
+            f"{self.per_class}"))
 
 
 def _evidence(rounds: list[Round], target: str, hib: bool, policy: Policy,
@@ -266,7 +264,8 @@ def _evidence(rounds: list[Round], target: str, hib: bool, policy: Policy,
         ds = [improvement_pct(r.best[k], r.candidate[k], hib) for r in rounds]
         iv = _interval([_log(r.best[k], r.candidate[k], hib) for r in rounds],
                        _series_noise(history, rounds, k), conf, hib, alone)
-        classes.append(ClassDelta(key=k, best=rounds[-1].best[k], candidate=rounds[-1].candidate[k],
+        classes.append(ClassDelta(key=k, best=_mean_value([r.best[k] for r in rounds]),
+                                  candidate=_mean_value([r.candidate[k] for r in rounds]),
                                   deltas_pct=ds, mean_pct=iv.mean_pct, interval=iv))
     pairs = [(target_value(r.best, target), target_value(r.candidate, target)) for r in rounds]
     logs = [_log(b, c, hib) for b, c in pairs]
@@ -279,7 +278,8 @@ def _evidence(rounds: list[Round], target: str, hib: bool, policy: Policy,
         rounds=rounds, keys=keys, target=target, hib=hib, policy=policy, classes=classes,
         tds=[improvement_pct(b, c, hib) for b, c in pairs], tiv=as_improvement(tiv_log, hib),
         giv=as_improvement(guarded(tiv_log, logs), hib),
-        kiv=as_improvement(guarded(paired_interval(logs, target_noise, policy.keep_confidence, alone), logs), hib),
+        kiv=as_improvement(guarded(paired_interval(logs, target_noise, policy.keep_confidence, alone), logs), hib
+                           ).model_copy(update={"looks": policy.keep_looks}),
         worse=worse)
 
 
@@ -312,7 +312,7 @@ def _screen(ev: _Evidence) -> ScriptDecision:
             return ev.diverged()
         if ev.worse:
             return ev.out("tie", Code.SCRIPT_WORSE_CLASS, f"target {t} changed {ev.shown}, {stat}, but class(es) "
-                          f"{', '.join(ev.worse)} got significantly worse: not kept")
+                          f"{', '.join(ev.worse)} got significantly worse: not kept{ev.per_class}")
         return ev.out("improved", Code.SCRIPT_SCREEN_PASSED, (
             f"target {t} changed {ev.shown}, {stat}: faster; the profiled run that follows is the confirming "
             "measurement"))
@@ -339,8 +339,8 @@ def _clear_win(ev: _Evidence) -> ScriptDecision | None:
         return ev.measure_more("a clear win but not yet significant and confirmed: measuring again", (
             f"target {t} changed {ev.shown}, {k}: not a significant win confirmed in {ev.need} rounds "
             f"(each >= the {ev.noise:g}% noise threshold, none slower)"))
-    return ev.out("improved", Code.SCRIPT_WIN, f"target {t} improved {ev.shown}, {k} (>= the {ev.noise:g}% noise "
-                  f"threshold in {clear} rounds)")
+    return ev.out("improved", Code.SCRIPT_WIN, f"target {t} improved {ev.shown} per round, {k} (>= the "
+                  f"{ev.noise:g}% noise threshold in {clear} rounds){ev.per_class}")
 
 
 def _sub_noise_win(ev: _Evidence) -> ScriptDecision | None:
@@ -351,7 +351,8 @@ def _sub_noise_win(ev: _Evidence) -> ScriptDecision | None:
     last = ev.tds[-conf:]
     if len(ev.tds) >= conf and all(d > 0 for d in last) and ev.kiv.lo_pct > 0 and not ev.worse:
         return ev.out("improved", Code.SCRIPT_SUB_NOISE_WIN,
-                      f"sub-noise win on {t} confirmed {len(ev.tds)} times in a row ({ev.shown}), {k}: significant")
+                      f"sub-noise win on {t} confirmed {len(ev.tds)} times in a row ({ev.shown}), {k}: significant"
+                      f"{ev.per_class}")
     if ev.tds[-1] > 0 and not ev.worse:
         return ev.measure_more("sub-noise win: taking a confirming measurement",
                                f"target {t} changed {ev.shown}, {k}: within the {ev.noise:g}% noise threshold "
@@ -385,7 +386,8 @@ def decide(rounds: list[Round], target: str, higher_is_better: bool, policy: Pol
     deltas; for a keep (rules 2 and 3) it is taken at `Policy.keep_confidence`, the share of
     1 - confidence of each round that may keep, so that the whole verdict keeps an identical
     candidate with probability <= 1 - confidence. Without a profiler the deltas' own scatter is not
-    pooled with the noise a second time: their runs are in it (`stats.paired_interval`). The noise is pooled from the latest BEST runs only (RECENT_NOISE_DF). The script metric alone keeps a candidate only
+    pooled with the noise a second time: their runs are in it (`stats.paired_interval`). The noise is
+    pooled from the latest BEST runs only (`stats.recent_noise`). The script metric alone keeps a candidate only
     on a win seen in two rounds under the conditions of now: a CPU's load changes within minutes
     and one round under a burst of a neighbour's load looks like a win (identical candidates were
     kept 1 time in 8 with a CPU hog on both cores before this rule). It counts a regression (which

@@ -9,7 +9,7 @@ the rounds' deltas and a one-sided Student-t confidence bound on it:
 sd_delta (the spread of one round's delta under no effect) is pooled from two sources: the
 deltas' own scatter around their mean (df n-1), and repeated runs of one tree in one lease during
 this session (the baseline's repeats, the BEST runs of earlier multi-round attempts, and this
-attempt's BEST and candidate runs: `verdict._series_noise` picks the groups), taken as
+attempt's BEST and candidate runs: `recent_noise` picks the groups), taken as
 successive differences so that slow drift, which a paired round cancels, is not counted as noise. A delta is the
 difference of two runs, so a run-to-run SD s gives sd_delta = sqrt(2) * s. Values are compared on
 a log scale (100 * ln v ~ % of v). With no degree of freedom at all both bounds are infinite: the
@@ -30,16 +30,56 @@ from collections.abc import Sequence
 from pydantic import BaseModel
 
 
+def confidence_shown(confidence: float) -> str:
+    """A confidence as a reader sees it: percent with at most one decimal, e.g. 0.995 -> "99.5%",
+    0.998333 -> "99.8%", 0.95 -> "95%" (program.md's levels; never "99.8333%")."""
+    text = f"{confidence * 100:.1f}"
+    return (text[:-2] if text.endswith(".0") else text) + "%"
+
+
+class PooledFrom(BaseModel):
+    """Where a noise estimate's runs came from (all runs of unchanged trees): this attempt's BEST and
+    candidate runs in this lease, and BEST's runs of `earlier_leases` earlier leases (the baseline,
+    earlier attempts). Only groups of two runs or more count (one run has no spread)."""
+
+    best_runs: int = 0
+    candidate_runs: int = 0
+    earlier_runs: int = 0
+    earlier_leases: int = 0
+
+    @property
+    def runs(self) -> int:
+        """All runs the estimate was pooled from."""
+        return self.best_runs + self.candidate_runs + self.earlier_runs
+
+    def shown(self) -> str:
+        """'6 runs of unchanged trees (this lease: 2 of BEST, 2 of the candidate; 1 earlier lease: 2 of BEST)'."""
+        now = [f"{n} of {who}" for n, who in ((self.best_runs, "BEST"), (self.candidate_runs, "the candidate")) if n]
+        parts = [f"this lease: {', '.join(now)}"] if now else []
+        if self.earlier_runs:
+            leases = f"{self.earlier_leases} earlier lease{'s' if self.earlier_leases != 1 else ''}"
+            parts.append(f"{leases}: {self.earlier_runs} of BEST")
+        return f"{self.runs} run{'s' if self.runs != 1 else ''} of unchanged trees" + (
+            f" ({'; '.join(parts)})" if parts else "")
+
+
 class NoiseEstimate(BaseModel):
-    """Run-to-run noise of one series: SD of 100*ln(value) (~ % of one run) and its degrees of freedom."""
+    """Run-to-run noise of one series: SD of 100*ln(value) (~ % of one run), its degrees of freedom,
+    and where its runs came from (`pooled`, None where the caller did not say)."""
 
     run_sd_pct: float
     df: int
+    pooled: PooledFrom | None = None
 
 
 class PairedInterval(BaseModel):
     """The numbers behind a verdict: n paired deltas (%, + = better), their mean, the pooled SD of
-    one delta (%), the degrees of freedom, and the one-sided `confidence` bounds lo/hi (%)."""
+    one delta (%), the degrees of freedom, and the one-sided `confidence` bounds lo/hi (%).
+
+    How the test was made, for its words (`shown`): `pooled` (the noise estimate's runs), `own_df`
+    (degrees of freedom from the deltas' own scatter, 0 where their runs are in `pooled`), `looks`
+    (a keep tested after each of `looks` rounds: `confidence` is the per-look share of the overall
+    1 - (1 - confidence) x looks, Bonferroni), `widened` (the SD raised to the deltas' own, `guarded`)."""
 
     n: int
     mean_pct: float
@@ -48,14 +88,48 @@ class PairedInterval(BaseModel):
     confidence: float
     lo_pct: float
     hi_pct: float
+    pooled: PooledFrom | None = None
+    own_df: int = 0
+    looks: int = 1
+    widened: bool = False
+
+    @property
+    def overall_confidence(self) -> float:
+        """The confidence over all looks (Bonferroni): 1 - (1 - confidence) x looks."""
+        return 1.0 - (1.0 - self.confidence) * self.looks
+
+    def test_shown(self) -> str:
+        """The test in words: 'one-sided at 99.5%' or 'one-sided at 99.5% over 2 looks at a keep
+        (Bonferroni: 99.8% each)'."""
+        if self.looks <= 1:
+            return f"one-sided at {confidence_shown(self.confidence)}"
+        return (f"one-sided at {confidence_shown(self.overall_confidence)} over {self.looks} looks at a keep "
+                f"(Bonferroni: {confidence_shown(self.confidence)} each)")
+
+    def spread_shown(self) -> str:
+        """Where the spread came from: 'spread of one round's change 2.1%, pooled from 6 runs of
+        unchanged trees (...) and the 3 deltas' own scatter, 6 degrees of freedom'."""
+        src = [self.pooled.shown()] if self.pooled is not None and self.pooled.runs else []
+        if self.own_df:
+            src.append(f"the {self.n} deltas' own scatter")
+        text = f"spread of one round's change {self.sd_delta_pct:.1f}%"
+        if src:
+            text += f", pooled from {' and '.join(src)}"
+        text += f", {self.df} degree{'s' if self.df != 1 else ''} of freedom"
+        if self.widened:
+            text += " (raised to this attempt's own deltas' spread, which was larger)"
+        return text
 
     def shown(self) -> str:
-        """'mean +0.52% (n=2, 99.5% bound >= +0.21%, <= +0.83%)' for a verdict's reason."""
-        conf = f"{self.confidence * 100:g}%"
-        if math.isinf(self.lo_pct):
-            return f"mean {self.mean_pct:+.2f}% (n={self.n}, noise not yet measurable)"
-        return (f"mean {self.mean_pct:+.2f}% (n={self.n}, sd {self.sd_delta_pct:.2f}%, df {self.df}, {conf} bounds "
-                f"{self.lo_pct:+.2f}% .. {self.hi_pct:+.2f}%)")
+        """For a verdict's reason, in words: 'mean +0.52% over 2 paired rounds, one-sided at 99.5%:
+        bounds +0.21% .. +0.83%; spread of one round's change 0.3%, pooled from 6 runs of unchanged
+        trees (...), 4 degrees of freedom'."""
+        rounds = f"over {self.n} paired round{'s' if self.n != 1 else ''}"
+        if math.isinf(self.lo_pct) or self.sd_delta_pct is None:
+            return (f"mean {self.mean_pct:+.2f}% {rounds}; no bounds yet: the run-to-run spread is not yet measurable "
+                    "(no repeated run of an unchanged tree)")
+        return (f"mean {self.mean_pct:+.2f}% {rounds}, {self.test_shown()}: bounds {self.lo_pct:+.2f}% .. "
+                f"{self.hi_pct:+.2f}%; {self.spread_shown()}")
 
 
 def noise_from_groups(groups: Sequence[Sequence[float]]) -> NoiseEstimate:
@@ -73,6 +147,55 @@ def noise_from_groups(groups: Sequence[Sequence[float]]) -> NoiseEstimate:
         ss += sum((b - a) ** 2 for a, b in zip(logs, logs[1:])) / 2.0
         df += len(logs) - 1
     return NoiseEstimate(run_sd_pct=math.sqrt(ss / df) if df else 0.0, df=df)
+
+
+#: the noise estimate pools the latest groups of BEST runs until they hold this many degrees of
+#: freedom (plus this attempt's): noise measured an hour ago, under another load or of an older
+#: BEST_COMMIT (a slow baseline's spread), does not describe the runs of now
+RECENT_NOISE_DF = 8
+#: a group of earlier BEST runs whose median lies more than this factor from this attempt's BEST
+#: (either way) measured another tree (an older BEST_COMMIT) or the machine in another state, not
+#: the runs of now: it is left out of the noise estimate
+LEVEL_FACTOR = 2.0
+
+
+def _median(xs: Sequence[float]) -> float:
+    s = sorted(xs)
+    return (s[(len(s) - 1) // 2] + s[len(s) // 2]) / 2.0
+
+
+def recent_noise(earlier: Sequence[Sequence[float]], best_now: Sequence[float],
+                 candidate_now: Sequence[float]) -> NoiseEstimate:
+    """Run-to-run noise of one series (`noise_from_groups`) from the BEST runs of the latest earlier
+    leases (`earlier`: one group per lease, oldest first, back to RECENT_NOISE_DF degrees of freedom)
+    and this attempt's runs (two more groups, same lease: BEST's runs `best_now` and the candidate's
+    runs `candidate_now`), with `pooled` saying which runs went in. Earlier groups at another level
+    (median beyond LEVEL_FACTOR of this attempt's BEST median) are left out: under a bursty CPU load
+    the demo's slow Python BEST spread 20x between runs, and after the 30x faster kernel was committed
+    that spread, pooled into the new BEST's noise, hid a 2x regression and a 55% win (2026-11-24).
+    The candidate's runs: its run-to-run spread is part of every delta's variance (a delta is one
+    BEST run and one candidate run), and right after a commit, when no earlier group is at the new
+    BEST's level, they double the degrees of freedom of the noise of now."""
+    now = list(best_now)
+    level = _median(now) if now and all(v > 0 for v in now) else None
+    groups = [list(g) for g in earlier]
+    if level is not None:
+        groups = [g for g in groups if g and 1.0 / LEVEL_FACTOR <= _median(g) / level <= LEVEL_FACTOR]
+    recent, df = [], 0
+    for g in reversed(groups):  # the latest groups, back to RECENT_NOISE_DF degrees of freedom
+        if df >= RECENT_NOISE_DF:
+            break
+        recent.append(g)
+        df += max(0, len(g) - 1)
+
+    def used(g: Sequence[float]) -> int:  # the runs of a group that add to the estimate
+        k = len([v for v in g if v > 0])
+        return k if k >= 2 else 0
+
+    pooled = PooledFrom(best_runs=used(now), candidate_runs=used(candidate_now),
+                        earlier_runs=sum(map(used, recent)), earlier_leases=sum(1 for g in recent if used(g)))
+    est = noise_from_groups([*recent, now, list(candidate_now)])
+    return est.model_copy(update={"pooled": pooled})
 
 
 def paired_interval(deltas_pct: Sequence[float], noise: NoiseEstimate, confidence: float,
@@ -98,12 +221,12 @@ def paired_interval(deltas_pct: Sequence[float], noise: NoiseEstimate, confidenc
     df = noise.df + own_df
     if df == 0:
         return PairedInterval(n=n, mean_pct=mean, sd_delta_pct=None, df=0, confidence=confidence,
-                              lo_pct=-math.inf, hi_pct=math.inf)
+                              lo_pct=-math.inf, hi_pct=math.inf, pooled=noise.pooled, own_df=own_df)
     var = (noise.df * 2.0 * noise.run_sd_pct**2 + own_ss) / df
     sd = math.sqrt(var)
     half = float(student_t.ppf(confidence, df)) * sd / math.sqrt(n)
     return PairedInterval(n=n, mean_pct=mean, sd_delta_pct=sd, df=df, confidence=confidence,
-                          lo_pct=mean - half, hi_pct=mean + half)
+                          lo_pct=mean - half, hi_pct=mean + half, pooled=noise.pooled, own_df=own_df)
 
 
 def guarded(iv: PairedInterval, deltas_pct: Sequence[float]) -> PairedInterval:
@@ -118,7 +241,8 @@ def guarded(iv: PairedInterval, deltas_pct: Sequence[float]) -> PairedInterval:
     if own <= iv.sd_delta_pct:
         return iv
     half = _half(own, n, iv.df, iv.confidence)
-    return iv.model_copy(update={"sd_delta_pct": own, "lo_pct": iv.mean_pct - half, "hi_pct": iv.mean_pct + half})
+    return iv.model_copy(update={"sd_delta_pct": own, "lo_pct": iv.mean_pct - half, "hi_pct": iv.mean_pct + half,
+                                 "widened": True})
 
 
 def _half(sd: float, n: int, df: int, confidence: float) -> float:

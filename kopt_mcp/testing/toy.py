@@ -10,7 +10,11 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
+import time
 from pathlib import Path
+
+import psutil
 
 from kopt_mcp.bench.runner import run_command
 from kopt_mcp.referee.services import Services
@@ -60,7 +64,7 @@ backend = "none"
 [gates]
 noise_pct = 1.0
 gpu_probe = "none"
-idle_cpu_pct = 100.0  # the toy metrics are fixed numbers: no CPU gate
+idle_cpu_pct = {idle_cpu_pct}  # 100: the toy metrics are fixed numbers, no CPU gate
 {extra_gates}
 
 [protect]
@@ -90,15 +94,17 @@ def bench_source(repo: Path) -> str:
 
 
 def make_toy_repo(path: Path, times: dict[str, float | list[float]], timeout_s: float = 60,
-                  extra_gates: str = "") -> Path:
-    """Create a committed git repository at `path` with kernel.py, bench.py and kopt.toml.
+                  extra_gates: str = "", idle_cpu_pct: float = 100.0) -> Path:
+    """Create a committed git repository at `path` with kernel.py, bench.py and kopt.toml
+    (`extra_gates`: more `[gates]` lines; `idle_cpu_pct`: the CPU gate, 100 = off).
 
     A value list in `times` is read item k on run k of the same kernel.py content (the last
     repeats), counted across the whole session in `toy_runs_dir(path)`."""
     path.mkdir(parents=True, exist_ok=True)
     (path / "bench.py").write_text(bench_source(path))
     (path / "kernel.py").write_text(kernel_source(times))
-    (path / "kopt.toml").write_text(CONFIG.format(timeout_s=timeout_s, extra_gates=extra_gates))
+    (path / "kopt.toml").write_text(CONFIG.format(timeout_s=timeout_s, extra_gates=extra_gates,
+                                                  idle_cpu_pct=float(idle_cpu_pct)))
     (path / ".gitignore").write_text("results/\n__pycache__/\n")
     env_id = ["-c", "user.name=test", "-c", "user.email=test@localhost"]
     subprocess.run(["git", "init", "-q", "-b", "main"], cwd=path, check=True)
@@ -146,3 +152,42 @@ def fake_services(clock: FakeClock | None = None, **fields):
     sleeping); `fields` replace others (probe, profiler, run, lease_dir)."""
     clock = clock or FakeClock()
     return Services(clock=clock, sleep=clock.sleep, **fields)
+
+
+class ForeignLoad:
+    """Busy loops on `processes` cores that are NOT in this process's tree (started by a shell that
+    exits at once, so they are re-parented away): to kopt-mcp's load figures, another job on the
+    cores. A context manager: on entry it waits until every loop has used CPU (a loaded machine may
+    start them slowly), on exit it kills them. `pids`: the loops' process ids; `seconds`: how long
+    each spins at most (a test killed midway leaves nothing running for long)."""
+
+    def __init__(self, processes: int = 2, seconds: float = 300.0) -> None:
+        self.processes, self.seconds = processes, seconds
+        self.pids: list[int] = []
+
+    def __enter__(self) -> ForeignLoad:
+        loop = f"import time\nt=time.time()+{self.seconds}\nwhile time.time()<t: pass"
+        starts = " ".join(f'{sys.executable} -c "{loop}" >/dev/null 2>&1 & echo $!;' for _ in range(self.processes))
+        out = subprocess.run(["bash", "-c", starts], capture_output=True, text=True, check=True)
+        self.pids = [int(x) for x in out.stdout.split()]
+        deadline = time.monotonic() + 30
+        for pid in self.pids:
+            while time.monotonic() < deadline:
+                try:
+                    if psutil.Process(pid).cpu_times().user >= 0.2:
+                        break
+                except psutil.NoSuchProcess:
+                    break
+                time.sleep(0.05)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        procs = []
+        for pid in self.pids:
+            try:
+                p = psutil.Process(pid)
+                p.kill()
+                procs.append(p)
+            except psutil.NoSuchProcess:
+                pass
+        psutil.wait_procs(procs, timeout=5)

@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 import subprocess
 
+import pytest
+
 from kopt_mcp.referee.report import commit_message
 from kopt_mcp.rules.decision import Code
 from kopt_mcp.rules.script import ClassDelta, ScriptDecision
@@ -83,3 +85,24 @@ def test_recovery_still_finds_the_commit_of_an_attempt(ref):
     title = subprocess.run(["git", "log", "-1", "--format=%s", c.commit], cwd=ref.workspace_path, check=True,
                            capture_output=True, text=True).stdout.strip()
     assert title == "x"  # the hypothesis is the default title
+
+
+def test_performance_md_shows_the_verdicts_numbers(ref):
+    """Rounds of +50% and +60% on n=1: the verdict's mean is the geometric mean ratio's change (+55.28%,
+    not the rounds' arithmetic +55%); performance.md's keep row carries the same number, and each class's
+    best/candidate values are the ones its mean change was computed from."""
+    from kopt_mcp.rules.percent import improvement_pct
+
+    set_kernel(ref.workspace_path, {"1": [50.0, 40.0], "2": 200.0})
+    v = ref.save_and_test("n=1", "halve n=1")
+    assert (v.verdict, v.rounds) == ("improved", 2)
+    c = {x.key: x for x in v.classes}
+    assert c["n=1"].mean_pct == pytest.approx(100 * (1 - (0.5 * 0.4) ** 0.5))
+    for x in v.classes:
+        assert improvement_pct(x.best, x.candidate, False) == pytest.approx(x.mean_pct)
+    assert ref.commit_improvement("halve n=1").committed
+    perf = (ref.workspace_path / "performance.md").read_text()
+    shown = f"{c['n=1'].mean_pct:+.2f}%"
+    assert shown == "+55.28%" and f"n=1 {shown} at the verdict" in perf
+    row = next(x for x in perf.splitlines() if "| keep |" in x and "| n=1 (target) |" in x)
+    assert f"| {shown} |" in row

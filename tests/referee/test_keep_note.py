@@ -22,3 +22,15 @@ def test_a_gpu_time_keep_names_its_gpu_time_change():
     p = _pending(metric_used="profiler GPU time", candidate_gpu_us=88.0, gpu_best_us=100.0)
     note = keep_note(p, "fuse", 11.2, 90.0)  # the commit's own GPU time (re-profiled tree): 90 us vs BEST 100 us
     assert "kept on profiler GPU time, -10.0% GPU time;" in note and "tie" not in note
+
+
+def test_the_verdict_delta_is_the_one_the_verdict_showed():
+    """The verdict's mean is the geometric mean ratio's change (+74.23% for rounds of +69.7% and +78.1%),
+    not the arithmetic mean of the rounds (+73.90%): performance.md shows the verdict's number."""
+    import math
+
+    from kopt_mcp.session import VerdictSummary
+
+    geo = 100 * (1 - math.sqrt((1 - 0.697) * (1 - 0.781)))
+    p = _pending(target_delta_pct=73.9, verdict=VerdictSummary(rounds=2, target_pct=geo))
+    assert f"n=1 {geo:+.2f}% at the verdict" in keep_note(p, "fuse", 72.0, None) and f"{geo:+.2f}" == "+74.24"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 from pathlib import Path
@@ -31,6 +32,12 @@ def test_baseline_result_shows_the_recorded_median_not_the_first_run(tmp_path, m
     res = r.run_benchmark()  # 3 baseline runs: 130, 100, 101 us -> median 101
     assert res.baseline_recorded and r.status().best_metrics["n=1"] == 101.0
     assert {c.key: c.metric for c in res.classes} == {"n=1": 101.0, "n=2": 200.0}
+    # each class's runs and their spread: the successive-difference SD of 100 ln(us) (% of one run)
+    c = {x.key: x for x in res.classes}
+    assert c["n=1"].runs == [130.0, 100.0, 101.0] and c["n=2"].runs == [200.0] * 3
+    d1, d2 = 100 * math.log(100 / 130), 100 * math.log(101 / 100)
+    assert c["n=1"].spread_pct == pytest.approx(math.sqrt((d1 ** 2 + d2 ** 2) / 2 / 2))
+    assert c["n=2"].spread_pct == 0.0
 
 
 def test_save_and_test_refused_before_baseline(toy_repo, make_referee):

@@ -143,7 +143,7 @@ def test_noise_is_pooled_from_the_latest_best_runs_only():
 def test_noise_of_an_older_best_at_another_level_is_left_out(monkeypatch):
     # the slow baseline (level 3000, spreading 2x under a bursty load) was replaced by a 30x faster
     # BEST; its spread says nothing about the new BEST's runs
-    import kopt_mcp.rules.script as v
+    import kopt_mcp.rules.stats as v
 
     slow = [[{"n=1": x} for x in (3000.0, 6000.0, 1500.0, 4000.0, 2000.0)] for _ in range(2)]
     rounds = [one(100.0, 60.0), one(100.4, 60.1)]
@@ -390,8 +390,35 @@ def test_the_verdict_shows_mean_bounds_and_degrees_of_freedom():
     iv = d.target_interval
     # the latest two leases of history (4 df each: RECENT_NOISE_DF = 8), this attempt's BEST adds none
     assert iv.n == 1 and iv.df == 8 and iv.lo_pct > 0 and iv.hi_pct > iv.mean_pct
-    assert "bounds" in d.reason and "df 8" in d.reason  # a report line: the reason shows the bounds and df
+    # where the spread came from, for the reason's words: 2 earlier leases of 5 BEST runs (one round: no
+    # group of this lease has 2 runs), and no degree of freedom from the one delta itself
+    assert (iv.pooled.earlier_leases, iv.pooled.earlier_runs, iv.pooled.best_runs, iv.pooled.candidate_runs,
+            iv.own_df) == (2, 10, 0, 0, 0)
     assert d.classes[0].interval.mean_pct == pytest.approx(5.0)
+
+
+def test_a_keep_names_its_looks_and_rounds_its_confidence():
+    """A keep on the script metric alone is tested after each round that may keep (rounds 2..4 of 4:
+    3 looks), each at 1 - 0.005 / 3; the reason gives 99.5% over 3 looks and 99.8% each, never 99.8333%."""
+    d = run([one(100.0, 90.0), one(100.0, 90.1)], max_rounds=4)
+    k = d.target_interval
+    assert d.outcome == "improved" and d.code == "script_win"
+    assert "99.8333" not in d.reason and "99.5% over 3 looks" in d.reason and "99.8% each" in d.reason
+    assert k.n == 2 and k.confidence == pytest.approx(0.995)  # the target's interval is the pooled one
+
+
+def test_the_classes_values_are_the_ones_their_mean_change_is_computed_from():
+    """A candidate slower on average never shows a positive change: best/candidate are the means over
+    the rounds (geometric, the scale of the paired deltas), not the last round's values."""
+    from kopt_mcp.rules.percent import improvement_pct
+
+    rounds = [R({"a": 100.0, "b": 100.0}, {"a": 80.0, "b": 140.0}),
+              R({"a": 100.0, "b": 100.0}, {"a": 80.0, "b": 90.0})]  # b: slower on average, faster last
+    d = run(rounds, target="a")
+    for c in d.classes:
+        assert improvement_pct(c.best, c.candidate, False) == pytest.approx(c.mean_pct)
+    b = next(c for c in d.classes if c.key == "b")
+    assert b.mean_pct < 0 and b.candidate > b.best and b.candidate == pytest.approx(math.sqrt(140.0 * 90.0))
 
 
 def test_higher_confidence_needs_more_evidence():
@@ -434,7 +461,7 @@ def test_every_class_gets_its_deltas():
     c = {x.key: x for x in d.classes}
     assert c["a"].deltas_pct == [pytest.approx(10.0), pytest.approx(20.0)]
     assert c["a"].mean_pct == pytest.approx(100 * (1 - math.sqrt(0.9 * 0.8)))  # geometric mean ratio
-    assert (c["a"].best, c["a"].candidate) == (100.0, 80.0)
+    assert (c["a"].best, c["a"].candidate) == (pytest.approx(100.0), pytest.approx(math.sqrt(90.0 * 80.0)))
     assert c["b"].deltas_pct == [pytest.approx(0.0), pytest.approx(-1.0)]
 
 

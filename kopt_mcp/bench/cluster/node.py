@@ -45,6 +45,7 @@ from kopt_mcp.gpus.clocks import ClockFactory, clock_source
 from kopt_mcp.gpus.cpu import CpuLoadProbe
 from kopt_mcp.gpus.gate import GateOutcome, GpuGate, IdleThresholds
 from kopt_mcp.gpus.lease import LeaseManager
+from kopt_mcp.gpus.load import load_factory
 from kopt_mcp.profilers import make_profiler
 
 #: where a node host keeps the JIT caches across leases: $KOPT_NODE_CACHE, else this folder of the
@@ -161,9 +162,11 @@ class NodeJob:
             probe = _Only(probe, set(gpu_ids))
         g = self.gates
         self.gpu_gate = GpuGate(probe, LeaseManager(Path(self.lease_dir) if self.lease_dir else None, self.tag),
-                                IdleThresholds(util_pct=g.idle_util_pct, mem_mib=g.idle_mem_mib, cpu_pct=g.idle_cpu_pct),
+                                IdleThresholds(util_pct=g.idle_util_pct, mem_mib=g.idle_mem_mib, cpu_pct=g.idle_cpu_pct,
+                                               cpu_exclusive=g.exclusive_cpu),
                                 wait_s=0.0, poll_s=g.gpu_poll_s,
-                                cpu_probe=CpuLoadProbe() if g.idle_cpu_pct < 100 else None, cpu_wait_s=0.0)
+                                cpu_probe=CpuLoadProbe() if g.idle_cpu_pct < 100 or g.exclusive_cpu else None,
+                                cpu_wait_s=0.0)
         outcome = self.gpu_gate.acquire()
         if outcome.lease is not None:
             self.binding = dict(outcome.lease.env)
@@ -223,7 +226,12 @@ class NodeJob:
         Returns {"result": Measurement, "run_dir": node path, "files": {relative path: bytes}} or
         {"cancelled": message}. Raises ShipError when `tree` was not shipped."""
         return self._run(lambda store, run_dir, cancel: measure_snapshot(
-            cfg, store.repo, tree, run_dir, self._env(env), cancel, self.pid_dir, check), tree)
+            cfg, store.repo, tree, run_dir, self._env(env), cancel, self.pid_dir, check, load=self._load()), tree)
+
+    def _load(self):
+        """The held device's foreign-load sampler factory (kopt_mcp.gpus.load), or None."""
+        held = self.gpu_gate.held if self.gpu_gate is not None else None
+        return load_factory(held.vendor, held.uuid, self.gpu_gate.probe) if held is not None else None
 
     def make_profiler(self, backend: str, detail: bool = False) -> Any:
         """profilers.make_profiler for [profiler] `backend` as this node sees its tools and its
@@ -247,7 +255,8 @@ class NodeJob:
         held = self.gpu_gate.held if self.gpu_gate is not None else None
         source = self.clocks(held.vendor, held.uuid) if (self.clocks is not None and held is not None) else None
         return self._run(lambda store, run_dir, cancel: profile_snapshot(
-            cfg, profiler, store.repo, tree, run_dir, self._env(env), cancel, self.pid_dir, clock=source, check=check),
+            cfg, profiler, store.repo, tree, run_dir, self._env(env), cancel, self.pid_dir, clock=source, check=check,
+            load=self._load()),
             tree)
 
     def cancel(self) -> None:

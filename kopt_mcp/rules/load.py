@@ -1,0 +1,252 @@
+"""Which paired rounds count, given the foreign load each run ran under (pure).
+
+Evidence: per measured run a `RunLoad`, sampled from outside the benchmark by the referee's process
+(kopt_mcp/gpus/load.py): on the CPU, the share of all cores' time that processes outside kopt-mcp's
+own tree (the server, its runs and their children) used while the run lasted; on a GPU, the other
+compute processes seen on the leased GPU and the utilization seen (the gate's probe).
+
+Rule (`count_rounds`, thresholds from the Policy built from `[gates]`):
+
+1. A run is under load when, on the CPU, other processes used `idle_cpu_pct` % of all cores or
+   more (the gate's threshold; 100 turns it off), or with `exclusive_cpu` (a whole-machine gate, for
+   multi-threaded kernels that use every core) EXCLUSIVE_CORE_PCT % of ONE core or more; on a GPU,
+   when another compute process was on it. A round (BEST's and the candidate's runs, in the
+   profiled flow BEST after it too) is under load when one of its runs is. A run without figures
+   (None: not sampled) is not under load.
+2. A round under load is left out of the decision, and one round is measured in its place while
+   the `[gates] max_rounds` budget lasts (`repeat`; a round measured in place of one is not replaced
+   again): code load_repeat.
+3. The decision uses the other rounds where at least as many are left as a decision needs
+   (Policy.decision_rounds: 2 for the script metric alone, 1 for a screen), within the budget left
+   (`counted_policy`; no keep ever rests on fewer rounds than without load): load_left_out, or
+   load_clean where no round ran under load.
+4. Fewer rounds without load than that: where the gate is strict (`exclusive_cpu`, a GPU: it never
+   measures beside another job) nothing is decided, the verdict is a tie (under_load); under
+   `idle_cpu_pct`, whose gate measures anyway after `cpu_wait_s`, every round counts and the reason
+   says they ran under load (load_counted_anyway): the paired rounds compare BEST and the candidate
+   under the same load, and a keep still needs its rounds and its significance.
+
+Why: on a 2-core machine one round under 43% foreign load moved an unchanged class by -29% and was
+reported as a measured effect (issue 27); a multi-threaded candidate loses systematically when a
+neighbour takes a core.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from kopt_mcp.rules.decision import Code
+from kopt_mcp.rules.policy import Policy
+from kopt_mcp.rules.script import Round, ScriptDecision, decide
+
+#: `exclusive_cpu`: other processes together may use less than this % of ONE core (a quiet system's
+#: own daemons); at or above it a run counts as under load and the gate waits
+EXCLUSIVE_CORE_PCT = 25.0
+
+
+class ForeignProcess(BaseModel):
+    """One process outside kopt-mcp's tree seen during a run: on the CPU its share of ALL cores'
+    time over the run (`pct`, %: the shares and `RunLoad.unattributed_pct` add up to the run's
+    `other_pct`); on a GPU the memory it held (`mem_mib`, MiB; None where the probe does not say)."""
+
+    pid: int
+    name: str
+    pct: float | None = None
+    mem_mib: float | None = None
+
+
+class RunLoad(BaseModel):
+    """The foreign load on the device during one run. `duration_s`: how long it was sampled (s);
+    `samples`: readings taken. CPU: `other_pct` (% of all `cores`' time used outside kopt-mcp's
+    tree, 0..100), `processes` (the busiest, with their shares) and `unattributed_pct` (the part of
+    other_pct no sampled process accounts for: processes that started and ended between two
+    readings, the kernel's own work); the named processes' shares, `rest_pct` and `unattributed_pct`
+    add up to `other_pct`. GPU: `processes` (other compute processes) and `util_pct`
+    (the highest utilization seen, this run's own work included)."""
+
+    device: Literal["cpu", "gpu"]
+    duration_s: float = 0.0
+    samples: int = 0
+    other_pct: float | None = None
+    cores: int | None = None
+    unattributed_pct: float = 0.0
+    processes: list[ForeignProcess] = Field(default_factory=list)
+    #: CPU: the other processes not named in `processes`, and their share of all cores (%)
+    rest_processes: int = 0
+    rest_pct: float = 0.0
+    util_pct: float | None = None
+
+    def shown(self) -> str:
+        """'other processes used 71% of 2 cores (pid 12 stress 50%, pid 13 python 19%, 3 more processes
+        1%, 1% not attributed to a process)' or '1 other compute process (pid 400 python, 874 MiB); utilization up to 99%'."""
+        if self.device == "gpu":
+            parts = [f"pid {p.pid} {p.name}" + (f", {p.mem_mib:.0f} MiB" if p.mem_mib is not None else "")
+                     for p in self.processes]
+            n = len(self.processes)
+            text = (f"{n} other compute process{'es' if n != 1 else ''} ({'; '.join(parts)})" if n
+                    else "no other compute process")
+            return text + (f"; utilization up to {self.util_pct:.0f}%" if self.util_pct is not None else "")
+        cores = self.cores or 1
+        parts = [f"pid {p.pid} {p.name} {p.pct:.0f}%" for p in self.processes if p.pct is not None]
+        if self.rest_processes:
+            parts.append(f"{self.rest_processes} more process{'es' if self.rest_processes != 1 else ''} "
+                         f"{self.rest_pct:.0f}%")
+        if self.unattributed_pct >= 0.5:
+            parts.append(f"{self.unattributed_pct:.0f}% not attributed to a process")
+        return (f"other processes used {self.other_pct or 0.0:.0f}% of {cores} core{'s' if cores != 1 else ''}"
+                + (f" ({', '.join(parts)})" if parts else ""))
+
+
+def cpu_limit_pct(idle_cpu_pct: float, exclusive_cpu: bool, cores: int) -> float | None:
+    """The share of all `cores` (%) at or above which other processes put a CPU run under load (and
+    the CPU gate waits): EXCLUSIVE_CORE_PCT / cores with `[gates] exclusive_cpu`, else `[gates]
+    idle_cpu_pct`; None where neither applies (idle_cpu_pct >= 100 without exclusive_cpu: off)."""
+    if exclusive_cpu:
+        return EXCLUSIVE_CORE_PCT / max(1, cores)
+    return idle_cpu_pct if idle_cpu_pct < 100 else None
+
+
+def under_load(load: RunLoad | None, policy: Policy) -> bool:
+    """Whether one run ran under foreign load (module docstring, rule 1). Never raises."""
+    if load is None:
+        return False
+    if load.device == "gpu":
+        return bool(load.processes)
+    limit = cpu_limit_pct(policy.idle_cpu_pct, policy.exclusive_cpu, load.cores or 1)
+    return limit is not None and load.other_pct is not None and load.other_pct >= limit
+
+
+def limit_shown(idle_cpu_pct: float, exclusive_cpu: bool, device: str = "cpu") -> str:
+    """The threshold in words: '[gates] idle_cpu_pct = 50%', '[gates] exclusive_cpu (other processes
+    under 25% of one core)', 'another compute process on the GPU'."""
+    if device == "gpu":
+        return "another compute process on the GPU"
+    if exclusive_cpu:
+        return f"[gates] exclusive_cpu (other processes under {EXCLUSIVE_CORE_PCT:g}% of one core)"
+    return f"[gates] idle_cpu_pct = {idle_cpu_pct:g}%"
+
+
+class RoundLoad(BaseModel):
+    """One paired round's runs' loads, in run order (BEST, candidate; in the profiled flow the BEST
+    run after it too); None for a run without figures."""
+
+    runs: list[RunLoad | None]
+
+
+class LoadRounds(BaseModel):
+    """`count_rounds`' answer: rounds (0-based) under load, rounds the decision counts, whether to
+    measure one more round in place of a loaded one (`repeat`), the code and the sentence saying so;
+    `rounds` holds every round's figures (for the ledger)."""
+
+    under_load: list[int]
+    counted: list[int]
+    repeat: bool
+    code: Code
+    reason: str
+    rounds: list[RoundLoad] = Field(default_factory=list)
+
+    @property
+    def left_out(self) -> list[int]:
+        """The rounds under load, left out of the decision."""
+        return [i for i in range(len(self.rounds)) if i not in self.counted]
+
+
+def _device(loads: list[RoundLoad]) -> str:
+    return next((x.device for r in loads for x in r.runs if x is not None), "cpu")
+
+
+def _worst(r: RoundLoad, policy: Policy) -> RunLoad | None:
+    loaded = [x for x in r.runs if under_load(x, policy)]
+    if loaded:
+        return max(loaded, key=lambda x: (x.other_pct or 0.0, len(x.processes)))
+    return None
+
+
+def _sentence(loads: list[RoundLoad], loaded: list[int], code: Code, policy: Policy) -> str:
+    seen = [x for r in loads for x in r.runs if x is not None]
+    if not seen:
+        return ""
+    n, limit = len(loads), limit_shown(policy.idle_cpu_pct, policy.exclusive_cpu, _device(loads))
+    if not loaded:
+        cpu = [x.other_pct for x in seen if x.other_pct is not None]
+        if not cpu:
+            return "no round ran under foreign load (no other compute process on the GPU)"
+        if cpu_limit_pct(policy.idle_cpu_pct, policy.exclusive_cpu, seen[0].cores or 1) is None:
+            return (f"foreign load is not gated ([gates] idle_cpu_pct = 100): other processes used up to "
+                    f"{max(cpu):.0f}% of the cores during the rounds")
+        return f"no round ran under foreign load (other processes used at most {max(cpu):.0f}% of the cores, under {limit})"
+    which = "; ".join(f"round {i + 1}: {_worst(loads[i], policy).shown()}" for i in loaded)
+    k, clean = len(loaded), n - len(loaded)
+    if code == Code.LOAD_REPEAT:
+        return f"round {loaded[-1] + 1} ran under foreign load at or above {limit} ({which}): measuring a round in its place"
+    if code == Code.UNDER_LOAD:
+        return (f"{k} of {n} paired rounds ran under foreign load at or above {limit} ({which}) and {clean} without "
+                f"is too few to decide on (a decision needs {policy.decision_rounds}): not kept; measure again when "
+                "the machine is quieter")
+    if code == Code.LOAD_COUNTED_ANYWAY:
+        return (f"{k} of {n} paired rounds ran under foreign load at or above {limit} ({which}); with {clean} "
+                f"without, too few to decide on, all {n} were counted, as the CPU gate measures anyway: BEST and "
+                "the candidate ran under the same load, round by round")
+    return (f"{k} of {n} paired rounds ran under foreign load at or above {limit} ({which}) and "
+            f"{'was' if k == 1 else 'were'} left out of the decision")
+
+
+def count_rounds(loads: list[RoundLoad], policy: Policy, can_measure: bool) -> LoadRounds:
+    """Which rounds count (module docstring, rules 1-4). `loads`: every round so far, in order;
+    `can_measure`: the [gates] max_rounds budget allows one more round. Never raises."""
+    loaded = [i for i, r in enumerate(loads) if any(under_load(x, policy) for x in r.runs)]
+    owed = 0
+    for i in range(len(loads)):
+        in_place = owed > 0  # measured in place of a loaded round: not replaced again
+        owed -= 1 if in_place else 0
+        owed += 1 if i in loaded and not in_place else 0
+    clean = [i for i in range(len(loads)) if i not in loaded]
+    repeat = owed > 0 and can_measure
+    strict = policy.exclusive_cpu or _device(loads) == "gpu"
+    if not loaded:
+        code, counted = Code.LOAD_CLEAN, clean
+    elif repeat:
+        code, counted = Code.LOAD_REPEAT, clean
+    elif len(clean) >= policy.decision_rounds:
+        code, counted = Code.LOAD_LEFT_OUT, clean
+    elif strict:
+        code, counted = Code.UNDER_LOAD, []
+    else:
+        code, counted = Code.LOAD_COUNTED_ANYWAY, list(range(len(loads)))
+    return LoadRounds(under_load=loaded, counted=counted, repeat=repeat, code=code, rounds=list(loads),
+                      reason=_sentence(loads, loaded, code, policy))
+
+
+def counted_policy(policy: Policy, lr: LoadRounds) -> Policy:
+    """`policy` for the counted rounds: the rounds left out spent their share of the budget, so the
+    decision on the rest asks for no more rounds than the budget has left (Policy.spent_rounds); the
+    rounds a keep needs and its confidence stay as they are."""
+    return policy.model_copy(update={"spent_rounds": len(lr.left_out)})
+
+
+def decide_counted(rounds: list[Round], loads: list[RoundLoad], target: str, higher_is_better: bool,
+                   policy: Policy, history: list[list[dict[str, float]]] | None,
+                   can_measure: bool) -> tuple[ScriptDecision, LoadRounds]:
+    """`script.decide` on the rounds that count (`count_rounds`), with the load sentence appended to
+    its reason and `rounds_under_load` set. A pending repeat: needs_round (code load_repeat). Too few
+    rounds without load under a strict gate: a tie (code under_load) whose classes still show what
+    the rounds measured. Raises VerdictError as decide."""
+    lr = count_rounds(loads, policy, can_measure)
+    counted = [rounds[i] for i in lr.counted]
+    d = decide(counted or rounds, target, higher_is_better, counted_policy(policy, lr), history)
+    extra = {"rounds_under_load": len(lr.under_load)}
+    if lr.repeat:
+        return d.model_copy(update={"outcome": "tie", "needs_round": True, "code": Code.LOAD_REPEAT,
+                                    "reason": lr.reason, "keep_interval": None, **extra}), lr
+    if lr.code == Code.UNDER_LOAD:
+        return d.model_copy(update={"outcome": "tie", "needs_round": False, "code": Code.UNDER_LOAD,
+                                    "reason": f"{lr.reason} (the rounds said: {d.reason})", "keep_interval": None,
+                                    "worse_classes": [], **extra}), lr
+    reason = f"{d.reason}; {lr.reason}" if lr.reason else d.reason
+    return d.model_copy(update={"reason": reason, **extra}), lr
+
+
+__all__ = ["EXCLUSIVE_CORE_PCT", "ForeignProcess", "LoadRounds", "RoundLoad", "RunLoad", "count_rounds",
+           "counted_policy", "cpu_limit_pct", "decide_counted", "limit_shown", "under_load"]

@@ -1,0 +1,94 @@
+"""Load per round on the toy repository (rules/load.py through referee/attempt.py and
+referee/profiled.py): every run records the foreign load on the CPU device, measured by the
+referee's process while real loops spin on both cores outside kopt-mcp's tree
+(kopt_mcp.testing.toy.ForeignLoad). The toy's metrics are fixed numbers, so what is asserted (codes,
+round counts, figures recorded) cannot flip on a loaded 2-core machine: with `[gates] exclusive_cpu`
+the limit is a quarter of one core, which two planted loops exceed in every run."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from kopt_mcp.rules.load import EXCLUSIVE_CORE_PCT
+from kopt_mcp.testing.toy import ForeignLoad, make_toy_repo, set_kernel, toy_runs_dir
+from tests.conftest import BASE_TIMES
+from tests.replay_units import ReplayUnits
+
+EXCLUSIVE = "exclusive_cpu = true\ncpu_wait_s = 0.0"
+
+
+def _attempt(r, n: int) -> dict:
+    return next(e for e in r.store.ledger() if e["event"] == "attempt" and e["attempt"] == n)
+
+
+def _runs(rec: dict) -> list[dict]:
+    return [x for rnd in rec["load"]["rounds"] for x in rnd["runs"]]
+
+
+def test_rounds_under_load_are_measured_again_then_not_decided(tmp_path, make_referee):
+    r = make_referee(make_toy_repo(tmp_path / "r", BASE_TIMES, extra_gates=EXCLUSIVE))
+    r.run_benchmark()
+    set_kernel(r.workspace_path, {"1": 50.0, "2": 100.0})  # a planted 2x win
+    with ForeignLoad(2):
+        v = r.save_and_test("global", "halve")
+    # round 1 under load -> one round in its place, also under load -> nothing left to decide on
+    assert (v.verdict, v.code, v.rounds, v.rounds_under_load, v.reverted) == ("tie", "under_load", 2, 2, True)
+    rec = _attempt(r, v.attempt)
+    assert rec["code"] == "under_load" and rec["rounds_under_load"] == 2
+    assert rec["load"]["under_load"] == [0, 1] and rec["load"]["counted"] == []
+    limit = EXCLUSIVE_CORE_PCT / _runs(rec)[0]["cores"]
+    assert len(_runs(rec)) == 4 and all(x["device"] == "cpu" and x["other_pct"] >= limit for x in _runs(rec))
+    # each run folder holds its figures too
+    for d in v.run_dirs:
+        figures = json.loads((Path(d) / "load.json").read_text())
+        assert figures["other_pct"] >= limit and figures["samples"] >= 2
+
+
+def test_under_idle_cpu_pct_rounds_under_load_are_measured_again_then_counted(tmp_path, make_referee):
+    """`idle_cpu_pct`'s gate measures anyway: two rounds under load (the second in place of the first)
+    and none without are all counted, as BEST and the candidate ran under the same load; the planted
+    2x win is kept and the verdict says both rounds ran under load. A 1% threshold: the two planted
+    loops exceed it in every run."""
+    r = make_referee(make_toy_repo(tmp_path / "r", BASE_TIMES, idle_cpu_pct=1.0, extra_gates="cpu_wait_s = 0.0"))
+    r.run_benchmark()
+    set_kernel(r.workspace_path, {"1": 50.0, "2": 100.0})
+    with ForeignLoad(2):
+        v = r.save_and_test("global", "halve")
+    assert (v.verdict, v.code, v.rounds, v.rounds_under_load) == ("improved", "script_only", 2, 2)
+    rec = _attempt(r, v.attempt)
+    assert (rec["load"]["code"], rec["load"]["under_load"], rec["load"]["counted"]) == ("load_counted_anyway", [0, 1],
+                                                                                      [0, 1])
+    assert all(x["other_pct"] >= 1.0 for x in _runs(rec))
+
+
+def test_load_under_the_gates_threshold_is_recorded_but_leaves_every_round_in(tmp_path, make_referee):
+    r = make_referee(make_toy_repo(tmp_path / "r", BASE_TIMES))  # the toy's gate is off: idle_cpu_pct = 100
+    r.run_benchmark()
+    set_kernel(r.workspace_path, {"1": 50.0, "2": 100.0})
+    with ForeignLoad(2):
+        v = r.save_and_test("global", "halve")
+    assert (v.verdict, v.code, v.rounds, v.rounds_under_load) == ("improved", "script_only", 2, 0)
+    rec = _attempt(r, v.attempt)
+    assert rec["rounds_under_load"] == 0 and rec["load"]["counted"] == [0, 1] and rec["load"]["code"] == "load_clean"
+    assert len(_runs(rec)) == 4 and all(x["other_pct"] is not None and x["other_pct"] > 0 for x in _runs(rec))
+
+
+def test_every_run_profiled_under_load_is_measured_again_then_not_decided(tmp_path, make_referee, monkeypatch):
+    repo = make_toy_repo(tmp_path / "r", BASE_TIMES, extra_gates=EXCLUSIVE)
+    units = {"1": 10.0, "2": 20.0}
+    set_kernel(repo, BASE_TIMES, UNIT_US=units)
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@localhost", "commit", "-qam", "units"], cwd=repo,
+                   check=True)
+    r = make_referee(repo)
+    monkeypatch.setattr(r, "profiler", lambda detail=False: ReplayUnits(toy_runs_dir(repo)))
+    r.run_benchmark()
+    set_kernel(r.workspace_path, BASE_TIMES, UNIT_US={"1": 5.0, "2": 10.0}, CODE="v2")  # a planted 2x GPU win
+    with ForeignLoad(2):
+        v = r.save_and_test("global", "halve the kernel")
+    # BEST, candidate, BEST under load; the candidate and BEST once more in its place, under load too
+    assert (v.verdict, v.code, v.rounds, v.rounds_under_load) == ("tie", "under_load", 2, 2)
+    assert [d.rsplit("/", 1)[-1].split("-", 1)[1] for d in v.run_dirs] == [
+        "best-1", "candidate-1", "best-2", "candidate-2", "best-3"]
+    assert _attempt(r, v.attempt)["load"]["under_load"] == [0, 1]
