@@ -212,9 +212,6 @@ class Attempt(_OnSlot):
     #: why, stable (kopt_mcp.rules.decision.Code); absent in records written before codes existed
     code: str | None = None
     reason: str = ""
-    #: the stable reason code (rules/decision.py Code) where one is assigned, e.g. `script_only`,
-    #: `shadowing`, `tampered` (None in ledgers written before this field)
-    code: str | None = None
     target: str | None = None
     hypothesis: str = ""
     changed: list[str] = []
@@ -276,7 +273,6 @@ class CommitRefused(_OnSlot):
     code: str | None = None
     reason: str = ""
     patch: str | None = None
-    code: str | None = None  # the stable reason code where one is assigned (e.g. `script_only`)
 
 
 class Revert(_OnSlot):

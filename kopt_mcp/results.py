@@ -203,14 +203,12 @@ class VerdictResult(BaseModel):
 
     attempt: int
     verdict: Verdict
-    #: why, stable: branch on it (kopt_mcp/rules/decision.py Code; e.g. gpu_time_below_floor, script_noise)
-    code: str
+    code: Code = Field(description=(
+        "why, stable: branch on it (kopt_mcp/rules/decision.py Code; e.g. gpu_time_below_floor, script_noise). "
+        "`script_only` on an `improved` verdict that only the script metric decided (commit_improvement keeps it "
+        "only where [gates] allow_script_only_keeps allows); `shadowing`, `protected_path`, `unsafe_symlink`, "
+        "`tampered` on a `rejected` one"))
     reason: str
-    code: Code | None = Field(None, description=(
-        "the stable reason code (rules/decision.py Code) where one is assigned: `script_only` on an `improved` "
-        "verdict that only the script metric decided (commit_improvement keeps it only where [gates] "
-        "allow_script_only_keeps allows), `shadowing`, `protected_path`, `unsafe_symlink`, `tampered` on a "
-        "`rejected` one"))
     target: str
     metric: str
     metric_used: str
@@ -256,11 +254,12 @@ class CommitResult(BaseModel):
 
     committed: bool
     reason: str
-    code: str = Field(description=(
+    code: Code = Field(description=(
         "why, stable: branch on it. Committed: still_better, or confirmed / unconfirmed where the out-of-process "
         "confirmation ran. Not committed: no_longer_better, refuted, conflict, tampered, protected_path / "
         "unsafe_symlink (the format command), the failed re-measure's gate code (run_crashed, results_stale, ...) "
-        "or the re-profiled keep metric's (gpu_time_below_floor, ...)"))
+        "or the re-profiled keep metric's (gpu_time_below_floor, ...); script_only when only the script metric decided "
+        "the keep: committed where [gates] allow_script_only_keeps allows, refused otherwise"))
     commit: str | None
     best_commit: str
     formatted: bool
@@ -274,9 +273,6 @@ class CommitResult(BaseModel):
     included: list[str] = Field(default_factory=list, description=(
         "[commit] include result files committed with the keep, as the re-measure's run of the tested tree "
         "wrote them"))
-    code: Code | None = Field(None, description=(
-        "`script_only` when only the script metric decided the keep: committed where [gates] "
-        "allow_script_only_keeps allows, refused otherwise"))
     overtaken_rounds: int = Field(default=0, ge=0, description=(
         "earlier commit rounds overtaken: another slot moved BEST_COMMIT during their re-measure, so the "
         "candidate was re-applied onto the newest BEST and measured again (0: none)"))

@@ -172,3 +172,24 @@ def test_function_level_imports_say_why():
             if "# lazy:" not in near:
                 missing.append(f"{path.relative_to(PKG.parent)}:{line}")
     assert missing == []
+
+
+def duplicate_fields(source: str) -> list[str]:
+    """`Class.name` for every name a class body annotates more than once (the later one silently wins:
+    a merge that adds a field twice drops the first one's type and description)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ClassDef):
+            names = [s.target.id for s in node.body if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)]
+            found += sorted(f"{node.name}.{n}" for n in set(names) if names.count(n) > 1)
+    return found
+
+
+def test_no_class_declares_a_field_twice():
+    dups = {str(p.relative_to(PKG.parent)): d for p in sorted(PKG.rglob("*.py"))
+            if (d := duplicate_fields(p.read_text(encoding="utf-8")))}
+    assert dups == {}
+
+
+def test_the_duplicate_field_finder_finds_a_planted_one():
+    assert duplicate_fields("class R:\n    code: str\n    reason: str\n    code: int | None = None\n") == ["R.code"]
