@@ -62,5 +62,13 @@ def render_program(ref: Referee) -> str:
         protected=", ".join(f"`{p}`" for p in [*protected_paths(ref), "performance.md"]), keep_metric=keep,
         noise_pct=f"{g.noise_pct:g}", confirmations=g.confirmations, max_repairs=g.max_repairs,
         max_rounds=g.max_rounds, confidence=f"{g.confidence * 100:g}",
-        max_regressions=g.max_consecutive_regressions, gpu_wait_s=f"{g.gpu_wait_s:g}",
-        gpu_poll_s=f"{g.gpu_poll_s:g}", device=device, trace_step=trace_step)
+        max_regressions=g.max_consecutive_regressions, device_wait=_device_wait(g, trace_step is TRACE_CPU), gpu_wait_s=f"{g.gpu_wait_s:g}",
+        device=device, trace_step=trace_step)
+
+
+def _device_wait(g, cpu: bool) -> str:
+    """The gate's waiting in program.md's words: the CPU gate's `cpu_wait_s` (then it measures anyway)
+    on the CPU, else the GPU gate's `gpu_wait_s` and `gpu_poll_s`."""
+    if cpu:
+        return f"CPU gate wait {g.cpu_wait_s:g} s (then it measures anyway)"
+    return f"GPU wait {g.gpu_wait_s:g} s (poll {g.gpu_poll_s:g} s)"
