@@ -17,13 +17,13 @@ benchmark process does can write these samples.
 from __future__ import annotations
 
 import statistics
-import threading
 import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
 from pydantic import BaseModel
 
+from kopt_mcp.gpus.sampler import PeriodicSampler
 from kopt_mcp.profilers.run_clock import LEVEL_TOLERANCE_PCT, RunClock
 
 #: seconds between two samples: a do_bench call of 100 ms still gets several
@@ -63,39 +63,23 @@ def summarise(samples: list[ClockSample]) -> RunClock | None:
                     steady_pct=100.0 * near / len(busy))
 
 
-class ClockSampler:
+class ClockSampler(PeriodicSampler):
     """Samples `source` every `source.period_s` s in a daemon thread between `__enter__` and
     `__exit__`.
 
     `samples` keeps what was read; a read that raises ends the sampling (the run goes on; `error`
     says why) and the summary is taken from what was read before. `clock`: monotonic seconds."""
 
+    read_at_exit = False
+
     def __init__(self, source: ClockSource, clock: Callable[[], float] = time.monotonic) -> None:
-        self._source, self._period, self._clock = source, float(source.period_s), clock
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        super().__init__(source.period_s, "kopt-clock-sampler")
+        self._source, self._clock = source, clock
         self.samples: list[ClockSample] = []
-        self.error: str | None = None
 
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            try:
-                mhz, idle = self._source.read()
-            except Exception as e:  # noqa: BLE001 - a failing clock read must never fail the run
-                self.error = f"{type(e).__name__}: {e}"
-                return
-            self.samples.append(ClockSample(t_s=self._clock(), sm_mhz=float(mhz), idle=bool(idle)))
-            self._stop.wait(self._period)
-
-    def __enter__(self) -> ClockSampler:
-        self._thread = threading.Thread(target=self._loop, name="kopt-clock-sampler", daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5.0)
+    def _read(self) -> None:
+        mhz, idle = self._source.read()
+        self.samples.append(ClockSample(t_s=self._clock(), sm_mhz=float(mhz), idle=bool(idle)))
 
     def summary(self) -> RunClock | None:
         """`summarise(self.samples)`."""

@@ -17,12 +17,12 @@ read that fails ends the sampling, never the run. `LoadFactory` builds a fresh s
 from __future__ import annotations
 
 import os
-import threading
 import time
 from collections.abc import Callable
 
 from kopt_mcp.gpus.base import GpuProbe, GpuReading
 from kopt_mcp.gpus.cpu import TOP, CpuReading, cpu_load_between, own_tree, process_seconds, read_cpu
+from kopt_mcp.gpus.sampler import PeriodicSampler
 from kopt_mcp.rules.load import ForeignProcess, RunLoad
 
 #: seconds between two readings while a run lasts (a reading walks the process table: ~10 ms)
@@ -30,55 +30,12 @@ CPU_PERIOD_S = 1.0
 GPU_PERIOD_S = 2.0  # a probe read may spawn nvidia-smi (~0.1 s of CPU): sparser on a GPU
 
 
-class _Sampler:
-    """A daemon thread calling `_read()` every `period_s` s between `__enter__` and `__exit__`, once
-    more at the exit; a read that raises ends the sampling (`error` says why)."""
-
-    def __init__(self, period_s: float) -> None:
-        self.period_s = period_s
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self.error: str | None = None
-        self.samples = 0
-
-    def _read(self) -> None:
-        raise NotImplementedError
-
-    def _safe_read(self) -> bool:
-        if self.error is not None:
-            return False
-        try:
-            self._read()
-            self.samples += 1
-            return True
-        except Exception as e:  # noqa: BLE001 - a failing load read must never fail the run
-            self.error = f"{type(e).__name__}: {e}"
-            return False
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self.period_s):
-            if not self._safe_read():
-                return
-
-    def __enter__(self):
-        self._safe_read()
-        self._thread = threading.Thread(target=self._loop, name="kopt-load-sampler", daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5.0)
-        self._safe_read()
-
-
-class CpuLoadSampler(_Sampler):
+class CpuLoadSampler(PeriodicSampler):
     """Other processes' load on the cores while a run lasts (module docstring). `own_pids`: more
     roots of kopt-mcp's own tree besides this process."""
 
     def __init__(self, own_pids: frozenset[int] = frozenset(), period_s: float = CPU_PERIOD_S, top: int = TOP) -> None:
-        super().__init__(period_s)
+        super().__init__(period_s, "kopt-load-sampler")
         self._roots, self._top = frozenset(own_pids), top
         self._first: CpuReading | None = None
         self._last: CpuReading | None = None
@@ -96,16 +53,16 @@ class CpuLoadSampler(_Sampler):
         """The run's load (rules.load.RunLoad, device "cpu"), or None with fewer than 2 readings."""
         if self._first is None or self._last is None or self._last is self._first:
             return None
-        return cpu_load_between(self._first, self._last, dict(self._used), self._top).as_run_load(self.samples)
+        return cpu_load_between(self._first, self._last, dict(self._used), self._top).as_run_load(self.reads)
 
 
-class GpuLoadSampler(_Sampler):
+class GpuLoadSampler(PeriodicSampler):
     """Other compute processes on the GPU `uuid` while a run lasts, through `probe` (the gate's);
     kopt-mcp's own tree (this process, `own_pids` and their descendants) is left out."""
 
     def __init__(self, probe: GpuProbe, uuid: str, own_pids: frozenset[int] = frozenset(),
                  period_s: float = GPU_PERIOD_S) -> None:
-        super().__init__(period_s)
+        super().__init__(period_s, "kopt-load-sampler")
         self._probe, self._uuid, self._roots = probe, uuid, frozenset(own_pids) | {os.getpid()}
         self._procs: dict[int, ForeignProcess] = {}
         self._util: float | None = None
@@ -132,9 +89,9 @@ class GpuLoadSampler(_Sampler):
 
     def summary(self) -> RunLoad | None:
         """The run's load (rules.load.RunLoad, device "gpu"), or None when no reading succeeded."""
-        if not self.samples:
+        if not self.reads:
             return None
-        return RunLoad(device="gpu", duration_s=round((self._t1 or 0.0) - (self._t0 or 0.0), 3), samples=self.samples,
+        return RunLoad(device="gpu", duration_s=round((self._t1 or 0.0) - (self._t0 or 0.0), 3), samples=self.reads,
                        processes=sorted(self._procs.values(), key=lambda p: p.pid), util_pct=self._util)
 
 
