@@ -47,19 +47,28 @@ class ReplayCupti(CuptiProfiler):
         return f"{command} && {args}"
 
 
-def _write(out_dir: Path, runs_dir: Path) -> int:
+def profiled_run(runs_dir: Path, suffix: str):
+    """(the profiled tree's toy kernel module, its content key, k): k = how many profiled runs of this
+    kernel.py content came before this one (counted in `runs_dir/<key>.<suffix>`). Run in the tree."""
     import hashlib
-    import json
     import os
 
     sys.path.insert(0, os.getcwd())
     key = hashlib.sha256(Path("kernel.py").read_bytes()).hexdigest()[:16]
     import kernel  # the profiled tree's toy kernel.py
 
-    counter = runs_dir / f"{key}.profiles"
+    counter = runs_dir / f"{key}.{suffix}"
     counter.parent.mkdir(parents=True, exist_ok=True)
     k = int(counter.read_text()) if counter.exists() else 0
     counter.write_text(str(k + 1))
+    return kernel, key, k
+
+
+def _write(out_dir: Path, runs_dir: Path) -> int:
+    import json
+    import os
+
+    kernel, _, k = profiled_run(runs_dir, "profiles")
     if getattr(kernel, "PROFILE_FAIL_AT", None) == k:
         print("replayed profiler crash", file=sys.stderr)
         return 3

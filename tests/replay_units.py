@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 from kopt_mcp.profilers.cupti import INJECT_DIR
-from tests.replay_cupti import ReplayCupti
+from tests.replay_cupti import ReplayCupti, profiled_run
 
 INVOCATIONS = 400
 TARGET = "fwd_kernel"
@@ -41,14 +41,7 @@ def _write(out_dir: Path, runs_dir: Path) -> int:
     import os
     import random
 
-    sys.path.insert(0, os.getcwd())
-    key = hashlib.sha256(Path("kernel.py").read_bytes()).hexdigest()[:16]
-    import kernel  # the profiled tree's toy kernel.py
-
-    counter = runs_dir / f"{key}.units"
-    counter.parent.mkdir(parents=True, exist_ok=True)
-    k = int(counter.read_text()) if counter.exists() else 0
-    counter.write_text(str(k + 1))
+    kernel, key, k = profiled_run(runs_dir, "units")
     spec = importlib.util.spec_from_file_location("kopt_trace", Path(INJECT_DIR) / "kopt_cupti_trace.py")
     agg = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(agg)
