@@ -383,6 +383,19 @@ class GpuGate(_OnSlot):
     waited_s: float | None = None
 
 
+class LeaseHeld(_OnSlot):
+    """One measuring call's job lease, written when it ends: the device (`device`, e.g.
+    "nvidia:0:GPU-<uuid>"), how long the gate waited for it (`waited_s`, s) and when it was held
+    (`held_from`, `held_until`: epoch s). Two records of one device whose spans overlap are a double
+    booking; the waits per slot show whether slots shared the GPUs fairly
+    (benchmarks/slots_gpu/many.py reads both)."""
+
+    event: Literal["job_lease"]
+    waited_s: float | None = None
+    held_from: float | None = None
+    held_until: float | None = None
+
+
 class Confirmation(_OnSlot):
     """commit_improvement's out-of-process confirmation of a GPU-time keep (profilers.confirm):
     confirmed / refuted / unavailable, why, the profiler, the claimed and measured gains (%), the
@@ -518,7 +531,7 @@ class Other(BaseModel):
 
 
 TYPED = (SessionStarted, Baseline, Attempt, Commit, CommitRefused, Revert, Stopped, Recovered, Snapshot,
-         RunBenchmark, BaselineFailed, Trace, Warmup, GpuGate, Confirmation, SessionGain, BestMoved, DeviceLost, BenchmarkOutputs, CancelledOp, LeftoversEnded,
+         RunBenchmark, BaselineFailed, Trace, Warmup, GpuGate, LeaseHeld, Confirmation, SessionGain, BestMoved, DeviceLost, BenchmarkOutputs, CancelledOp, LeftoversEnded,
          StaleGitLocksRemoved, StateRestored, StopSummaryCommitFailed)
 #: event kind -> its model
 EVENTS: dict[str, type[_Event]] = {get_args(m.model_fields["event"].annotation)[0]: m for m in TYPED}

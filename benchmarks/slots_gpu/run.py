@@ -8,7 +8,8 @@ would), on the one GPU through per-job leases, so their measuring calls alternat
     slot b: 03-regress (regressed), 05-rewrite-buggy (incorrect), 06-rewrite-fix (improved, committed)
 
 Checks every verdict against the scenario's `expect`, that at no time two benchmark processes ran on
-the GPU (nvidia-smi's compute processes sampled every 0.5 s: zero double bookings), and that the
+one GPU (nvidia-smi's compute processes per GPU sampled every 0.5 s: zero double bookings; on a
+host of several GPUs the two slots may measure at once on two GPUs), and that the
 BEST line is linear (no merge commits). Writes
 slots_gpu.json and slots_gpu.md to OUT.
 
@@ -22,11 +23,14 @@ import os
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import tomllib
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
 
 TAG = "slots"
 PLAN = {"a": ["four-rows-per-program-everywhere", "rename-and-launch-helper"],
@@ -85,18 +89,9 @@ def main() -> int:
     from kopt_mcp.commands.demo import prepare_repo
 
     repo = prepare_repo(example(), Path(tempfile.mkdtemp(prefix="kopt-slots-")) / "triton_softmax")
-    samples: list[tuple[float, int]] = []
-    done = threading.Event()
+    from benchmarks.slots_gpu.many import ProcessSampler
 
-    def sample() -> None:  # benchmark processes on the GPU, every 0.5 s
-        while not done.is_set():
-            r = subprocess.run(["nvidia-smi", "--query-compute-apps=pid", "--format=csv,noheader"],
-                               capture_output=True, text=True, check=False)
-            samples.append((time.time(), len([x for x in r.stdout.splitlines() if x.strip()])))
-            done.wait(0.5)
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
+    sampler = ProcessSampler(0.5).__enter__()  # benchmark processes per GPU, every 0.5 s
     t0 = time.time()
     records = play(str(repo), None, ["warps-per-shape"])
     t1 = time.time()
@@ -106,9 +101,8 @@ def main() -> int:
         for s, f in futs.items():
             records += f.result()
     t2 = time.time()
-    done.set()
-    sampler.join()
-    most = max((n for _, n in samples), default=0)
+    sampler.__exit__(None, None, None)
+    most = max(sampler.most.values(), default=0)  # per GPU: slots on two GPUs at once are no double booking
     line = subprocess.run(["git", "log", "--format=%h %p %s", f"kernel-opt/{TAG}"], cwd=repo,
                           capture_output=True, text=True, check=True).stdout.splitlines()
     merges = subprocess.run(["git", "rev-list", "--min-parents=2", f"kernel-opt/{TAG}"], cwd=repo,
@@ -120,7 +114,8 @@ def main() -> int:
             {k: e.get(k) for k in ("event", "attempt", "verdict", "device", "device_id")}
             for e in map(json.loads, p.read_text().splitlines()) if e.get("event") in ("attempt", "baseline", "commit")]
     summary = {"main_s": round(t1 - t0, 1), "slots_s": round(t2 - t1, 1), "wrong": wrong,
-               "gpu_process_samples": len(samples), "most_gpu_processes_at_once": most,
+               "gpu_process_samples": sampler.samples, "most_gpu_processes_at_once": most,
+               "most_processes_per_gpu": dict(sampler.most),
                "merge_commits": merges, "best_line": line, "ledgers": ledgers,
                "records": records}
     (out / "slots_gpu.json").write_text(json.dumps(summary, indent=1, default=str))
@@ -133,8 +128,8 @@ def main() -> int:
                   f"{r.get('gpu_delta_pct') if r.get('gpu_delta_pct') is not None else ''} | {r.get('committed', '')} | "
                   f"{r['start'] - t1:.0f}-{r.get('commit_end', r['end']) - t1:.0f} |")
     md += ["", "BEST line (newest first):", "", *[f"    {x}" for x in line], "",
-           f"wrong verdicts: {len(wrong)}; most benchmark processes on the GPU at once: {most} "
-           f"({len(samples)} nvidia-smi samples, 0.5 s apart); merge commits on the BEST line: {len(merges)}"]
+           f"wrong verdicts: {len(wrong)}; most benchmark processes on one GPU at once: {most} "
+           f"({sampler.samples} nvidia-smi samples, 0.5 s apart; per GPU {dict(sampler.most)}); merge commits on the BEST line: {len(merges)}"]
     (out / "slots_gpu.md").write_text("\n".join(md) + "\n")
     print("\n".join(md))
     return 1 if wrong or most > 1 or merges else 0

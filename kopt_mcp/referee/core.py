@@ -49,6 +49,7 @@ import functools
 import json
 import os
 import threading
+import time
 from collections.abc import Callable
 from datetime import date
 from pathlib import Path
@@ -59,7 +60,7 @@ from kopt_mcp import vcs
 from kopt_mcp.bench.executor import Executor, JobLease
 from kopt_mcp.bench.measure import Measurement, Profiled
 from kopt_mcp.config import ConfigFile, TargetConfig
-from kopt_mcp.errors import Cancelled, RefereeError, StateSaveError
+from kopt_mcp.errors import Cancelled, LedgerEventError, RefereeError, StateSaveError
 from kopt_mcp.gpus.gate import GateOutcome
 from kopt_mcp.ledger import Store, atomic_write, new_record, render_performance
 from kopt_mcp.paths import kopt_dir, session_dir
@@ -125,6 +126,7 @@ class Session:
         self.executor: Executor | None = None  # set by opening.open_session
         self.job: JobLease | None = None  # this call's job lease
         self.job_outcome: GateOutcome | None = None
+        self.job_since: float = 0.0  # when this call's job lease was granted (epoch s)
         self.last_device: str | None = None  # preferred at the next lease
         #: the benchmark interpreter's module names (bench/modules.py), asked once, at the first attempt
         self.module_names: ModuleNames | None = None
@@ -237,15 +239,25 @@ class Session:
             if outcome.reason == "cancelled":
                 raise Cancelled("cancelled while waiting for an idle GPU")
             return outcome
-        self.job, self.job_outcome = grant.lease, outcome
+        self.job, self.job_outcome, self.job_since = grant.lease, outcome, time.time()
         self.device = grant.lease.device
         self.last_device = getattr(grant.lease, "uuid", None) or grant.lease.device_id
         return outcome
 
     def release_job(self) -> None:
-        """End this call's job lease (no-op without one); the device stays in `device` for status."""
+        """End this call's job lease (no-op without one) and log it (`job_lease`: device, wait, held
+        span); the device stays in `device` for status. A ledger that cannot be written loses the
+        record, never the release."""
+        device, outcome = self.device_id, self.job_outcome
         job, self.job, self.job_outcome = self.job, None, None
-        if job is not None:
+        if job is None:
+            return
+        try:
+            self.store.log("job_lease", slot=self.slot, device=device, waited_s=round(outcome.waited_s, 3) if outcome else None,
+                           held_from=round(self.job_since, 3), held_until=round(time.time(), 3))
+        except (OSError, LedgerEventError):
+            pass  # informational: the lease must still be given back
+        finally:
             job.release()
 
     def device_lost(self, error: Exception, retrying: bool) -> None:
