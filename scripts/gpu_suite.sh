@@ -11,6 +11,9 @@
 #                                  baseline (benchmarks/trace_report.py -> trace_report.md / .json)
 #   scripts/gpu_suite.sh slots     ... two candidate slots sharing the GPU on the Triton example
 #                                  (benchmarks/slots_gpu/run.py -> slots_gpu.md / .json)
+#   scripts/gpu_suite.sh many [PER_SLOT] [REPO]  ... 1, N and 2N candidate slots on the host's N GPUs
+#                                  (benchmarks/slots_gpu/many.py -> many_slots.md / .json; REPO gpu or
+#                                  gpu-dobench; MANY_MAX_SECONDS=S: no verdict starts past S s)
 #   scripts/gpu_suite.sh loopend [RUNS] [FIRST]  ... `kopt-mcp demo` on the Triton example RUNS times in a row
 #                                  (no stall), then `kopt-mcp compare` on the first run's session
 #                                  (benchmarks/end_of_loop/run.py -> end_of_loop.md / .json)
@@ -99,6 +102,12 @@ slots() {
   python3 benchmarks/slots_gpu/run.py "$OUT" 2>&1 | tee "$OUT/slots_gpu.log"
 }
 
+many() {
+  setup
+  python3 benchmarks/slots_gpu/many.py "$OUT" --per-slot "${1:-6}" --repo "${2:-gpu}" \
+    --max-seconds "${MANY_MAX_SECONDS:-500}" 2>&1 | tee "$OUT/many_slots.log"
+}
+
 loopend() {
   setup
   python3 benchmarks/end_of_loop/run.py "$OUT" --runs "${1:-5}" --first "${2:-1}" 2>&1 | tee -a "$OUT/end_of_loop.log"
@@ -118,7 +127,8 @@ case "${1:-}" in
   trace) trace_report ;;
   decisions) decisions "${2:-20}" ;;
   slots) slots ;;
+  many) many "${2:-6}" "${3:-gpu}" ;;
   loopend) loopend "${2:-5}" "${3:-1}" ;;
   sandbox) sandbox ;;
-  *) echo "usage: scripts/gpu_suite.sh prepare|run|tests|accuracy|trace|decisions [TRIALS]|slots|loopend [RUNS] [FIRST]|sandbox" >&2; exit 2 ;;
+  *) echo "usage: scripts/gpu_suite.sh prepare|run|tests|accuracy|trace|decisions [TRIALS]|slots|many [PER_SLOT] [REPO]|loopend [RUNS] [FIRST]|sandbox" >&2; exit 2 ;;
 esac
