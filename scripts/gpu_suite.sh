@@ -28,7 +28,7 @@ cd "$(dirname "$0")/.."
 WHEELS=(pydantic pydantic-core annotated-types typing-inspection typing-extensions mcp mcp-types httpx2
         httpcore2 h11 truststore anyio jsonschema jsonschema-specifications referencing rpds-py attrs pyjwt
         python-multipart sse-starlette starlette uvicorn opentelemetry-api gitpython gitdb smmap filelock
-        cryptography cffi pycparser bm25s)
+        cryptography cffi pycparser bm25s nvidia-ml-py)
 # not installed here (no GPU): pinned, downloaded for the GPU machine's Python 3.12. cupti-python 13.4.0
 # ran there on 2026-11-22 over the image's nvidia-cuda-cupti 13.0.85 (driver 580.159.04).
 GPU_WHEELS=(cupti-python==13.4.0 pyelftools==0.33)

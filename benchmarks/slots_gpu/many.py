@@ -19,8 +19,8 @@ verdict's end, and the ratio to phase 1 (target >= 0.9 N for phases 2 and 3). Ch
 
 - zero double bookings per GPU, two ways: every measuring call's job lease from the slots' ledgers
   (`job_lease`: device, held_from, held_until; two spans of one GPU must not overlap), and
-  `nvidia-smi --query-compute-apps=gpu_uuid,pid` sampled every 0.25 s (at most one benchmark
-  process per GPU at once);
+  the compute processes of every GPU sampled every 0.25 s through the referee's probe (NVML, else
+  nvidia-smi): at most one benchmark process per GPU at once;
 - decision quality on this host: identical never kept, -2% kept in >= 95% of trials, +5% never kept
   and regressed in >= 95%, with the verdicts per GPU;
 - fairness of phase 3: every slot finished its verdicts, and each slot's total wait for a GPU.
@@ -125,24 +125,30 @@ def run_phase(label: str, slots: list[str], per_slot: int, repo: Path, lease_dir
 
 
 class ProcessSampler:
-    """Benchmark processes per GPU (nvidia-smi's compute apps), every `period_s` s, in a thread."""
+    """Benchmark processes per GPU, every `period_s` s, in a thread, through the probe the referee
+    uses (`make_probe("auto")`: NVML where nvidia-ml-py is installed, else nvidia-smi). `most`:
+    uuid -> the most compute processes seen at once. No NVIDIA GPU (`--repo cpu`): no samples."""
 
     def __init__(self, period_s: float = 0.25) -> None:
+        from kopt_mcp.gpus import make_probe
+
         self.period_s, self.samples, self.most = period_s, 0, Counter()
+        self.probe = make_probe("auto")
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
     def _loop(self) -> None:
+        from kopt_mcp.errors import ProbeError
+
         while not self._stop.is_set():
             try:
-                r = subprocess.run(["nvidia-smi", "--query-compute-apps=gpu_uuid,pid", "--format=csv,noheader"],
-                                   capture_output=True, text=True, check=False)
-            except OSError:  # no nvidia-smi (--repo cpu): nothing to sample
-                return
-            per = Counter(line.split(",")[0].strip() for line in r.stdout.splitlines() if line.strip())
-            for uuid, n in per.items():
-                self.most[uuid] = max(self.most[uuid], n)
-            self.samples += 1
+                readings = self.probe.read()
+            except ProbeError:
+                readings = []
+            for r in readings:
+                if r.vendor == "nvidia":
+                    self.most[r.uuid] = max(self.most[r.uuid], len(r.processes))
+            self.samples += bool(readings)
             self._stop.wait(self.period_s)
 
     def __enter__(self) -> ProcessSampler:
@@ -239,10 +245,14 @@ def main(argv: list[str] | None = None) -> int:
                             deadline)]
     spans = lease_spans(repo)
     records = [r for p in phases for r in p["records"]]
+    for r in records:  # the verdict's wait for a GPU: its job lease, granted while the verdict ran
+        r["waited_s"] = sum(x["waited_s"] for x in spans if x["slot"] == r["slot"] and r["start"] <= x["start"] <= r["end"])
     one = phases[0]["per_min"]
     for p in phases:
         p["ratio_to_one"] = round(p["per_min"] / one, 3) if one else None
     fair = fairness(phases[2], spans, a.per_slot)
+    for p in phases:
+        p["fairness"] = fairness(p, spans, a.per_slot)
     dq = quality(records)
     booked = double_bookings([dict(s) for s in spans])
     most = {str(uuids.get(u, u)): k for u, k in sorted(sampler.most.items())}
@@ -254,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
         "decision_quality": all(v["met"] for v in dq.values()),
         "no_slot_starved": not fair["starved"],
     }
-    summary = {"gpus": n, "repo": a.repo, "per_slot": a.per_slot, "baseline_s": round(baseline_s, 1),
+    summary = {"gpus": n, "repo": a.repo, "probe": sampler.probe.name, "per_slot": a.per_slot, "baseline_s": round(baseline_s, 1),
                "phases": [{k: v for k, v in p.items() if k != "records"} for p in phases],
                "checks": checks, "double_bookings": booked, "job_leases": len(spans),
                "most_processes_per_gpu": most, "smi_samples": sampler.samples, "quality": dq,
@@ -270,7 +280,8 @@ def report(s: dict) -> str:
     """The Markdown summary of `main`'s result dict."""
     n = s["gpus"]
     md = [f"# {n} GPUs, 1 / {n} / {2 * n} candidate slots ({s['repo']} planted repository)", "",
-          f"Baseline {s['baseline_s']:.0f} s; {s['per_slot']} verdicts per slot per phase; total {s['total_s']:.0f} s.", "",
+          f"Baseline {s['baseline_s']:.0f} s; {s['per_slot']} verdicts per slot per phase; total {s['total_s']:.0f} s; "
+          f"GPU probe {s.get('probe', '?')}.", "",
           "| phase | verdicts | span s | verdicts/min | ratio to 1 slot | target |", "|---|---|---|---|---|---|"]
     for i, p in enumerate(s["phases"]):
         target = "" if i == 0 else f">= {THROUGHPUT_SHARE * n:.1f}"
@@ -280,12 +291,13 @@ def report(s: dict) -> str:
     for name, q in s["quality"].items():
         md.append(f"| {name} | {q['trials']} | {q['kept']} | {q['verdicts']} | {q['per_gpu']} | "
                   f"{'yes' if q['met'] else 'NO'} |")
-    md += ["", f"Phase 3 ({2 * n} slots on {n} GPUs), per slot:", "",
-           "| slot | verdicts | measuring calls | total wait for a GPU (s) | done at (s) |", "|---|---|---|---|---|"]
-    for slot, v in s["fairness"]["slots"].items():
-        md.append(f"| {slot} | {v['verdicts']} | {v['calls']} | {v['wait_s']} | {v['done_at_s']} |")
+    md += ["", "Per slot (phases 2 and 3):", "",
+           "| phase | slot | verdicts | measuring calls | total wait for a GPU (s) | done at (s) |", "|---|---|---|---|---|---|"]
+    for p in s["phases"][1:]:
+        for slot, v in p["fairness"]["slots"].items():
+            md.append(f"| {p['label']} | {slot} | {v['verdicts']} | {v['calls']} | {v['wait_s']} | {v['done_at_s']} |")
     md += ["", f"Job leases in the ledgers: {s['job_leases']}; overlapping on one GPU: {len(s['double_bookings'])}. "
-           f"Most benchmark processes on one GPU at once (nvidia-smi, {s['smi_samples']} samples): "
+           f"Most benchmark processes on one GPU at once ({s.get('probe', '?')}, {s['smi_samples']} samples): "
            f"{s['most_processes_per_gpu']}.", "",
            "Checks: " + ", ".join(f"{k} {'yes' if v else 'NO'}" for k, v in s["checks"].items()), ""]
     return "\n".join(md)
