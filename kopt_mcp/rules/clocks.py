@@ -49,12 +49,15 @@ STEADY_PCT = 90.0
 class ClockPlan(BaseModel):
     """How the keep metric uses the runs' clocks: `reference` ("both": the mean of BEST's two
     profiles; "before"/"after": that one profile), `penalty_pct` (subtracted from the gain and
-    its lower bound), `spread_explained` (BEST's spread is the clock step: not counted in the
+    its lower bound), `credit_pct` (added to a loss before it counts as `regressed`: the candidate
+    ran at a lower clock than both BEST profiles, so an unchanged kernel is that much slower),
+    `spread_explained` (BEST's spread is the clock step: not counted in the
     floor, not added to the session's spreads) and `note` for the verdict's reason ("" when the
     clocks change nothing)."""
 
     reference: Literal["both", "before", "after"] = "both"
     penalty_pct: float = 0.0
+    credit_pct: float = 0.0
     spread_explained: bool = False
     note: str = ""
 
@@ -89,7 +92,9 @@ def clock_plan(before: RunClock | None, candidate: RunClock | None, after: RunCl
             return ClockPlan(penalty_pct=rise, note=(
                 f"{shown}: the candidate ran at a {rise:.2f}% higher clock than both BEST profiles, so its gain "
                 f"must exceed that as well (a kernel's time falls by at most the clock ratio)"))
-        return ClockPlan(note=f"{shown}: the candidate ran at a {-rise:.2f}% lower clock, judged as measured")
+        return ClockPlan(credit_pct=-rise, note=(
+            f"{shown}: the candidate ran at a {-rise:.2f}% lower clock: a win is judged as measured, a loss "
+            "only beyond that"))
     # BEST's profiles at two clocks: time ~ clock^-a with 0 <= a <= CLOCK_EXPLAINS explains the spread
     explained = (abs(best_shift_pct) <= NEGLIGIBLE_SPREAD_PCT or
                  (best_shift_pct * best_step < 0 and abs(best_shift_pct) <= CLOCK_EXPLAINS * abs(best_step)))

@@ -5,8 +5,12 @@
    it decides both ways: a loss beyond the floor is `regressed`);
 2. by launch group where every trace has them (rules/keep.py `judge_groups`: median launch per
    kernel and shape, robust to time-driven repetition, warm-up launches and input-generation
-   kernels; it confirms a win or not);
-3. on the target kernels' totals, paired per launch where recorded (rules/keep_totals.py).
+   kernels; a win or a loss beyond the floor, else tie);
+3. on the target kernels' totals, paired per launch where recorded (rules/keep_totals.py; a loss
+   is `regressed` only where paired).
+
+A loss beyond the floor is `regressed` on every path: on the H100 (2026-11-27) the Triton example's
+3.5x slower candidate was a `tie` while the groups path could only confirm a win.
 
 Evidence: `Profiles` (rules/evidence.py). The session's history enters as numbers
 (`recent_spreads_pct`, `known_time_driven`); what the referee must remember afterwards comes back
@@ -21,7 +25,7 @@ from pydantic import BaseModel
 
 from kopt_mcp.profilers.base import exact_names_regex
 from kopt_mcp.profilers.segment import trace_units
-from kopt_mcp.rules.decision import MeasuredOutcome
+from kopt_mcp.rules.decision import Code, MeasuredOutcome
 from kopt_mcp.rules.evidence import Profiles
 from kopt_mcp.rules.floor import GainFloor, gpu_gain_floor
 from kopt_mcp.rules.keep import judge_groups
@@ -41,7 +45,7 @@ class GpuTimeJudgement(BaseModel):
 
     keep: KeepDecision
     #: what the GPU time concludes: improved / regressed / divergent / tie (units decide both ways;
-    #: groups and totals only confirm a win: improved or tie)
+    #: groups and paired totals: improved, regressed (gpu_time_loss) or tie)
     outcome: MeasuredOutcome = "tie"
     floor: GainFloor | None = None
     spread_pct: float | None = None
@@ -79,7 +83,7 @@ def judge_profiles(p: Profiles, kernel_regex: str | None, policy: Policy, recent
             return GpuTimeJudgement(keep=keep, floor=keep.floor)
         # a spread that is BEST's SM clock step is not noise: it stays out of the session's spreads
         explained = keep.clock is not None and keep.clock.spread_explained
-        return GpuTimeJudgement(keep=keep, outcome="improved" if keep.kept else "tie", floor=keep.floor,
+        return GpuTimeJudgement(keep=keep, outcome=_outcome(keep), floor=keep.floor,
                                 spread_pct=keep.spread_pct, record_spread_pct=None if explained else keep.spread_pct,
                                 time_driven=keep.time_driven, class_gpu_us=keep.class_gpu_us)
     b1, c, b2 = p.before, p.candidate, p.after
@@ -92,8 +96,13 @@ def judge_profiles(p: Profiles, kernel_regex: str | None, policy: Policy, recent
                              c.durations_us, confidence=policy.confidence, min_gain_pct=floor.pct, suspect=suspect)
     keep.reason += (f" (BEST profiled before and after the candidate: {b1.us:.1f} and {b2.us:.1f} us, spread "
                     f"{spread:.3f}%; {floor.shown()})")
-    return GpuTimeJudgement(keep=keep, outcome="improved" if keep.kept else "tie", floor=floor, spread_pct=spread,
+    return GpuTimeJudgement(keep=keep, outcome=_outcome(keep), floor=floor, spread_pct=spread,
                             record_spread_pct=spread)
+
+
+def _outcome(keep: KeepDecision) -> MeasuredOutcome:
+    """improved (kept), regressed (gpu_time_loss) or tie: the outcome of the groups and totals paths."""
+    return "improved" if keep.kept else "regressed" if keep.code == Code.GPU_TIME_LOSS else "tie"
 
 
 __all__ = ["GpuTimeJudgement", "judge_profiles"]

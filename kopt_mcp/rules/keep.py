@@ -246,12 +246,13 @@ def _missing_groups(ev: _Evidence) -> GroupKeepDecision | None:
 @dataclass
 class _Gain:
     """Step 3's figures: per-group deltas, the groups launched too rarely (words), the gain and its
-    lower bound (%), the extra work's share, BEST's and the candidate's median launch sums (us)."""
+    lower and upper bounds (%), the extra work's share, BEST's and the candidate's median launch sums (us)."""
 
     deltas: list[GroupDelta]
     skipped: list[str]
     gain: float
     lo: float
+    hi: float
     extra: float
     best_us: float
     cand_us: float
@@ -288,8 +289,8 @@ def _gain(ev: _Evidence) -> _Gain:
     extra = sum(g.total_us for g in ev.extra_c) / matched_c if matched_c > 0 else 0.0
     ratio *= 1.0 + extra
     gain = (1.0 - ratio) * 100.0 - ev.plan.penalty_pct
-    lo = gain - float(norm.ppf(ev.confidence)) * math.sqrt(var) * (1.0 + extra) * 100.0
-    return _Gain(deltas=deltas, skipped=skipped, gain=gain, lo=lo, extra=extra,
+    half = float(norm.ppf(ev.confidence)) * math.sqrt(var) * (1.0 + extra) * 100.0
+    return _Gain(deltas=deltas, skipped=skipped, gain=gain, lo=gain - half, hi=gain + half, extra=extra,
                  best_us=sum(d.best_median_us for d in deltas),
                  cand_us=sum(d.candidate_median_us for d in deltas) + sum(g.median_us for g in ev.extra_c))
 
@@ -337,11 +338,16 @@ def _why_not(ev: _Evidence, g: _Gain) -> str:
 
 def _decide(ev: _Evidence, g: _Gain) -> GroupKeepDecision:
     """Step 4: kept (gpu_time_win) when the gain clears the floor and its lower bound clears
-    `min_gain_pct`; else gpu_time_below_floor (a gain > 0) or gpu_time_not_improved."""
+    `min_gain_pct`; gpu_time_loss when the loss, less a lower candidate clock's share (ClockPlan
+    credit_pct), clears the floor and the gain's upper bound is below -`min_gain_pct` (slower beyond what BEST's own profiles vary: the verdict is `regressed`, as by
+    harness unit, rules/units.py); else gpu_time_below_floor (a gain > 0) or gpu_time_not_improved."""
     kept = g.gain > ev.floor.pct and g.lo > ev.min_gain_pct
     how = _how(ev, g)
     if kept:
         code, reason = Code.GPU_TIME_WIN, f"profiler GPU time: {how}"
+    elif g.gain + ev.plan.credit_pct < -ev.floor.pct and g.hi + ev.plan.credit_pct < -ev.min_gain_pct:
+        code = Code.GPU_TIME_LOSS
+        reason = f"slower beyond the GPU-time floor ({how}; upper bound {g.hi:+.3f}%): not kept"
     else:
         code = Code.GPU_TIME_BELOW_FLOOR if g.gain > 0 else Code.GPU_TIME_NOT_IMPROVED
         reason = f"profiler GPU time did not improve by more than the floor ({how}): not kept. {_why_not(ev, g)}"
@@ -351,7 +357,7 @@ def _decide(ev: _Evidence, g: _Gain) -> GroupKeepDecision:
                                 or classes_through_best(ev.pairs, ev.extra_c, ev.classes))
     return GroupKeepDecision(kept=kept, gpu_best_us=g.best_us, gpu_candidate_us=g.cand_us, gpu_delta_pct=g.gain,
                              metric_used="profiler GPU time", code=code, reason=reason, lower_bound_pct=g.lo,
-                             groups=g.deltas, **ev.base(), **more)
+                             upper_bound_pct=g.hi, groups=g.deltas, **ev.base(), **more)
 
 
 def judge_groups(best_before: Runs, candidate: Runs, best_after: Runs, kernel_regex: str | None = None,

@@ -34,6 +34,8 @@ class KeepDecision(BaseModel):
     code: Code
     #: the gain's one-sided lower bound (%) where one was computed (paired launches, launch groups, units)
     lower_bound_pct: float | None = None
+    #: the gain's one-sided upper bound (%) where one was computed: below -floor, the candidate is slower
+    upper_bound_pct: float | None = None
 
 
 def apply_keep_metric(gpu_best_us: float | None, gpu_candidate_us: float | None, kernels: list[str],
@@ -84,9 +86,10 @@ def apply_keep_metric(gpu_best_us: float | None, gpu_candidate_us: float | None,
     b, c = (gpu_best_us / best_calls, gpu_candidate_us / candidate_calls) if per_launch else (gpu_best_us, gpu_candidate_us)
     delta = improvement_pct(b, c, higher_is_better=False)
     kept = delta > min_gain_pct
-    lo = None
+    lo = hi = None
     if paired:
         lo, n = robust_paired_bound(best_launches_us, candidate_launches_us, confidence)
+        hi = -robust_paired_bound(candidate_launches_us, best_launches_us, confidence)[0]  # BEST's gain over it
         kept = kept and lo > min_gain_pct
         how = (f"{b:.1f} -> {c:.1f} us, {delta:+.3f}%; paired over {n} launches, {confidence * 100:g}% lower "
                f"bound {lo:+.3f}%; needs > {min_gain_pct:.3g}%")
@@ -95,13 +98,19 @@ def apply_keep_metric(gpu_best_us: float | None, gpu_candidate_us: float | None,
                f"{delta:+.3f}%; needs > {min_gain_pct:.3g}%")
     else:
         how = f"{b:.1f} -> {c:.1f} us, {delta:+.3f}%; needs > {min_gain_pct:.3g}%"
+    # slower beyond the floor, paired per launch only (an unpaired total has no bound: it stays a tie)
+    lost = not kept and hi is not None and delta < -min_gain_pct and hi < -min_gain_pct
     why_not = _DISAGREE if suspect else "The script metric's small gain was noise"
     reason = (f"profiler GPU time of {names}: {how}" if kept else
+              f"profiler GPU time of {names} is slower beyond {min_gain_pct:.3g}% ({how}; upper bound {hi:+.3f}%): "
+              "not kept" if lost else
               f"the script metric improved but profiler GPU time of {names} did not by more than {min_gain_pct:.3g}% "
               f"({how}): not kept. {why_not}")
-    code = Code.GPU_TIME_WIN if kept else Code.GPU_TIME_BELOW_FLOOR if delta > 0 else Code.GPU_TIME_NOT_IMPROVED
+    code = (Code.GPU_TIME_WIN if kept else Code.GPU_TIME_LOSS if lost else
+            Code.GPU_TIME_BELOW_FLOOR if delta > 0 else Code.GPU_TIME_NOT_IMPROVED)
     return KeepDecision(kept=kept, gpu_best_us=gpu_best_us, gpu_candidate_us=gpu_candidate_us, gpu_delta_pct=delta,
-                        metric_used="profiler GPU time", reason=reason, code=code, lower_bound_pct=lo)
+                        metric_used="profiler GPU time", reason=reason, code=code, lower_bound_pct=lo,
+                        upper_bound_pct=hi)
 
 
 _DISAGREE = ("When the script's timing and the GPU kernel time disagree, the timing missed GPU work (a side "

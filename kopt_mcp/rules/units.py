@@ -66,8 +66,6 @@ class UnitKeepDecision(KeepDecision):
     target's and the operation's gain (%) with bounds, the floor, BEST's A/A spread, per-unit rows."""
 
     outcome: MeasuredOutcome = "tie"
-    lower_bound_pct: float | None = None
-    upper_bound_pct: float | None = None
     op_delta_pct: float | None = None
     floor: GainFloor | None = None
     spread_pct: float | None = None

@@ -48,7 +48,10 @@ def profiled_verdict(script: ScriptDecision, gpu: GpuTimeJudgement, policy: Poli
     runs screens. Outcome "needs_round" asks for one more candidate run and BEST run
     (`can_measure`: the [gates] max_rounds budget allows it). In order:
 
-    1. GPU time `regressed` (a loss beyond the floor, target or whole operation): regressed.
+    1. GPU time `regressed` (a loss beyond the floor, target or whole operation): regressed, or
+       `divergent` where the script metric found the target class clearly faster and another class
+       slower (the per-class win is the agent's lead; divergent keeps nothing either); a clear
+       script win of the target not yet confirmed asks for the round that tells the two apart.
     2. The script metric's slowdown confirmed over two rounds (script_regression): regressed, also
        against a GPU-time win (the benchmark's own metric is what its users see).
     3. GPU time `improved` / `divergent`: that outcome, unless the script metric is significantly
@@ -59,6 +62,12 @@ def profiled_verdict(script: ScriptDecision, gpu: GpuTimeJudgement, policy: Poli
        reason names the timing cheats). Never raises."""
     keep = gpu.keep
     if gpu.outcome == "regressed":
+        if script.outcome == "divergent":
+            return Decision(outcome="divergent", code=script.code, reason=f"{script.reason}; GPU time: {keep.reason}")
+        if can_measure and script.needs_round and clear_script_win(script, policy.noise_pct):
+            return Decision(outcome="needs_round", code=Code.NEEDS_ROUND, reason=(
+                f"GPU time slower, but the script metric shows a clear win of the target ({script.reason}): one more "
+                "round tells a divergent candidate from a regression"))
         return Decision(outcome="regressed", code=keep.code, reason=keep.reason)
     if script.outcome == "regressed":
         return Decision(outcome="regressed", code=script.code, reason=f"{script.reason}; {keep.reason}")

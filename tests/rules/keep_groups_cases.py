@@ -247,10 +247,12 @@ def all_cases() -> dict[str, Case]:
 
 
 def figures(d) -> dict:
-    """The figures a GroupKeepDecision is compared on: everything but its prose and its code."""
-    out = d.model_dump(mode="json", exclude={"reason", "code"})
+    """The figures a GroupKeepDecision is compared on: everything but its prose, its code and the
+    figures added after the capture (the upper bound and the clock credit of the loss rule)."""
+    out = d.model_dump(mode="json", exclude={"reason", "code", "upper_bound_pct"})
     if out.get("clock"):
         out["clock"].pop("note")
+        out["clock"].pop("credit_pct", None)
     return out
 
 

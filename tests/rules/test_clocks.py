@@ -59,6 +59,9 @@ def test_a_candidate_at_a_lower_clock_is_judged_as_measured():
     assert d.clock.reference == "both" and d.kept and d.code == Code.GPU_TIME_WIN
     unchanged = judge(FAST, SLOW, FAST, clocks=(clk(1980), clk(1965), clk(1980)))
     assert not unchanged.kept and unchanged.gpu_delta_pct < -0.7 and unchanged.code == Code.GPU_TIME_NOT_IMPROVED
+    assert unchanged.clock.credit_pct == pytest.approx(0.76, abs=0.01)  # its lower clock: no loss
+    slower = judge(FAST, SLOW * 1.02, FAST, clocks=(clk(1980), clk(1965), clk(1980)))
+    assert slower.code == Code.GPU_TIME_LOSS  # 2.8% slower at a 0.76% lower clock: a loss beyond it
 
 
 def test_a_spread_the_clocks_do_not_explain_still_sets_the_floor():

@@ -72,9 +72,10 @@ def test_real_two_percent_win_is_kept_in_three_runs(runs):
     assert v.class_gpu_us["M=512"] == pytest.approx(v.groups[1].candidate_median_us)
 
 
-def test_one_percent_slower_is_not_kept(runs):
+def test_one_percent_slower_is_a_loss_beyond_the_floor(runs):
     v = judge_groups(runs(configs()), runs(configs(1.01, 1.01)), runs(configs()))
-    assert not v.kept and v.gpu_delta_pct < -0.5 and v.code == Code.GPU_TIME_NOT_IMPROVED
+    assert not v.kept and v.gpu_delta_pct < -0.5 and v.code == Code.GPU_TIME_LOSS
+    assert v.gpu_delta_pct < -v.floor.pct and v.upper_bound_pct < -0.2
 
 
 def test_a_suspect_script_win_names_the_likely_timing_cheats(runs):
@@ -126,7 +127,7 @@ def test_extra_work_in_a_new_group_is_charged(runs):
     cand = configs(0.95, 0.95) + [{"grid": (1, 1, 1), "scale": 1.0, "calls": (250, 250), "warmup": 0}]
     v = judge_groups(runs(configs()), runs(cand), runs(configs()))
     assert v.unmatched_candidate and "(1,1,1)" in v.unmatched_candidate[0]
-    assert not v.kept and v.gpu_delta_pct < 0 and v.code == Code.GPU_TIME_NOT_IMPROVED
+    assert not v.kept and v.gpu_delta_pct < -v.floor.pct and v.code == Code.GPU_TIME_LOSS
 
 
 def test_process_shift_of_best_raises_the_floor(runs):
@@ -216,10 +217,12 @@ def test_why_not_kept_says_which_way_the_gpu_time_moved(runs):
     small = judge_groups(b1, runs(configs(small=0.995, large=0.995)), b2, suspect=True)
     assert not small.kept and small.code == Code.GPU_TIME_BELOW_FLOOR
     assert 0 < small.lower_bound_pct and small.gpu_delta_pct < small.floor.pct  # significant, under the floor
-    slower = judge_groups(runs(configs()), runs(configs(small=1.2, large=1.2)), runs(configs()), suspect=False)
-    assert not slower.kept and slower.code == Code.GPU_TIME_NOT_IMPROVED and slower.gpu_delta_pct < -10
-    denied = judge_groups(runs(configs()), runs(configs(small=1.2, large=1.2)), runs(configs()), suspect=True)
+    slower = judge_groups(b1, runs(configs(small=1.01, large=1.01)), b2, suspect=False)  # within the floor
+    assert not slower.kept and slower.code == Code.GPU_TIME_NOT_IMPROVED and -slower.floor.pct < slower.gpu_delta_pct < 0
+    denied = judge_groups(b1, runs(configs(small=1.01, large=1.01)), b2, suspect=True)
     assert denied.code == Code.GPU_TIME_NOT_IMPROVED
+    lost = judge_groups(runs(configs()), runs(configs(small=1.2, large=1.2)), runs(configs()), suspect=True)
+    assert lost.code == Code.GPU_TIME_LOSS and lost.gpu_delta_pct < -10 and lost.upper_bound_pct < -10
     # `suspect` changes only the words: the text is the product, it points outside the target or at the timing
     assert "outside [profiler] kernel" in slower.reason and "disagree" in denied.reason
 
