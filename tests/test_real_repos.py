@@ -77,7 +77,7 @@ def test_the_driver_on_the_cpu_example_records_an_incorrect_candidate(tmp_path):
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     result = json.loads((out / "cpu-softmax.json").read_text())
     assert result["baseline"]["ok"] and [v["verdict"] for v in result["verdicts"]] == ["incorrect"]
-    assert "| broken | incorrect | incorrect | incorrect | yes |" in (out / "cpu-softmax.md").read_text()
+    assert "| broken | incorrect | incorrect | rows_incorrect | yes |" in (out / "cpu-softmax.md").read_text()
     events = [json.loads(line)["event"] for line in (out / "cpu-softmax-ledger.jsonl").read_text().splitlines()]
     assert "session_started" in events and len(events) > 3
     with tarfile.open(out / "cpu-softmax-first-run.tar.gz") as tar:
