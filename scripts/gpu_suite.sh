@@ -13,7 +13,8 @@
 #                                  (benchmarks/slots_gpu/run.py -> slots_gpu.md / .json)
 #   scripts/gpu_suite.sh many [PER_SLOT] [REPO]  ... 1, N and 2N candidate slots on the host's N GPUs
 #                                  (benchmarks/slots_gpu/many.py -> many_slots.md / .json; REPO gpu or
-#                                  gpu-dobench; MANY_MAX_SECONDS=S: no verdict starts past S s)
+#                                  gpu-dobench; MANY_MAX_SECONDS=S: no verdict starts past S s;
+#                                  MANY_CONTROL=K: the host control first, K runs per GPU, 0 = none)
 #   scripts/gpu_suite.sh loopend [RUNS] [FIRST]  ... `kopt-mcp demo` on the Triton example RUNS times in a row
 #                                  (no stall), then `kopt-mcp compare` on the first run's session
 #                                  (benchmarks/end_of_loop/run.py -> end_of_loop.md / .json)
@@ -105,7 +106,7 @@ slots() {
 many() {
   setup
   python3 benchmarks/slots_gpu/many.py "$OUT" --per-slot "${1:-6}" --repo "${2:-gpu}" \
-    --max-seconds "${MANY_MAX_SECONDS:-500}" 2>&1 | tee "$OUT/many_slots.log"
+    --max-seconds "${MANY_MAX_SECONDS:-500}" --control "${MANY_CONTROL:-4}" 2>&1 | tee "$OUT/many_slots.log"
 }
 
 loopend() {

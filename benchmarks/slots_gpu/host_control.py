@@ -42,6 +42,21 @@ def runs_on(gpu: int, repo: Path, k: int) -> list[float]:
     return out
 
 
+def measure(repo_kind: str, n: int, runs: int, work: Path) -> dict:
+    """The control on `n` GPUs: `runs` runs alone on GPU 0, then `runs` on each GPU at once; mean
+    wall seconds per run of each and their ratio (`slowdown`). Raises on a failed run."""
+    repos = [make_repo(repo_kind, work / f"r{g}") for g in range(n)]  # one copy per GPU: no shared results/
+    runs_on(0, repos[0], 1)  # warm: compile caches
+    alone = runs_on(0, repos[0], runs)
+    with ThreadPoolExecutor(n) as pool:
+        together = list(pool.map(lambda g: runs_on(g, repos[g], runs), range(n)))
+    flat = [x for xs in together for x in xs]
+    return {"gpus": n, "repo": repo_kind, "runs": runs, "alone_mean_s": round(statistics.mean(alone), 3),
+            "together_mean_s": round(statistics.mean(flat), 3),
+            "slowdown": round(statistics.mean(flat) / statistics.mean(alone), 3),
+            "alone_s": [round(x, 3) for x in alone], "together_s": [[round(x, 3) for x in xs] for xs in together]}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("out", type=Path)
@@ -49,18 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=8)
     a = ap.parse_args(argv)
     a.out.mkdir(parents=True, exist_ok=True)
-    n = len(gpu_uuids())
-    tmp = Path(tempfile.mkdtemp(prefix="kopt-host-"))
-    repos = [make_repo(a.repo, tmp / f"r{g}") for g in range(n)]  # one copy per GPU: no shared results/
-    runs_on(0, repos[0], 1)  # warm: compile caches
-    alone = runs_on(0, repos[0], a.runs)
-    with ThreadPoolExecutor(n) as pool:
-        together = list(pool.map(lambda g: runs_on(g, repos[g], a.runs), range(n)))
-    flat = [x for xs in together for x in xs]
-    res = {"gpus": n, "repo": a.repo, "runs": a.runs, "alone_mean_s": round(statistics.mean(alone), 3),
-           "together_mean_s": round(statistics.mean(flat), 3),
-           "slowdown": round(statistics.mean(flat) / statistics.mean(alone), 3),
-           "alone_s": [round(x, 3) for x in alone], "together_s": [[round(x, 3) for x in xs] for xs in together]}
+    res = measure(a.repo, len(gpu_uuids()), a.runs, Path(tempfile.mkdtemp(prefix="kopt-host-")))
     (a.out / "host_control.json").write_text(json.dumps(res, indent=1))
     print(json.dumps({k: v for k, v in res.items() if not k.endswith("_s") or k.endswith("mean_s")}))
     return 0
