@@ -438,6 +438,7 @@ class SessionGain(_OnSlot):
     confidence: float | None = None
     ratio_x: float | None = None
     classes: list[ClassChange] = []
+    rounds_under_load: int = 0
     gpu_base_us: float | None = None
     gpu_head_us: float | None = None
     gpu_gain_pct: float | None = None

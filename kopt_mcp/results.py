@@ -297,6 +297,8 @@ class SessionGainResult(BaseModel):
     confidence: float = Field(description="one-sided confidence of the bounds ([gates] confidence)")
     ratio_x: MaybeFloat = Field(description="how many times better head is on the target (2.0: twice as fast)")
     classes: list[ClassChange]
+    rounds_under_load: int = Field(0, description="paired rounds that ran under foreign load on the device: measured "
+                                   "again within [gates] max_rounds and left out, as save_and_test does (rules/load.py)")
     gpu_base_us: MaybeFloat = None
     gpu_head_us: MaybeFloat = None
     gpu_gain_pct: MaybeFloat = Field(default=None, description="profiler GPU time of the target kernels: + = "

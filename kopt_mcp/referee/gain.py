@@ -4,7 +4,8 @@ under the session's rules, the way save_and_test measures a candidate against BE
 
 - the script metric in paired rounds (head, base; then base, head; ...) judged by rules.script.decide
   at the session's [gates] (noise threshold, confidence, max_rounds), per config class and for the
-  `global` target, each change with its paired bounds;
+  `global` target, each change with its paired bounds; a round under foreign load on the device is
+  measured again or left out as in save_and_test (rules/load.py decide_counted);
 - where a profiler exists, profiler GPU time of the target kernels from base, head, base again
   (A/B/A), judged per launch group by rules.keep.judge_groups (else rules.keep_totals.apply_keep_metric).
 
@@ -29,7 +30,8 @@ from kopt_mcp.results import SessionGainResult
 from kopt_mcp.rules.evidence import Profiles
 from kopt_mcp.rules.gpu_time import judge_profiles
 from kopt_mcp.rules.keep_totals import KeepDecision
-from kopt_mcp.rules.script import GLOBAL, Round, ScriptDecision, decide
+from kopt_mcp.rules.load import RoundLoad, decide_counted
+from kopt_mcp.rules.script import GLOBAL, Round, ScriptDecision
 
 
 def session_baseline(sess: Session) -> str | None:
@@ -81,27 +83,31 @@ def measure_session_gain(sess: Session, base: str | None = None, head: str | Non
 
 def _script_rounds(sess: Session, a: Attempt, base_tree: str, head_tree: str, policy, total: float,
                    progress: Progress | None) -> ScriptDecision:
-    """Paired rounds (head then base, then base then head, ...) until rules.script.decide needs no
-    more (at most policy.max_rounds). Raises RefereeError when a run fails its gate."""
+    """Paired rounds (head then base, then base then head, ...) until the rules need no more (at most
+    policy.max_rounds): rules.load.decide_counted, so a round under foreign load is measured again or
+    left out as in save_and_test. Raises RefereeError when a run fails its gate."""
     rounds: list[Round] = []
+    loads: list[RoundLoad] = []
     hib = sess.cfg.benchmark.higher_is_better
     while True:
         k = len(rounds)
         order = (("head", head_tree), ("base", base_tree)) if k % 2 == 0 else (("base", base_tree), ("head", head_tree))
-        values = {}
+        values, load = {}, {}
         for i, (side, tree) in enumerate(order):
             if progress:
                 progress(2 * k + i, total, f"session gain: round {k + 1}: the {side} commit")
             m = measure_run(sess, a, tree, f"gain-{side}")
             if m.gate.kind != "ok":
                 raise RefereeError(f"the run of the {side} commit failed ({m.gate.reason}); log: {m.run.log_path}")
-            values[side] = m.values()
+            values[side], load[side] = m.values(), m.load
         rounds.append(Round(best=values["base"], candidate=values["head"]))
+        loads.append(RoundLoad(runs=[load["base"], load["head"]]))
+        can = len(rounds) < policy.max_rounds
         try:
-            d = decide(rounds, GLOBAL, hib, policy, sess.state.noise_history)
+            d, _ = decide_counted(rounds, loads, GLOBAL, hib, policy, sess.state.noise_history, can_measure=can)
         except VerdictError as e:
             raise RefereeError(f"the two commits cannot be compared: {e}") from e
-        if not d.needs_round:
+        if not d.needs_round or not can:
             a.rounds = len(rounds)
             return d
 
@@ -152,13 +158,15 @@ def _result(sess: Session, a: Attempt, d: ScriptDecision, gpu: KeepDecision | No
         gpu_gain = gpu.gpu_delta_pct
         gpu_text = (f"; profiler GPU time {gpu.gpu_best_us:.1f} -> {gpu.gpu_candidate_us:.1f} us"
                     + (f" ({-gpu_gain:+.2f}%)" if gpu_gain is not None else ""))
+    loaded = (f" ({d.rounds_under_load} under foreign load, left out or counted as the rules say)"
+              if d.rounds_under_load else "")
     headline = (f"{base_sha[:12]} -> {head_sha[:12]}: {sess.cfg.benchmark.metric} {GLOBAL} {mean:+.2f}% ({x:.2f}x; "
-                f"{bounds}) over {a.rounds} paired round{'s' if a.rounds != 1 else ''} on {sess.device.name}, "
+                f"{bounds}) over {a.rounds} paired round{'s' if a.rounds != 1 else ''}{loaded} on {sess.device.name}, "
                 f"{d.outcome} under the session's rules; per class {per_class}{gpu_text}")
     return SessionGainResult(
         base_commit=base_sha, head_commit=head_sha, metric=sess.cfg.benchmark.metric, outcome=d.outcome,
         rounds=a.rounds, target=GLOBAL, target_pct=mean, target_lo_pct=lo, target_hi_pct=hi, confidence=confidence,
-        ratio_x=x, classes=d.classes,
+        ratio_x=x, classes=d.classes, rounds_under_load=d.rounds_under_load,
         gpu_base_us=gpu.gpu_best_us if gpu else None, gpu_head_us=gpu.gpu_candidate_us if gpu else None,
         gpu_gain_pct=gpu_gain, gpu_note=gpu.reason if gpu else "no profiler on this device: script metric only",
         headline=headline, device=sess.device, run_dirs=list(a.runs), warnings=list(a.warnings))

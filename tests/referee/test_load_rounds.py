@@ -92,3 +92,21 @@ def test_every_run_profiled_under_load_is_measured_again_then_not_decided(tmp_pa
     assert [d.rsplit("/", 1)[-1].split("-", 1)[1] for d in v.run_dirs] == [
         "best-1", "candidate-1", "best-2", "candidate-2", "best-3"]
     assert _attempt(r, v.attempt)["load"]["under_load"] == [0, 1]
+
+
+def test_compare_measures_a_round_under_load_again_and_says_so(tmp_path, make_referee):
+    """`kopt-mcp compare` / measure_session_gain applies the same load rule as save_and_test: under
+    `exclusive_cpu` the loaded round is measured again, and with no clean round left the result is a
+    tie (under_load) whose count the result and the ledger record carry."""
+    r = make_referee(make_toy_repo(tmp_path / "r", BASE_TIMES, extra_gates=EXCLUSIVE))
+    r.run_benchmark()
+    set_kernel(r.workspace_path, {"1": 50.0, "2": 100.0})
+    assert r.save_and_test("global", "halve").verdict == "improved"
+    assert r.commit_improvement("halve").committed
+    clean = r.measure_session_gain()
+    assert (clean.outcome, clean.rounds, clean.rounds_under_load) == ("improved", 2, 0)
+    with ForeignLoad(2):
+        g = r.measure_session_gain()
+    assert (g.outcome, g.rounds, g.rounds_under_load) == ("tie", 2, 2)
+    rec = [e for e in r.store.ledger() if e["event"] == "session_gain"][-1]
+    assert rec["rounds_under_load"] == 2 and rec["outcome"] == "tie"
