@@ -84,6 +84,8 @@ class Demo:
         self.example, self.repo, self.out = example, repo, console
         self.steps = tomllib.loads((example / "scenario.toml").read_text())["step"]
         self.failures: list[str] = []
+        #: steps marked `may_tie` that came out `tie`: their effect was within this machine's noise
+        self.ties: list[str] = []
         self.ws: Path | None = None  # the session's workspace, once status answered
         self.state_dir: Path | None = None  # the session's files (state, ledger, attempts), once status answered
 
@@ -142,7 +144,12 @@ class Demo:
         v = await self._call(c, "save_and_test", {"target": step.get("target", "global"),
                                                   "hypothesis": step.get("hypothesis", name)})
         ok = v["verdict"] == expect
-        mark = "[green]as expected[/green]" if ok else f"[red]expected {expect}[/red]"
+        # a moderate timing effect (step `may_tie`): on a noisy machine the rules may not resolve it, and a
+        # tie (nothing kept, nothing counted as a regression) is the safe side, never a wrong keep
+        tied = not ok and bool(step.get("may_tie")) and v["verdict"] == "tie"
+        mark = ("[green]as expected[/green]" if ok else
+                f"[yellow]expected {expect}; within this machine's noise: a tie keeps nothing[/yellow]" if tied else
+                f"[red]expected {expect}[/red]")
         how = f" on {v['metric_used']}, {v['rounds']} round(s)" if v["rounds"] else ""
         self.out.print(f"  verdict [bold]{v['verdict']}[/bold] ({mark}){how}: {escape(v['reason'])}")
         for cl in v["classes"]:
@@ -151,7 +158,9 @@ class Demo:
         if v.get("gpu_delta_pct") is not None:
             self.out.print(f"    GPU time {v['gpu_best_us']:.1f} -> {v['gpu_candidate_us']:.1f} us "
                            f"({v['gpu_delta_pct']:+.2f}%)")
-        if not ok:
+        if tied:
+            self.ties.append(f"step {i} {name}: tie, expected {expect}")
+        elif not ok:
             self.failures.append(f"step {i} {name}: got {v['verdict']}, expected {expect}")
         if step.get("then") == "commit" and v["verdict"] == "improved":
             cm = await self._call(c, "commit_improvement", {"message": name})
@@ -199,7 +208,9 @@ def _charts(out: Console, state_dir: Path, config: Path, out_dir: Path | None) -
 
 
 def run_demo(example: str = "auto", keep: Path | None = None) -> int:
-    """Run the demo; returns 0 if every candidate got its expected verdict, 1 otherwise."""
+    """Run the demo; returns 0 if every candidate got its expected verdict (a step marked `may_tie` in
+    scenario.toml may come out `tie` instead: its effect is moderate, and on a noisy machine the rules
+    may not resolve it), 1 otherwise."""
     out = Console()
     kind = example if example != "auto" else ("triton" if gpu_example_possible() else "cpu")
     src = examples_dir() / EXAMPLES[kind]
@@ -211,7 +222,11 @@ def run_demo(example: str = "auto", keep: Path | None = None) -> int:
     passed = anyio.run(demo.run)
     if demo.state_dir is not None:
         _charts(out, demo.state_dir, repo / "kopt.toml", base / "charts" if keep is not None else None)
-    if passed:
+    if passed and demo.ties:
+        out.print(f"[bold green]demo passed[/bold green]: {len(demo.steps) - len(demo.ties)} of {len(demo.steps)} "
+                  f"candidates got the verdict they should; {len(demo.ties)} with a moderate effect came out tie on "
+                  "this machine's noise (nothing kept: the safe side):\n  " + "\n  ".join(demo.ties))
+    elif passed:
         out.print(f"[bold green]demo passed[/bold green]: all {len(demo.steps)} candidates got the verdict they should")
     else:
         out.print("[bold red]demo failed[/bold red]:\n  " + "\n  ".join(demo.failures))
