@@ -13,16 +13,20 @@ Never changes a clock.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.decision_quality.run import run_bench  # noqa: E402
 
 HARNESS = Path(__file__).resolve().parents[1] / "decision_quality" / "repo_gpu_dobench"
 
@@ -46,13 +50,12 @@ def main() -> int:
         env = {**os.environ, "CUDA_VISIBLE_DEVICES": str(args.device)}
         for i in range(args.runs):
             t0 = time.monotonic()
-            with ClockSampler(source) as sampler:
-                p = subprocess.run([sys.executable, "bench.py"], cwd=work, env=env, capture_output=True, text=True)
-            if p.returncode != 0:
-                print(p.stderr[-2000:], file=sys.stderr)
+            try:
+                with ClockSampler(source) as sampler:
+                    us = run_bench(work, env)
+            except RuntimeError as e:
+                print(e, file=sys.stderr)
                 return 1
-            with open(work / "results" / "bench.csv") as f:
-                us = float(next(r for r in csv.DictReader(f))["us_per_call"])
             c = sampler.summary()
             rows.append({"run": i, "us": us, "seconds": round(time.monotonic() - t0, 2),
                          "clock": c.model_dump() if c else None, "error": sampler.error,

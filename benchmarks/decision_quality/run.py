@@ -27,6 +27,7 @@ is noisier) and checks the same "never keep a non-improvement" rule; -75% must b
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import re
 import shutil
@@ -71,6 +72,17 @@ def make_repo(kind: str, dest: Path) -> Path:
                  ["-c", "user.name=bench", "-c", "user.email=bench@localhost", "commit", "-q", "-m", "planted"]):
         subprocess.run(["git", *args], cwd=dest, check=True)
     return dest
+
+
+def run_bench(work: Path, env: dict[str, str]) -> float:
+    """Run a planted repository's `python bench.py` once in `work` (a copy of repo_gpu, repo_gpu_dobench
+    or repo_cpu) with `env`; its us_per_call (us). Raises RuntimeError holding the end of its stderr
+    when it exits non-zero."""
+    p = subprocess.run([sys.executable, "bench.py"], cwd=work, env=env, capture_output=True, text=True, check=False)
+    if p.returncode != 0:
+        raise RuntimeError(p.stderr[-2000:])
+    with open(work / "results" / "bench.csv") as f:
+        return float(next(r for r in csv.DictReader(f))["us_per_call"])
 
 
 def set_work(workspace: Path, base: int, pct: float) -> None:

@@ -16,7 +16,6 @@ Writes OUT/gpu_foreign.json; exit 0 when every run's figures are as expected. Ki
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 import shutil
@@ -27,6 +26,12 @@ import time
 from pathlib import Path
 
 import psutil
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.decision_quality.run import run_bench  # noqa: E402
 
 HARNESS = Path(__file__).resolve().parents[1] / "decision_quality" / "repo_gpu_dobench"
 FOREIGN = ("import time, torch\nx = torch.randn(4096, 4096, device='cuda')\nt = time.time() + 300\n"
@@ -65,14 +70,12 @@ def main() -> int:
                     pid = _foreign(env)
                     time.sleep(10)  # CUDA context and the first matmuls
                 for i in range(args.runs):
-                    with GpuLoadSampler(probe, gpu.uuid) as s:
-                        p = subprocess.run([sys.executable, "bench.py"], cwd=work, env=env, capture_output=True,
-                                           text=True)
-                    if p.returncode != 0:
-                        print(p.stderr[-2000:], file=sys.stderr)
+                    try:
+                        with GpuLoadSampler(probe, gpu.uuid) as s:
+                            us = run_bench(work, env)
+                    except RuntimeError as e:
+                        print(e, file=sys.stderr)
                         return 1
-                    with open(work / "results" / "bench.csv") as f:
-                        us = float(next(r for r in csv.DictReader(f))["us_per_call"])
                     load = s.summary()
                     loaded = under_load(load, policy)
                     named = pid is not None and load is not None and pid in [q.pid for q in load.processes]

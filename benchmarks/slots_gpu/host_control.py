@@ -16,7 +16,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -27,17 +26,18 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.decision_quality.run import make_repo  # noqa: E402
+from benchmarks.decision_quality.run import make_repo, run_bench  # noqa: E402
 from benchmarks.slots_gpu.many import gpu_uuids  # noqa: E402
 
 
 def runs_on(gpu: int, repo: Path, k: int) -> list[float]:
-    """Wall seconds of `k` runs of `python bench.py` in a row on GPU `gpu`. Raises on a failed run."""
+    """Wall seconds of `k` runs of `python bench.py` in a row on GPU `gpu`. Raises RuntimeError on a
+    failed run."""
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": str(gpu)}
     out = []
     for _ in range(k):
         t = time.perf_counter()
-        subprocess.run([sys.executable, "bench.py"], cwd=repo, env=env, check=True, capture_output=True)
+        run_bench(repo, env)
         out.append(time.perf_counter() - t)
     return out
 
