@@ -264,9 +264,9 @@ def main(argv: list[str] | None = None) -> int:
     one = phases[0]["per_min"]
     for p in phases:
         p["ratio_to_one"] = round(p["per_min"] / one, 3) if one else None
-    fair = fairness(phases[2], spans, a.per_slot)
     for p in phases:
         p["fairness"] = fairness(p, spans, a.per_slot)
+    fair = phases[2]["fairness"]  # 2N slots on N GPUs: the phase whose waits must be fair
     dq = quality(records)
     booked = double_bookings([dict(s) for s in spans])
     most = {str(uuids.get(u, u)): k for u, k in sorted(sampler.most.items())}

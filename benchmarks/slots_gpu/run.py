@@ -91,17 +91,16 @@ def main() -> int:
     repo = prepare_repo(example(), Path(tempfile.mkdtemp(prefix="kopt-slots-")) / "triton_softmax")
     from benchmarks.slots_gpu.many import ProcessSampler
 
-    sampler = ProcessSampler(0.5).__enter__()  # benchmark processes per GPU, every 0.5 s
-    t0 = time.time()
-    records = play(str(repo), None, ["warps-per-shape"])
-    t1 = time.time()
-    with ProcessPoolExecutor(2) as pool:
-        plan = SHORT if os.environ.get("SLOTS_PLAN") == "short" else PLAN
-        futs = {s: pool.submit(play, str(repo), s, names) for s, names in plan.items()}
-        for s, f in futs.items():
-            records += f.result()
-    t2 = time.time()
-    sampler.__exit__(None, None, None)
+    with ProcessSampler(0.5) as sampler:  # benchmark processes per GPU, every 0.5 s
+        t0 = time.time()
+        records = play(str(repo), None, ["warps-per-shape"])
+        t1 = time.time()
+        with ProcessPoolExecutor(2) as pool:
+            plan = SHORT if os.environ.get("SLOTS_PLAN") == "short" else PLAN
+            futs = {s: pool.submit(play, str(repo), s, names) for s, names in plan.items()}
+            for s, f in futs.items():
+                records += f.result()
+        t2 = time.time()
     most = max(sampler.most.values(), default=0)  # per GPU: slots on two GPUs at once are no double booking
     line = subprocess.run(["git", "log", "--format=%h %p %s", f"kernel-opt/{TAG}"], cwd=repo,
                           capture_output=True, text=True, check=True).stdout.splitlines()

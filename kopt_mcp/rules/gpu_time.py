@@ -83,7 +83,7 @@ def judge_profiles(p: Profiles, kernel_regex: str | None, policy: Policy, recent
             return GpuTimeJudgement(keep=keep, floor=keep.floor)
         # a spread that is BEST's SM clock step is not noise: it stays out of the session's spreads
         explained = keep.clock is not None and keep.clock.spread_explained
-        return GpuTimeJudgement(keep=keep, outcome=_outcome(keep), floor=keep.floor,
+        return GpuTimeJudgement(keep=keep, outcome=keep_outcome(keep), floor=keep.floor,
                                 spread_pct=keep.spread_pct, record_spread_pct=None if explained else keep.spread_pct,
                                 time_driven=keep.time_driven, class_gpu_us=keep.class_gpu_us)
     b1, c, b2 = p.before, p.candidate, p.after
@@ -96,13 +96,13 @@ def judge_profiles(p: Profiles, kernel_regex: str | None, policy: Policy, recent
                              c.durations_us, confidence=policy.confidence, min_gain_pct=floor.pct, suspect=suspect)
     keep.reason += (f" (BEST profiled before and after the candidate: {b1.us:.1f} and {b2.us:.1f} us, spread "
                     f"{spread:.3f}%; {floor.shown()})")
-    return GpuTimeJudgement(keep=keep, outcome=_outcome(keep), floor=floor, spread_pct=spread,
+    return GpuTimeJudgement(keep=keep, outcome=keep_outcome(keep), floor=floor, spread_pct=spread,
                             record_spread_pct=spread)
 
 
-def _outcome(keep: KeepDecision) -> MeasuredOutcome:
+def keep_outcome(keep: KeepDecision) -> MeasuredOutcome:
     """improved (kept), regressed (gpu_time_loss) or tie: the outcome of the groups and totals paths."""
     return "improved" if keep.kept else "regressed" if keep.code == Code.GPU_TIME_LOSS else "tie"
 
 
-__all__ = ["GpuTimeJudgement", "judge_profiles"]
+__all__ = ["GpuTimeJudgement", "judge_profiles", "keep_outcome"]

@@ -23,16 +23,21 @@ def _attempt(r, n: int) -> dict:
     return next(e for e in r.store.ledger() if e["event"] == "attempt" and e["attempt"] == n)
 
 
+def _halve_under_load(r):
+    """The baseline, then a planted 2x win judged while two loops spin on the cores: its verdict."""
+    r.run_benchmark()
+    set_kernel(r.workspace_path, {"1": 50.0, "2": 100.0})
+    with ForeignLoad(2):
+        return r.save_and_test("global", "halve")
+
+
 def _runs(rec: dict) -> list[dict]:
     return [x for rnd in rec["load"]["rounds"] for x in rnd["runs"]]
 
 
 def test_rounds_under_load_are_measured_again_then_not_decided(tmp_path, make_referee):
     r = make_referee(make_toy_repo(tmp_path / "r", BASE_TIMES, extra_gates=EXCLUSIVE))
-    r.run_benchmark()
-    set_kernel(r.workspace_path, {"1": 50.0, "2": 100.0})  # a planted 2x win
-    with ForeignLoad(2):
-        v = r.save_and_test("global", "halve")
+    v = _halve_under_load(r)
     # round 1 under load -> one round in its place, also under load -> nothing left to decide on
     assert (v.verdict, v.code, v.rounds, v.rounds_under_load, v.reverted) == ("tie", "under_load", 2, 2, True)
     rec = _attempt(r, v.attempt)
@@ -52,10 +57,7 @@ def test_under_idle_cpu_pct_rounds_under_load_are_measured_again_then_counted(tm
     2x win is kept and the verdict says both rounds ran under load. A 1% threshold: the two planted
     loops exceed it in every run."""
     r = make_referee(make_toy_repo(tmp_path / "r", BASE_TIMES, idle_cpu_pct=1.0, extra_gates="cpu_wait_s = 0.0"))
-    r.run_benchmark()
-    set_kernel(r.workspace_path, {"1": 50.0, "2": 100.0})
-    with ForeignLoad(2):
-        v = r.save_and_test("global", "halve")
+    v = _halve_under_load(r)
     assert (v.verdict, v.code, v.rounds, v.rounds_under_load) == ("improved", "script_only", 2, 2)
     rec = _attempt(r, v.attempt)
     assert (rec["load"]["code"], rec["load"]["under_load"], rec["load"]["counted"]) == ("load_counted_anyway", [0, 1],
@@ -65,10 +67,7 @@ def test_under_idle_cpu_pct_rounds_under_load_are_measured_again_then_counted(tm
 
 def test_load_under_the_gates_threshold_is_recorded_but_leaves_every_round_in(tmp_path, make_referee):
     r = make_referee(make_toy_repo(tmp_path / "r", BASE_TIMES))  # the toy's gate is off: idle_cpu_pct = 100
-    r.run_benchmark()
-    set_kernel(r.workspace_path, {"1": 50.0, "2": 100.0})
-    with ForeignLoad(2):
-        v = r.save_and_test("global", "halve")
+    v = _halve_under_load(r)
     assert (v.verdict, v.code, v.rounds, v.rounds_under_load) == ("improved", "script_only", 2, 0)
     rec = _attempt(r, v.attempt)
     assert rec["rounds_under_load"] == 0 and rec["load"]["counted"] == [0, 1] and rec["load"]["code"] == "load_clean"

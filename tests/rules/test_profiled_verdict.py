@@ -8,7 +8,7 @@ of 10% and more; the script metric: rules.script.decide on planted rounds (no ti
 from __future__ import annotations
 
 from kopt_mcp.rules.decision import Code
-from kopt_mcp.rules.gpu_time import GpuTimeJudgement
+from kopt_mcp.rules.gpu_time import GpuTimeJudgement, keep_outcome
 from kopt_mcp.rules.keep import judge_groups
 from kopt_mcp.rules.keep_totals import apply_keep_metric
 from kopt_mcp.rules.policy import Policy
@@ -21,8 +21,7 @@ POLICY = Policy(noise_pct=1.0, confirmations=2, max_rounds=3)
 
 def _groups(runs, scale: float) -> GpuTimeJudgement:
     keep = judge_groups(runs(configs()), runs(configs(scale, scale)), runs(configs()))
-    outcome = "improved" if keep.kept else "regressed" if keep.code == Code.GPU_TIME_LOSS else "tie"
-    return GpuTimeJudgement(keep=keep, outcome=outcome, floor=keep.floor)
+    return GpuTimeJudgement(keep=keep, outcome=keep_outcome(keep), floor=keep.floor)
 
 
 def test_a_gpu_time_loss_the_script_did_not_see_is_regressed(runs):
