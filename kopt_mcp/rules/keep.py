@@ -338,14 +338,17 @@ def _why_not(ev: _Evidence, g: _Gain) -> str:
 
 def _decide(ev: _Evidence, g: _Gain) -> GroupKeepDecision:
     """Step 4: kept (gpu_time_win) when the gain clears the floor and its lower bound clears
-    `min_gain_pct`; gpu_time_loss when the loss, less a lower candidate clock's share (ClockPlan
-    credit_pct), clears the floor and the gain's upper bound is below -`min_gain_pct` (slower beyond what BEST's own profiles vary: the verdict is `regressed`, as by
-    harness unit, rules/units.py); else gpu_time_below_floor (a gain > 0) or gpu_time_not_improved."""
+    `min_gain_pct`; gpu_time_loss when the loss as measured, less a lower candidate clock's share
+    (ClockPlan credit_pct) and without the higher-clock penalty a win pays, clears the floor and
+    the upper bound is below -`min_gain_pct` (slower beyond what BEST's own profiles vary: the
+    verdict is `regressed`, as by harness unit, rules/units.py); else gpu_time_below_floor (a
+    gain > 0) or gpu_time_not_improved."""
     kept = g.gain > ev.floor.pct and g.lo > ev.min_gain_pct
     how = _how(ev, g)
+    slack = ev.plan.credit_pct + ev.plan.penalty_pct  # the penalty guards a keep; it never makes a loss
     if kept:
         code, reason = Code.GPU_TIME_WIN, f"profiler GPU time: {how}"
-    elif g.gain + ev.plan.credit_pct < -ev.floor.pct and g.hi + ev.plan.credit_pct < -ev.min_gain_pct:
+    elif g.gain + slack < -ev.floor.pct and g.hi + slack < -ev.min_gain_pct:
         code = Code.GPU_TIME_LOSS
         reason = f"slower beyond the GPU-time floor ({how}; upper bound {g.hi:+.3f}%): not kept"
     else:

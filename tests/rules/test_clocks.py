@@ -47,6 +47,10 @@ def test_an_unchanged_candidate_at_a_higher_clock_is_not_kept():
     assert not d.kept and d.clock.penalty_pct == pytest.approx(0.760, abs=0.001)
     assert abs(d.gpu_delta_pct) < 0.01 and d.code in (Code.GPU_TIME_BELOW_FLOOR, Code.GPU_TIME_NOT_IMPROVED)
     assert d.clock.reference == "both" and d.groups[0].best_median_us == SLOW
+    # the same launch times at the higher clock: the penalty a keep pays is no loss (recorded H100 do_bench
+    # processes of identical code read gpu_time_loss at -0.7% before this was fixed, 2026-11-27)
+    same = judge(FAST, FAST, FAST, clocks=(clk(1965), clk(1980), clk(1965)))
+    assert same.gpu_delta_pct == pytest.approx(-0.76, abs=0.01) and same.code == Code.GPU_TIME_NOT_IMPROVED
     # a real 1% win at the higher clock still clears it: 376.1 us at 1980 against 382.8 at 1965
     d = judge(SLOW, 376.1, SLOW, clocks=(clk(1965), clk(1980), clk(1965)))
     assert d.kept and d.gpu_delta_pct == pytest.approx(100 * (1 - 376.1 / 382.8) - 0.760, abs=0.01)

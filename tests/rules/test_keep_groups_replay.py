@@ -58,7 +58,7 @@ def test_figures_are_those_of_the_code_before_the_split(name, tmp_path):
     cause = then.pop("old_cause")
     expected = CODE_OF_OLD_CAUSE.get(cause) or (
         Code.GPU_TIME_BELOW_FLOOR if then["gpu_delta_pct"] > 0 else Code.GPU_TIME_NOT_IMPROVED)
-    credit = d.clock.credit_pct if d.clock else 0.0
+    credit = d.clock.credit_pct + d.clock.penalty_pct if d.clock else 0.0  # a clock's share is no loss
     if expected == Code.GPU_TIME_NOT_IMPROVED and d.gpu_delta_pct + credit < -d.floor.pct and \
             d.upper_bound_pct + credit < -kwargs.get("min_gain_pct", 0.2):
         expected = Code.GPU_TIME_LOSS  # the loss rule, added after the capture (2026-11-27): slower beyond the floor
