@@ -17,7 +17,8 @@
 #                                  MANY_CONTROL=K: the host control first, K runs per GPU, 0 = none)
 #   scripts/gpu_suite.sh loopend [RUNS] [FIRST]  ... `kopt-mcp demo` on the Triton example RUNS times in a row
 #                                  (no stall), then `kopt-mcp compare` on the first run's session
-#                                  (benchmarks/end_of_loop/run.py -> end_of_loop.md / .json)
+#                                  (benchmarks/end_of_loop/run.py -> end_of_loop.md / .json;
+#                                  LOOPEND_FLAGS=--no-compare: the demos alone)
 #   scripts/gpu_suite.sh sandbox   ... the Triton example with every run in bubblewrap and without
 #                                  (benchmarks/sandbox_gpu.py -> sandbox_gpu.md / .json; `prepare` brings
 #                                  Debian's bubblewrap .deb along for an image without bwrap)
@@ -29,7 +30,7 @@ cd "$(dirname "$0")/.."
 WHEELS=(pydantic pydantic-core annotated-types typing-inspection typing-extensions mcp mcp-types httpx2
         httpcore2 h11 truststore anyio jsonschema jsonschema-specifications referencing rpds-py attrs pyjwt
         python-multipart sse-starlette starlette uvicorn opentelemetry-api gitpython gitdb smmap filelock
-        cryptography cffi pycparser bm25s nvidia-ml-py)
+        cryptography cffi pycparser bm25s nvidia-ml-py py-spy)
 # not installed here (no GPU): pinned, downloaded for the GPU machine's Python 3.12. cupti-python 13.4.0
 # ran there on 2026-11-22 over the image's nvidia-cuda-cupti 13.0.85 (driver 580.159.04).
 GPU_WHEELS=(cupti-python==13.4.0 pyelftools==0.33)
@@ -111,7 +112,7 @@ many() {
 
 loopend() {
   setup
-  python3 benchmarks/end_of_loop/run.py "$OUT" --runs "${1:-5}" --first "${2:-1}" 2>&1 | tee -a "$OUT/end_of_loop.log"
+  python3 benchmarks/end_of_loop/run.py "$OUT" --runs "${1:-5}" --first "${2:-1}" ${LOOPEND_FLAGS:-} 2>&1 | tee -a "$OUT/end_of_loop.log"
 }
 
 decisions() {

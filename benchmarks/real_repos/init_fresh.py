@@ -155,7 +155,8 @@ def write(out: Path, fresh: Fresh, result: dict) -> None:
     (out / f"{fresh.name}-fresh.md").write_text("\n".join(lines) + "\n")
 
 
-def check(fresh: Fresh, src: Path, out: Path, work: Path | None, deadline: float | None) -> bool:
+def check(fresh: Fresh, src: Path, out: Path, work: Path | None, deadline: float | None,
+          lease_dir: Path | None = None) -> bool:
     """One project: fresh repository, init, baseline, identical candidate. True when all went right."""
     sha = src.parent / f"{src.name}.sha"
     result: dict = {"project": fresh.github, "name": fresh.name, "commit": sha.read_text().strip() if sha.exists()
@@ -181,7 +182,7 @@ def check(fresh: Fresh, src: Path, out: Path, work: Path | None, deadline: float
 
     from kopt_mcp.referee import Referee
 
-    ref = Referee(repo, tag="fresh", lease_dir=root / "leases")
+    ref = Referee(repo, tag="fresh", lease_dir=lease_dir or root / "leases")
     try:
         t = time.perf_counter()
         if ref.status().phase == "needs_baseline":
@@ -216,6 +217,8 @@ def main() -> int:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--work", type=Path, default=None, help="keep each repository and session in WORK/<name>")
     ap.add_argument("--deadline-s", type=float, default=None, help="start no session after this many seconds")
+    ap.add_argument("--lease-dir", type=Path, default=None,
+                    help="the GPU lease folder to share with other sessions on this host (default: one of its own)")
     a = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(124))
     name = ALIASES.get(a.project, a.project)
@@ -233,7 +236,7 @@ def main() -> int:
         if not src.is_dir():
             print(f"{fresh.name}: {src} is not staged: skipped", flush=True)
             continue
-        ok &= check(fresh, src, a.out, a.work, deadline)
+        ok &= check(fresh, src, a.out, a.work, deadline, a.lease_dir)
     return 0 if ok else 1
 
 
