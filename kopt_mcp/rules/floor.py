@@ -16,9 +16,11 @@ from pydantic import BaseModel
 GPU_SPREAD_WINDOW = 10
 #: names the keep rules in force, recorded with decision-quality results so that runs of different
 #: rules are never pooled (benchmarks/decision_quality/run.py --merge); change it with the rules
-KEEP_RULES = ("2026-11-27b, units: every run profiled (A/B/A, more rounds only when undecided); GPU time per invocation "
-              "per harness unit (marked, else segmented), both ways and for the whole operation, else per launch group "
-              "or paired launches, also both ways (a loss beyond the floor is regressed); "
+KEEP_RULES = ("2026-11-27c, units: every run profiled (A/B/A, more rounds only when undecided); GPU time per invocation "
+              "per harness unit (marked, else segmented), both ways and for the whole operation (a target saving the "
+              "other kernels take back is kept only where the operation gains beyond the floor), else per launch group "
+              "or paired launches, also both ways (a loss beyond the floor is regressed); divergent also from GPU time "
+              "per config class; "
               "floor max(min_gain, 2x own spread, 5x median spread); script metric a screen; regressions confirmed "
               "in 2 rounds on the script metric")
 #: multiple of the median recent spread a gain must clear (see gpu_gain_floor)

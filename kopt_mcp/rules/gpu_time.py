@@ -25,11 +25,13 @@ from pydantic import BaseModel
 
 from kopt_mcp.profilers.base import exact_names_regex
 from kopt_mcp.profilers.segment import trace_units
+from kopt_mcp.rules.class_split import ClassGpuTime, class_rows
 from kopt_mcp.rules.decision import Code, MeasuredOutcome
 from kopt_mcp.rules.evidence import Profiles
 from kopt_mcp.rules.floor import GainFloor, gpu_gain_floor
 from kopt_mcp.rules.keep import judge_groups
 from kopt_mcp.rules.keep_totals import KeepDecision, apply_keep_metric
+from kopt_mcp.rules.launch_groups import class_gpu_times
 from kopt_mcp.rules.percent import spread_pct
 from kopt_mcp.rules.policy import Policy
 from kopt_mcp.rules.units import judge_units
@@ -41,7 +43,9 @@ class GpuTimeJudgement(BaseModel):
     record, e.g. a spread that is BEST's SM clock step, or profiles that could not be compared),
     `spread_pct` (that spread as measured, for the reason), `time_driven` (the harness launched a
     group a different number of times in BEST's profiles), `class_gpu_us` (the candidate's GPU
-    time per config class, us, where the groups map to classes)."""
+    time per config class, us, where the groups map to classes), `class_rows` (BEST before, the
+    candidate and BEST after per config class, us, where units or groups map to classes: the
+    evidence of a GPU-time divergent, rules/class_split.py)."""
 
     keep: KeepDecision
     #: what the GPU time concludes: improved / regressed / divergent / tie (units decide both ways;
@@ -52,6 +56,7 @@ class GpuTimeJudgement(BaseModel):
     record_spread_pct: float | None = None
     time_driven: bool = False
     class_gpu_us: dict[str, float] | None = None
+    class_rows: list[ClassGpuTime] | None = None
 
 
 def judge_profiles(p: Profiles, kernel_regex: str | None, policy: Policy, recent_spreads_pct: Sequence[float],
@@ -69,10 +74,12 @@ def judge_profiles(p: Profiles, kernel_regex: str | None, policy: Policy, recent
         keep = judge_units(*units, regex, policy, recent_spreads_pct, classes)
         if keep.spread_pct is None:
             return GpuTimeJudgement(keep=keep, outcome="tie")
+        mapped = bool(keep.units) and all(d.cls in classes for d in keep.units)
         return GpuTimeJudgement(keep=keep, outcome=keep.outcome, floor=keep.floor, spread_pct=keep.spread_pct,
                                 record_spread_pct=keep.spread_pct,
-                                class_gpu_us=({d.cls: d.candidate_us for d in keep.units}
-                                              if keep.units and all(d.cls in classes for d in keep.units) else None))
+                                class_gpu_us={d.cls: d.candidate_us for d in keep.units} if mapped else None,
+                                class_rows=class_rows(*({d.cls: getattr(d, f) for d in keep.units} for f in (
+                                    "best_before_us", "candidate_us", "best_after_us"))) if mapped else None)
     if p.grouped:
         keep = judge_groups(p.before.trace, p.candidate.trace, p.after.trace, kernel_regex,
                             recent_spreads_pct=recent_spreads_pct, min_gain_pct=policy.min_gpu_gain_pct,
@@ -83,9 +90,11 @@ def judge_profiles(p: Profiles, kernel_regex: str | None, policy: Policy, recent
             return GpuTimeJudgement(keep=keep, floor=keep.floor)
         # a spread that is BEST's SM clock step is not noise: it stays out of the session's spreads
         explained = keep.clock is not None and keep.clock.spread_explained
+        regex = kernel_regex or exact_names_regex(p.before.names)
+        rows = class_rows(*(class_gpu_times(x.trace, classes, regex) for x in (p.before, p.candidate, p.after)))
         return GpuTimeJudgement(keep=keep, outcome=keep_outcome(keep), floor=keep.floor,
                                 spread_pct=keep.spread_pct, record_spread_pct=None if explained else keep.spread_pct,
-                                time_driven=keep.time_driven, class_gpu_us=keep.class_gpu_us)
+                                time_driven=keep.time_driven, class_gpu_us=keep.class_gpu_us, class_rows=rows)
     b1, c, b2 = p.before, p.candidate, p.after
     spread = spread_pct(b1.us, b2.us)
     floor = gpu_gain_floor([*recent_spreads_pct, spread], spread, policy.min_gpu_gain_pct)

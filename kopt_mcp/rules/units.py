@@ -23,7 +23,11 @@ Rule (`judge_units`), with per unit k the medians b1, c, b2 (unit_figures.figure
 5. Decision: a loss beyond the floor, significant, in the target or the operation -> `regressed`
    (gpu_time_loss, or other_kernel_grew naming the kernel that grew); a gain beyond the floor,
    significant, the operation not slower beyond the floor -> `improved` (gpu_time_win), or
-   `divergent` (gpu_time_divergent) where a target unit is significantly worse beyond its own floor; else `tie`
+   `divergent` (gpu_time_divergent) where a target unit is significantly worse beyond its own floor; a
+   target gain whose saving the operation's other kernels took back (they grew by more than the
+   floor, % of the operation) is kept only where the whole operation's gain clears the floor too,
+   else `tie` (other_kernel_grew: on 4 x H200, 2026-11-27, Liger's backward at 4 programs per SM
+   made its kernel 18.4% faster and the whole step 1.6%: the partial-sum reduction grew); else `tie`
    (gpu_time_below_floor / gpu_time_not_improved).
 """
 
@@ -182,6 +186,13 @@ def _decide(fb: list[UnitFigures], fc: list[UnitFigures], fa: list[UnitFigures],
                                                              [fa[k] for k in pick]))
 
 
+def _moved_pct(t: _Agg, op: _Agg) -> float:
+    """How much the operation's kernels other than the target grew (% of the operation's BEST time per
+    invocation): the target's saving that the whole operation did not keep."""
+    grown = (op.cand_us - t.cand_us) - (op.best_us - t.best_us)
+    return 100.0 * grown / op.best_us if op.best_us > 0 else 0.0
+
+
 def _outcome(t: _Agg, op: _Agg, floor: GainFloor, deltas: list[UnitDelta], policy: Policy, base: dict,
              grew: str | None) -> UnitKeepDecision:
     """Step 5: regressed / improved / divergent / tie, with the code and the reason's numbers."""
@@ -198,6 +209,13 @@ def _outcome(t: _Agg, op: _Agg, floor: GainFloor, deltas: list[UnitDelta], polic
         return UnitKeepDecision(kept=False, outcome="regressed", code=code, grew=grew, reason=(
             f"slower beyond the GPU-time floor: {how}{named}"), **kw)
     if t.gain > floor.pct and t.lo > m:
+        moved = _moved_pct(t, op)
+        if moved > floor.pct and not (op.gain > floor.pct and op.lo > m):
+            named = f" (grew most: {grew})" if grew else ""
+            return UnitKeepDecision(kept=False, outcome="tie", code=Code.OTHER_KERNEL_GREW, grew=grew, reason=(
+                f"the target kernels got faster ({how}), but the operation's other kernels grew by {moved:.2f}% of "
+                f"its time{named}, so the whole operation gained only {op.gain:+.3f}% ({op.lo:+.3f}..{op.hi:+.3f}%), "
+                "not beyond the floor: work moved out of the target kernels is not a win: not kept"), **kw)
         worse = [d.cls for d in deltas if d.significant_loss]
         if worse:
             return UnitKeepDecision(kept=False, outcome="divergent", code=Code.GPU_TIME_DIVERGENT,

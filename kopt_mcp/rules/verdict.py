@@ -7,6 +7,7 @@ the GPU time does not confirm is a `tie` with the keep metric's code.
 
 from __future__ import annotations
 
+from kopt_mcp.rules.class_split import split_on_target
 from kopt_mcp.rules.decision import Code, Decision
 from kopt_mcp.rules.floor import profile_again
 from kopt_mcp.rules.gpu_time import GpuTimeJudgement
@@ -50,8 +51,11 @@ def profiled_verdict(script: ScriptDecision, gpu: GpuTimeJudgement, policy: Poli
 
     1. GPU time `regressed` (a loss beyond the floor, target or whole operation): regressed, or
        `divergent` where the script metric found the target class clearly faster and another class
-       slower (the per-class win is the agent's lead; divergent keeps nothing either); a clear
-       script win of the target not yet confirmed asks for the round that tells the two apart.
+       slower (the per-class win is the agent's lead; divergent keeps nothing either), or where the
+       GPU time per config class shows that split (rules/class_split.py: code gpu_time_divergent;
+       also when the GPU time overall is a tie; not where the script metric confirmed the target
+       slower); a clear script win of the target not yet confirmed asks for the round that tells
+       the two apart.
     2. The script metric's slowdown confirmed over two rounds (script_regression): regressed, also
        against a GPU-time win (the benchmark's own metric is what its users see).
     3. GPU time `improved` / `divergent`: that outcome, unless the script metric is significantly
@@ -61,9 +65,15 @@ def profiled_verdict(script: ScriptDecision, gpu: GpuTimeJudgement, policy: Poli
        GPU time's code (gpu_time_not_improved where the script metric showed a clear win: the
        reason names the timing cheats). Never raises."""
     keep = gpu.keep
+    split = (split_on_target(gpu.class_rows, script.target, gpu.floor.pct if gpu.floor is not None else 0.0)
+             if gpu.outcome in ("regressed", "tie") and script.outcome != "regressed" else None)
+    if gpu.outcome == "regressed" and script.outcome == "divergent":
+        return Decision(outcome="divergent", code=script.code, reason=f"{script.reason}; GPU time: {keep.reason}")
+    if split is not None:
+        return Decision(outcome="divergent", code=Code.GPU_TIME_DIVERGENT, reason=(
+            f"{split.reason()}: keep the winner as a specialised kernel behind dispatch; GPU time overall: "
+            f"{keep.reason}; script metric: {script.reason}"))
     if gpu.outcome == "regressed":
-        if script.outcome == "divergent":
-            return Decision(outcome="divergent", code=script.code, reason=f"{script.reason}; GPU time: {keep.reason}")
         if can_measure and script.needs_round and clear_script_win(script, policy.noise_pct):
             return Decision(outcome="needs_round", code=Code.NEEDS_ROUND, reason=(
                 f"GPU time slower, but the script metric shows a clear win of the target ({script.reason}): one more "

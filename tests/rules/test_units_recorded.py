@@ -50,3 +50,20 @@ def test_twelve_config_units_are_judged_and_every_floor_is_under_two_percent():
     assert max(_spreads(6)) < 0.4 and d.floor.pct < 2.0
     # backward units hold the whole operation's kernels: the persistent kernel, torch's dW sum, the grad add
     assert all(u.candidate_us > 0 for u in d.units)
+
+
+MOVED = {k: [HarnessUnit.model_validate(u) for u in v] for k, v in json.loads(gzip.decompress(
+    (FIXTURE.parents[1] / "h200x4_liger_moved_work" / "units.json.gz").read_bytes())).items()}
+
+
+def test_a_target_saving_that_the_operations_other_kernels_take_back_is_not_kept():
+    """Liger's backward at 4 programs per SM (4 x H200): its kernel 18.4% faster, but torch's sum over
+    the 4x larger dW partial buffer grew, and the whole step gained 1.6%, under the 1.83% floor."""
+    base = ["0000-baseline-profile", "0000-baseline-profile-2", "0000-baseline-profile-3", "0000-baseline-profile-4"]
+    spreads = [unit_spread_pct(MOVED[a], MOVED[b], TARGET) for a, b in zip(base, base[1:])]
+    spreads.append(unit_spread_pct(MOVED["0001-best-1"], MOVED["0001-best-2"], TARGET))
+    d = judge_units(MOVED["0002-best-1"], MOVED["0002-candidate-1"], MOVED["0002-best-2"], TARGET, POLICY, spreads)
+    assert (d.outcome, d.code, d.kept) == ("tie", "other_kernel_grew", False)
+    assert d.gpu_delta_pct == pytest.approx(18.395, abs=0.01) and d.op_delta_pct == pytest.approx(1.612, abs=0.01)
+    assert d.floor.pct == pytest.approx(1.832, abs=0.002)
+    assert "reduce_kernel" in d.grew and "sum_functor" in d.grew
