@@ -152,22 +152,31 @@ def _apply(sess: Session, a: Attempt, best: list[Profiled], cands: list[Profiled
         a.gpu_floor_pct = j.floor.pct if j.floor is not None else None
         if j.class_gpu_us is not None:
             a.class_gpu_us = j.class_gpu_us
+        _record_provenance(sess, a, best[-1], cands[-1])
     if v.outcome == "improved" and j is not None:
-        v = _provenance(sess, a, best[-1], cands[-1], j, v)
+        v = _provenance(sess, a, j, v)
     if v.outcome != "improved":
         return finish(sess, a, v.outcome, v.reason, revert=True, reset=v.outcome != "regressed", code=v.code)
     return improved(sess, a, v.reason, v.code)
 
 
-def _provenance(sess: Session, a: Attempt, best: Profiled, cand: Profiled, j: GpuTimeJudgement,
-                v: Decision) -> Decision:
-    """A GPU-time win whose target kernels compiled and launched exactly as BEST's is kept only when
-    the out-of-process confirmation measures the gain too (rules/provenance.py)."""
+def _record_provenance(sess: Session, a: Attempt, best: Profiled, cand: Profiled) -> None:
+    """Every measured verdict records what the target kernels ran as, BEST's and the candidate's
+    (rules/provenance.py fingerprint: compiled code hashes and launch configurations), in the
+    ledger's attempt record; `unchanged` says whether both match."""
+    if best.trace is None or cand.trace is None:
+        return
     regex = sess.cfg.profiler.kernel or exact_names_regex(sess.state.best.kernels) or "."
     fb, fc = fingerprint(best.trace, regex), fingerprint(cand.trace, regex)
     a.provenance = {"best": fb.model_dump() if fb else None, "candidate": fc.model_dump() if fc else None,
                     "unchanged": unchanged(fb, fc)}
-    if not unchanged(fb, fc):
+
+
+def _provenance(sess: Session, a: Attempt, j: GpuTimeJudgement, v: Decision) -> Decision:
+    """A GPU-time win whose target kernels compiled and launched exactly as BEST's (`a.provenance`,
+    recorded by `_record_provenance`) is kept only when the out-of-process confirmation measures the
+    gain too (rules/provenance.py)."""
+    if not (a.provenance or {}).get("unchanged"):
         return v
     conf = confirm_out_of_process(sess, a, (j.keep.gpu_best_us, j.keep.gpu_candidate_us, a.gpu_floor_pct))
     why = ("the target kernels compiled byte-identically and launched with the same configurations as BEST's "

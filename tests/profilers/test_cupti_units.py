@@ -131,8 +131,8 @@ def test_each_timed_invocation_is_attributed_to_its_unit_and_nothing_outside_it(
     assert set(units[1].per_invocation["fwd_kernel"].values()) == {33.0}
     assert set(units[1].per_invocation["bwd_kernel"].values()) == {66.0}
     assert trace_units(trace) is units  # marked units are used as they are
-    module_sha = hashlib.sha256(b"\x7fELF...cubin of fwd_kernel\x00fwd_kernel\x00...").hexdigest()
-    triton_sha = hashlib.sha256(b"cubin of fwd_kernel, build 1").hexdigest()
+    module_sha = "cubin:" + hashlib.sha256(b"\x7fELF...cubin of fwd_kernel\x00fwd_kernel\x00...").hexdigest()
+    triton_sha = "cubin:" + hashlib.sha256(b"cubin of fwd_kernel, build 1").hexdigest()  # no ELF: the whole binary
     assert trace.code == {"fwd_kernel": sorted([module_sha, triton_sha])}  # CUPTI's module record, Triton's kernel
 
 

@@ -227,3 +227,34 @@ def _int(rec, attr):
 def _dims(rec, attrs):
     vals = tuple(_int(rec, a) for a in attrs)
     return None if any(v is None for v in vals) else vals
+
+
+#: ELF sections of a cubin that hold a kernel's machine code and what the launch needs of it (register
+#: and parameter attributes, constant bank, shared memory); line info and symbols are left out
+CODE_SECTIONS = (".text", ".nv.info.", ".nv.constant0.", ".nv.shared.")
+
+
+def code_sha256(binary):
+    """The compiled-code provenance hash of a cubin (bytes): "text:" + SHA-256 over its machine-code
+    sections (CODE_SECTIONS: name, size and bytes of each, by name) through pyelftools where the
+    benchmark's Python can import it, so that a comment or a renamed local, which moves only line info
+    (`.debug_line`, `.nv_debug_line_sass`), leaves it unchanged (tests/fixtures/cubin: Triton 3.6's
+    ptxas); else "cubin:" + SHA-256 of the whole binary (then any edit of the kernel's source
+    changes it). The two kinds never compare equal. Never raises."""
+    import hashlib
+
+    try:
+        import io
+
+        from elftools.elf.elffile import ELFFile
+
+        parts = sorted((sec.name, sec["sh_size"], sec.data()) for sec in ELFFile(io.BytesIO(binary)).iter_sections()
+                       if sec.name.startswith(CODE_SECTIONS))
+        if any(name.startswith(".text") for name, _, _ in parts):
+            h = hashlib.sha256()
+            for name, size, data in parts:
+                h.update(f"{name}\0{size}\0".encode() + (data if isinstance(data, bytes) else b""))
+            return "text:" + h.hexdigest()
+    except Exception:  # noqa: BLE001 - no pyelftools, or not an ELF file: the whole binary
+        pass
+    return "cubin:" + hashlib.sha256(binary).hexdigest()

@@ -36,10 +36,11 @@ class Units:
     CUPTI's timestamp (ns, the activity records' clock), `send` reports a finished unit
     ({"k", "harness", "label", "invocations", "weights", "windows": [[i, start ns, end ns], ...]})."""
 
-    def __init__(self, push, pop, send, clock=None, code=None):
+    def __init__(self, push, pop, send, clock=None, code=None, hasher=None):
         self.push, self.pop, self.send, self.clock = push, pop, send, clock
-        #: code(name, sha256): a compiled kernel's provenance (Triton's CompiledKernel), or None
-        self.code, self.reported = code, set()
+        #: code(name, hash): a compiled kernel's provenance (Triton's CompiledKernel), or None;
+        #: hasher(binary) -> hash (kopt_cupti_trace.code_sha256), None: SHA-256 of the whole binary
+        self.code, self.hasher, self.reported = code, hasher, set()
         self.lock = threading.Lock()
         self.next_unit = 1
         self.local = threading.local()
@@ -194,7 +195,8 @@ def _patch_pytest_benchmark(mod, units):
 
 def _patch_triton_compiler(mod, units):
     """Compiled-code provenance for Triton kernels: each CompiledKernel, as it is built (compiled or
-    loaded from the cache), reports its kernel name and the SHA-256 of its binary (the cubin)."""
+    loaded from the cache), reports its kernel name and the hash of its binary (the cubin's machine
+    code: `Units.hasher`)."""
     kernel_cls = getattr(mod, "CompiledKernel", None)
     if kernel_cls is None or units.code is None or getattr(kernel_cls, "_kopt_unit", False):
         return
@@ -208,7 +210,8 @@ def _patch_triton_compiler(mod, units):
             binary = getattr(self, "kernel", None)
             if isinstance(binary, str):
                 binary = binary.encode()
-            key = (str(self.name), hashlib.sha256(binary).hexdigest()) if binary else None
+            digest = units.hasher(binary) if units.hasher is not None else hashlib.sha256(binary).hexdigest()
+            key = (str(self.name), digest) if binary else None
             if key and key not in units.reported:
                 units.reported.add(key)
                 units.code(*key)

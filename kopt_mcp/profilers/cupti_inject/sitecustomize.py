@@ -169,22 +169,23 @@ MAX_CUBIN = 16 * 1024 * 1024
 
 
 class _Code:
-    """Compiled-code provenance: the SHA-256 of each loaded module's cubin (CUPTI MODULE activity),
-    and for each kernel name launched, the hashes of the modules whose cubin holds that name."""
+    """Compiled-code provenance: the hash of each loaded module's cubin (CUPTI MODULE activity;
+    kopt_cupti_trace.code_sha256: its machine code), and for each kernel name launched, the hashes of
+    the modules whose cubin holds that name."""
 
-    def __init__(self, sink):
-        self.sink, self.modules, self.named = sink, [], set()
+    def __init__(self, sink, hasher):
+        #: hasher(cubin bytes) -> str: kopt_cupti_trace.code_sha256
+        self.sink, self.hasher, self.modules, self.named = sink, hasher, [], set()
         self.seen, self.empty, self.errors = 0, 0, []
 
     def module(self, rec):
         import ctypes
-        import hashlib
 
         self.seen += 1
         size, ptr = int(getattr(rec, "cubin_size", 0) or 0), int(getattr(rec, "cubin", 0) or 0)
         if ptr and 0 < size:
             data = ctypes.string_at(ptr, size)
-            self.modules.append((hashlib.sha256(data).hexdigest(), data if size <= MAX_CUBIN else None))
+            self.modules.append((self.hasher(data), data if size <= MAX_CUBIN else None))
         else:
             self.empty += 1
 
@@ -212,15 +213,15 @@ class _Tracer:
     with the host start of the API call that launched each; external correlation ids; module records
     for provenance), the harness units installed, and the flush at exit."""
 
-    def __init__(self, cupti, sink):
-        self.cupti, self.sink, self.error = cupti, sink, None
+    def __init__(self, cupti, sink, hasher):
+        self.cupti, self.sink, self.error, self.hasher = cupti, sink, None, hasher
         kinds = cupti.ActivityKind
         self.kernel_kind = kinds.CONCURRENT_KERNEL
         self.ext_kind = getattr(kinds, "EXTERNAL_CORRELATION", None)
         self.module_kind = getattr(kinds, "MODULE", None)
         self.api_kinds = {int(getattr(kinds, n)) for n in ("RUNTIME", "DRIVER") if hasattr(kinds, n)}
         self.custom0 = getattr(getattr(cupti, "ExternalCorrelationKind", None), "CUSTOM0", None)
-        self.code = _Code(sink) if os.environ.get("KOPT_CUPTI_CODE", "1") != "0" else None
+        self.code = _Code(sink, hasher) if os.environ.get("KOPT_CUPTI_CODE", "1") != "0" else None
         self.api = {}  # correlation id -> host start (ns) of the API call, until its kernel record comes
         self.waiting = []  # kernel records whose API record has not come yet (one buffer later at most)
         self.enabled, self.enabled_api = [], set()
@@ -308,7 +309,7 @@ class _Tracer:
                 lambda ext: cupti.activity_push_external_correlation_id(custom0, ext),
                 lambda: cupti.activity_pop_external_correlation_id(custom0), sink.unit,
                 getattr(cupti, "get_timestamp", None),
-                (lambda name, sha: sink.code(name, [sha])) if self.code is not None else None))
+                (lambda name, sha: sink.code(name, [sha])) if self.code is not None else None, self.hasher))
         except Exception as exc:  # noqa: BLE001 - the trace goes on without units
             sink.note(f"harness units unavailable: {exc!r}")
             print(f"kopt-mcp CUPTI trace: harness units unavailable ({exc!r})", file=sys.stderr)
@@ -342,7 +343,7 @@ def _start():
                  "pip install cupti-python in the benchmark's environment")
         atexit.register(lambda: sink.close(error))
         return
-    tracer = _Tracer(cupti, sink)
+    tracer = _Tracer(cupti, sink, trace_mod.code_sha256)
     tracer.start()
     # registered first, so it runs after the benchmark's own atexit handlers (LIFO order)
     atexit.register(tracer.finish)
