@@ -13,7 +13,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from kopt_mcp.profilers.cupti import CuptiProfiler, parse_cupti_dir
+from kopt_mcp.profilers.cupti import INJECT_DIR, CuptiProfiler, parse_cupti_dir
 from kopt_mcp.profilers.segment import trace_units
 
 FAKE_CUPTI = '''
@@ -179,3 +179,39 @@ def test_pytest_benchmark_cases_are_units_with_their_calls_as_invocations(tmp_pa
     assert units[0].label == "test_rms" and units[0].invocations == 20
     assert set(units[0].per_invocation["fwd_kernel"].values()) == {7.0}
     assert set(units[1].per_invocation["fwd_kernel"].values()) == {9.0} and units[1].invocations >= 3
+
+
+FORK_BENCH = '''
+import os, sys
+from cupti import cupti
+for _ in range(10):
+    cupti.launch("k", 1000)
+pid = os.fork()  # a worker pool with the fork start method: the child inherits the tracer and its socket
+if pid == 0:
+    cupti.launch("child_kernel", 1000)
+    sys.exit(0)  # a normal exit: atexit handlers run in the child too
+os.waitpid(pid, 0)
+for _ in range(10):
+    cupti.launch("k", 1000)
+'''
+
+
+def test_a_forked_child_neither_closes_nor_doubles_its_parents_trace(tmp_path):
+    """The child of os.fork inherits the tracer, the collector socket and the records not yet sent:
+    at its exit it must send nothing (before: it flushed the parent's pending records again and sent
+    the closing message on the parent's connection, so the collector counted a mismatch)."""
+    work = _tree(tmp_path)
+    (work / "fork_bench.py").write_text(FORK_BENCH)
+    for mode in ("stream", "file"):
+        out = tmp_path / f"out-{mode}"
+        out.mkdir()
+        prof = CuptiProfiler()
+        cmd = prof.wrap(f"PYTHONPATH={tmp_path / 'site'} {sys.executable} fork_bench.py", out)
+        if mode == "file":  # the injector's file mode: each process writes cupti-<pid>.json at exit
+            cmd = f"KOPT_CUPTI_OUT={out} PYTHONPATH={INJECT_DIR}:{tmp_path / 'site'} {sys.executable} fork_bench.py"
+        done = subprocess.run(["bash", "-c", cmd], cwd=work, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        trace = parse_cupti_dir(out, require_collector=mode == "stream")
+        calls = {k.name: k.calls for k in trace.kernels}
+        assert calls == {"k": 20}, mode  # the parent's 20 launches once each; nothing of the child
+        assert len(list(out.glob("cupti-*.json"))) == 1, mode

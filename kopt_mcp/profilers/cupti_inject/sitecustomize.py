@@ -44,6 +44,11 @@ import sys
 import threading
 
 _OUT = os.environ.get("KOPT_CUPTI_OUT", "")
+#: the process that set the trace up. A child made by os.fork (a multiprocessing or compile-worker pool
+#: with the fork start method) inherits the tracer, its socket and its unsent records, but not CUPTI's
+#: threads: it sends nothing, flushes nothing and writes nothing, so it can neither close the parent's
+#: trace, count the parent's records twice, nor wait at exit on a CUPTI flush that cannot complete
+_OWNER_PID = os.getpid()
 _SOCK = os.environ.get("KOPT_CUPTI_SOCK", "")
 _HERE = os.path.dirname(os.path.abspath(__file__))
 MAX_MESSAGE = 48 * 1024  # bytes per streamed message (a SOCK_SEQPACKET message is delivered whole)
@@ -97,6 +102,8 @@ class _FileSink:
         self.trace.add_note(text)
 
     def close(self, error):
+        if os.getpid() != _OWNER_PID:
+            return
         self.trace.error = self.trace.error or error
         path = os.path.join(_OUT, f"cupti-{os.getpid()}.json")
         tmp = path + ".tmp"
@@ -119,6 +126,8 @@ class _StreamSink:
         self._send({"t": "hello", "argv": list(sys.argv)})
 
     def _send(self, msg):
+        if os.getpid() != _OWNER_PID:  # a forked child: the socket is its parent's
+            return
         self.sock.send(json.dumps(msg, separators=(",", ":")).encode())
 
     def launches(self, recs, hosts=None):
@@ -315,7 +324,9 @@ class _Tracer:
             print(f"kopt-mcp CUPTI trace: harness units unavailable ({exc!r})", file=sys.stderr)
 
     def finish(self):
-        """At exit: flush every buffer, send what waited, close the trace."""
+        """At exit: flush every buffer, send what waited, close the trace (not in a forked child)."""
+        if os.getpid() != _OWNER_PID:
+            return
         try:
             self.cupti.activity_flush_all(1)
             for k in self.enabled:
