@@ -30,8 +30,9 @@ from kopt_mcp.referee.report import commit_message, format_note, keep_note, perf
 from kopt_mcp.referee.runs import Attempt, measure_run
 from kopt_mcp.referee.slots import best_lock, read_shared, sync
 from kopt_mcp.results import CommitResult
-from kopt_mcp.rules.commit import still_better
+from kopt_mcp.rules.commit import LOAD_REMEASURES, commit_under_load, still_better
 from kopt_mcp.rules.decision import Code
+from kopt_mcp.rules.load import under_load
 from kopt_mcp.rules.protect import touched_protected, unsafe_symlinks
 from kopt_mcp.rules.script import Round, ScriptDecision, decide
 from kopt_mcp.rules.script_only import script_only_commit
@@ -158,22 +159,34 @@ def _commit(sess: Session, message: str, progress: Progress | None, overtaken: i
         raise RefereeError(f"no device to re-measure on: {s.stop_reason or 'cancelled'}")
     if progress:
         progress(1, 4, "re-measuring candidate and BEST in the same lease")
-    try:
-        cand = measure_run(sess, a, a.tree, "commit-candidate")
-        if _best_moved(sess):  # overtaken already: this round's pair would be judged against a stale BEST
-            return None
-        best = measure_run(sess, a, a.best_tree, "commit-best")
-    except Tampered as e:
-        return _not_kept(sess, str(e), formatted, [], Code.TAMPERED)
-    faults.point("commit_improvement.after_remeasure")
-    if cand.gate.kind != "ok" or best.gate.kind != "ok":
-        bad = (cand if cand.gate.kind != "ok" else best).gate
-        return _not_kept(sess, f"re-measure failed: {bad.reason}", formatted, [], bad.code)
-    # one round, no repeats: the rule here is only "still better, no class worse beyond noise"
-    d = decide([Round(best=best.values(), candidate=cand.values())], p.target,
-               cfg.benchmark.higher_is_better, sess.policy.model_copy(update={"max_rounds": 1}),
-               s.noise_history)
-    still = still_better(d, p.target, sess.policy.noise_pct)
+    tries = LOAD_REMEASURES
+    while True:
+        try:
+            cand = measure_run(sess, a, a.tree, "commit-candidate")  # again: commit-candidate-2, ...
+            if _best_moved(sess):  # overtaken already: this round's pair would be judged against a stale BEST
+                return None
+            best = measure_run(sess, a, a.best_tree, "commit-best")
+        except Tampered as e:
+            return _not_kept(sess, str(e), formatted, [], Code.TAMPERED)
+        faults.point("commit_improvement.after_remeasure")
+        if cand.gate.kind != "ok" or best.gate.kind != "ok":
+            bad = (cand if cand.gate.kind != "ok" else best).gate
+            return _not_kept(sess, f"re-measure failed: {bad.reason}", formatted, [], bad.code)
+        # one round: the rule here is only "still better, no class worse beyond noise", measured again
+        # only in place of a pair that ran under foreign load (rules/commit.py commit_under_load)
+        d = decide([Round(best=best.values(), candidate=cand.values())], p.target,
+                   cfg.benchmark.higher_is_better, sess.policy.model_copy(update={"max_rounds": 1}),
+                   s.noise_history)
+        loads = [m.load for m in (cand, best) if under_load(m.load, sess.policy)]
+        still = commit_under_load(still_better(d, p.target, sess.policy.noise_pct), bool(loads), tries,
+                                  "; ".join(x.shown() for x in loads))
+        if still.outcome == "wait":
+            raise RefereeError(still.reason)
+        if still.outcome != "measure_again":
+            break
+        tries -= 1
+        if progress:
+            progress(1, 4, still.reason[:200])
     if still.outcome != "commit":
         return _not_kept(sess, still.reason, formatted, d.classes, still.code)
     gpu_us, claim = p.candidate_gpu_us, (p.gpu_best_us, p.candidate_gpu_us, p.gpu_floor_pct)
@@ -187,7 +200,8 @@ def _commit(sess: Session, message: str, progress: Progress | None, overtaken: i
         if not keep.kept:
             return _not_kept(sess, keep.reason, formatted, d.classes, keep.code)
         gpu_us, claim = keep.gpu_candidate_us, (keep.gpu_best_us, keep.gpu_candidate_us, a.gpu_floor_pct)
-    note, code = "", still.code
+    note = f" The re-measure ran under foreign load ({'; '.join(x.shown() for x in loads)})." if loads else ""
+    code = still.code
     if _best_moved(sess):
         return None
     if gpu_us is not None:  # the profiler's GPU time decided the keep: confirm it out of process
@@ -200,7 +214,7 @@ def _commit(sess: Session, message: str, progress: Progress | None, overtaken: i
         if conf is not None:
             if conf.status == "refuted":  # archived as improved-not-kept
                 return _not_kept(sess, conf.reason, formatted, d.classes, conf.code)
-            note, code = f" Out-of-process confirmation: {conf.reason}", conf.code
+            note, code = f"{note} Out-of-process confirmation: {conf.reason}", conf.code
     moved = workspace_moved(sess, a.tree)
     if moved:
         return _not_kept(sess, moved, formatted, d.classes, Code.TAMPERED)

@@ -1,6 +1,11 @@
 """The commit gate's re-measure rule (DESIGN.md: commit gate), pure: after formatting, the
 candidate and BEST run once more in one lease; the candidate is committed only if the target is
-still better in that round and no other class got worse by the noise threshold or more."""
+still better in that round and no other class got worse by the noise threshold or more.
+
+A pair that ran under foreign load (rules/load.py `under_load`) and is no longer better is measured
+again (up to LOAD_REMEASURES more pairs); if every pair ran under load, nothing is committed and the
+improvement stays pending (`commit_under_load`): a round the load may have decided never throws
+away a keep that clean rounds measured (issue 27: the commit step ignored load)."""
 
 from __future__ import annotations
 
@@ -24,4 +29,29 @@ def still_better(remeasure: ScriptDecision, target: str, noise_pct: float) -> De
         f"re-measured at commit: target {target} {delta:+.2f}%, 1 round, no class worse by {noise_pct:g}% or more"))
 
 
-__all__ = ["still_better"]
+#: pairs measured again at commit in place of one that ran under foreign load and was no longer better
+LOAD_REMEASURES = 2
+
+
+def commit_under_load(still: Decision, loaded: bool, tries_left: int, load_shown: str = "") -> Decision:
+    """The commit decision with the re-measure pair's foreign load. `still`: `still_better`'s
+    decision; `loaded`: either run of the pair ran under foreign load; `tries_left`: pairs that may
+    still be measured in its place; `load_shown`: the load in words. Returns `still` where the pair
+    ran clean, or was still better despite the load (said in the reason); outcome "measure_again"
+    (code load_repeat) where a loaded pair was no longer better and a try is left; else outcome
+    "wait" (code under_load): nothing committed, the improvement stays pending. Never raises."""
+    if not loaded:
+        return still
+    if still.outcome == "commit":
+        return still.model_copy(update={"reason": f"{still.reason} (the pair ran under foreign load: {load_shown})"})
+    if tries_left > 0:
+        return Decision(outcome="measure_again", code=Code.LOAD_REPEAT, numbers=still.numbers, reason=(
+            f"the re-measure ran under foreign load ({load_shown}) and read {still.reason}: measuring the pair "
+            f"again ({tries_left} more at most)"))
+    return Decision(outcome="wait", code=Code.UNDER_LOAD, numbers=still.numbers, reason=(
+        f"every re-measure at commit ran under foreign load (last: {load_shown}) and read {still.reason}. Nothing "
+        "was committed and nothing is lost: the improvement stays pending; call commit_improvement again when "
+        "the device is idle"))
+
+
+__all__ = ["LOAD_REMEASURES", "commit_under_load", "still_better"]

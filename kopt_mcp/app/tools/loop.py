@@ -53,5 +53,7 @@ def register(tools: list[Tool]) -> None:
     ) -> CommitResult:
         """Commit the exact tree save_and_test ruled improved: format, re-measure against BEST, commit
         code + performance.md only if still better; BEST_COMMIT moves. If another slot commits meanwhile,
-        re-applies onto the newer BEST and measures again. Returns committed, reason, commit."""
+        re-applies onto the newer BEST and measures again. A re-measure that ran under foreign load and
+        reads worse is measured again; if the device stays busy, an error says so and nothing is lost
+        (the improvement stays pending: call again). Returns committed, reason, commit."""
         return await _call_and_announce(ctx, referee(ctx).commit_improvement, message)
