@@ -16,7 +16,6 @@ from kopt_mcp.testing.toy import ForeignLoad, make_toy_repo, set_kernel
 from tests.conftest import BASE_TIMES
 
 
-
 def _improved(tmp_path, make_referee):
     r = make_referee(make_toy_repo(tmp_path / "r", BASE_TIMES, idle_cpu_pct=1.0, extra_gates="cpu_wait_s = 0.0"))
     r.run_benchmark()
