@@ -4,14 +4,37 @@ The GPU run itself is recorded under benchmarks/results/ when it has run."""
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "real_repos"))
+REAL = Path(__file__).resolve().parents[2] / "benchmarks" / "real_repos"
 
-from liger_dq import GLOBAL_ANCHOR, KERNEL_ANCHOR, calibrate, effect_work, plant, set_work, summary  # noqa: E402
+
+def _load():
+    """liger_dq.py with its sibling modules (`run`, `projects`) on the path only while it loads: other
+    tests import a `run` module of benchmarks/decision_quality under the same name."""
+    saved = {k: sys.modules.pop(k, None) for k in ("run", "projects")}
+    sys.path.insert(0, str(REAL))
+    try:
+        spec = importlib.util.spec_from_file_location("liger_dq_under_test", REAL / "liger_dq.py")
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        return mod
+    finally:
+        sys.path.remove(str(REAL))
+        for k, v in saved.items():
+            if v is None:
+                sys.modules.pop(k, None)
+            else:
+                sys.modules[k] = v
+
+
+_dq = _load()
+GLOBAL_ANCHOR, KERNEL_ANCHOR, calibrate, effect_work, plant, set_work, summary = (
+    _dq.GLOBAL_ANCHOR, _dq.KERNEL_ANCHOR, _dq.calibrate, _dq.effect_work, _dq.plant, _dq.set_work, _dq.summary)
 
 # the two lines of Liger's ops/rms_norm.py (ead96b6) the planting anchors on, with a line around each
 SOURCE = ("_CASTING_MODE_LLAMA: tl.constexpr = tl.constexpr(0)\n" + GLOBAL_ANCHOR + "\n\n@triton.jit\n"
