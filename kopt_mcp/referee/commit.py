@@ -177,9 +177,8 @@ def _commit(sess: Session, message: str, progress: Progress | None, overtaken: i
         d = decide([Round(best=best.values(), candidate=cand.values())], p.target,
                    cfg.benchmark.higher_is_better, sess.policy.model_copy(update={"max_rounds": 1}),
                    s.noise_history)
-        loads = [m.load for m in (cand, best) if under_load(m.load, sess.policy)]
-        still = commit_under_load(still_better(d, p.target, sess.policy.noise_pct), bool(loads), tries,
-                                  "; ".join(x.shown() for x in loads))
+        loaded = "; ".join(m.load.shown() for m in (cand, best) if under_load(m.load, sess.policy))
+        still = commit_under_load(still_better(d, p.target, sess.policy.noise_pct), bool(loaded), tries, loaded)
         if still.outcome == "wait":
             raise RefereeError(still.reason)
         if still.outcome != "measure_again":
@@ -200,7 +199,7 @@ def _commit(sess: Session, message: str, progress: Progress | None, overtaken: i
         if not keep.kept:
             return _not_kept(sess, keep.reason, formatted, d.classes, keep.code)
         gpu_us, claim = keep.gpu_candidate_us, (keep.gpu_best_us, keep.gpu_candidate_us, a.gpu_floor_pct)
-    note = f" The re-measure ran under foreign load ({'; '.join(x.shown() for x in loads)})." if loads else ""
+    note = f" The re-measure ran under foreign load ({loaded})." if loaded else ""
     code = still.code
     if _best_moved(sess):
         return None

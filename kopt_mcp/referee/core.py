@@ -64,7 +64,7 @@ from kopt_mcp.errors import Cancelled, LedgerEventError, RefereeError, StateSave
 from kopt_mcp.gpus.gate import GateOutcome
 from kopt_mcp.ledger import Store, atomic_write, new_record, render_performance
 from kopt_mcp.paths import kopt_dir, session_dir
-from kopt_mcp.profilers.base import Profiler
+from kopt_mcp.profilers.base import Profiler, exact_names_regex
 from kopt_mcp.referee.services import Services
 from kopt_mcp.referee.slots import check_slot_name, shared_events
 from kopt_mcp.referee.state_guard import guarded
@@ -307,6 +307,12 @@ class Session:
         """The rules' thresholds, built once from the frozen `[gates]` (kopt_mcp/rules/policy.py);
         `policy.screen()` where a per-launch profiler test follows the script metric."""
         return Policy.from_gates(self.cfg.gates)
+
+    @property
+    def target_regex(self) -> str | None:
+        """The target kernels as a regular expression: `[profiler] kernel`, else BEST's target names
+        exactly (profilers.base.exact_names_regex; None before BEST has any)."""
+        return self.cfg.profiler.kernel or exact_names_regex(self.state.best.kernels)
 
     def profiler(self, detail: bool = False) -> Profiler:
         """The configured profiler for the leased device's vendor (from `services.profiler`)."""

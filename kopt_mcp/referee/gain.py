@@ -21,7 +21,6 @@ import git
 
 from kopt_mcp import vcs
 from kopt_mcp.errors import RefereeError, VerdictError
-from kopt_mcp.profilers.base import exact_names_regex
 from kopt_mcp.referee.core import Progress, Session
 from kopt_mcp.referee.keep_metric import profile_target
 from kopt_mcp.referee.runs import Attempt, measure_run
@@ -131,7 +130,7 @@ def _gpu_time(sess: Session, a: Attempt, prof, base_tree: str, head_tree: str, d
     # the session's judgement of a triple (rules/gpu_time.py: by harness unit, launch group or totals),
     # with its spreads read, never extended
     j = judge_profiles(Profiles(before=before, candidate=cand, after=after),
-                       sess.cfg.profiler.kernel or exact_names_regex(s.best.kernels), sess.policy, s.gpu_spreads_pct,
+                       sess.target_regex, sess.policy, s.gpu_spreads_pct,
                        s.launch_counts_vary, list(s.best.metrics), False)
     return j.keep
 

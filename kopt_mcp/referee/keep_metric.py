@@ -5,7 +5,7 @@ group, else rules.keep_totals.apply_keep_metric on the totals)."""
 from __future__ import annotations
 
 from kopt_mcp.errors import ProfilerError
-from kopt_mcp.profilers.base import exact_names_regex, target_durations, target_gpu_time, target_launches
+from kopt_mcp.profilers.base import target_durations, target_gpu_time, target_launches
 from kopt_mcp.referee.core import Session
 from kopt_mcp.referee.runs import Attempt, profile_run
 from kopt_mcp.rules.decision import Code
@@ -57,7 +57,7 @@ def keep_metric(sess: Session, a: Attempt, suspect: bool = True, candidate_runs:
             return after
         triple = Profiles(before=before, candidate=cand, after=after)
         j = judge_profiles(triple,
-                           sess.cfg.profiler.kernel or exact_names_regex(s.best.kernels), sess.policy,
+                           sess.target_regex, sess.policy,
                            s.gpu_spreads_pct, s.launch_counts_vary, list(s.best.metrics), suspect)
         if j.spread_pct is None:  # BEST's profiles could not be compared: nothing to learn
             return j.keep
@@ -89,7 +89,7 @@ def profile_target(sess: Session, a: Attempt, prof, label: str, tree: str, who: 
                             reason=f"profiling {who} failed ({p.error}): not kept, the keep decision never "
                             "falls back to a weaker metric")
     try:
-        us, names = target_gpu_time(p.trace, sess.cfg.profiler.kernel or exact_names_regex(sess.state.best.kernels))
+        us, names = target_gpu_time(p.trace, sess.target_regex)
     except ProfilerError as e:
         return KeepDecision(kept=False, gpu_best_us=None, gpu_candidate_us=None, gpu_delta_pct=None,
                             metric_used="profiler GPU time", code=Code.GPU_TIME_MISSING,

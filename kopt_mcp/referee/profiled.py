@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from kopt_mcp.bench.measure import Profiled
 from kopt_mcp.errors import ProfilerError, RefereeError, VerdictError
-from kopt_mcp.profilers.base import exact_names_regex, target_durations, target_gpu_time, target_launches
+from kopt_mcp.profilers.base import target_durations, target_gpu_time, target_launches
 from kopt_mcp.referee.confirmation import confirm_out_of_process
 from kopt_mcp.referee.core import Progress, Session
 from kopt_mcp.referee.runs import Attempt, profile_run
@@ -102,7 +102,7 @@ def _target(sess: Session, p: Profiled) -> TargetProfile | str:
     if p.trace is None:
         return f"profiling failed ({p.error})"
     try:
-        us, names = target_gpu_time(p.trace, sess.cfg.profiler.kernel or exact_names_regex(sess.state.best.kernels))
+        us, names = target_gpu_time(p.trace, sess.target_regex)
     except ProfilerError as e:
         return str(e)
     return TargetProfile(trace=p.trace, us=us, names=names, launches=target_launches(p.trace, names),
@@ -129,7 +129,7 @@ def _judge(sess: Session, a: Attempt, best: list[Profiled], cands: list[Profiled
         return d, None, Decision(outcome="tie", code=Code.GPU_TIME_MISSING, reason=(
             f"{missing}: not kept, the keep decision never falls back to a weaker metric"))
     j = judge_profiles(Profiles(before=triple[0], candidate=triple[1], after=triple[2]),
-                       sess.cfg.profiler.kernel or exact_names_regex(s.best.kernels), policy, s.gpu_spreads_pct,
+                       sess.target_regex, policy, s.gpu_spreads_pct,
                        s.launch_counts_vary, list(s.best.metrics), clear_script_win(d, policy.noise_pct))
     v = profiled_verdict(d, j, policy, can_measure=can)
     return d, j, v.model_copy(update={"reason": f"{v.reason}; {a.load.reason}"}) if a.load.reason else v
@@ -166,7 +166,7 @@ def _record_provenance(sess: Session, a: Attempt, best: Profiled, cand: Profiled
     ledger's attempt record; `unchanged` says whether both match."""
     if best.trace is None or cand.trace is None:
         return
-    regex = sess.cfg.profiler.kernel or exact_names_regex(sess.state.best.kernels) or "."
+    regex = sess.target_regex or "."
     fb, fc = fingerprint(best.trace, regex), fingerprint(cand.trace, regex)
     a.provenance = {"best": fb.model_dump() if fb else None, "candidate": fc.model_dump() if fc else None,
                     "unchanged": unchanged(fb, fc)}

@@ -23,6 +23,13 @@ from pydantic import BaseModel
 from kopt_mcp.rules.percent import spread_pct
 
 
+def class_margin_pct(floor_pct: float, own_spread_pct: float) -> float:
+    """How far beyond BEST a config class must move to count (%): the GPU-time floor, or twice the
+    class's own A/A spread between BEST's two profiles where that is larger (also each harness
+    unit's own floor, rules/units.py)."""
+    return max(floor_pct, 2.0 * own_spread_pct)
+
+
 class ClassGpuTime(BaseModel):
     """One config class's target GPU time in one A/B/A triple (us): BEST before, the candidate,
     BEST after. `gain_pct`: the candidate against BEST's mean (%, > 0 faster)."""
@@ -43,8 +50,8 @@ class ClassGpuTime(BaseModel):
         return spread_pct(self.best_before_us, self.best_after_us)
 
     def margin_pct(self, floor_pct: float) -> float:
-        """How far beyond BEST the candidate must be (%): the floor, or twice this class's spread."""
-        return max(floor_pct, 2.0 * self.spread_pct)
+        """How far beyond BEST the candidate must be (%): `class_margin_pct` of its spread."""
+        return class_margin_pct(floor_pct, self.spread_pct)
 
     def _gains(self) -> tuple[float, float]:
         return tuple(100.0 * (1.0 - self.candidate_us / b) if b > 0 else 0.0
@@ -100,4 +107,4 @@ def split_on_target(rows: Sequence[ClassGpuTime] | None, target: str, floor_pct:
     return ClassSplit(target=t, slower=slower, floor_pct=floor_pct) if slower else None
 
 
-__all__ = ["ClassGpuTime", "ClassSplit", "class_rows", "split_on_target"]
+__all__ = ["ClassGpuTime", "ClassSplit", "class_margin_pct", "class_rows", "split_on_target"]

@@ -40,6 +40,7 @@ from collections.abc import Sequence
 from pydantic import BaseModel, Field
 
 from kopt_mcp.profilers.base import HarnessUnit
+from kopt_mcp.rules.class_split import class_margin_pct
 from kopt_mcp.rules.decision import Code, MeasuredOutcome
 from kopt_mcp.rules.floor import GainFloor, gpu_gain_floor
 from kopt_mcp.rules.keep_totals import KeepDecision
@@ -176,7 +177,7 @@ def _decide(fb: list[UnitFigures], fc: list[UnitFigures], fa: list[UnitFigures],
         own = abs(b2 - b1) / mean * 100.0 if mean > 0 else 0.0
         gain = (1.0 - c / mean) * 100.0 if mean > 0 else 0.0
         se = math.sqrt((fb[k].target_se_rel ** 2 + fa[k].target_se_rel ** 2) / 4.0 + fc[k].target_se_rel ** 2) * 100.0
-        own_floor = max(floor.pct, 2.0 * own)
+        own_floor = class_margin_pct(floor.pct, own)
         deltas.append(UnitDelta(unit=fb[k].index, cls=names[j], best_before_us=b1, best_after_us=b2, candidate_us=c,
                                 gain_pct=gain, spread_pct=own, floor_pct=own_floor,
                                 significant_loss=gain < -own_floor and gain + z * se < -policy.min_gpu_gain_pct))

@@ -65,10 +65,10 @@ def profiled_verdict(script: ScriptDecision, gpu: GpuTimeJudgement, policy: Poli
        GPU time's code (gpu_time_not_improved where the script metric showed a clear win: the
        reason names the timing cheats). Never raises."""
     keep = gpu.keep
-    split = (split_on_target(gpu.class_rows, script.target, gpu.floor.pct if gpu.floor is not None else 0.0)
-             if gpu.outcome in ("regressed", "tie") and script.outcome != "regressed" else None)
     if gpu.outcome == "regressed" and script.outcome == "divergent":
         return Decision(outcome="divergent", code=script.code, reason=f"{script.reason}; GPU time: {keep.reason}")
+    split = (split_on_target(gpu.class_rows, script.target, gpu.floor.pct if gpu.floor is not None else 0.0)
+             if gpu.outcome in ("regressed", "tie") and script.outcome != "regressed" else None)
     if split is not None:
         return Decision(outcome="divergent", code=Code.GPU_TIME_DIVERGENT, reason=(
             f"{split.reason()}: keep the winner as a specialised kernel behind dispatch; GPU time overall: "

@@ -39,7 +39,7 @@ class Units:
     def __init__(self, push, pop, send, clock=None, code=None, hasher=None):
         self.push, self.pop, self.send, self.clock = push, pop, send, clock
         #: code(name, hash): a compiled kernel's provenance (Triton's CompiledKernel), or None;
-        #: hasher(binary) -> hash (kopt_cupti_trace.code_sha256), None: SHA-256 of the whole binary
+        #: hasher(binary) -> hash (kopt_cupti_trace.code_sha256), as for CUPTI's module records
         self.code, self.hasher, self.reported = code, hasher, set()
         self.lock = threading.Lock()
         self.next_unit = 1
@@ -198,20 +198,18 @@ def _patch_triton_compiler(mod, units):
     loaded from the cache), reports its kernel name and the hash of its binary (the cubin's machine
     code: `Units.hasher`)."""
     kernel_cls = getattr(mod, "CompiledKernel", None)
-    if kernel_cls is None or units.code is None or getattr(kernel_cls, "_kopt_unit", False):
+    if (kernel_cls is None or units.code is None or units.hasher is None
+            or getattr(kernel_cls, "_kopt_unit", False)):
         return
     orig = kernel_cls.__init__
 
     def __init__(self, *args, **kwargs):
         orig(self, *args, **kwargs)
         try:
-            import hashlib
-
             binary = getattr(self, "kernel", None)
             if isinstance(binary, str):
                 binary = binary.encode()
-            digest = units.hasher(binary) if units.hasher is not None else hashlib.sha256(binary).hexdigest()
-            key = (str(self.name), digest) if binary else None
+            key = (str(self.name), units.hasher(binary)) if binary else None
             if key and key not in units.reported:
                 units.reported.add(key)
                 units.code(*key)
