@@ -215,3 +215,47 @@ def test_a_forked_child_neither_closes_nor_doubles_its_parents_trace(tmp_path):
         calls = {k.name: k.calls for k in trace.kernels}
         assert calls == {"k": 20}, mode  # the parent's 20 launches once each; nothing of the child
         assert len(list(out.glob("cupti-*.json"))) == 1, mode
+
+
+HELPER_MAIN = '''
+import os
+from cupti import cupti
+cupti.launch("helper_kernel", 1000)  # were it traced, this would come back
+pid = os.fork()  # the compile pool
+if pid == 0:
+    os._exit(0)
+os.waitpid(pid, 0)
+'''
+
+HELPER_BENCH = '''
+import os, subprocess, sys
+from cupti import cupti
+for _ in range(10):
+    cupti.launch("k", 1000)
+subprocess.run([sys.executable, os.environ["HELPER"]], check=True)  # as torch.compile starts its sidecar
+for _ in range(10):
+    cupti.launch("k", 1000)
+'''
+
+
+def test_torch_inductors_compile_worker_sidecar_is_not_traced(tmp_path):
+    """torch.compile's compile-worker sidecar (a Popen of torch/_inductor/compile_worker/__main__.py
+    that forks its pool) gets no CUPTI: the trace holds only the benchmark's 20 launches, one process.
+    With KOPT_CUPTI_TRACE_HELPERS=1 it is traced, which shows the test can see it."""
+    work = _tree(tmp_path)
+    helper = tmp_path / "torch" / "_inductor" / "compile_worker" / "__main__.py"
+    helper.parent.mkdir(parents=True)
+    helper.write_text(HELPER_MAIN)
+    (work / "helper_bench.py").write_text(HELPER_BENCH)
+    for traced in (False, True):
+        out = tmp_path / f"out-{traced}"
+        out.mkdir()
+        env = "KOPT_CUPTI_TRACE_HELPERS=1 " if traced else ""
+        cmd = CuptiProfiler().wrap(f"{env}HELPER={helper} PYTHONPATH={tmp_path / 'site'} {sys.executable} helper_bench.py",
+                                   out)
+        done = subprocess.run(["bash", "-c", cmd], cwd=work, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        trace = parse_cupti_dir(out, require_collector=True)
+        calls = {k.name: k.calls for k in trace.kernels}
+        assert calls == ({"k": 20, "helper_kernel": 1} if traced else {"k": 20})
+        assert len(list(out.glob("cupti-*.json"))) == (2 if traced else 1)

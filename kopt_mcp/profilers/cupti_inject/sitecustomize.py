@@ -360,6 +360,23 @@ def _start():
     atexit.register(tracer.finish)
 
 
-if _OUT or _SOCK:
+#: helper processes that launch nothing a harness times, and that fork a pool right after start-up:
+#: torch inductor's compile-worker sidecar (subprocess.Popen of torch/_inductor/compile_worker/__main__.py,
+#: which then forks its compile pool). CUPTI started there leaves its threads and its hooks in the CUDA
+#: driver behind in every forked worker, the state in which a fork child can block for ever; so they are
+#: not traced (KOPT_CUPTI_TRACE_HELPERS=1: traced anyway, to compare)
+HELPER_ARGV = ("torch/_inductor/compile_worker", "torch._inductor.compile_worker")
+
+
+def _is_helper(argv=None):
+    """True where this process is one of HELPER_ARGV (its command line as the interpreter got it)."""
+    if os.environ.get("KOPT_CUPTI_TRACE_HELPERS") == "1":
+        return False
+    words = " ".join(argv if argv is not None else getattr(sys, "orig_argv", None) or sys.argv)
+    words = words.replace(os.sep, "/")
+    return any(h in words for h in HELPER_ARGV)
+
+
+if (_OUT or _SOCK) and not _is_helper():
     _start()
 _chain_next_sitecustomize()
