@@ -24,7 +24,8 @@ Per class:
    implementation that caches results by pointer or skips work after the first call fails.
 
 Environment:
-- ``KOPT_PROFILE=1``: the server runs this under a profiler. No do_bench: one correctness call,
+- ``KOPT_PROFILE=1``: the server runs this under a replaying profiler (Nsight Compute; not under
+  the CUPTI trace, whose runs are the verdict's timed runs). No do_bench: one correctness call,
   then three plain calls; ``us_per_call`` is a placeholder from one CUDA-event timing. The
   oracle then runs on the CPU, so the only GPU kernels whose names contain "softmax" are the
   candidate's (torch.softmax on the GPU would launch softmax_warp_forward).

@@ -40,7 +40,7 @@ from kopt_mcp.errors import Cancelled, MetricsError, MissingResults, ProfilerErr
 from kopt_mcp.gpus.clocks import ClockSampler, ClockSource
 from kopt_mcp.gpus.load import LoadFactory
 from kopt_mcp.paths import common_git_dir
-from kopt_mcp.profilers.base import KernelTrace, Profiler
+from kopt_mcp.profilers.base import KernelTrace, Profiler, profile_env
 from kopt_mcp.profilers.run_clock import RunClock
 from kopt_mcp.readers.metrics import MetricTable, capture_before, collect_results, read_results
 from kopt_mcp.rules.correctness import GateResult, RunFacts, correctness_gate, failed_tests
@@ -262,7 +262,7 @@ class Profiled(BaseModel):
 def profile(cfg: TargetConfig, profiler: Profiler, tree: Path, run_dir: Path, env: dict[str, str],
             cancel: threading.Event | None = None, pid_dir: Path | None = None, run: Runner = run_command,
             check: bool = False, sandbox: Sandbox | None = None, load: LoadFactory | None = None) -> Profiled:
-    """Run the benchmark under `profiler` in `tree` (env gets KOPT_PROFILE=1), read its results
+    """Run the benchmark under `profiler` in `tree` (env gets `profile_env(profiler)`), read its results
     like a plain run (`Profiled.measurement`; `check`: the [correctness] command after it) and
     parse the trace; `run`: the runner (Services.run); `sandbox`: the run's view (None: the
     server's); `load`: as in `measure` (`Profiled.load`)."""
@@ -270,7 +270,7 @@ def profile(cfg: TargetConfig, profiler: Profiler, tree: Path, run_dir: Path, en
     log = run_dir / "profile.log"
     cmd = profiler.wrap(cfg.benchmark.command, run_dir)
     before = capture_before(cwd, cfg.benchmark, all_tracked=True)
-    result, figures = _sampled(load, run_dir, lambda: run(cmd, cwd, {**env, "KOPT_PROFILE": "1"}, cfg.profiler.timeout_s,
+    result, figures = _sampled(load, run_dir, lambda: run(cmd, cwd, {**env, **profile_env(profiler)}, cfg.profiler.timeout_s,
                                                           log, cancel=cancel, pid_dir=pid_dir, sandbox=sandbox))
     raise_if_cancelled(result)
     m = read_run(cfg, tree, run_dir, result, before, env, log, cancel, pid_dir, check, run, sandbox).model_copy(

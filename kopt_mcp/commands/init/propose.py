@@ -61,7 +61,7 @@ from kopt_mcp.config import TargetConfig
 from kopt_mcp.errors import InitError
 from kopt_mcp.gpus import make_probe
 from kopt_mcp.profilers import make_profiler
-from kopt_mcp.profilers.base import exact_names_regex
+from kopt_mcp.profilers.base import exact_names_regex, profile_env
 
 __all__ = ["HIGHER_IS_BETTER", "PERF_FILE", "TIME_NAME", "InitError", "Proposal", "Run", "analyse", "benchmark_files",
            "correctness_tests", "env_prefix", "find_test_files", "installed_copy_hint", "kernel_regex", "propose", "render",
@@ -147,7 +147,7 @@ def kernel_regex(repo: Path, command: str, timeout_s: float = 1200.0, profiler=N
         if prof.name == "none" or not prof.available():
             return None, "no profiler available"
         with tempfile.TemporaryDirectory(prefix="kopt-init-trace-") as tmp:
-            r = run_command(prof.wrap(command, Path(tmp)), repo, {"KOPT_PROFILE": "1"}, timeout_s, Path(tmp) / "p.log")
+            r = run_command(prof.wrap(command, Path(tmp)), repo, profile_env(prof), timeout_s, Path(tmp) / "p.log")
             if r.exit_code != 0:
                 return None, f"the profiled run exited {r.exit_code}"
             trace = prof.parse(Path(tmp))
