@@ -75,11 +75,10 @@ def judge_profiles(p: Profiles, kernel_regex: str | None, policy: Policy, recent
         if keep.spread_pct is None:
             return GpuTimeJudgement(keep=keep, outcome="tie")
         mapped = bool(keep.units) and all(d.cls in classes for d in keep.units)
+        per = [_per_class(keep.units, f) for f in ("best_before_us", "candidate_us", "best_after_us")]
         return GpuTimeJudgement(keep=keep, outcome=keep.outcome, floor=keep.floor, spread_pct=keep.spread_pct,
-                                record_spread_pct=keep.spread_pct,
-                                class_gpu_us={d.cls: d.candidate_us for d in keep.units} if mapped else None,
-                                class_rows=class_rows(*({d.cls: getattr(d, f) for d in keep.units} for f in (
-                                    "best_before_us", "candidate_us", "best_after_us"))) if mapped else None)
+                                record_spread_pct=keep.spread_pct, class_gpu_us=per[1] if mapped else None,
+                                class_rows=class_rows(*per) if mapped else None)
     if p.grouped:
         keep = judge_groups(p.before.trace, p.candidate.trace, p.after.trace, kernel_regex,
                             recent_spreads_pct=recent_spreads_pct, min_gain_pct=policy.min_gpu_gain_pct,
@@ -107,6 +106,14 @@ def judge_profiles(p: Profiles, kernel_regex: str | None, policy: Policy, recent
                     f"{spread:.3f}%; {floor.shown()})")
     return GpuTimeJudgement(keep=keep, outcome=keep_outcome(keep), floor=floor, spread_pct=spread,
                             record_spread_pct=spread)
+
+
+def _per_class(units: Sequence, field: str) -> dict[str, float]:
+    """A UnitDelta field (us) per config class, summed over the class's units (one or several)."""
+    out: dict[str, float] = {}
+    for d in units:
+        out[d.cls] = out.get(d.cls, 0.0) + getattr(d, field)
+    return out
 
 
 def keep_outcome(keep: KeepDecision) -> MeasuredOutcome:

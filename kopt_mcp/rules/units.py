@@ -5,7 +5,8 @@ in one lease (A/B/A). GPU time decides both ways, for the whole operation.
 Evidence: the three runs' units (HarnessUnit: marked in the process, or segmented afterwards,
 kopt_mcp/profilers/segment.py), in the harness's order: unit k of BEST and unit k of the candidate
 are the same config. Target units are those whose invocations launch a target kernel in both BEST
-runs; they map to the config classes in row order where the counts agree.
+runs; they map to the config classes in row order where the counts agree, or several units per
+class where rules/unit_classes.py tells them apart.
 
 Rule (`judge_units`), with per unit k the medians b1, c, b2 (unit_figures.figures):
 
@@ -45,6 +46,7 @@ from kopt_mcp.rules.decision import Code, MeasuredOutcome
 from kopt_mcp.rules.floor import GainFloor, gpu_gain_floor
 from kopt_mcp.rules.keep_totals import KeepDecision
 from kopt_mcp.rules.policy import Policy
+from kopt_mcp.rules.unit_classes import unit_classes
 from kopt_mcp.rules.unit_figures import UnitFigures, figures
 
 #: a candidate unit with this much larger a share of invocations without a target launch skipped work
@@ -110,8 +112,11 @@ def _aggregate(b1: list[float], c: list[float], b2: list[float], se: list[tuple[
 
 
 def _class_names(n: int, classes: Sequence[str], figs: list[UnitFigures]) -> list[str]:
-    if len(classes) == n:
-        return list(classes)
+    """Each target unit's config class key: unit k -> class k, or several units per class where
+    rules/unit_classes.py tells them apart; else "unit k (label)"."""
+    of = unit_classes([f.target_us or 0.0 for f in figs], len(classes)) if classes else None
+    if of is not None and len(of) == n:
+        return [classes[c] for c in of]
     return [f"unit {f.index + 1}" + (f" ({f.label})" if f.label else "") for f in figs]
 
 
@@ -217,7 +222,7 @@ def _outcome(t: _Agg, op: _Agg, floor: GainFloor, deltas: list[UnitDelta], polic
                 f"the target kernels got faster ({how}), but the operation's other kernels grew by {moved:.2f}% of "
                 f"its time{named}, so the whole operation gained only {op.gain:+.3f}% ({op.lo:+.3f}..{op.hi:+.3f}%), "
                 "not beyond the floor: work moved out of the target kernels is not a win: not kept"), **kw)
-        worse = [d.cls for d in deltas if d.significant_loss]
+        worse = list(dict.fromkeys(d.cls for d in deltas if d.significant_loss))  # a class of several units once
         if worse:
             return UnitKeepDecision(kept=False, outcome="divergent", code=Code.GPU_TIME_DIVERGENT,
                                     divergent_classes=worse, reason=(
@@ -252,14 +257,19 @@ def unit_spread_pct(first: Sequence[HarnessUnit], second: Sequence[HarnessUnit],
 def unit_gpu_times(units: Sequence[HarnessUnit], kernel_regex: str, classes: Sequence[str]
                    ) -> tuple[float | None, dict[str, float] | None]:
     """BEST's GPU time in the keep metric's quantity: the sum over target units of the target's
-    median per invocation (us), and per config class where the target units map to `classes` one
-    to one in order (else None). Never raises for data."""
+    median per invocation (us), and per config class where the target units map to `classes`
+    (rules/unit_classes.py; a class of several units: their sum; else None). Never raises for data."""
     target = re.compile(kernel_regex)
     figs = [f for f in (figures(u, target) for u in units) if f.target_invocations >= 3 and f.target_us is not None]
     if not figs:
         return None, None
     total = sum(f.target_us for f in figs)
-    per = dict(zip(classes, (f.target_us for f in figs), strict=True)) if len(figs) == len(classes) else None
+    of = unit_classes([f.target_us for f in figs], len(classes)) if classes else None
+    if of is None:
+        return total, None
+    per: dict[str, float] = {}
+    for f, c in zip(figs, of):  # a class measured in several units: their medians summed
+        per[classes[c]] = per.get(classes[c], 0.0) + f.target_us
     return total, per
 
 
