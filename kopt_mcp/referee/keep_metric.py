@@ -13,6 +13,7 @@ from kopt_mcp.rules.evidence import Profiles, TargetProfile
 from kopt_mcp.rules.floor import profile_again
 from kopt_mcp.rules.gpu_time import judge_profiles
 from kopt_mcp.rules.keep_totals import KeepDecision, apply_keep_metric
+from kopt_mcp.rules.load import RoundLoad, count_rounds
 
 
 def keep_metric(sess: Session, a: Attempt, suspect: bool = True, candidate_runs: int = 1) -> KeepDecision:
@@ -23,7 +24,9 @@ def keep_metric(sess: Session, a: Attempt, suspect: bool = True, candidate_runs:
     (rules.floor.gpu_gain_floor). When only this attempt's own spread stops a gain that clears
     the rest of the floor (BEST's level jumped during the attempt) and `candidate_runs` allows a
     second profiled candidate run, it measures candidate, BEST once more and judges the later
-    triple. Each run's SM clock (Profiled.clock) goes to judge_groups (rules/clocks.py). A failed
+    triple. Each run's SM clock (Profiled.clock) goes to judge_groups (rules/clocks.py). A triple with
+    a run under foreign load (rules/load.py, as a paired round) is profiled once more in its place; if
+    that one is under load too, nothing is kept (code under_load). A failed
     profile, or a trace without the target kernels, is never kept (no fallback
     to a weaker metric). `candidate_runs`: profiled candidate runs allowed (>= 1). Sets
     `a.class_gpu_us` where launch groups map to classes; raises Tampered (kopt_mcp.errors.Tampered)."""
@@ -47,7 +50,7 @@ def keep_metric(sess: Session, a: Attempt, suspect: bool = True, candidate_runs:
     before = profile_target(sess, a, prof, "best-profile", a.best_tree)
     if isinstance(before, KeepDecision):
         return before
-    runs_left = max(1, candidate_runs)
+    runs_left, loads = max(1, candidate_runs), []
     while True:
         cand = profile_target(sess, a, prof, "candidate-profile", a.tree)
         if isinstance(cand, KeepDecision):
@@ -55,6 +58,19 @@ def keep_metric(sess: Session, a: Attempt, suspect: bool = True, candidate_runs:
         after = profile_target(sess, a, prof, "best-profile-after", a.best_tree)
         if isinstance(after, KeepDecision):
             return after
+        # a triple under foreign load is profiled once more in its place; two under load: not judged
+        loads.append(RoundLoad(runs=[before.load, cand.load, after.load]))
+        lr = count_rounds(loads, sess.policy.screen(), can_measure=len(loads) < 2)
+        if lr.repeat:
+            a.warnings.append(f"GPU-time profiles: {lr.reason}")
+            before = profile_target(sess, a, prof, "best-profile", a.best_tree)
+            if isinstance(before, KeepDecision):
+                return before
+            continue
+        if lr.code == Code.UNDER_LOAD:
+            return KeepDecision(kept=False, gpu_best_us=s.best.gpu_us, gpu_candidate_us=None, gpu_delta_pct=None,
+                                metric_used="profiler GPU time", code=Code.UNDER_LOAD,
+                                reason=f"GPU-time profiles (BEST, the candidate, BEST again): {lr.reason}")
         triple = Profiles(before=before, candidate=cand, after=after)
         j = judge_profiles(triple,
                            sess.target_regex, sess.policy,
@@ -68,6 +84,8 @@ def keep_metric(sess: Session, a: Attempt, suspect: bool = True, candidate_runs:
             a.class_gpu_us = j.class_gpu_us
         a.gpu_floor_pct = j.floor.pct if j.floor is not None else None
         runs_left -= 1
+        if lr.under_load:  # the triple judged ran without load; the one before it did not
+            j.keep.reason += f"; GPU-time profiles: {lr.reason}"
         if not profile_again(j.keep.kept, j.keep.gpu_delta_pct, j.floor) or runs_left == 0:
             return j.keep
         before = after
@@ -95,4 +113,4 @@ def profile_target(sess: Session, a: Attempt, prof, label: str, tree: str, who: 
                             metric_used="profiler GPU time", code=Code.GPU_TIME_MISSING,
                             reason=f"profiling {who}: {e}: not kept")
     return TargetProfile(trace=p.trace, us=us, names=names, launches=target_launches(p.trace, names),
-                         durations_us=target_durations(p.trace, names), clock=p.clock)
+                         durations_us=target_durations(p.trace, names), clock=p.clock, load=p.load)

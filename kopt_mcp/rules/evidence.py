@@ -7,13 +7,15 @@ from pydantic import BaseModel, ConfigDict
 
 from kopt_mcp.profilers.base import KernelTrace
 from kopt_mcp.profilers.run_clock import RunClock
+from kopt_mcp.rules.load import RunLoad
 
 
 class TargetProfile(BaseModel):
     """One profiled run as the keep metric sees it: the whole `trace`, the target kernels' GPU time
     summed over the run (`us`), their `names`, how often they launched (`launches`), each launch's
-    GPU time in launch order where the backend records it (`durations_us`, us), and the SM clock
-    the run ran at where it was sampled (`clock`)."""
+    GPU time in launch order where the backend records it (`durations_us`, us), the SM clock
+    the run ran at where it was sampled (`clock`), and the foreign load on the device while it ran
+    (`load`, rules/load.py; None: not sampled)."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
@@ -23,6 +25,7 @@ class TargetProfile(BaseModel):
     launches: int
     durations_us: list[float] | None = None
     clock: RunClock | None = None
+    load: RunLoad | None = None
 
 
 class Profiles(BaseModel):
