@@ -50,7 +50,7 @@ def keep_metric(sess: Session, a: Attempt, suspect: bool = True, candidate_runs:
     before = profile_target(sess, a, prof, "best-profile", a.best_tree)
     if isinstance(before, KeepDecision):
         return before
-    runs_left, loads = max(1, candidate_runs), []
+    runs_left, loads, repeated, judged = max(1, candidate_runs), [], False, None
     while True:
         cand = profile_target(sess, a, prof, "candidate-profile", a.tree)
         if isinstance(cand, KeepDecision):
@@ -58,19 +58,22 @@ def keep_metric(sess: Session, a: Attempt, suspect: bool = True, candidate_runs:
         after = profile_target(sess, a, prof, "best-profile-after", a.best_tree)
         if isinstance(after, KeepDecision):
             return after
-        # a triple under foreign load is profiled once more in its place; two under load: not judged
+        # a triple under foreign load is profiled once more in its place (once per attempt); a loaded
+        # triple that cannot be replaced is not judged: an earlier clean triple's judgement stands
         loads.append(RoundLoad(runs=[before.load, cand.load, after.load]))
-        lr = count_rounds(loads, sess.policy.screen(), can_measure=len(loads) < 2)
+        lr = count_rounds(loads, sess.policy.screen(), can_measure=not repeated)
         if lr.repeat:
+            repeated = True
             a.warnings.append(f"GPU-time profiles: {lr.reason}")
             before = profile_target(sess, a, prof, "best-profile", a.best_tree)
             if isinstance(before, KeepDecision):
                 return before
             continue
-        if lr.code == Code.UNDER_LOAD:
-            return KeepDecision(kept=False, gpu_best_us=s.best.gpu_us, gpu_candidate_us=None, gpu_delta_pct=None,
-                                metric_used="profiler GPU time", code=Code.UNDER_LOAD,
-                                reason=f"GPU-time profiles (BEST, the candidate, BEST again): {lr.reason}")
+        if len(loads) - 1 in lr.under_load:
+            return judged or KeepDecision(
+                kept=False, gpu_best_us=s.best.gpu_us, gpu_candidate_us=None, gpu_delta_pct=None,
+                metric_used="profiler GPU time", code=Code.UNDER_LOAD,
+                reason=f"GPU-time profiles (BEST, the candidate, BEST again): {lr.reason}")
         triple = Profiles(before=before, candidate=cand, after=after)
         j = judge_profiles(triple,
                            sess.target_regex, sess.policy,
@@ -86,6 +89,7 @@ def keep_metric(sess: Session, a: Attempt, suspect: bool = True, candidate_runs:
         runs_left -= 1
         if lr.under_load:  # the triple judged ran without load; the one before it did not
             j.keep.reason += f"; GPU-time profiles: {lr.reason}"
+        judged = j.keep
         if not profile_again(j.keep.kept, j.keep.gpu_delta_pct, j.floor) or runs_left == 0:
             return j.keep
         before = after
