@@ -31,7 +31,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import tomllib
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -128,7 +127,7 @@ def main() -> int:
     if unknown or not args.src.is_dir():
         print(f"unknown variant(s) {unknown} (known: {sorted(VARIANTS)}) or no folder {args.src}", file=sys.stderr)
         return 2
-    command = tomllib.loads(PROJECTS[args.project].toml)["benchmark"]["command"]
+    command = PROJECTS[args.project].toml_command
     args.out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="hang-src-"))
     shutil.copytree(args.src, work, dirs_exist_ok=True)

@@ -70,9 +70,14 @@ class Project:
     init_with_toml_command: bool = False
 
     @property
+    def toml_command(self) -> str:
+        """The benchmark command of the hand-finished kopt.toml (`toml`)."""
+        return tomllib.loads(self.toml)["benchmark"]["command"]
+
+    @property
     def init_command(self) -> str:
         """The command `kopt-mcp init --command` runs: `command`, or kopt.toml's (init_with_toml_command)."""
-        return tomllib.loads(self.toml)["benchmark"]["command"] if self.init_with_toml_command else self.command
+        return self.toml_command if self.init_with_toml_command else self.command
 
 
 # ---------------------------------------------------------------- linkedin/Liger-Kernel (RMSNorm)

@@ -34,6 +34,7 @@ from kopt_mcp.rules.keep_totals import KeepDecision, apply_keep_metric
 from kopt_mcp.rules.launch_groups import class_gpu_times
 from kopt_mcp.rules.percent import spread_pct
 from kopt_mcp.rules.policy import Policy
+from kopt_mcp.rules.unit_classes import sum_by_class
 from kopt_mcp.rules.units import judge_units
 
 
@@ -75,7 +76,8 @@ def judge_profiles(p: Profiles, kernel_regex: str | None, policy: Policy, recent
         if keep.spread_pct is None:
             return GpuTimeJudgement(keep=keep, outcome="tie")
         mapped = bool(keep.units) and all(d.cls in classes for d in keep.units)
-        per = [_per_class(keep.units, f) for f in ("best_before_us", "candidate_us", "best_after_us")]
+        per = [sum_by_class((d.cls, getattr(d, f)) for d in keep.units)
+               for f in ("best_before_us", "candidate_us", "best_after_us")]  # several units per class: summed
         return GpuTimeJudgement(keep=keep, outcome=keep.outcome, floor=keep.floor, spread_pct=keep.spread_pct,
                                 record_spread_pct=keep.spread_pct, class_gpu_us=per[1] if mapped else None,
                                 class_rows=class_rows(*per) if mapped else None)
@@ -106,14 +108,6 @@ def judge_profiles(p: Profiles, kernel_regex: str | None, policy: Policy, recent
                     f"{spread:.3f}%; {floor.shown()})")
     return GpuTimeJudgement(keep=keep, outcome=keep_outcome(keep), floor=floor, spread_pct=spread,
                             record_spread_pct=spread)
-
-
-def _per_class(units: Sequence, field: str) -> dict[str, float]:
-    """A UnitDelta field (us) per config class, summed over the class's units (one or several)."""
-    out: dict[str, float] = {}
-    for d in units:
-        out[d.cls] = out.get(d.cls, 0.0) + getattr(d, field)
-    return out
 
 
 def keep_outcome(keep: KeepDecision) -> MeasuredOutcome:

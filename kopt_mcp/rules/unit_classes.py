@@ -15,7 +15,7 @@ exactly one of the two orders fits; else None (no per-class figures, as before).
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 #: units of one config class measure the same work: BEST's per-invocation medians within this share
 CLASS_TOL = 0.10
@@ -49,4 +49,12 @@ def unit_classes(times: Sequence[float], n_classes: int) -> list[int] | None:
     return fit[0] if len(fit) == 1 else None
 
 
-__all__ = ["CLASS_TOL", "unit_classes"]
+def sum_by_class(pairs: Iterable[tuple[str, float]]) -> dict[str, float]:
+    """(class key, us) per unit -> us per class, summed over the class's units, in first-seen order."""
+    out: dict[str, float] = {}
+    for cls, us in pairs:
+        out[cls] = out.get(cls, 0.0) + us
+    return out
+
+
+__all__ = ["CLASS_TOL", "sum_by_class", "unit_classes"]

@@ -46,7 +46,7 @@ from kopt_mcp.rules.decision import Code, MeasuredOutcome
 from kopt_mcp.rules.floor import GainFloor, gpu_gain_floor
 from kopt_mcp.rules.keep_totals import KeepDecision
 from kopt_mcp.rules.policy import Policy
-from kopt_mcp.rules.unit_classes import unit_classes
+from kopt_mcp.rules.unit_classes import sum_by_class, unit_classes
 from kopt_mcp.rules.unit_figures import UnitFigures, figures
 
 #: a candidate unit with this much larger a share of invocations without a target launch skipped work
@@ -114,8 +114,8 @@ def _aggregate(b1: list[float], c: list[float], b2: list[float], se: list[tuple[
 def _class_names(n: int, classes: Sequence[str], figs: list[UnitFigures]) -> list[str]:
     """Each target unit's config class key: unit k -> class k, or several units per class where
     rules/unit_classes.py tells them apart; else "unit k (label)"."""
-    of = unit_classes([f.target_us or 0.0 for f in figs], len(classes)) if classes else None
-    if of is not None and len(of) == n:
+    of = unit_classes([f.target_us or 0.0 for f in figs], len(classes))
+    if of is not None:
         return [classes[c] for c in of]
     return [f"unit {f.index + 1}" + (f" ({f.label})" if f.label else "") for f in figs]
 
@@ -264,13 +264,10 @@ def unit_gpu_times(units: Sequence[HarnessUnit], kernel_regex: str, classes: Seq
     if not figs:
         return None, None
     total = sum(f.target_us for f in figs)
-    of = unit_classes([f.target_us for f in figs], len(classes)) if classes else None
+    of = unit_classes([f.target_us for f in figs], len(classes))
     if of is None:
         return total, None
-    per: dict[str, float] = {}
-    for f, c in zip(figs, of):  # a class measured in several units: their medians summed
-        per[classes[c]] = per.get(classes[c], 0.0) + f.target_us
-    return total, per
+    return total, sum_by_class((classes[c], f.target_us) for f, c in zip(figs, of))
 
 
 __all__ = ["SKIPPED_SHARE", "UnitDelta", "UnitKeepDecision", "judge_units", "unit_gpu_times", "unit_spread_pct"]

@@ -368,12 +368,11 @@ def _start():
 HELPER_ARGV = ("torch/_inductor/compile_worker", "torch._inductor.compile_worker")
 
 
-def _is_helper(argv=None):
+def _is_helper():
     """True where this process is one of HELPER_ARGV (its command line as the interpreter got it)."""
     if os.environ.get("KOPT_CUPTI_TRACE_HELPERS") == "1":
         return False
-    words = " ".join(argv if argv is not None else getattr(sys, "orig_argv", None) or sys.argv)
-    words = words.replace(os.sep, "/")
+    words = " ".join(getattr(sys, "orig_argv", None) or sys.argv).replace(os.sep, "/")
     return any(h in words for h in HELPER_ARGV)
 
 
