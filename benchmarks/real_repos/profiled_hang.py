@@ -10,7 +10,7 @@ variant (and --repeat times), each in its own process group under a time limit:
 - `plain`: the command alone (one plain run's wall time, the yardstick);
 - `default`: profiled as a session profiles it (CuptiProfiler.wrap, collector mode);
 - `helpers-traced`: the same with KOPT_CUPTI_TRACE_HELPERS=1, i.e. torch inductor's compile-worker
-  sidecar traced too, as before 2026-11-28 (sitecustomize.HELPER_ARGV);
+  sidecar traced too, as before 2026-11-28 (sitecustomize.HELPER_ENTRY);
 - `no-units`: `default` with KOPT_CUPTI_UNITS=0 (no harness units: no API or external correlation records).
 
 A run still going at its limit is `hung`: before it is killed (the whole group) the process tree and a

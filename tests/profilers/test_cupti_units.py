@@ -238,14 +238,23 @@ for _ in range(10):
 '''
 
 
+def _installed_torch_helper(tmp_path: Path) -> Path:
+    """A stand-in torch package where the benchmark's interpreter finds `torch` (the site folder), with
+    its compile-worker entry point; returns that __main__.py."""
+    (tmp_path / "site" / "torch" / "__init__.py").parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "site" / "torch" / "__init__.py").write_text("")
+    helper = tmp_path / "site" / "torch" / "_inductor" / "compile_worker" / "__main__.py"
+    helper.parent.mkdir(parents=True)
+    helper.write_text(HELPER_MAIN)
+    return helper
+
+
 def test_torch_inductors_compile_worker_sidecar_is_not_traced(tmp_path):
     """torch.compile's compile-worker sidecar (a Popen of torch/_inductor/compile_worker/__main__.py
     that forks its pool) gets no CUPTI: the trace holds only the benchmark's 20 launches, one process.
     With KOPT_CUPTI_TRACE_HELPERS=1 it is traced, which shows the test can see it."""
     work = _tree(tmp_path)
-    helper = tmp_path / "torch" / "_inductor" / "compile_worker" / "__main__.py"
-    helper.parent.mkdir(parents=True)
-    helper.write_text(HELPER_MAIN)
+    helper = _installed_torch_helper(tmp_path)
     (work / "helper_bench.py").write_text(HELPER_BENCH)
     for traced in (False, True):
         out = tmp_path / f"out-{traced}"
@@ -259,3 +268,22 @@ def test_torch_inductors_compile_worker_sidecar_is_not_traced(tmp_path):
         calls = {k.name: k.calls for k in trace.kernels}
         assert calls == ({"k": 20, "helper_kernel": 1} if traced else {"k": 20})
         assert len(list(out.glob("cupti-*.json"))) == (2 if traced else 1)
+
+
+def test_a_look_alike_of_the_sidecar_outside_the_installed_torch_is_traced(tmp_path):
+    """The cheat: launch kernels from a script named like torch's compile worker (here in the work
+    folder, not in the torch the interpreter imports) so that the trace would not see them. It is
+    traced: only the installed torch's own entry point is left out."""
+    work = _tree(tmp_path)
+    _installed_torch_helper(tmp_path)
+    fake = work / "torch" / "_inductor" / "compile_worker" / "__main__.py"
+    fake.parent.mkdir(parents=True)
+    fake.write_text(HELPER_MAIN)
+    (work / "helper_bench.py").write_text(HELPER_BENCH)
+    out = tmp_path / "out"
+    out.mkdir()
+    cmd = CuptiProfiler().wrap(f"HELPER={fake} PYTHONPATH={tmp_path / 'site'} {sys.executable} helper_bench.py", out)
+    done = subprocess.run(["bash", "-c", cmd], cwd=work, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    trace = parse_cupti_dir(out, require_collector=True)
+    assert {k.name: k.calls for k in trace.kernels} == {"k": 20, "helper_kernel": 1}

@@ -363,17 +363,27 @@ def _start():
 #: helper processes that launch nothing a harness times, and that fork a pool right after start-up:
 #: torch inductor's compile-worker sidecar (subprocess.Popen of torch/_inductor/compile_worker/__main__.py,
 #: which then forks its compile pool). CUPTI started there leaves its threads and its hooks in the CUDA
-#: driver behind in every forked worker, the state in which a fork child can block for ever; so they are
-#: not traced (KOPT_CUPTI_TRACE_HELPERS=1: traced anyway, to compare)
-HELPER_ARGV = ("torch/_inductor/compile_worker", "torch._inductor.compile_worker")
+#: driver behind in every forked worker, the state in which a fork child can block for ever; so it is
+#: not traced (KOPT_CUPTI_TRACE_HELPERS=1: traced anyway, to compare). Only the entry point of the torch
+#: this interpreter imports counts: a look-alike script elsewhere (a way to hide launches) is traced
+HELPER_ENTRY = ("_inductor", "compile_worker", "__main__.py")
 
 
 def _is_helper():
-    """True where this process is one of HELPER_ARGV (its command line as the interpreter got it)."""
+    """True where this process runs the installed torch's HELPER_ENTRY (its command line as the
+    interpreter got it)."""
     if os.environ.get("KOPT_CUPTI_TRACE_HELPERS") == "1":
         return False
-    words = " ".join(getattr(sys, "orig_argv", None) or sys.argv).replace(os.sep, "/")
-    return any(h in words for h in HELPER_ARGV)
+    argv = getattr(sys, "orig_argv", None) or sys.argv
+    if not any("/".join(HELPER_ENTRY) in a.replace(os.sep, "/") for a in argv):
+        return False  # the common case: no package lookup at start-up
+    try:
+        spec = importlib.util.find_spec("torch")
+        roots = list(spec.submodule_search_locations or []) if spec is not None else []
+    except Exception:  # noqa: BLE001 - a broken torch install: trace the process
+        return False
+    entries = {os.path.realpath(os.path.join(root, *HELPER_ENTRY)) for root in roots}
+    return any(os.path.realpath(a) in entries for a in argv)
 
 
 if (_OUT or _SOCK) and not _is_helper():
