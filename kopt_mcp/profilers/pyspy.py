@@ -110,6 +110,29 @@ class PySpyProfiler:
         return KernelTrace(backend=self.name, kernels=[], total_gpu_us=0.0, warnings=warnings, cpu=profile)
 
 
+#: fewer samples than this in the benchmark's work (25 ms at RATE_HZ) say nothing about where its time
+#: goes: one or two samples of a few-ms run land wherever the run happened to be
+MIN_WORK_SAMPLES = 5
+
+
+def work_samples(profile: CpuProfile) -> int:
+    """How many samples of a sampled run fell in the benchmark's work: an innermost Python frame in
+    the repository's own code (also in the body of an own module being imported) or in a library
+    outside an import. Samples in the import machinery, or with no Python frame (interpreter start
+    and exit, a native call, a wait), are not work."""
+
+    own_leaf_pct = sum(f.self_pct for f in profile.functions if f.own)
+    return round((max(own_leaf_pct, profile.own_pct) + profile.library_pct) / 100.0 * profile.samples)
+
+
+def too_short_to_sample(profile: CpuProfile) -> bool:
+    """True when a sampled run holds fewer than MIN_WORK_SAMPLES samples of the benchmark's work
+    (`work_samples`): it ended, or only waited, before py-spy could see where its time goes (a toy of
+    a few ms on a slow machine, whose samples are interpreter start-up and imports)."""
+
+    return work_samples(profile) < MIN_WORK_SAMPLES
+
+
 class _Frame(BaseModel):
     name: str
     file: str = ""

@@ -16,7 +16,7 @@ from kopt_mcp.errors import ProfilerError, RefereeError
 from kopt_mcp.profilers.base import KernelTrace, target_gpu_time
 from kopt_mcp.profilers.bottleneck import classify, classify_cpu
 from kopt_mcp.profilers.kernel_names import short_kernel_name
-from kopt_mcp.profilers.pyspy import PySpyProfiler, pyspy_error
+from kopt_mcp.profilers.pyspy import PySpyProfiler, pyspy_error, too_short_to_sample, work_samples
 from kopt_mcp.referee.baseline import baseline, bench_result
 from kopt_mcp.referee.core import Progress, Session
 from kopt_mcp.referee.guards import run_note
@@ -146,6 +146,13 @@ def kernel_trace_analysis(sess: Session, top: int = 10, progress: Progress | Non
     note = run_note(sess, p.changes)
     if note:
         notes.append(note)
+    if p.trace.cpu is not None and too_short_to_sample(p.trace.cpu):
+        c = p.trace.cpu
+        return _no_trace(sess, prof.name, [
+            f"py-spy caught {work_samples(c)} samples of the benchmark's work (its own code, or libraries outside "
+            f"an import) among {c.samples} over {c.sampled_ms:.0f} ms ({c.import_pct:.0f}% imports, "
+            f"{c.no_python_pct:.0f}% outside Python): too few to say where the time goes. The run ended, or only "
+            "waited, too soon: make one run last a second or more to see it. " + CPU_INSTEAD])
     if p.trace.cpu is not None:
         return _cpu_trace(sess, p.trace, top, notes, run_dir, p.log_path)
     try:
@@ -175,9 +182,6 @@ def _cpu_trace(sess: Session, trace: KernelTrace, top: int, notes: list[str], ru
     cpu-bound class with its evidence, logged as a `trace` event."""
     cpu = trace.cpu.model_copy(update={"functions": trace.cpu.functions[:top]})
     bottleneck = classify_cpu(trace.cpu)
-    if not cpu.functions:
-        notes.append("py-spy sampled no running Python frame: the benchmark ran outside Python (a native "
-                     "binary?) or only waited (sleep, I/O, a lock). " + CPU_INSTEAD)
     sess.store.log("trace", run_dir=str(run_dir), device=sess.device_id, backend=trace.backend,
                    bottleneck=bottleneck.model_dump(), total_gpu_us=0.0,
                    functions=[{"function": f.function, "file": f.file, "line": f.line, "self_pct": f.self_pct,

@@ -13,8 +13,17 @@ import pytest
 from kopt_mcp.errors import ProfilerError
 from kopt_mcp.events import Trace
 from kopt_mcp.profilers import NoProfiler, PySpyProfiler, make_profiler
+from kopt_mcp.profilers.base import CpuProfile, FunctionStat
 from kopt_mcp.profilers.bottleneck import classify_cpu
-from kopt_mcp.profilers.pyspy import EXIT_FILE, parse_speedscope, pyspy_error, pyspy_path
+from kopt_mcp.profilers.pyspy import (
+    EXIT_FILE,
+    MIN_WORK_SAMPLES,
+    parse_speedscope,
+    pyspy_error,
+    pyspy_path,
+    too_short_to_sample,
+    work_samples,
+)
 from kopt_mcp.testing.toy import kernel_source
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "pyspy"
@@ -157,6 +166,49 @@ def test_a_benchmark_too_short_to_sample_says_what_to_do_instead(ref):
     result = ref.kernel_trace_analysis()  # the toy benchmark ends in a few ms
     assert not result.available and result.backend == "py-spy" and result.cpu is None
     assert len(result.notes) == 1
+
+
+def _cpu(own=0.0, library=0.0, imports=0.0, functions=(), samples=18):
+    return CpuProfile(functions=list(functions), samples=samples, rate_hz=200.0, sampled_ms=samples * 5.0,
+                      own_pct=own, library_pct=library, import_pct=imports,
+                      no_python_pct=round(100 - own - library - imports, 2))
+
+
+def _fn(name, own, self_pct):
+    return FunctionStat(function=name, file="kernel.py" if own else "json/decoder.py", line=1, own=own,
+                        self_ms=self_pct, total_ms=self_pct, self_pct=self_pct, total_pct=self_pct)
+
+
+def test_a_run_sampled_only_while_starting_up_holds_no_work():
+    # CI (2 cores, 2026-11-27) sampled the few-ms toy benchmark this way: 18 samples, 90 ms, no own code
+    p = _cpu(imports=55.56, functions=[_fn("_find_and_load", False, 55.56)])
+    assert (work_samples(p), too_short_to_sample(p)) == (0, True)
+    assert too_short_to_sample(_cpu())  # no Python frame at all: a native call or a wait
+
+
+def test_work_is_own_code_also_under_an_import_and_libraries_outside_one():
+    assert work_samples(_cpu(imports=90.0, functions=[_fn("busy_rows", True, 81.0)], samples=300)) == 243
+    assert work_samples(_cpu(own=40.0, library=20.0, imports=10.0, samples=300,
+                             functions=[_fn("rows", True, 40.0)])) == 180
+    few = _cpu(library=20.0, imports=50.0, samples=20)  # 4 samples in a library: below the minimum
+    assert (work_samples(few), MIN_WORK_SAMPLES, too_short_to_sample(few)) == (4, 5, True)
+    assert not too_short_to_sample(_cpu(library=25.0, imports=50.0, samples=20))
+    recorded = parse_speedscope(PROFILE, RECORDED_CWD)
+    assert work_samples(recorded) == round(recorded.samples * (recorded.own_pct + recorded.library_pct) / 100)
+    assert not too_short_to_sample(recorded)
+
+
+@needs_pyspy
+def test_a_benchmark_that_only_imports_says_its_work_was_too_short_to_sample(ref, tmp_path):
+    lib = tmp_path / "site-packages"  # an installed library that is slow to import, like torch
+    lib.mkdir()
+    (lib / "slowstart.py").write_text("import time\nt_end = time.monotonic() + 1.0\nwhile time.monotonic() < t_end:\n"
+                                      "    sum(i % 7 for i in range(20000))\n")
+    (ref.workspace_path / "kernel.py").write_text(
+        f"import sys\nsys.path.insert(0, {str(lib)!r})\nimport slowstart\n" + kernel_source({"1": 100.0}))
+    result = ref.kernel_trace_analysis()
+    assert not result.available and result.backend == "py-spy" and result.cpu is None
+    assert len(result.notes) == 1 and "caught 0 samples of the benchmark's work" in result.notes[0]
 
 
 def test_without_a_sampling_profiler_the_cpu_trace_is_unavailable(ref, monkeypatch):
