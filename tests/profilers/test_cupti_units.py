@@ -115,15 +115,20 @@ def _tree(tmp_path: Path) -> Path:
     return work
 
 
-def test_each_timed_invocation_is_attributed_to_its_unit_and_nothing_outside_it(tmp_path):
-    work = _tree(tmp_path)
-    out = tmp_path / "out"
+def _traced(tmp_path: Path, work: Path, args: str, env: str = "", out_name: str = "out", timeout: int = 120):
+    """`python ARGS` run in `work` under the CUPTI profiler's wrapper with the stand-in cupti (the site
+    folder on PYTHONPATH; `env`: assignments before it): the parsed trace (collector required) and its
+    output folder. Asserts the command exited 0."""
+    out = tmp_path / out_name
     out.mkdir()
-    prof = CuptiProfiler()
-    cmd = prof.wrap(f"PYTHONPATH={tmp_path / 'site'} {sys.executable} bench.py", out)
-    done = subprocess.run(["bash", "-c", cmd], cwd=work, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    trace = parse_cupti_dir(out, require_collector=True)
+    cmd = CuptiProfiler().wrap(f"{env}PYTHONPATH={tmp_path / 'site'} {sys.executable} {args}", out)
+    done = subprocess.run(["bash", "-c", cmd], cwd=work, capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    return parse_cupti_dir(out, require_collector=True), out
+
+
+def test_each_timed_invocation_is_attributed_to_its_unit_and_nothing_outside_it(tmp_path):
+    trace, _ = _traced(tmp_path, _tree(tmp_path), "bench.py")
     units = trace.units
     assert [u.harness for u in units] == ["do_bench", "do_bench"]
     assert [u.invocations for u in units] == [46, 46]  # the first call, 5 estimates, 40 repetitions
@@ -137,13 +142,7 @@ def test_each_timed_invocation_is_attributed_to_its_unit_and_nothing_outside_it(
 
 
 def test_without_markers_the_same_stream_is_segmented_at_the_flush_kernel(tmp_path, monkeypatch):
-    work = _tree(tmp_path)
-    out = tmp_path / "out"
-    out.mkdir()
-    cmd = CuptiProfiler().wrap(f"KOPT_CUPTI_UNITS=0 PYTHONPATH={tmp_path / 'site'} {sys.executable} bench.py", out)
-    done = subprocess.run(["bash", "-c", cmd], cwd=work, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    trace = parse_cupti_dir(out, require_collector=True)
+    trace, _ = _traced(tmp_path, _tree(tmp_path), "bench.py", env="KOPT_CUPTI_UNITS=0 ")
     assert trace.units is None
     units = trace_units(trace)
     assert [u.source for u in units] == ["segmented", "segmented"]
@@ -168,13 +167,7 @@ def test_pytest_benchmark_cases_are_units_with_their_calls_as_invocations(tmp_pa
     """The real pytest-benchmark plugin, its fixture patched as the injector imports it."""
     work = _tree(tmp_path)
     (work / "test_bench.py").write_text(PYTEST_BENCH)
-    out = tmp_path / "out"
-    out.mkdir()
-    cmd = CuptiProfiler().wrap(f"PYTHONPATH={tmp_path / 'site'} {sys.executable} -m pytest -q -p no:cacheprovider "
-                               "test_bench.py", out)
-    done = subprocess.run(["bash", "-c", cmd], cwd=work, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    units = parse_cupti_dir(out, require_collector=True).units
+    units = _traced(tmp_path, work, "-m pytest -q -p no:cacheprovider test_bench.py", timeout=300)[0].units
     assert [u.harness for u in units] == ["pytest-benchmark", "pytest-benchmark"]
     assert units[0].label == "test_rms" and units[0].invocations == 20
     assert set(units[0].per_invocation["fwd_kernel"].values()) == {7.0}
@@ -257,14 +250,8 @@ def test_torch_inductors_compile_worker_sidecar_is_not_traced(tmp_path):
     helper = _installed_torch_helper(tmp_path)
     (work / "helper_bench.py").write_text(HELPER_BENCH)
     for traced in (False, True):
-        out = tmp_path / f"out-{traced}"
-        out.mkdir()
-        env = "KOPT_CUPTI_TRACE_HELPERS=1 " if traced else ""
-        cmd = CuptiProfiler().wrap(f"{env}HELPER={helper} PYTHONPATH={tmp_path / 'site'} {sys.executable} helper_bench.py",
-                                   out)
-        done = subprocess.run(["bash", "-c", cmd], cwd=work, capture_output=True, text=True, timeout=120)
-        assert done.returncode == 0, done.stderr
-        trace = parse_cupti_dir(out, require_collector=True)
+        env = ("KOPT_CUPTI_TRACE_HELPERS=1 " if traced else "") + f"HELPER={helper} "
+        trace, out = _traced(tmp_path, work, "helper_bench.py", env=env, out_name=f"out-{traced}")
         calls = {k.name: k.calls for k in trace.kernels}
         assert calls == ({"k": 20, "helper_kernel": 1} if traced else {"k": 20})
         assert len(list(out.glob("cupti-*.json"))) == (2 if traced else 1)
@@ -280,10 +267,5 @@ def test_a_look_alike_of_the_sidecar_outside_the_installed_torch_is_traced(tmp_p
     fake.parent.mkdir(parents=True)
     fake.write_text(HELPER_MAIN)
     (work / "helper_bench.py").write_text(HELPER_BENCH)
-    out = tmp_path / "out"
-    out.mkdir()
-    cmd = CuptiProfiler().wrap(f"HELPER={fake} PYTHONPATH={tmp_path / 'site'} {sys.executable} helper_bench.py", out)
-    done = subprocess.run(["bash", "-c", cmd], cwd=work, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    trace = parse_cupti_dir(out, require_collector=True)
+    trace, _ = _traced(tmp_path, work, "helper_bench.py", env=f"HELPER={fake} ")
     assert {k.name: k.calls for k in trace.kernels} == {"k": 20, "helper_kernel": 1}
