@@ -134,25 +134,25 @@ def kernel_trace_analysis(sess: Session, top: int = 10, progress: Progress | Non
         progress(0, 1, f"profiling the workspace with {prof.name}")
     tree = sess.workspace_tree()
     p = sess.profile(prof, tree, run_dir)
+    note = run_note(sess, p.changes)
+    changed = [note] if note else []  # what the run changed: said whether or not a trace came back
     if p.trace is None and prof.name == PySpyProfiler.name:
         why = pyspy_error(Path(p.log_path)) or p.error
         return _no_trace(sess, prof.name, [
             f"py-spy could not profile the benchmark: {why} (log: {p.log_path}). It samples Python processes, "
             "and only while they run: a command that starts none, or ends within a fraction of a second, leaves "
-            "nothing to sample; it also must read its child's memory (Yama ptrace_scope 0 or 1). " + CPU_INSTEAD])
+            "nothing to sample; it also must read its child's memory (Yama ptrace_scope 0 or 1). " + CPU_INSTEAD,
+            *changed])
     if p.trace is None:
         raise RefereeError(f"profiling failed: {p.error} (log: {p.log_path})")
-    notes = list(p.trace.warnings)
-    note = run_note(sess, p.changes)
-    if note:
-        notes.append(note)
     if p.trace.cpu is not None and too_short_to_sample(p.trace.cpu):
         c = p.trace.cpu
         return _no_trace(sess, prof.name, [
             f"py-spy caught {work_samples(c)} samples of the benchmark's work (its own code, or libraries outside "
             f"an import) among {c.samples} over {c.sampled_ms:.0f} ms ({c.import_pct:.0f}% imports, "
             f"{c.no_python_pct:.0f}% outside Python): too few to say where the time goes. The run ended, or only "
-            "waited, too soon: make one run last a second or more to see it. " + CPU_INSTEAD])
+            "waited, too soon: make one run last a second or more to see it. " + CPU_INSTEAD, *changed])
+    notes = list(p.trace.warnings) + changed
     if p.trace.cpu is not None:
         return _cpu_trace(sess, p.trace, top, notes, run_dir, p.log_path)
     try:
