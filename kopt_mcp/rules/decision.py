@@ -49,6 +49,7 @@ class Code(StrEnum):
     SKIPPED_WORK = "skipped_work"                  # fewer launches than the fixed benchmark makes
     OTHER_KERNEL_GREW = "other_kernel_grew"        # the operation got slower: another kernel of the timed call grew
     GPU_TIME_DIVERGENT = "gpu_time_divergent"      # faster overall, one config class significantly slower
+    OPERATION_DIVERGENT = "operation_divergent"    # target kernels faster, the whole operation of some class slower
     COMPILED_CODE_UNCHANGED = "compiled_code_unchanged"  # target kernels compiled and launched as BEST's
     PROFILER_LOST = "profiler_lost"                # the session's keep metric is GPU time, no profiler now
     SCRIPT_ONLY = "script_only"                    # no profiler on this device: the script metric decided

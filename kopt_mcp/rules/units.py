@@ -55,7 +55,8 @@ SKIPPED_SHARE = 0.25
 
 class UnitDelta(BaseModel):
     """One target unit (a config class): BEST's median per invocation before and after (us), the
-    candidate's, its gain (%), BEST's A/A spread (%) and the class's own floor (%)."""
+    candidate's, its gain (%), BEST's A/A spread (%) and the class's own floor (%); the same for the
+    whole operation of the unit's invocations (`op_*`: every non-utility kernel, us and %)."""
 
     unit: int
     cls: str
@@ -66,6 +67,13 @@ class UnitDelta(BaseModel):
     spread_pct: float
     floor_pct: float
     significant_loss: bool = False
+    op_best_before_us: float | None = None
+    op_best_after_us: float | None = None
+    op_candidate_us: float | None = None
+    op_gain_pct: float | None = None
+    op_floor_pct: float | None = None
+    #: the whole operation of this unit is slower beyond its own floor, and significantly so
+    op_significant_loss: bool = False
 
 
 class UnitKeepDecision(KeepDecision):
@@ -177,19 +185,52 @@ def _decide(fb: list[UnitFigures], fc: list[UnitFigures], fa: list[UnitFigures],
     floor = gpu_gain_floor([*recent, spread], spread, policy.min_gpu_gain_pct)
     deltas = []
     for j, k in enumerate(pick):
-        b1, c, b2 = fb[k].target_us or 0.0, fc[k].target_us or 0.0, fa[k].target_us or 0.0
-        mean = (b1 + b2) / 2.0
-        own = abs(b2 - b1) / mean * 100.0 if mean > 0 else 0.0
-        gain = (1.0 - c / mean) * 100.0 if mean > 0 else 0.0
-        se = math.sqrt((fb[k].target_se_rel ** 2 + fa[k].target_se_rel ** 2) / 4.0 + fc[k].target_se_rel ** 2) * 100.0
-        own_floor = class_margin_pct(floor.pct, own)
-        deltas.append(UnitDelta(unit=fb[k].index, cls=names[j], best_before_us=b1, best_after_us=b2, candidate_us=c,
-                                gain_pct=gain, spread_pct=own, floor_pct=own_floor,
-                                significant_loss=gain < -own_floor and gain + z * se < -policy.min_gpu_gain_pct))
+        tg = _unit_gain(fb[k], fc[k], fa[k], "target", floor.pct, z, policy.min_gpu_gain_pct)
+        og = _unit_gain(fb[k], fc[k], fa[k], "op", floor.pct, z, policy.min_gpu_gain_pct)
+        deltas.append(UnitDelta(unit=fb[k].index, cls=names[j], best_before_us=tg.b1, best_after_us=tg.b2,
+                                candidate_us=tg.c, gain_pct=tg.gain, spread_pct=tg.own, floor_pct=tg.floor,
+                                significant_loss=tg.loss, op_best_before_us=og.b1, op_best_after_us=og.b2,
+                                op_candidate_us=og.c, op_gain_pct=og.gain, op_floor_pct=og.floor,
+                                op_significant_loss=og.loss))
     base = {"gpu_best_us": t.best_us, "lower_bound_pct": t.lo, "upper_bound_pct": t.hi, "op_delta_pct": op.gain,
             "floor": floor, "spread_pct": spread, "units": deltas, "source": source}
-    return _outcome(t, op, floor, deltas, policy, base, _grew([fb[k] for k in pick], [fc[k] for k in pick],
-                                                             [fa[k] for k in pick]))
+    op_worse = list(dict.fromkeys(d.cls for d in deltas if d.op_significant_loss))
+    grew = _grew_in(fb, fc, fa, pick, deltas, op_worse) if op_worse else _grew(
+        [fb[k] for k in pick], [fc[k] for k in pick], [fa[k] for k in pick])
+    return _outcome(t, op, floor, deltas, policy, base, grew, op_worse)
+
+
+class _UnitGain(BaseModel):
+    b1: float
+    c: float
+    b2: float
+    gain: float
+    own: float
+    floor: float
+    loss: bool
+
+
+def _unit_gain(b: UnitFigures, c: UnitFigures, a: UnitFigures, what: str, floor_pct: float, z: float,
+               min_gain_pct: float) -> _UnitGain:
+    """One unit's gain (%) on `what` ("target" or "op"), BEST's A/A spread there (%), the unit's own
+    floor (rules/class_split.py class_margin_pct) and whether it lost beyond that floor significantly
+    (its upper bound below -min_gain_pct)."""
+    b1, cv, b2 = (getattr(f, f"{what}_us") or 0.0 for f in (b, c, a))
+    mean = (b1 + b2) / 2.0
+    own = abs(b2 - b1) / mean * 100.0 if mean > 0 else 0.0
+    gain = (1.0 - cv / mean) * 100.0 if mean > 0 else 0.0
+    se = math.sqrt((getattr(b, f"{what}_se_rel") ** 2 + getattr(a, f"{what}_se_rel") ** 2) / 4.0
+                   + getattr(c, f"{what}_se_rel") ** 2) * 100.0
+    own_floor = class_margin_pct(floor_pct, own)
+    return _UnitGain(b1=b1, c=cv, b2=b2, gain=gain, own=own, floor=own_floor,
+                     loss=gain < -own_floor and gain + z * se < -min_gain_pct)
+
+
+def _grew_in(fb: list[UnitFigures], fc: list[UnitFigures], fa: list[UnitFigures], pick: list[int],
+             deltas: list[UnitDelta], classes: list[str]) -> str | None:
+    """The kernel that grew most over the units of `classes` (`_grew` restricted to them)."""
+    keep = [k for k, d in zip(pick, deltas) if d.cls in classes]
+    return _grew([fb[k] for k in keep], [fc[k] for k in keep], [fa[k] for k in keep])
 
 
 def _moved_pct(t: _Agg, op: _Agg) -> float:
@@ -200,8 +241,10 @@ def _moved_pct(t: _Agg, op: _Agg) -> float:
 
 
 def _outcome(t: _Agg, op: _Agg, floor: GainFloor, deltas: list[UnitDelta], policy: Policy, base: dict,
-             grew: str | None) -> UnitKeepDecision:
-    """Step 5: regressed / improved / divergent / tie, with the code and the reason's numbers."""
+             grew: str | None, op_worse: list[str] = ()) -> UnitKeepDecision:
+    """Step 5: regressed / improved / divergent / tie, with the code and the reason's numbers.
+    `op_worse`: classes whose whole operation lost beyond their own floor, significantly; `grew`: the
+    kernel that grew most (in those classes where there are any)."""
     m = policy.min_gpu_gain_pct
     how = (f"GPU time per invocation of the harness's {len(deltas)} unit(s) ({base['source']}): {t.best_us:.1f} -> "
            f"{t.cand_us:.1f} us, {t.gain:+.3f}% ({policy.confidence * 100:g}% bounds {t.lo:+.3f}..{t.hi:+.3f}%); "
@@ -215,6 +258,16 @@ def _outcome(t: _Agg, op: _Agg, floor: GainFloor, deltas: list[UnitDelta], polic
         return UnitKeepDecision(kept=False, outcome="regressed", code=code, grew=grew, reason=(
             f"slower beyond the GPU-time floor: {how}{named}"), **kw)
     if t.gain > floor.pct and t.lo > m:
+        if op_worse:  # a trade-off between classes, not an improvement (issue 34 item 3)
+            shown = "; ".join(f"{d.cls} {d.op_gain_pct:+.2f}% (floor {d.op_floor_pct:.3g}%)"
+                              for d in deltas if d.cls in op_worse and d.op_gain_pct is not None)
+            named = f"; grew most there: {grew}" if grew else ""
+            return UnitKeepDecision(kept=False, outcome="divergent", code=Code.OPERATION_DIVERGENT,
+                                    divergent_classes=op_worse, grew=grew, reason=(
+                                        f"the target kernels got faster ({how}), but the whole operation of class(es) "
+                                        f"{', '.join(op_worse)} got slower beyond their floor ({shown}){named}: a "
+                                        "trade-off between config classes, not an improvement; keep the winner behind "
+                                        "dispatch for the classes where the whole operation gains"), **kw)
         moved = _moved_pct(t, op)
         if moved > floor.pct and not (op.gain > floor.pct and op.lo > m):
             named = f" (grew most: {grew})" if grew else ""
