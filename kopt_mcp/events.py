@@ -225,6 +225,8 @@ class Attempt(_OnSlot):
     #: compiled-code provenance: {"best", "candidate": {"code": {kernel: [cubin sha256]}, "launches": [...]},
     #: "unchanged": bool} (rules/provenance.py); absent where the trace recorded no code
     provenance: dict[str, Any] | None = None
+    #: the verdict's runs, wall time (s) and x one plain run (results.Cost); absent before 2026-12-02
+    cost: dict | None = None
     #: paired rounds that ran under foreign load (rules/load.py), and every round's load figures:
     #: {"under_load": [round index], "counted": [...], "code", "reason", "rounds": [{"runs": [RunLoad]}]}
     rounds_under_load: int | None = None
@@ -261,6 +263,8 @@ class Commit(_OnSlot):
     #: why it was committed or refused, stable (kopt_mcp.rules.decision.Code: still_better, confirmed,
     #: unconfirmed, script_only, ...); absent in records written before commit codes existed
     code: str | None = None
+    #: the re-measure's runs, wall time (s) and x one plain run (results.Cost); absent before 2026-12-02
+    cost: dict | None = None
 
 
 class CommitRefused(_OnSlot):
@@ -273,6 +277,8 @@ class CommitRefused(_OnSlot):
     code: str | None = None
     reason: str = ""
     patch: str | None = None
+    #: the re-measure's runs, wall time (s) and x one plain run (results.Cost); absent before 2026-12-02
+    cost: dict | None = None
 
 
 class Revert(_OnSlot):

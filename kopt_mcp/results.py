@@ -198,6 +198,23 @@ class WarmupResult(BaseModel):
     log_tail: str
 
 
+class Cost(BaseModel):
+    """What a verdict or a commit spent (issue 34 item 6): benchmark runs (profiled or plain, the
+    out-of-process confirmation's included), their wall time (s) and that time as a multiple of one
+    plain run of the benchmark (`plain_run_s`, the baseline's median run; None before one)."""
+
+    runs: int = Field(ge=0)
+    wall_s: float = Field(ge=0.0)
+    plain_run_s: float | None = None
+    x_plain_run: float | None = Field(None, description="wall_s / plain_run_s: the cost in plain runs")
+
+    @classmethod
+    def of(cls, runs: int, wall_s: float, plain_run_s: float | None) -> Cost:
+        """The cost of `runs` runs taking `wall_s` seconds against one plain run of `plain_run_s` s."""
+        x = round(wall_s / plain_run_s, 2) if plain_run_s and plain_run_s > 0 else None
+        return cls(runs=runs, wall_s=round(wall_s, 3), plain_run_s=plain_run_s, x_plain_run=x)
+
+
 class VerdictResult(BaseModel):
     """save_and_test: the verdict on the candidate, the numbers behind it, and what to do next."""
 
@@ -237,6 +254,9 @@ class VerdictResult(BaseModel):
     stop_reason: str | None
     warnings: list[str]
     next_actions: list[str]
+    cost: Cost | None = Field(None, description=(
+        "what the verdict spent: benchmark runs (profiled or plain), their wall time (s) and that as a multiple of "
+        "one plain run of the benchmark"))
     omitted: Omitted | None = Field(None, description=OMITTED)
 
 
@@ -273,6 +293,9 @@ class CommitResult(BaseModel):
     included: list[str] = Field(default_factory=list, description=(
         "[commit] include result files committed with the keep, as the re-measure's run of the tested tree "
         "wrote them"))
+    cost: Cost | None = Field(None, description=(
+        "the re-measure's benchmark runs (the out-of-process confirmation's included), their wall time (s) and "
+        "that as a multiple of one plain run"))
     overtaken_rounds: int = Field(default=0, ge=0, description=(
         "earlier commit rounds overtaken: another slot moved BEST_COMMIT during their re-measure, so the "
         "candidate was re-applied onto the newest BEST and measured again (0: none)"))

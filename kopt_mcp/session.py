@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 from enum import Enum
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
@@ -22,6 +23,7 @@ from kopt_mcp.errors import SessionError
 from kopt_mcp.rules.decision import Verdict
 from kopt_mcp.rules.percent import spread_pct
 from kopt_mcp.rules.repair import RepairState
+from kopt_mcp.rules.script import Round
 from kopt_mcp.rules.stop import RegressionCounter, RegressionNote
 
 #: groups of repeated BEST runs (one per lease) kept for the noise estimate of rules/stats.py
@@ -96,15 +98,22 @@ class PendingImprovement(BaseModel):
     #: `vendor` ("cpu", "nvidia", ...): commit_improvement applies rules.script_only.script_only_commit
     script_only: bool = False
     vendor: str = ""
+    #: the script-metric rounds the verdict counted ({"best": {class: value}, "candidate": {...}} each):
+    #: a script-metric keep's commit re-measure is judged together with them by the verdict's rule
+    verdict_rounds: list[Round] = Field(default_factory=list)
 
 
 class LastVerdict(BaseModel):
-    """The latest verdict, for status."""
+    """The latest verdict, for status. `commit`: what commit_improvement then did with an `improved`
+    verdict ("refused": not committed, the candidate reverted; None: nothing yet, or committed, when
+    BEST_COMMIT moved), `commit_code` its code (kopt_mcp.rules.decision.Code) and `reason` its words."""
 
     attempt: int
     verdict: Verdict
     target: str
     reason: str
+    commit: Literal["refused"] | None = None
+    commit_code: str | None = None
 
 
 class SessionState(BaseModel):
@@ -143,6 +152,9 @@ class SessionState(BaseModel):
     #: number of times (a time-driven harness: do_bench and the like); it never turns False, since
     #: two runs of such a harness can happen to launch as often (rules.keep.judge_groups `time_driven`)
     launch_counts_vary: bool = False
+    #: the wall time (s) of one plain run of the benchmark (the baseline's median run), the unit a
+    #: verdict's and a commit's cost is counted in (results.Cost); None before the baseline
+    plain_run_s: float | None = None
     #: files (repo-relative) that the unchanged benchmark writes itself (seen changed after a run of
     #: BEST_COMMIT): ignored by the post-run check and the diff guard, never committed (a commit
     #: keeps BEST's version). A protected file is never one.
@@ -228,8 +240,13 @@ class SessionState(BaseModel):
         if self.phase == Phase.needs_baseline:
             self.phase = Phase.ready
 
-    def commit_refused(self) -> None:
-        """commit_improvement did not keep the pending candidate (reverted): phase ready, counter reset."""
+    def commit_refused(self, code: str = "", reason: str = "") -> None:
+        """commit_improvement did not keep the pending candidate (reverted): phase ready, counter reset;
+        the latest verdict says it was refused, with `code` and `reason` (status shows the refused
+        state, never `improved`)."""
+        if self.last is not None and self.pending is not None and self.last.attempt == self.pending.attempt:
+            self.last = self.last.model_copy(update={"commit": "refused", "commit_code": code or None,
+                                                     "reason": reason or self.last.reason})
         self.dropped_candidate()
         self.in_progress = None
         self.reset_regressions()

@@ -154,9 +154,10 @@ paths = ["benchmark/scripts/", "test/"]
                   append="\n# kopt-mcp real-repository check: a comment, no code change\n"),
         # not a win of the operation (4 x H200, 2026-11-27): the backward kernel ran 18.4% faster, but torch's sum
         # over the 4x larger dW partial buffer took most of it back (whole step +1.6%, within the floor):
-        # other_kernel_grew (it was named `win` until then). A launch-only change (same compiled code, other
+        # other_kernel_grew (it was named `win` until then); per config class the whole operation of the small-T
+        # classes got slower: divergent (operation_divergent, issue 34 item 3). A launch-only change (same compiled code, other
         # grid): provenance judges it as usual
-        Candidate("more-programs", "tie",
+        Candidate("more-programs", "divergent",
                   "backward: 4 programs per SM instead of 1 (more loads in flight in the row loop)", LIGER_OPS,
                   old=LIGER_SM, new="    sm_count *= 4  # more programs: more memory requests in flight\n" + LIGER_SM),
         Candidate("slowdown", "regressed", "forward: the kernel launched twice (a wasted extra pass)", LIGER_OPS,

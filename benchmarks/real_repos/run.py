@@ -87,7 +87,14 @@ def verdict_record(cand, v, secs: float) -> dict:
             "target_deltas_pct": v.target_deltas_pct, "divergent_classes": v.divergent_classes,
             "class_errors": v.class_errors, "warnings": v.warnings,
             "classes": [{"key": c.key, "best": c.best, "candidate": c.candidate, "mean_pct": c.mean_pct}
-                        for c in v.classes]}
+                        for c in v.classes],
+            "cost": v.cost.model_dump() if getattr(v, "cost", None) is not None else None}
+
+
+def commit_record(c, secs: float) -> dict:
+    """The numbers of one commit_improvement (CommitResult) for the results file."""
+    return {"committed": c.committed, "code": str(c.code), "reason": c.reason, "seconds": round(secs, 1),
+            "commit": c.commit, "cost": c.cost.model_dump() if c.cost is not None else None}
 
 
 def write(out: Path, project: Project, result: dict) -> None:
@@ -124,7 +131,15 @@ def write(out: Path, project: Project, result: dict) -> None:
         lines.append(f"| {r['candidate']} | {r['expected']} | {r['verdict']} | {r.get('code')} | "
                      f"{'yes' if r['right'] else 'NO'} | {gpu} | {gd} | {fl} | {mean} | {r.get('benchmark_runs')} | "
                      f"{r['seconds']} | {times} |")
-    lines += [""] + [f"- {r['candidate']}: {r['reason']}" for r in result["verdicts"]]
+    for r in result["verdicts"]:
+        c = r.get("commit")
+        if c:
+            cost = c.get("cost") or {}
+            lines.append(f"| {r['candidate']}: commit | committed | {'committed' if c['committed'] else 'refused'} | "
+                         f"{c['code']} | {'yes' if c['committed'] else 'NO'} | | | | | {cost.get('runs')} | "
+                         f"{c['seconds']} | {cost.get('x_plain_run')} |")
+    lines += [""] + [f"- {r['candidate']}: {r['reason']}" + (f" COMMIT: {r['commit']['reason']}" if r.get("commit") else "")
+                     for r in result["verdicts"]]
     if result.get("skipped"):
         lines += ["", f"Not run (deadline): {', '.join(result['skipped'])}"]
     (out / f"{project.name}.md").write_text("\n".join(lines) + "\n")
@@ -151,6 +166,9 @@ def main() -> int:
                     help="commit init's proposal, unedited, as kopt.toml (instead of the hand-finished one of projects.py)")
     ap.add_argument("--toml", type=Path, default=None,
                     help="commit this file as kopt.toml (e.g. a recorded init proposal); implies --skip-init")
+    ap.add_argument("--commit-wins", action="store_true",
+                    help="commit an `improved` candidate (commit_improvement: the re-measure and the out-of-process "
+                         "confirmation) instead of reverting it")
     ap.add_argument("--only", default=None, help="comma-separated candidate names (default: all, in order)")
     ap.add_argument("--lease-dir", type=Path, default=None,
                     help="the GPU lease files (default: a folder of this run's own); sessions that share a host "
@@ -238,7 +256,13 @@ def main() -> int:
             result["verdicts"].append(rec)
             code |= 0 if rec["right"] else 1
             print(f"{cand.name}: {v.verdict} (expected {cand.expected}) in {rec['seconds']} s: {v.reason[:400]}", flush=True)
-            if v.verdict in ("improved", "incorrect", "divergent"):
+            if v.verdict == "improved" and a.commit_wins:  # the keep stands from verdict to commit (issue 34)
+                t = time.perf_counter()
+                c = ref.commit_improvement(cand.hypothesis)
+                rec["commit"] = commit_record(c, time.perf_counter() - t)
+                print(f"{cand.name}: commit {c.committed} ({c.code}) in {rec['commit']['seconds']} s: {c.reason[:400]}",
+                      flush=True)
+            elif v.verdict in ("improved", "incorrect", "divergent"):
                 ref.revert_to_best(f"real-repository check: {cand.name} done")
             write(a.out, project, result)
     finally:

@@ -10,6 +10,7 @@ the session); commit_improvement's re-measure uses the same record and helpers."
 from __future__ import annotations
 
 import math
+import time
 
 from kopt_mcp import vcs
 from kopt_mcp.errors import Cancelled, DeviceLost, ProfilerError, RefereeError, StateSaveError, Tampered, VerdictError
@@ -21,9 +22,9 @@ from kopt_mcp.referee.profiled import judge_profiled
 from kopt_mcp.referee.recovery import stop as stop_session
 from kopt_mcp.referee.runs import Attempt, measure_run
 from kopt_mcp.referee.state_guard import ensure_patch
-from kopt_mcp.results import VerdictResult
+from kopt_mcp.results import Cost, VerdictResult
 from kopt_mcp.rules.decision import Code
-from kopt_mcp.rules.load import RoundLoad, decide_counted
+from kopt_mcp.rules.load import LOAD_EXTRA_ROUNDS, RoundLoad, can_measure_more, decide_counted
 from kopt_mcp.rules.protect import touched_protected, unsafe_symlinks
 from kopt_mcp.rules.repair import after_incorrect
 from kopt_mcp.rules.script import GLOBAL, Round
@@ -136,7 +137,7 @@ def _judge(sess: Session, a: Attempt, progress: Progress | None) -> VerdictResul
         return judge_profiled(sess, a, prof, progress, finish, _incorrect, _improved)
     g = sess.policy
     # progress counts runs: the first pair, at most max_rounds - 1 more pairs, then 3 profiled runs
-    total = 2.0 + 2.0 * (g.max_rounds - 1) + (3.0 if profiled else 0.0)
+    total = 2.0 + 2.0 * (g.max_rounds - 1 + LOAD_EXTRA_ROUNDS) + (3.0 if profiled else 0.0)
     if progress:
         progress(0, total, f"attempt {a.n}: run 1: the candidate")
     cand = measure_run(sess, a, a.tree, "candidate")
@@ -161,7 +162,7 @@ def _judge(sess: Session, a: Attempt, progress: Progress | None) -> VerdictResul
     policy, s, hib = (g.screen() if screening else g), sess.state, sess.cfg.benchmark.higher_is_better
     try:
         d, a.load = decide_counted(rounds, loads, a.target, hib, policy, s.noise_history,
-                                   can_measure=len(rounds) < policy.script_rounds)
+                                   can_measure=can_measure_more(loads, policy, policy.script_rounds))
         while d.needs_round:
             if progress:
                 progress(2 * len(rounds), total, f"attempt {a.n}: runs {2 * len(rounds) + 1}-"
@@ -176,12 +177,13 @@ def _judge(sess: Session, a: Attempt, progress: Progress | None) -> VerdictResul
             rounds.append(Round(best=b2.values(), candidate=c2.values()))
             loads.append(RoundLoad(runs=[b2.load, c2.load]))
             d, a.load = decide_counted(rounds, loads, a.target, hib, policy, s.noise_history,
-                                       can_measure=len(rounds) < policy.script_rounds)
+                                       can_measure=can_measure_more(loads, policy, policy.script_rounds))
     except VerdictError as e:
         return finish(sess, a, "failed", str(e), revert=True, reset=True, code=Code.BAD_TARGET)
     counted = [rounds[i] for i in a.load.counted] or rounds  # runs under foreign load are not the noise of now
     s.record_best_runs([r.best for r in counted])  # BEST ran len(rounds) times in this lease
     a.decision, a.rounds, a.cand_run_values = d, len(rounds), [r.candidate for r in counted]
+    a.counted_rounds = counted
     if d.outcome != "improved":
         return finish(sess, a, d.outcome, d.reason, revert=True, reset=d.outcome != "regressed", code=d.code)
     if progress and profiled:
@@ -233,7 +235,7 @@ def _improved(sess: Session, a: Attempt, reason: str, code: Code) -> VerdictResu
         kernels=sess.state.best.kernels, target_delta_pct=sum(d.target_deltas_pct) / len(d.target_deltas_pct),
         metric_used=keep.metric_used, base=sess.state.best.commit,
         gpu_best_us=keep.gpu_best_us, gpu_floor_pct=a.gpu_floor_pct, candidate_run_metrics=a.cand_run_values,
-        verdict=summary, script_only=script_only, vendor=vendor))
+        verdict=summary, script_only=script_only, vendor=vendor, verdict_rounds=list(a.counted_rounds)))
     return finish(sess, a, "improved", reason, revert=False, code=code)
 
 
@@ -264,6 +266,7 @@ def finish(sess: Session, a: Attempt, verdict: str, reason: str, revert: bool, r
     elif reset:
         s.reset_regressions()
     s.ruled(n, verdict, a.target, reason)
+    cost = Cost.of(len(a.runs), time.monotonic() - a.t0, s.plain_run_s)  # issue 34 item 6
     # queued, not written: the verdict record, the phase and the end of the job are committed
     # together by the next save (see referee/core.py), so a kill never leaves a verdict in the
     # ledger that recovery would contradict with `interrupted`
@@ -274,7 +277,7 @@ def finish(sess: Session, a: Attempt, verdict: str, reason: str, revert: bool, r
                 **({"provenance": a.provenance} if a.provenance else {}),
                 **({"rounds_under_load": len(a.load.under_load), "load": a.load.model_dump(mode="json")}
                    if a.load is not None else {}),
-                **({"lost_devices": a.lost_devices} if a.lost_devices else {}))
+                **({"lost_devices": a.lost_devices} if a.lost_devices else {}), cost=cost.model_dump())
     if verdict == "regressed" and should_stop(s.regressions, sess.policy.max_consecutive_regressions):
         stop = f"{s.regressions.consecutive} consecutive measured regressions"
     s.end_job()  # the verdict and the phase are saved together with the end of the job
@@ -291,7 +294,7 @@ def finish(sess: Session, a: Attempt, verdict: str, reason: str, revert: bool, r
         rounds_under_load=len(a.load.under_load) if a.load is not None else 0,
         repairs_left=repairs_left, patch_path=str(patch_path), run_dirs=a.runs, device=sess.device,
         consecutive_regressions=s.regressions.consecutive, stopped=s.phase == Phase.stopped,
-        stop_reason=s.stop_reason, warnings=a.warnings, next_actions=next_actions(s))
+        stop_reason=s.stop_reason, warnings=a.warnings, next_actions=next_actions(s), cost=cost)
 
 
 def _left_out_warning(paths: list[str]) -> str:

@@ -40,7 +40,7 @@ def baseline(sess: Session, progress: Progress | None) -> BenchmarkResult:
     prof = sess.profiler()
     profiles_due = BASELINE_PROFILES if prof.name != "none" else 0
     steps = runs + profiles_due  # the progress total
-    group, m = [], None
+    group, m, walls = [], None, []
     best_tree = vcs.tree_of(sess.ws, sess.state.best.commit)
     for i in range(runs):
         if progress:
@@ -56,7 +56,9 @@ def baseline(sess: Session, progress: Progress | None) -> BenchmarkResult:
                 f"repository or kopt.toml and start again. Log: {mi.run.log_path}")
         m = m or mi  # the first run is the one shown in the result
         group.append(mi.values())
+        walls.append(mi.run.duration_s)
     baseline_values = {k: statistics.median(g[k] for g in group) for k in group[0]}
+    sess.state.plain_run_s = statistics.median(walls)  # the unit of every cost (results.Cost)
     gpu_us, kernels, note = None, [], "no profiler: the script metric is the keep metric"
     class_gpu_us: dict[str, float] | None = None
     profiles: list[float] = []  # adjacent profiled runs: the first spreads for the keep metric's floor

@@ -14,6 +14,7 @@ start, so a commit step always ends."""
 
 from __future__ import annotations
 
+import time
 from contextlib import nullcontext
 from dataclasses import dataclass
 
@@ -23,18 +24,16 @@ from kopt_mcp.errors import RefereeError, Tampered
 from kopt_mcp.referee.confirmation import confirm_out_of_process
 from kopt_mcp.referee.core import Progress, Session
 from kopt_mcp.referee.guards import protected_paths, workspace_moved
-from kopt_mcp.referee.keep_metric import keep_metric
+from kopt_mcp.referee.commit_measure import Remeasure, remeasure
 from kopt_mcp.referee.reapply import reapply
 from kopt_mcp.referee.recovery import adopt_best, lease_or_stop, recover
 from kopt_mcp.referee.report import commit_message, format_note, keep_note, perf_rows
-from kopt_mcp.referee.runs import Attempt, measure_run
+from kopt_mcp.referee.runs import Attempt
 from kopt_mcp.referee.slots import best_lock, read_shared, sync
-from kopt_mcp.results import CommitResult
-from kopt_mcp.rules.commit import LOAD_REMEASURES, commit_under_load, still_better
+from kopt_mcp.results import CommitResult, Cost
+from kopt_mcp.rules.commit import pooled_best
 from kopt_mcp.rules.decision import Code
-from kopt_mcp.rules.load import under_load
 from kopt_mcp.rules.protect import touched_protected, unsafe_symlinks
-from kopt_mcp.rules.script import Round, ScriptDecision, decide
 from kopt_mcp.rules.script_only import script_only_commit
 from kopt_mcp.session import next_actions, require
 from kopt_mcp.testing import faults
@@ -90,27 +89,27 @@ def _best_moved(sess: Session) -> bool:
 
 @dataclass(frozen=True)
 class Kept:
-    """What a commit round that still favours the candidate hands to `_write_commit`: its one-round
-    decision (`decision.classes`, `decision.target_deltas_pct`, %), the candidate's re-measured
-    metric per config class (the benchmark's unit), its GPU time (us; None when the keep was not
-    decided on profiler GPU time), whether the format command changed the tree, whether it was
-    re-applied onto a newer BEST, the out-of-process confirmation's note (text appended to the
-    reason, "" for none), how many earlier rounds were overtaken, BEST's re-profiled GPU time, and the
-    commit's code (still_better; confirmed / unconfirmed where the out-of-process confirmation ran)."""
+    """What a commit round whose re-measure still favours the candidate hands to `_write_commit`: the
+    re-measure (`rm`: its decision, script and GPU-time figures, runs), BEST's new stored metric per
+    config class (pooled over every run of this tree: rules/commit.py pooled_best), its GPU time (us;
+    None when the keep was not decided on profiler GPU time), whether the format command changed the
+    tree, whether it was re-applied onto a newer BEST, the out-of-process confirmation's note ("" for
+    none), how many earlier rounds were overtaken, BEST's GPU time where this commit profiled a new
+    tree (None: the verdict's profiles stand), the `[commit] include` files, the commit's code
+    (still_better; confirmed / unconfirmed where the out-of-process confirmation ran) and its cost."""
 
-    decision: ScriptDecision
+    rm: Remeasure
     metrics: dict[str, float]
     gpu_us: float | None
     formatted: bool
     reapplied: bool
     note: str = ""
     overtaken_rounds: int = 0
-    #: BEST's GPU time (us) where this commit profiled a new tree (formatted or re-applied) again; None:
-    #: the verdict's profiles stand
     gpu_best_us: float | None = None
     #: `[commit] include` result files as the re-measure's run of this tree wrote them (repo path -> bytes)
     outputs: dict[str, bytes] | None = None
     code: Code = Code.STILL_BETTER
+    cost: Cost | None = None
 
 
 def _commit(sess: Session, message: str, progress: Progress | None, overtaken: int = 0) -> CommitResult | None:
@@ -157,73 +156,60 @@ def _commit(sess: Session, message: str, progress: Progress | None, overtaken: i
     faults.point("commit_improvement.after_format")
     if lease_or_stop(sess, progress).lease is None:
         raise RefereeError(f"no device to re-measure on: {s.stop_reason or 'cancelled'}")
-    if progress:
-        progress(1, 4, "re-measuring candidate and BEST in the same lease")
-    tries = LOAD_REMEASURES
-    while True:
-        try:
-            cand = measure_run(sess, a, a.tree, "commit-candidate")  # again: commit-candidate-2, ...
-            if _best_moved(sess):  # overtaken already: this round's pair would be judged against a stale BEST
-                return None
-            best = measure_run(sess, a, a.best_tree, "commit-best")
-        except Tampered as e:
-            return _not_kept(sess, str(e), formatted, [], Code.TAMPERED)
-        faults.point("commit_improvement.after_remeasure")
-        if cand.gate.kind != "ok" or best.gate.kind != "ok":
-            bad = (cand if cand.gate.kind != "ok" else best).gate
-            return _not_kept(sess, f"re-measure failed: {bad.reason}", formatted, [], bad.code)
-        # one round: the rule here is only "still better, no class worse beyond noise", measured again
-        # only in place of a pair that ran under foreign load (rules/commit.py commit_under_load)
-        d = decide([Round(best=best.values(), candidate=cand.values())], p.target,
-                   cfg.benchmark.higher_is_better, sess.policy.model_copy(update={"max_rounds": 1}),
-                   s.noise_history)
-        loaded = "; ".join(m.load.shown() for m in (cand, best) if under_load(m.load, sess.policy))
-        still = commit_under_load(still_better(d, p.target, sess.policy.noise_pct), bool(loaded), tries, loaded)
-        if still.outcome == "wait":
-            raise RefereeError(still.reason)
-        if still.outcome != "measure_again":
-            break
-        tries -= 1
-        if progress:
-            progress(1, 4, still.reason[:200])
-    if still.outcome != "commit":
-        return _not_kept(sess, still.reason, formatted, d.classes, still.code)
-    gpu_us, claim = p.candidate_gpu_us, (p.gpu_best_us, p.candidate_gpu_us, p.gpu_floor_pct)
-    if (formatted or reapplied) and gpu_us is not None:  # a new tree: its GPU time is measured again
-
-        a.decision = d
-        try:
-            keep = keep_metric(sess, a)
-        except Tampered as e:
-            return _not_kept(sess, str(e), formatted, d.classes, Code.TAMPERED)
-        if not keep.kept:
-            return _not_kept(sess, keep.reason, formatted, d.classes, keep.code)
-        gpu_us, claim = keep.gpu_candidate_us, (keep.gpu_best_us, keep.gpu_candidate_us, a.gpu_floor_pct)
-    note = f" The re-measure ran under foreign load ({loaded})." if loaded else ""
-    code = still.code
-    if _best_moved(sess):
+    t0 = time.monotonic()
+    try:  # the verdict's metric and rule (referee/commit_measure.py, rules/commit.py)
+        rm = remeasure(sess, a, list(p.verdict_rounds), fresh_tree=formatted or reapplied, formatted=formatted,
+                       progress=progress)
+    except Tampered as e:
+        return _not_kept(sess, str(e), formatted, [], Code.TAMPERED)
+    faults.point("commit_improvement.after_remeasure")
+    if _best_moved(sess):  # overtaken: this round's runs were judged against a stale BEST
         return None
+    classes = rm.script.classes if rm.script is not None else []
+    if rm.decision.outcome == "wait":
+        raise RefereeError(rm.decision.reason)
+    if rm.decision.outcome != "commit":
+        return _not_kept(sess, rm.decision.reason, formatted, classes, rm.decision.code, cost=_cost(sess, rm, t0))
+    gpu_us, claim = p.candidate_gpu_us, (p.gpu_best_us, p.candidate_gpu_us, p.gpu_floor_pct)
+    if rm.gpu is not None and rm.gpu.keep.gpu_candidate_us is not None:
+        keep = rm.gpu.keep
+        if formatted or reapplied:  # a new tree: the claim to confirm is the commit's own
+            claim = (keep.gpu_best_us, keep.gpu_candidate_us, rm.gpu.floor.pct if rm.gpu.floor else p.gpu_floor_pct)
+        gpu_us = keep.gpu_candidate_us if (formatted or reapplied or gpu_us is None) else (gpu_us + keep.gpu_candidate_us) / 2.0
+    note = f" The re-measure ran under foreign load ({rm.loaded})." if rm.loaded else ""
+    code = rm.decision.code
     if gpu_us is not None:  # the profiler's GPU time decided the keep: confirm it out of process
         if progress:
             progress(2, 4, "confirming the GPU-time gain out of process (ncu / rocprofv3 as the benchmark's parent)")
         try:
             conf = confirm_out_of_process(sess, a, claim)
         except Tampered as e:
-            return _not_kept(sess, str(e), formatted, d.classes, Code.TAMPERED)
+            return _not_kept(sess, str(e), formatted, classes, Code.TAMPERED)
         if conf is not None:
+            rm.runs += len(conf.runs)
             if conf.status == "refuted":  # archived as improved-not-kept
-                return _not_kept(sess, conf.reason, formatted, d.classes, conf.code)
+                return _not_kept(sess, conf.reason, formatted, classes, conf.code, cost=_cost(sess, rm, t0))
             note, code = f"{note} Out-of-process confirmation: {conf.reason}", conf.code
     moved = workspace_moved(sess, a.tree)
     if moved:
-        return _not_kept(sess, moved, formatted, d.classes, Code.TAMPERED)
+        return _not_kept(sess, moved, formatted, classes, Code.TAMPERED)
+    # BEST's stored figures from every measurement of this tree: the verdict's runs and the commit's
+    runs = ([] if formatted or reapplied else list(p.candidate_run_metrics)) + rm.cand_runs
+    metrics = pooled_best(runs) or (rm.cand_runs[-1] if rm.cand_runs else dict(p.candidate_metrics))
     with best_lock(sess):  # the serialized commit step: BEST moves one slot at a time
         if _best_moved(sess):
             return None
-        return _write_commit(sess, a, Kept(d, cand.values(), gpu_us, formatted, reapplied, note, overtaken,
+        return _write_commit(sess, a, Kept(rm, metrics, gpu_us, formatted, reapplied, note, overtaken,
                                            claim[0] if (formatted or reapplied) and gpu_us is not None else None,
-                                           _included(sess, cand.run_dir), code),
+                                           _included(sess, rm.cand_run_dir), code,
+                                           cost=_cost(sess, rm, t0)),
                              message, progress)
+
+
+def _cost(sess: Session, rm: Remeasure, t0: float) -> Cost:
+    """The commit's runs and wall time since `t0` (time.monotonic: the re-measure's start, the
+    confirmation included) against one plain run of the benchmark (issue 34 item 6)."""
+    return Cost.of(rm.runs, time.monotonic() - t0, sess.state.plain_run_s)
 
 
 def _included(sess: Session, run_dir: str) -> dict[str, bytes]:
@@ -237,18 +223,19 @@ def _included(sess: Session, run_dir: str) -> dict[str, bytes]:
 
 def _write_commit(sess: Session, a: Attempt, k: Kept, message: str, progress: Progress | None) -> CommitResult:
     """Commit the judged snapshot `a.tree` + performance.md on BEST and adopt it (under best_lock)."""
-    s, cfg, p, g = sess.state, sess.cfg, sess.state.pending, sess.policy
-    d, metrics, gpu_us = k.decision, k.metrics, k.gpu_us
+    s, cfg, p, rm = sess.state, sess.cfg, sess.state.pending, k.rm
+    metrics, gpu_us = k.metrics, k.gpu_us
+    classes = rm.script.classes if rm.script is not None else []
     if progress:
         progress(3, 4, "committing code and performance.md")
     # the per-class change the verdict showed (its mean over the paired rounds); the re-measure's own where the
     # candidate was re-applied onto a newer BEST (the verdict compared it with an older one)
-    changes = ({c.key: c.mean_pct for c in d.classes} if k.reapplied or p.verdict is None or not p.verdict.classes_pct
+    changes = ({c.key: c.mean_pct for c in classes} if k.reapplied or p.verdict is None or not p.verdict.classes_pct
                else dict(p.verdict.classes_pct))
     title = message.strip() or p.hypothesis.strip() or f"kopt attempt {p.attempt}"
     rows = [r.model_dump() for r in perf_rows(
         "keep", "(this commit)", cfg.benchmark.command, p.target, p.kernels, metrics, gpu_us,
-        changes, keep_note(p, title, d.target_deltas_pct[-1], gpu_us), class_gpu_us=a.class_gpu_us)]
+        changes, keep_note(p, title, rm.at_commit_pct(), gpu_us), class_gpu_us=a.class_gpu_us)]
     # what recovery adopts after a crash; the rows go into the `commit` record
     s.in_progress.update(metrics=metrics, gpu_us=gpu_us, rows=rows, overtaken_rounds=k.overtaken_rounds)
     sess.save()
@@ -263,23 +250,22 @@ def _write_commit(sess: Session, a: Attempt, k: Kept, message: str, progress: Pr
              (f"result file(s) from the re-measure's run of this tree ([commit] include): {', '.join(outputs)}"
               if outputs else ""), k.note,
              "kopt-mcp keep: script only (no profiler measured it)" if p.script_only else ""]
-    text = commit_message(title, p, d, g.noise_pct, (k.gpu_best_us, gpu_us) if k.gpu_best_us is not None else None,
-                          notes)
+    text = commit_message(title, p, rm.shown(p.target), notes)
     sha = vcs.commit_snapshot(sess.ws, a.tree, {**outputs, "performance.md": perf.read_bytes()}, s.best.commit, text)
     faults.point("commit_improvement.after_git_commit")
     if not k.reapplied:  # the runs of this very tree (formatting aside): the new BEST's first noise group
-        s.record_best_runs(p.candidate_run_metrics)
+        s.record_best_runs([*p.candidate_run_metrics, *rm.cand_runs])
     code = Code.SCRIPT_ONLY if p.script_only else k.code  # a script-only keep says so (rules/script_only.py)
     adopt_best(sess, p.attempt, sha, metrics, gpu_us, code=str(code), formatted=k.formatted, device=sess.device_id,
                **({"reapplied_from": p.base} if k.reapplied else {}), overtaken_rounds=k.overtaken_rounds,
-               classes=[c.model_dump() for c in d.classes], rows=rows)
+               classes=[c.model_dump() for c in classes], rows=rows,
+               **({"cost": k.cost.model_dump()} if k.cost is not None else {}))
     s.end_job()
     sess.save()
     faults.point("commit_improvement.after_state_save")
-    return CommitResult(committed=True, reason=f"committed: the re-measure still favours the candidate ({p.target} "
-                        f"{d.target_deltas_pct[-1]:+.2f}%, no other class worse beyond {g.noise_pct:g}%); "
-                        "the save_and_test verdict stands." + k.note, code=code, commit=sha, best_commit=sha,
-                        formatted=k.formatted, classes=d.classes, next_actions=next_actions(s), included=sorted(outputs),
+    return CommitResult(committed=True, reason=f"committed: {rm.decision.reason}; the save_and_test verdict stands."
+                        + k.note, code=code, commit=sha, best_commit=sha, formatted=k.formatted, classes=classes,
+                        next_actions=next_actions(s), included=sorted(outputs), cost=k.cost,
                         **format_note(cfg.format.command, k.formatted))
 
 
@@ -349,17 +335,20 @@ def _formatted_snapshot(sess: Session, a: Attempt, tree: str) -> tuple[str, Code
     return None
 
 
-def _not_kept(sess: Session, reason: str, formatted: bool, classes, code: Code) -> CommitResult:
+def _not_kept(sess: Session, reason: str, formatted: bool, classes, code: Code,
+              cost: Cost | None = None) -> CommitResult:
     """Not committed (`code`: why): the candidate archived as improved-not-kept, the workspace reset
-    to BEST, the `commit_refused` record queued and the state saved."""
+    to BEST, the `commit_refused` record queued, the latest verdict marked refused (status) and the
+    state saved."""
     s, p = sess.state, sess.state.pending
     patch, _ = vcs.diff_against(sess.ws, s.best.commit)
     path = sess.store.archive(p.attempt, "improved-not-kept", patch)
     vcs.reset_to(sess.ws, s.best.commit)
     faults.point("commit_improvement.after_refused_reset")
-    s.commit_refused()
-    sess.record("commit_refused", attempt=p.attempt, code=str(code), reason=reason, patch=str(path))
+    s.commit_refused(str(code), reason)
+    sess.record("commit_refused", attempt=p.attempt, code=str(code), reason=reason, patch=str(path),
+                **({"cost": cost.model_dump()} if cost is not None else {}))
     sess.save()
     return CommitResult(committed=False, reason=reason, code=code, commit=None, best_commit=s.best.commit,
-                        formatted=formatted, classes=classes, next_actions=next_actions(s),
+                        formatted=formatted, classes=classes, next_actions=next_actions(s), cost=cost,
                         **format_note(sess.cfg.format.command, formatted))

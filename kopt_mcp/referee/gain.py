@@ -29,7 +29,7 @@ from kopt_mcp.results import SessionGainResult
 from kopt_mcp.rules.evidence import Profiles
 from kopt_mcp.rules.gpu_time import judge_profiles
 from kopt_mcp.rules.keep_totals import KeepDecision
-from kopt_mcp.rules.load import RoundLoad, decide_counted
+from kopt_mcp.rules.load import RoundLoad, can_measure_more, decide_counted
 from kopt_mcp.rules.script import GLOBAL, Round, ScriptDecision
 
 
@@ -101,7 +101,7 @@ def _script_rounds(sess: Session, a: Attempt, base_tree: str, head_tree: str, po
             values[side], load[side] = m.values(), m.load
         rounds.append(Round(best=values["base"], candidate=values["head"]))
         loads.append(RoundLoad(runs=[load["base"], load["head"]]))
-        can = len(rounds) < policy.max_rounds
+        can = can_measure_more(loads, policy, policy.max_rounds)
         try:
             d, _ = decide_counted(rounds, loads, GLOBAL, hib, policy, sess.state.noise_history, can_measure=can)
         except VerdictError as e:

@@ -21,7 +21,7 @@ from kopt_mcp.results import VerdictResult
 from kopt_mcp.rules.decision import Code, Decision
 from kopt_mcp.rules.evidence import Profiles, TargetProfile
 from kopt_mcp.rules.gpu_time import GpuTimeJudgement, judge_profiles
-from kopt_mcp.rules.load import RoundLoad, decide_counted
+from kopt_mcp.rules.load import LOAD_EXTRA_ROUNDS, RoundLoad, can_measure_more, decide_counted
 from kopt_mcp.rules.provenance import fingerprint, unchanged
 from kopt_mcp.rules.script import Round, ScriptDecision
 from kopt_mcp.rules.verdict import clear_script_win, profiled_verdict
@@ -42,7 +42,7 @@ def judge_profiled(sess: Session, a: Attempt, prof, progress: Progress | None, f
     and `improved(sess, a, reason, code)` are save_and_test's (referee/attempt.py). Raises
     Tampered, Cancelled, DeviceLost and RefereeError (BEST itself failed to run)."""
     policy = sess.policy
-    total = 1.0 + 2.0 * policy.max_rounds
+    total = 1.0 + 2.0 * (policy.max_rounds + LOAD_EXTRA_ROUNDS)
 
     def step(k: int, what: str) -> None:
         if progress:
@@ -97,8 +97,8 @@ def _candidate_run(sess: Session, a: Attempt, prof, k: int, finish, incorrect) -
     return p
 
 
-def _target(sess: Session, p: Profiled) -> TargetProfile | str:
-    """The run's target-kernel evidence, or why there is none."""
+def target_evidence(sess: Session, p: Profiled) -> TargetProfile | str:
+    """The run's target-kernel evidence (rules/evidence.py TargetProfile), or why there is none (text)."""
     if p.trace is None:
         return f"profiling failed ({p.error})"
     try:
@@ -117,13 +117,13 @@ def _judge(sess: Session, a: Attempt, best: list[Profiled], cands: list[Profiled
     s, policy = sess.state, sess.policy
     rounds = [Round(best=b.measurement.values(), candidate=c.measurement.values()) for b, c in zip(best, cands)]
     loads = [RoundLoad(runs=[best[i].load, cands[i].load, best[i + 1].load]) for i in range(len(cands))]
-    can = len(cands) < policy.max_rounds
+    can = can_measure_more(loads, policy.screen(), policy.max_rounds)  # loaded rounds replaced within a bound
     d, a.load = decide_counted(rounds, loads, a.target, sess.cfg.benchmark.higher_is_better, policy.screen(),
                                s.noise_history, can_measure=can)
     if a.load.repeat or not a.load.counted:
         return d, None, Decision(outcome="needs_round" if a.load.repeat else "tie", code=d.code, reason=d.reason)
     k = a.load.counted[-1]
-    triple = [_target(sess, p) for p in (best[k], cands[k], best[k + 1])]
+    triple = [target_evidence(sess, p) for p in (best[k], cands[k], best[k + 1])]
     missing = next((x for x in triple if isinstance(x, str)), None)
     if missing is not None:
         return d, None, Decision(outcome="tie", code=Code.GPU_TIME_MISSING, reason=(
@@ -144,6 +144,8 @@ def _apply(sess: Session, a: Attempt, best: list[Profiled], cands: list[Profiled
     s.record_best_runs([b.measurement.values() for i, b in enumerate(best) if i in clean or i - 1 in clean])
     a.decision, a.rounds = d, len(cands)
     a.cand_run_values = [c.measurement.values() for i, c in enumerate(cands) if i in clean]
+    a.counted_rounds = [Round(best=best[i].measurement.values(), candidate=c.measurement.values())
+                        for i, c in enumerate(cands) if i in clean]
     if j is not None:
         a.keep = j.keep
         s.launch_counts_vary = s.launch_counts_vary or j.time_driven
@@ -189,4 +191,4 @@ def _provenance(sess: Session, a: Attempt, j: GpuTimeJudgement, v: Decision) -> 
         f"not kept. {v.reason}"))
 
 
-__all__ = ["judge_profiled"]
+__all__ = ["judge_profiled", "target_evidence"]

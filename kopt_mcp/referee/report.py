@@ -4,7 +4,6 @@ Summary (program.md form)."""
 from __future__ import annotations
 
 from kopt_mcp.ledger import PerfRow, now_iso
-from kopt_mcp.rules.script import ScriptDecision
 from kopt_mcp.rules.stats import confidence_shown
 from kopt_mcp.session import PendingImprovement, SessionState
 
@@ -137,18 +136,14 @@ def _gpu_change(best_us: float | None, cand_us: float | None) -> str:
     return f"profiler GPU time {best_us:.1f} -> {cand_us:.1f} us ({100 * (cand_us - best_us) / best_us:+.2f}%)"
 
 
-def commit_message(title: str, p: PendingImprovement, remeasure: ScriptDecision, noise_pct: float,
-                   gpu_at_commit: tuple[float, float] | None = None, notes: list[str] | None = None) -> str:
+def commit_message(title: str, p: PendingImprovement, remeasure_line: str, notes: list[str] | None = None) -> str:
     """The message of a keep's commit (git: title, blank line, body). The body carries the
     save_and_test verdict that ruled it improved (`p.verdict`: target change with its lower bound,
-    paired rounds, per-class changes, profiler GPU time) and, labelled as such, the commit's one-round
-    re-measure (`remeasure`: target change, per-class changes; no class worse beyond `noise_pct` %,
-    which the commit gate checked before calling this), then `notes` (one line each: formatting,
-    re-applying, the out-of-process confirmation, result files committed). `gpu_at_commit`: BEST's
-    and the candidate's GPU time (us) where the commit profiled a new tree again. Changes in %,
-    + = better. The re-measure's own decision reason is never used: one round is no significant win,
-    and it would read `tie` on a kept commit. The line `kopt-mcp attempt N, target T` is what
-    recovery looks for (recovery.is_commit_of)."""
+    paired rounds, per-class changes, profiler GPU time), then the commit's re-measure as one line
+    (`remeasure_line`, starting "re-measured at commit:": the metric that decided the verdict, judged
+    by its rule; referee/commit_measure.py Remeasure.shown), then `notes` (one line each: formatting,
+    re-applying, the out-of-process confirmation, result files committed). Changes in %, + = better.
+    The line `kopt-mcp attempt N, target T` is what recovery looks for (recovery.is_commit_of)."""
     v = p.verdict
     lines = [title, "", f"kopt-mcp attempt {p.attempt}, target {p.target}: kept on {p.metric_used}"]
     if v is not None:
@@ -160,10 +155,6 @@ def commit_message(title: str, p: PendingImprovement, remeasure: ScriptDecision,
                      + (f"; {gpu}" if gpu else ""))
     else:  # a pending improvement saved before the verdict's numbers were kept
         lines.append(f"save_and_test verdict: improved, {p.target} {p.target_delta_pct:+.2f}%")
-    delta = remeasure.target_deltas_pct[-1]
-    gpu = _gpu_change(*gpu_at_commit) if gpu_at_commit else ""
-    lines.append(f"re-measured at commit: {p.target} {delta:+.2f}%, 1 round, no class worse beyond the "
-                 f"{noise_pct:g}% noise threshold; per class "
-                 f"{_per_class({c.key: c.mean_pct for c in remeasure.classes})}" + (f"; {gpu}" if gpu else ""))
+    lines.append(remeasure_line)
     lines += [n.strip() for n in notes or [] if n.strip()]
     return "\n".join(lines) + "\n"

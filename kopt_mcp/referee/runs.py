@@ -4,6 +4,7 @@ in a disposable checkout, checked afterwards by `verify_run`."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 from kopt_mcp.bench.measure import Measurement, Profiled
@@ -12,7 +13,7 @@ from kopt_mcp.referee.guards import judge_run_changes
 from kopt_mcp.rules.keep_totals import KeepDecision
 from kopt_mcp.rules.load import LoadRounds
 from kopt_mcp.rules.protect import FileChange, describe
-from kopt_mcp.rules.script import ScriptDecision
+from kopt_mcp.rules.script import Round, ScriptDecision
 
 
 @dataclass
@@ -48,6 +49,11 @@ class Attempt:
     provenance: dict | None = None
     #: which rounds ran under foreign load and which the decision counted (rules/load.py)
     load: LoadRounds | None = None
+    #: the script-metric rounds the verdict counted (BEST and candidate per class): the commit step's
+    #: script re-measure is judged together with them (rules/commit.py)
+    counted_rounds: list[Round] = field(default_factory=list)
+    #: when the attempt started measuring (time.monotonic, s): its cost's wall time counts from here
+    t0: float = field(default_factory=time.monotonic)
 
     @property
     def cand_values(self) -> dict[str, float]:
@@ -58,7 +64,7 @@ class Attempt:
         """Forget the measurements (the device was lost: the whole measuring call runs again on
         a new lease); the runs made so far stay listed."""
         self.checked, self.decision, self.keep, self.rounds, self.cand_run_values = set(), None, None, 0, []
-        self.load = None
+        self.load, self.counted_rounds = None, []
         self.class_errors, self.class_gpu_us = {}, None
 
 

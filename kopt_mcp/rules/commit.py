@@ -1,40 +1,61 @@
-"""The commit gate's re-measure rule (DESIGN.md: commit gate), pure: after formatting, the
-candidate and BEST run once more in one lease; the candidate is committed only if the target is
-still better in that round and no other class got worse by the noise threshold or more.
+"""The commit gate's re-measure rule (DESIGN.md: commit gate), pure: the commit step re-measures with
+the metric that decided the verdict and judges with the verdict's own rule (issue 34 item 1):
 
-A pair that ran under foreign load (rules/load.py `under_load`) and is no longer better is measured
-again (up to LOAD_REMEASURES more pairs); if every pair ran under load, nothing is committed and the
-improvement stays pending (`commit_under_load`): a round the load may have decided never throws
-away a keep that clean rounds measured (issue 27: the commit step ignored load)."""
+- a keep decided on profiler GPU time: the commit's profiled runs (BEST, the candidate; BEST again
+  only where that pair leaves the rule undecided) go through the verdict's rule
+  (`rules.verdict.profiled_verdict` over `rules.gpu_time.judge_profiles`: GPU time per harness unit,
+  the class split, the whole operation per config class); the benchmark's own metric only screens,
+  as at the verdict;
+- a keep decided on the script metric: the commit's paired round(s) join the verdict's counted
+  rounds and `rules.script.decide` rules over them all with the verdict's policy, so the class rule
+  is the verdict's (a class is `worse` only when the verdict's test says so).
+
+`commit_decision` maps the verdict rule's answer to the commit's: `improved` commits (code
+still_better); an undecided answer measures again while the budget lasts; anything else is
+refused with the rule's own code and words (gpu_time_below_floor, operation_divergent,
+script_not_confirmed, ...), never a code of another rule.
+
+A pair that ran under foreign load (rules/load.py `under_load`) and no longer favours the candidate
+is measured again (up to LOAD_REMEASURES more pairs); if every pair ran under load, nothing is
+committed and the improvement stays pending (`commit_under_load`): a round the load may have decided
+never throws away a keep that clean rounds measured (issue 27: the commit step ignored load).
+"""
 
 from __future__ import annotations
 
+import statistics
+
 from kopt_mcp.rules.decision import Code, Decision
-from kopt_mcp.rules.script import ScriptDecision
-
-
-def still_better(remeasure: ScriptDecision, target: str, noise_pct: float) -> Decision:
-    """`remeasure`: the script rule's decision over the commit's one paired round (target deltas %,
-    + = better; per-class means). Outcome "commit" (code still_better) when the target's delta is
-    > 0 and no other class is <= -noise_pct; else "not_kept" (code no_longer_better), the reason
-    naming the target's delta and the worse classes. Never raises."""
-    delta = remeasure.target_deltas_pct[-1]
-    worse = [c.key for c in remeasure.classes if c.key != target and c.mean_pct <= -noise_pct]
-    numbers = {"target_delta_pct": delta, "worse_classes": ", ".join(worse)}
-    if delta <= 0 or worse:
-        return Decision(outcome="not_kept", code=Code.NO_LONGER_BETTER, numbers=numbers, reason=(
-            f"no longer better after formatting and re-measure: target {target} {delta:+.2f}%"
-            + (f", worse: {', '.join(worse)}" if worse else "")))
-    return Decision(outcome="commit", code=Code.STILL_BETTER, numbers=numbers, reason=(
-        f"re-measured at commit: target {target} {delta:+.2f}%, 1 round, no class worse by {noise_pct:g}% or more"))
-
 
 #: pairs measured again at commit in place of one that ran under foreign load and was no longer better
 LOAD_REMEASURES = 2
+#: commit re-measure pairs at most where the verdict's rule stays undecided (load repeats not counted)
+COMMIT_PAIRS = 2
+
+
+def commit_decision(rule: Decision, metric: str, runs: int, can_measure: bool, formatted: bool = False) -> Decision:
+    """The commit's decision from the verdict rule's answer over the re-measure (`rule`: outcome
+    improved / tie / regressed / divergent / needs_round, with its code and reason; `metric`: the
+    metric that decided the verdict, "profiler GPU time" or "script metric"; `runs`: benchmark runs
+    the re-measure took so far; `can_measure`: one more run is allowed; `formatted`: the [format]
+    command changed the tree, so what was measured is the formatted tree). Outcomes: "commit" (code
+    still_better), "measure_again" (code needs_round), "not_kept" (the rule's code). Never raises."""
+    what = "the formatted tree, " if formatted else ""
+    head = f"re-measured at commit ({what}{runs} run(s), {metric}, the verdict's rule)"
+    numbers = {"runs": runs, "metric": metric}
+    if rule.outcome == "improved":
+        return Decision(outcome="commit", code=Code.STILL_BETTER, numbers=numbers, reason=f"{head}: {rule.reason}")
+    if rule.outcome == "needs_round" and can_measure:
+        return Decision(outcome="measure_again", code=Code.NEEDS_ROUND, numbers=numbers,
+                        reason=f"{head}: undecided, measuring once more: {rule.reason}")
+    code = Code.NO_LONGER_BETTER if rule.outcome == "needs_round" else rule.code
+    said = "undecided within the commit's runs" if rule.outcome == "needs_round" else rule.outcome
+    return Decision(outcome="not_kept", code=code, numbers=numbers, reason=(
+        f"not committed: {head} the candidate is {said} ({code}): {rule.reason}"))
 
 
 def commit_under_load(still: Decision, loaded: bool, tries_left: int, load_shown: str = "") -> Decision:
-    """The commit decision with the re-measure pair's foreign load. `still`: `still_better`'s
+    """The commit decision with the re-measure pair's foreign load. `still`: `commit_decision`'s
     decision; `loaded`: either run of the pair ran under foreign load; `tries_left`: pairs that may
     still be measured in its place; `load_shown`: the load in words. Returns `still` where the pair
     ran clean, or was still better despite the load (said in the reason); outcome "measure_again"
@@ -54,4 +75,13 @@ def commit_under_load(still: Decision, loaded: bool, tries_left: int, load_shown
         "the device is idle"))
 
 
-__all__ = ["LOAD_REMEASURES", "commit_under_load", "still_better"]
+def pooled_best(runs: list[dict[str, float]]) -> dict[str, float]:
+    """BEST's stored figure per config class from every measurement of it (class -> value): the median
+    over `runs` (the verdict's candidate runs and the commit's, once that tree is BEST), so one noisy
+    commit-time run does not set BEST (issue 34 item 1: one commit re-measure set BEST at 1.08 ms while
+    every later pair measured 0.69-0.71 ms). Classes missing from a run are pooled over the others.
+    Returns {} for no runs. Never raises."""
+    keys = dict.fromkeys(k for r in runs for k in r)
+    return {k: statistics.median(r[k] for r in runs if k in r) for k in keys}
+
+__all__ = ["COMMIT_PAIRS", "LOAD_REMEASURES", "commit_decision", "commit_under_load", "pooled_best"]

@@ -91,6 +91,7 @@ class Code(StrEnum):
     LOAD_LEFT_OUT = "load_left_out"                # rounds under foreign load were left out of the decision
     LOAD_COUNTED_ANYWAY = "load_counted_anyway"    # too few rounds without load: all counted, as the CPU gate measures anyway
     UNDER_LOAD = "under_load"                      # every round ran under foreign load: not decided, not kept
+    TIE_UNDER_LOAD = "tie_under_load"              # undecided on the rounds without load, no more allowed: call again
 
 
 class Decision(BaseModel):

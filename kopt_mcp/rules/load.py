@@ -13,13 +13,18 @@ Rule (`count_rounds`, thresholds from the Policy built from `[gates]`):
    when another compute process was on it. A round (BEST's and the candidate's runs, in the
    profiled flow BEST after it too) is under load when one of its runs is. A run without figures
    (None: not sampled) is not under load.
-2. A round under load is left out of the decision, and one round is measured in its place while
-   the `[gates] max_rounds` budget lasts (`repeat`; a round measured in place of one is not replaced
-   again): code load_repeat.
+2. A round under load is left out of the decision, and one round is measured in its place (`repeat`;
+   a round measured in place of one that ran under load again is replaced too): code load_repeat.
+   Rounds under load do not spend the `[gates] max_rounds` budget: the budget counts rounds without
+   load, and at most LOAD_EXTRA_ROUNDS rounds more are measured in all (`can_measure_more`), so a
+   clear effect is never a tie for lack of rounds that a neighbour's load took away (issue 34 item 4:
+   an LLM agent's 4x win, +70..+84% in every clean round, was a tie when 2 of 4 rounds were left out).
 3. The decision uses the other rounds where at least as many are left as a decision needs
-   (Policy.decision_rounds: 2 for the script metric alone, 1 for a screen), within the budget left
-   (`counted_policy`; no keep ever rests on fewer rounds than without load): load_left_out, or
-   load_clean where no round ran under load.
+   (Policy.decision_rounds: 2 for the script metric alone, 1 for a screen), with the whole budget while
+   more rounds can be measured, else on the rounds it has (`counted_policy`; no keep ever rests on
+   fewer rounds than without load): load_left_out, or load_clean where no round ran under load. A
+   tie that stayed undecided with rounds left out says so (code tie_under_load): call again when
+   the device is quieter.
 4. Fewer rounds without load than that: where the gate is strict (`exclusive_cpu`, a GPU: it never
    measures beside another job) nothing is decided, the verdict is a tie (under_load); under
    `idle_cpu_pct`, whose gate measures anyway after `cpu_wait_s`, every round counts and the reason
@@ -40,6 +45,9 @@ from pydantic import BaseModel, Field
 from kopt_mcp.rules.decision import Code
 from kopt_mcp.rules.policy import Policy
 from kopt_mcp.rules.script import Round, ScriptDecision, decide
+
+#: rounds measured beyond the `[gates] max_rounds` budget in place of rounds under foreign load, at most
+LOAD_EXTRA_ROUNDS = 3
 
 #: `exclusive_cpu`: other processes together may use less than this % of ONE core (a quiet system's
 #: own daemons); at or above it a run counts as under load and the gate waits
@@ -199,9 +207,8 @@ def count_rounds(loads: list[RoundLoad], policy: Policy, can_measure: bool) -> L
     loaded = [i for i, r in enumerate(loads) if any(under_load(x, policy) for x in r.runs)]
     owed = 0
     for i in range(len(loads)):
-        in_place = owed > 0  # measured in place of a loaded round: not replaced again
-        owed -= 1 if in_place else 0
-        owed += 1 if i in loaded and not in_place else 0
+        owed -= 1 if owed > 0 else 0  # measured in place of a loaded round
+        owed += 1 if i in loaded else 0  # under load itself: owes one more in its place
     clean = [i for i in range(len(loads)) if i not in loaded]
     repeat = owed > 0 and can_measure
     strict = policy.exclusive_cpu or _device(loads) == "gpu"
@@ -219,11 +226,21 @@ def count_rounds(loads: list[RoundLoad], policy: Policy, can_measure: bool) -> L
                       reason=_sentence(loads, loaded, code, policy))
 
 
-def counted_policy(policy: Policy, lr: LoadRounds) -> Policy:
-    """`policy` for the counted rounds: the rounds left out spent their share of the budget, so the
-    decision on the rest asks for no more rounds than the budget has left (Policy.spent_rounds); the
-    rounds a keep needs and its confidence stay as they are."""
-    return policy.model_copy(update={"spent_rounds": len(lr.left_out)})
+def can_measure_more(loads: list[RoundLoad], policy: Policy, budget: int) -> bool:
+    """Whether one more round may be measured (rule 2): fewer rounds without load than `budget` (the
+    [gates] max_rounds budget in the caller's unit: script rounds, or candidate runs) and fewer rounds
+    in all than `budget` + LOAD_EXTRA_ROUNDS. Never raises."""
+    loaded = sum(1 for r in loads if any(under_load(x, policy) for x in r.runs))
+    return len(loads) - loaded < budget and len(loads) < budget + LOAD_EXTRA_ROUNDS
+
+
+def counted_policy(policy: Policy, lr: LoadRounds, can_measure: bool = False) -> Policy:
+    """`policy` for the counted rounds: while more rounds can be measured the decision keeps the whole
+    budget (rounds left out spend none of it, rule 2); when none can, it asks for no more rounds than
+    it counted (Policy.spent_rounds). The rounds a keep needs and its confidence stay as they are."""
+    if can_measure or not lr.left_out:
+        return policy
+    return policy.model_copy(update={"spent_rounds": max(0, policy.script_rounds - len(lr.counted))})
 
 
 def decide_counted(rounds: list[Round], loads: list[RoundLoad], target: str, higher_is_better: bool,
@@ -235,7 +252,7 @@ def decide_counted(rounds: list[Round], loads: list[RoundLoad], target: str, hig
     the rounds measured. Raises VerdictError as decide."""
     lr = count_rounds(loads, policy, can_measure)
     counted = [rounds[i] for i in lr.counted]
-    d = decide(counted or rounds, target, higher_is_better, counted_policy(policy, lr), history)
+    d = decide(counted or rounds, target, higher_is_better, counted_policy(policy, lr, can_measure), history)
     extra = {"rounds_under_load": len(lr.under_load)}
     if lr.repeat:
         return d.model_copy(update={"outcome": "tie", "needs_round": True, "code": Code.LOAD_REPEAT,
@@ -245,8 +262,13 @@ def decide_counted(rounds: list[Round], loads: list[RoundLoad], target: str, hig
                                     "reason": f"{lr.reason} (the rounds said: {d.reason})", "keep_interval": None,
                                     "worse_classes": [], **extra}), lr
     reason = f"{d.reason}; {lr.reason}" if lr.reason else d.reason
+    if d.outcome == "tie" and not d.needs_round and lr.left_out and d.code == Code.SCRIPT_NOT_CONFIRMED:
+        return d.model_copy(update={"code": Code.TIE_UNDER_LOAD, "reason": (
+            f"{reason}: undecided on the {len(lr.counted)} round(s) without load, with no more rounds allowed "
+            "(LOAD_EXTRA_ROUNDS); call save_and_test again when the device is quieter"), **extra}), lr
     return d.model_copy(update={"reason": reason, **extra}), lr
 
 
-__all__ = ["EXCLUSIVE_CORE_PCT", "ForeignProcess", "LoadRounds", "RoundLoad", "RunLoad", "count_rounds",
+__all__ = ["EXCLUSIVE_CORE_PCT", "LOAD_EXTRA_ROUNDS", "ForeignProcess", "LoadRounds", "RoundLoad", "RunLoad",
+           "can_measure_more", "count_rounds",
            "counted_policy", "cpu_limit_pct", "decide_counted", "limit_shown", "under_load"]

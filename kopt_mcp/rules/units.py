@@ -10,7 +10,8 @@ class where rules/unit_classes.py tells them apart.
 
 Rule (`judge_units`), with per unit k the medians b1, c, b2 (unit_figures.figures):
 
-1. Comparable: the same number of units in the three runs, and each target unit's invocations
+1. Comparable: the same number of units in the three runs (where the counts differ, units are
+   paired by their launch signature: rules/unit_pairing.py), and each target unit's invocations
    launch the target in the candidate too; else not kept (gpu_time_unreproducible / gpu_time_missing).
 2. Skipped work: a candidate unit whose share of invocations without a target launch exceeds
    BEST's by more than SKIPPED_SHARE (results cached across calls, an early return): not kept.
@@ -48,6 +49,7 @@ from kopt_mcp.rules.keep_totals import KeepDecision
 from kopt_mcp.rules.policy import Policy
 from kopt_mcp.rules.unit_classes import sum_by_class, unit_classes
 from kopt_mcp.rules.unit_figures import UnitFigures, figures
+from kopt_mcp.rules.unit_pairing import pair_units
 
 #: a candidate unit with this much larger a share of invocations without a target launch skipped work
 SKIPPED_SHARE = 0.25
@@ -150,6 +152,10 @@ def judge_units(before: Sequence[HarnessUnit], candidate: Sequence[HarnessUnit],
     from scipy.stats import norm  # lazy: scipy's start-up cost, paid only where a verdict is made
 
     target = re.compile(kernel_regex)
+    if before and not (len(before) == len(candidate) == len(after)):  # unequal counts: pair by signature
+        paired = pair_units(before, candidate, after)
+        if paired is not None:
+            before, candidate, after = paired
     if not (len(before) == len(candidate) == len(after)) or not before:
         return _not_kept(Code.GPU_TIME_UNREPRODUCIBLE, (
             f"the harness ran {len(before)}, {len(candidate)} and {len(after)} measurement units in BEST's, the "

@@ -1,6 +1,7 @@
 """A keep's commit message (referee/report.py commit_message): the save_and_test verdict's numbers
 and, labelled as such, the commit's one-round re-measure; never a verdict word other than
-`improved` (the re-measure's own one-round reason said `tie`)."""
+`improved` (the re-measure's own one-round reason said `tie`); the re-measure line names the metric
+that decided the verdict and the runs it took."""
 
 from __future__ import annotations
 
@@ -9,8 +10,11 @@ import subprocess
 
 import pytest
 
+from kopt_mcp.referee.commit_measure import Remeasure
 from kopt_mcp.referee.report import commit_message
-from kopt_mcp.rules.decision import Code
+from kopt_mcp.rules.decision import Code, Decision
+from kopt_mcp.rules.gpu_time import GpuTimeJudgement
+from kopt_mcp.rules.keep_totals import KeepDecision
 from kopt_mcp.rules.script import ClassDelta, ScriptDecision
 from kopt_mcp.session import PendingImprovement, VerdictSummary
 from kopt_mcp.testing.toy import set_kernel
@@ -44,7 +48,7 @@ def test_a_kept_commit_carries_the_verdict_and_the_labelled_remeasure(ref):
     assert f"over {v.rounds} paired rounds" in verdict and v.rounds == 2
     assert _changes(verdict) == {x.key: round(x.mean_pct, 2) for x in v.classes}
     remeasure = _line(msg, "re-measured at commit:")
-    assert re.search(r"\b1 round\b", remeasure)
+    assert "2 run(s), script metric" in remeasure  # one pair, judged with the verdict's rounds by its rule
     assert _changes(remeasure) == {x.key: round(x.mean_pct, 2) for x in c.classes}
     assert _changes(remeasure)["n=1"] == 50.0 and _changes(remeasure)["n=2"] == 5.0  # 100 -> 50, 200 -> 190 us
     assert NOT_KEPT.search(msg) is None, msg
@@ -61,11 +65,15 @@ def test_a_gpu_time_keep_names_both_gpu_times_and_the_reprofiled_ones():
                        reason="target n=1 changed +39.00%: not a significant win confirmed in 1 rounds: tie",
                        classes=[ClassDelta(key="n=1", best=100.0, candidate=61.0, deltas_pct=[39.0], mean_pct=39.0),
                                 ClassDelta(key="n=2", best=1.0, candidate=1.0, deltas_pct=[0.0], mean_pct=0.0)])
-    msg = commit_message("fuse", p, d, 1.0, gpu_at_commit=(101.0, 60.0), notes=["formatted by the [format] command"])
+    keep = KeepDecision(kept=True, gpu_best_us=101.0, gpu_candidate_us=60.0, gpu_delta_pct=40.59,
+                        metric_used="profiler GPU time", reason="faster", code=Code.GPU_TIME_WIN)
+    rm = Remeasure(decision=Decision(outcome="commit", code=Code.STILL_BETTER, reason="x"), script=d,
+                   gpu=GpuTimeJudgement(keep=keep, outcome="improved"), runs=3)
+    msg = commit_message("fuse", p, rm.shown("n=1"), notes=["formatted by the [format] command"])
     verdict, remeasure = _line(msg, "save_and_test verdict:"), _line(msg, "re-measured at commit:")
     assert "+41.50%" in verdict and "99.5% lower bound +30.25%" in verdict and "over 1 paired round;" in verdict
     assert "100.0 -> 58.0 us (-42.00%)" in verdict
-    assert "n=1 +39.00%" in remeasure and "101.0 -> 60.0 us (-40.59%)" in remeasure
+    assert "n=1 +39.00%" in remeasure and "101.0 -> 60.0 us (+40.59%)" in remeasure and "3 profiled run(s)" in remeasure
     assert "formatted by the [format] command" in msg.splitlines()
     assert NOT_KEPT.search(msg) is None, msg  # the re-measure's own reason (`tie`) is never used
 
