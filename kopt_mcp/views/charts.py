@@ -224,17 +224,21 @@ class LastVerdict:
 
 
 def last_verdict_data(events) -> LastVerdict | None:
-    """The last attempt event whose classes carry a mean change, and the attempts logged after it."""
+    """The last attempt event whose classes carry a mean change, and the attempts logged after it;
+    verdicts as shown (shown_verdict: a refused commit reads "improved, not committed: <code>")."""
+    events = as_events(events)
     found: LastVerdict | None = None
-    for e in as_events(events):
+    refused = refusals(events)
+    for e in events:
         if not isinstance(e, Attempt):
             continue
         rows = [(c.key, v, [x for r in c.deltas_pct if (x := _num(r)) is not None])
                 for c, v in _rows(e.classes, "mean_pct")]
+        verdict = shown_verdict(e.verdict, refused.get(e.attempt))
         if rows:
-            found = LastVerdict(e.attempt, e.verdict, e.target or "global", e.hypothesis, rows)
+            found = LastVerdict(e.attempt, verdict, e.target or "global", e.hypothesis, rows)
         elif found is not None:
-            found.later.append((e.attempt, e.verdict))
+            found.later.append((e.attempt, verdict))
     return found
 
 

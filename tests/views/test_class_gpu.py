@@ -169,6 +169,10 @@ def test_a_later_commit_of_the_same_attempt_is_a_keep():
     assert charts.refusals(events) == {}
     assert charts.refusals(events[:2]) == {1: "tampered"}
     assert charts.refusals([{"event": "commit_refused", "attempt": 2, "reason": "old record"}]) == {2: "refused"}
+    measured = new_record("attempt", attempt=1, verdict="improved",
+                          classes=[{"key": "n=1", "best": 10.0, "candidate": 5.0, "deltas_pct": [50.0], "mean_pct": 50.0}])
+    assert charts.last_verdict_data([measured, events[1]]).verdict == "improved, not committed: tampered"
+    assert charts.last_verdict_data([measured, *events[1:]]).verdict == "improved"
 
 
 def test_the_whole_operation_divergent_classes_are_marked():
