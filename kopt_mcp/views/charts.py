@@ -15,12 +15,14 @@ import math
 import textwrap
 from dataclasses import dataclass, field
 
-from kopt_mcp.events import Attempt, Baseline, ClassChange, Commit, as_events
+from kopt_mcp.events import Attempt, Baseline, ClassChange, Commit, CommitRefused, as_events
 
 MEASURED = {"improved": "#2ca02c", "tie": "#1f77b4", "regressed": "#d62728", "divergent": "#ff7f0e"}
 NO_MEASUREMENT = {"incorrect": "x", "failed": "X", "rejected": "s", "abandoned": "D", "cancelled": ".", "conflict": "P"}
 BETTER, WORSE, WITHIN_NOISE = "#2ca02c", "#d62728", "#9e9e9e"
 LEGEND = {BETTER: "better", WORSE: "worse", WITHIN_NOISE: "within noise"}
+#: an improved attempt whose commit was refused: a hollow dot of this edge color, never a keep's star
+REFUSED = "#a0522d"
 MAX_PANELS = 8
 
 
@@ -36,12 +38,37 @@ def _rows(classes: list[ClassChange], name: str) -> list[tuple[ClassChange, floa
     return [(c, v) for c in classes if (v := _num(getattr(c, name))) is not None]
 
 
+def refusals(events) -> dict[int, str]:
+    """attempt number -> the code of its `commit_refused` record ("refused" where an older record has
+    none), for every refused attempt no later `commit` record kept."""
+    out: dict[int, str] = {}
+    for e in as_events(events):
+        if isinstance(e, CommitRefused) and e.attempt is not None:
+            out[e.attempt] = e.code or "refused"
+        elif isinstance(e, Commit) and e.attempt is not None:
+            out.pop(e.attempt, None)
+    return out
+
+
+def shown_verdict(verdict: str, refused: str | None) -> str:
+    """An attempt's verdict as the report and the charts show it: "improved, not committed: <code>"
+    where its commit was refused (`refused`: the code), else the verdict."""
+    return f"{verdict}, not committed: {refused}" if refused else verdict
+
+
 @dataclass
 class Mark:
-    """One attempt: number, verdict and the candidate's metric per class (empty: no valid measurement)."""
+    """One attempt: number, verdict and the candidate's metric per class (empty: no valid measurement);
+    `refused`: the code of its refused commit (an improved attempt that is not a keep), else None."""
     attempt: int
     verdict: str
     values: dict[str, float] = field(default_factory=dict)
+    refused: str | None = None
+
+    @property
+    def state(self) -> str:
+        """The verdict as shown (shown_verdict)."""
+        return shown_verdict(self.verdict, self.refused)
 
 
 @dataclass
@@ -55,13 +82,16 @@ class ProgressData:
     marks: list[Mark] = field(default_factory=list)
     commits: list[int] = field(default_factory=list)
     last_x: int = 0
+    refused: dict[int, str] = field(default_factory=dict)
 
 
 def progress_data(events) -> ProgressData:
     """Extract the best-metric steps and attempt marks from ledger events (oldest first; typed
-    events or raw records)."""
-    d = ProgressData()
-    for e in as_events(events):
+    events or raw records). BEST moves only at a `commit` record: an attempt whose commit was refused
+    is a mark with `refused` set (its code), never a step."""
+    events = as_events(events)
+    d = ProgressData(refused=refusals(events))
+    for e in events:
         if isinstance(e, Baseline) or (isinstance(e, Commit) and e.attempt is not None):
             kind = e.event
             x = e.attempt if isinstance(e, Commit) else d.last_x
@@ -73,7 +103,7 @@ def progress_data(events) -> ProgressData:
                 d.best.setdefault(key, []).append((x, v, kind))
         elif isinstance(e, Attempt):
             values = {c.key: v for c, v in _rows(e.classes, "candidate")} if e.verdict in MEASURED else {}
-            d.marks.append(Mark(e.attempt, e.verdict, values))
+            d.marks.append(Mark(e.attempt, e.verdict, values, d.refused.get(e.attempt)))
         if isinstance(e, (Attempt, Commit)) and e.attempt is not None:  # a revert's archive number draws nothing
             d.last_x = max(d.last_x, e.attempt)
     return d
@@ -97,17 +127,20 @@ def _message(title: str, text: str) -> bytes:
     return _png(fig)
 
 
-def progress_chart(events, metric: str = "metric", higher_is_better: bool = False) -> bytes:
+def progress_chart(events, metric: str = "metric", higher_is_better: bool = False, screen: bool = False) -> bytes:
     """PNG: one panel per config class (up to 8): BEST_COMMIT's metric as a step line (baseline, then
-    each commit), every measured attempt's candidate value as a dot colored by verdict, and attempts
-    without a valid measurement as small grey markers on the x axis. Left axis in the metric's unit
-    (log scale when values span > 8x), right axis in % of baseline."""
+    each commit), every measured attempt's candidate value as a dot colored by verdict (an improved
+    attempt whose commit was refused as a hollow dot: not a keep), and attempts without a valid
+    measurement as small grey markers on the x axis. Left axis in the metric's unit (log scale when
+    values span > 8x), right axis in % of baseline. `screen`: profiler GPU time decided the session's
+    verdicts, so the title calls the metric the script metric (screen)."""
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
     from matplotlib.ticker import MaxNLocator
 
     d = progress_data(events)
-    title = f"{metric} per config class over attempts ({'higher' if higher_is_better else 'lower'} is better)"
+    title = (("script metric (screen): " if screen else "")
+             + f"{metric} per config class over attempts ({'higher' if higher_is_better else 'lower'} is better)")
     if not d.classes:
         return _message(title, "no baseline yet: call run_benchmark, then test candidates with save_and_test")
     keys = d.classes[:MAX_PANELS]
@@ -122,11 +155,13 @@ def progress_chart(events, metric: str = "metric", higher_is_better: bool = Fals
         ax.set_xlabel("attempt number (0 = baseline)" if len(keys) - ncols <= i < len(keys) else "")
     more = f" (first {MAX_PANELS} of {len(d.classes)} classes)" if len(d.classes) > MAX_PANELS else ""
     fig.suptitle(title + more, fontsize=12, weight="bold")
-    seen = {m.verdict for m in d.marks if m.values or m.verdict not in MEASURED}
+    seen = {m.verdict for m in d.marks if (m.values or m.verdict not in MEASURED) and not m.refused}
     handles = [Line2D([], [], color="k", lw=1.6, marker="s", ms=5, label="BEST_COMMIT (■ baseline)")]
     handles += [Line2D([], [], ls="", marker="*", ms=13, mfc="none", mec="k", label="commit (kept)")] * bool(d.commits)
     handles += [Line2D([], [], ls="", marker="o", color=c, label=f"{v} attempt") for v, c in MEASURED.items()
                 if v in seen]
+    handles += [Line2D([], [], ls="", marker="o", mfc="white", mec=REFUSED, mew=1.8, label=f"{s} attempt") for s in
+                dict.fromkeys(m.state for m in d.marks if m.refused and m.values)]
     handles += [Line2D([], [], ls="", marker=NO_MEASUREMENT.get(v, "."), color="grey", label=f"{v} (not measured)")
                 for v in sorted(seen - set(MEASURED))]
     fig.legend(handles=handles, loc="outside lower center", ncols=min(3 * ncols, len(handles)), frameon=False)
@@ -145,10 +180,14 @@ def _class_panel(ax, d: ProgressData, key: str, metric: str) -> None:
         ax.plot([s[0] for s in pts], [s[1] for s in pts], ls="", color="k", marker=marker, ms=ms, mfc=mfc, zorder=6)
     values = list(ys)
     for verdict, color in MEASURED.items():
-        pts = [(m.attempt, m.values[key]) for m in d.marks if m.verdict == verdict and key in m.values]
+        pts = [(m.attempt, m.values[key]) for m in d.marks if m.verdict == verdict and key in m.values and not m.refused]
         if pts:
             values += [p[1] for p in pts]
             ax.scatter(*zip(*pts), color=color, s=40, zorder=5, edgecolors="white", linewidths=0.6)
+    pts = [(m.attempt, m.values[key]) for m in d.marks if m.refused and key in m.values]
+    if pts:  # improved, but its commit was refused: hollow, not a keep
+        values += [p[1] for p in pts]
+        ax.scatter(*zip(*pts), facecolors="white", edgecolors=REFUSED, s=44, linewidths=1.8, zorder=5)
     for m in d.marks:
         if not m.values or m.verdict not in MEASURED:
             ax.scatter([m.attempt], [0.0], transform=ax.get_xaxis_transform(), color="grey", s=22, clip_on=False,
@@ -185,17 +224,21 @@ class LastVerdict:
 
 
 def last_verdict_data(events) -> LastVerdict | None:
-    """The last attempt event whose classes carry a mean change, and the attempts logged after it."""
+    """The last attempt event whose classes carry a mean change, and the attempts logged after it;
+    verdicts as shown (shown_verdict: a refused commit reads "improved, not committed: <code>")."""
+    events = as_events(events)
     found: LastVerdict | None = None
-    for e in as_events(events):
+    refused = refusals(events)
+    for e in events:
         if not isinstance(e, Attempt):
             continue
         rows = [(c.key, v, [x for r in c.deltas_pct if (x := _num(r)) is not None])
                 for c, v in _rows(e.classes, "mean_pct")]
+        verdict = shown_verdict(e.verdict, refused.get(e.attempt))
         if rows:
-            found = LastVerdict(e.attempt, e.verdict, e.target or "global", e.hypothesis, rows)
+            found = LastVerdict(e.attempt, verdict, e.target or "global", e.hypothesis, rows)
         elif found is not None:
-            found.later.append((e.attempt, e.verdict))
+            found.later.append((e.attempt, verdict))
     return found
 
 

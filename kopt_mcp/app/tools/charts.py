@@ -24,6 +24,7 @@ from kopt_mcp.app.tools._adapter import READ_ONLY, referee, tool
 from kopt_mcp.app.tools.bounds import MAX_CLASSES
 from kopt_mcp.referee import Referee
 from kopt_mcp.views import charts
+from kopt_mcp.views.gpu_classes import gpu_decided
 
 PROGRESS_URI = "kopt://charts/progress.png"
 LAST_VERDICT_URI = "kopt://charts/last_verdict.png"
@@ -69,7 +70,7 @@ def ledger_events(ref: Referee) -> list[dict]:
 def progress_plot(events: list[dict], metric: str, higher_is_better: bool) -> ProgressPlot:
     """Counts per verdict, commits and per-class baseline -> BEST, with a few lines of text."""
     d = charts.progress_data(events)
-    counts = dict(Counter(m.verdict for m in d.marks))
+    counts = dict(Counter(m.state for m in d.marks))  # a refused commit: "improved, not committed: <code>"
     rows = []
     for key in d.classes:
         base, best = d.baseline.get(key), d.best[key][-1][1]
@@ -96,7 +97,8 @@ def progress_png(ref: Referee, events: list[dict] | None = None) -> bytes:
     """PNG of the progress chart of `ref`'s session (see kopt_mcp.views.charts.progress_chart)."""
     b = ref.cfg.benchmark
     with _RENDER:
-        return charts.progress_chart(ledger_events(ref) if events is None else events, b.metric, b.higher_is_better)
+        events = ledger_events(ref) if events is None else events
+        return charts.progress_chart(events, b.metric, b.higher_is_better, gpu_decided(events))
 
 
 def last_verdict_png(ref: Referee) -> bytes:
