@@ -46,6 +46,8 @@ class Best(BaseModel):
     metrics: dict[str, float] = Field(default_factory=dict)
     gpu_us: float | None = None
     kernels: list[str] = Field(default_factory=list)
+    #: the whole operation's GPU time (us per invocation, summed over the target units), where known
+    op_us: float | None = None
 
 
 class VerdictSummary(BaseModel):
@@ -65,6 +67,8 @@ class VerdictSummary(BaseModel):
     gpu_best_us: float | None = None
     gpu_candidate_us: float | None = None
     gpu_gain_pct: float | None = None
+    #: the whole operation's GPU-time gain (%, + = less), where the keep was judged by harness unit
+    op_gain_pct: float | None = None
 
 
 class PendingImprovement(BaseModel):
@@ -79,6 +83,10 @@ class PendingImprovement(BaseModel):
     #: the candidate's GPU time per config class (us, median launch of its launch groups) where the
     #: profiled launch groups map to the classes (rules.keep.class_gpu_times), for performance.md
     candidate_class_gpu_us: dict[str, float] | None = None
+    #: the candidate's whole-operation GPU time per config class and in total (us per invocation, every
+    #: non-utility kernel), where the keep was judged by harness unit: performance.md shows it beside
+    candidate_class_op_us: dict[str, float] | None = None
+    candidate_op_us: float | None = None
     kernels: list[str]
     target_delta_pct: float
     metric_used: str

@@ -222,7 +222,8 @@ def _improved(sess: Session, a: Attempt, reason: str, code: Code) -> VerdictResu
         target_lo_pct=tiv.lo_pct if tiv and math.isfinite(tiv.lo_pct) else None,
         confidence=tiv.overall_confidence if tiv else None,
         classes_pct={c.key: c.mean_pct for c in d.classes}, gpu_best_us=keep.gpu_best_us,
-        gpu_candidate_us=keep.gpu_candidate_us, gpu_gain_pct=keep.gpu_delta_pct)
+        gpu_candidate_us=keep.gpu_candidate_us, gpu_gain_pct=keep.gpu_delta_pct,
+        op_gain_pct=getattr(keep, "op_delta_pct", None))
     vendor = sess.device.vendor if sess.device else "cpu"
     script_only = keep.metric_used == "script metric"  # no profiler measured it (rules/script_only.py)
     if script_only:
@@ -231,7 +232,7 @@ def _improved(sess: Session, a: Attempt, reason: str, code: Code) -> VerdictResu
     sess.state.improved(PendingImprovement(
         attempt=a.n, tree=a.tree, target=a.target, hypothesis=a.hypothesis,
         candidate_metrics=a.cand_values, candidate_gpu_us=keep.gpu_candidate_us,
-        candidate_class_gpu_us=a.class_gpu_us,
+        candidate_class_gpu_us=a.class_gpu_us, candidate_class_op_us=a.class_op_us, candidate_op_us=a.op_us,
         kernels=sess.state.best.kernels, target_delta_pct=sum(d.target_deltas_pct) / len(d.target_deltas_pct),
         metric_used=keep.metric_used, base=sess.state.best.commit,
         gpu_best_us=keep.gpu_best_us, gpu_floor_pct=a.gpu_floor_pct, candidate_run_metrics=a.cand_run_values,

@@ -125,7 +125,8 @@ def _commit(sess: Session, message: str, progress: Progress | None, overtaken: i
             f"{p.attempt}: only the exact tested tree can be committed. Undo the edits, or call "
             "save_and_test again (a new attempt), or revert_to_best")
     a = Attempt(n=p.attempt, target=p.target, hypothesis=p.hypothesis, tree=p.tree,
-                best_tree=vcs.tree_of(sess.ws, s.best.commit), class_gpu_us=p.candidate_class_gpu_us)
+                best_tree=vcs.tree_of(sess.ws, s.best.commit), class_gpu_us=p.candidate_class_gpu_us,
+                class_op_us=p.candidate_class_op_us, op_us=p.candidate_op_us)
     s.begin_job("commit_improvement", attempt=p.attempt)
     sess.save()
     refused = (script_only_commit(cfg.gates.allow_script_only_keeps, p.vendor, cfg.profiler.backend)
@@ -235,7 +236,8 @@ def _write_commit(sess: Session, a: Attempt, k: Kept, message: str, progress: Pr
     title = message.strip() or p.hypothesis.strip() or f"kopt attempt {p.attempt}"
     rows = [r.model_dump() for r in perf_rows(
         "keep", "(this commit)", cfg.benchmark.command, p.target, p.kernels, metrics, gpu_us,
-        changes, keep_note(p, title, rm.at_commit_pct(), gpu_us), class_gpu_us=a.class_gpu_us)]
+        changes, keep_note(p, title, rm.at_commit_pct(), gpu_us), class_gpu_us=a.class_gpu_us,
+        class_op_us=a.class_op_us)]
     # what recovery adopts after a crash; the rows go into the `commit` record
     s.in_progress.update(metrics=metrics, gpu_us=gpu_us, rows=rows, overtaken_rounds=k.overtaken_rounds)
     sess.save()
@@ -260,6 +262,7 @@ def _write_commit(sess: Session, a: Attempt, k: Kept, message: str, progress: Pr
                **({"reapplied_from": p.base} if k.reapplied else {}), overtaken_rounds=k.overtaken_rounds,
                classes=[c.model_dump() for c in classes], rows=rows,
                **({"cost": k.cost.model_dump()} if k.cost is not None else {}))
+    s.best.op_us = a.op_us  # the whole operation's GPU time, where judged by harness unit (Stop Summary)
     s.end_job()
     sess.save()
     faults.point("commit_improvement.after_state_save")

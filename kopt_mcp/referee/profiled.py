@@ -154,6 +154,7 @@ def _apply(sess: Session, a: Attempt, best: list[Profiled], cands: list[Profiled
         a.gpu_floor_pct = j.floor.pct if j.floor is not None else None
         if j.class_gpu_us is not None:
             a.class_gpu_us = j.class_gpu_us
+        a.class_op_us, a.op_us = j.class_op_us, j.op_us
         _record_provenance(sess, a, best[-1], cands[-1])
     if v.outcome == "improved" and j is not None:
         v = _provenance(sess, a, j, v)

@@ -15,10 +15,13 @@ def fmt(v: float | None, unit: str = "") -> str:
 
 def perf_rows(status: str, commit: str, command: str, target: str, kernels: list[str],
               metrics: dict[str, float], gpu_us: float | None, changes: dict[str, float] | None,
-              explanation: str, class_gpu_us: dict[str, float] | None = None) -> list[PerfRow]:
+              explanation: str, class_gpu_us: dict[str, float] | None = None,
+              class_op_us: dict[str, float] | None = None) -> list[PerfRow]:
     """One performance.md row per config class. The GPU time cell is the class's own GPU time
-    where `class_gpu_us` maps it (class key -> median launch of its target launch groups, us:
-    `kopt_mcp.rules.keep.class_gpu_times`), else the target kernels' total `gpu_us`."""
+    where `class_gpu_us` maps it (class key -> us: the target kernels per invocation of its harness
+    units, or the median launch of its target launch groups), else the target kernels' total `gpu_us`;
+    followed by the class's whole operation (`class_op_us`: every non-utility kernel of its
+    invocations, us) where judged by harness unit: `12.3 (whole op 45.6)`."""
     kernel = ", ".join(k[:50] for k in kernels) or "-"
     rows = []
     for key, value in metrics.items():
@@ -26,7 +29,8 @@ def perf_rows(status: str, commit: str, command: str, target: str, kernels: list
         rows.append(PerfRow(date=now_iso(), commit=commit, status=status, command=command,
                             target=f"{key}" + (" (target)" if key == target else ""), kernel=kernel,
                             metric=fmt(metrics[key]),
-                            gpu_time=fmt(class_gpu_us[key] if class_gpu_us and key in class_gpu_us else gpu_us),
+                            gpu_time=fmt(class_gpu_us[key] if class_gpu_us and key in class_gpu_us else gpu_us)
+                            + (f" (whole op {fmt(class_op_us[key])})" if class_op_us and key in class_op_us else ""),
                             change=change,
                             explanation=explanation))
     return rows
@@ -78,7 +82,8 @@ def stop_summary(state: SessionState, metric: str, gain: dict | None = None) -> 
         + (f" (script only: {state.kept_script_only})" if state.kept_script_only else ""),
         f"- best {metric} per config class: "
         + (", ".join(f"{k} = {fmt(v)}" for k, v in state.best.metrics.items()) or "-"),
-        f"- best profiler GPU time (us): {fmt(state.best.gpu_us)}",
+        f"- best profiler GPU time (us): {fmt(state.best.gpu_us)} (target kernels)"
+        + (f", {fmt(state.best.op_us)} (whole operation)" if state.best.op_us is not None else ""),
         *landing_lines(state.tag),
         "",
         "Last regressions:",
@@ -103,6 +108,8 @@ def keep_note(p: PendingImprovement, title: str, commit_delta_pct: float, gpu_us
     round is never a significant win, and the row would say `tie` for a keep."""
     gpu = (f", {100 * (gpu_us - p.gpu_best_us) / p.gpu_best_us:+.1f}% GPU time"
            if gpu_us is not None and p.gpu_best_us else "")
+    if gpu and p.verdict is not None and p.verdict.op_gain_pct is not None:
+        gpu += f" (whole operation {-p.verdict.op_gain_pct:+.1f}%)"
     at_verdict = p.verdict.target_pct if p.verdict is not None else p.target_delta_pct
     return (f"attempt {p.attempt}: {title} (kept on {p.metric_used}{gpu}; {p.target} {at_verdict:+.2f}% "
             f"at the verdict, {commit_delta_pct:+.2f}% re-measured at commit)")

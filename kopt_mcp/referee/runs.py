@@ -42,6 +42,9 @@ class Attempt:
     cand_run_values: list[dict[str, float]] = field(default_factory=list)
     class_errors: dict = field(default_factory=dict)
     class_gpu_us: dict[str, float] | None = None
+    #: the candidate's whole-operation GPU time per config class and in total (us), where judged by unit
+    class_op_us: dict[str, float] | None = None
+    op_us: float | None = None
     lost_devices: list[str] = field(default_factory=list)
     #: the GPU-time floor (%) the keep metric's gain had to clear (rules.floor.gpu_gain_floor)
     gpu_floor_pct: float | None = None

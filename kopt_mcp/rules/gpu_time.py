@@ -58,6 +58,10 @@ class GpuTimeJudgement(BaseModel):
     time_driven: bool = False
     class_gpu_us: dict[str, float] | None = None
     class_rows: list[ClassGpuTime] | None = None
+    #: the candidate's whole-operation GPU time per config class and in total (us per invocation, every
+    #: non-utility kernel: rules/units.py UnitDelta.op_candidate_us), where judged by harness unit
+    class_op_us: dict[str, float] | None = None
+    op_us: float | None = None
 
 
 def judge_profiles(p: Profiles, kernel_regex: str | None, policy: Policy, recent_spreads_pct: Sequence[float],
@@ -78,9 +82,12 @@ def judge_profiles(p: Profiles, kernel_regex: str | None, policy: Policy, recent
         mapped = bool(keep.units) and all(d.cls in classes for d in keep.units)
         per = [sum_by_class((d.cls, getattr(d, f)) for d in keep.units)
                for f in ("best_before_us", "candidate_us", "best_after_us")]  # several units per class: summed
+        ops = [(d.cls, d.op_candidate_us) for d in keep.units if d.op_candidate_us is not None]
         return GpuTimeJudgement(keep=keep, outcome=keep.outcome, floor=keep.floor, spread_pct=keep.spread_pct,
                                 record_spread_pct=keep.spread_pct, class_gpu_us=per[1] if mapped else None,
-                                class_rows=class_rows(*per) if mapped else None)
+                                class_rows=class_rows(*per) if mapped else None,
+                                class_op_us=sum_by_class(ops) if mapped and ops else None,
+                                op_us=sum(us for _, us in ops) if ops else None)
     if p.grouped:
         keep = judge_groups(p.before.trace, p.candidate.trace, p.after.trace, kernel_regex,
                             recent_spreads_pct=recent_spreads_pct, min_gain_pct=policy.min_gpu_gain_pct,

@@ -64,6 +64,11 @@ def test_a_clean_gpu_time_win_commits_on_one_profiled_pair(units_ref):
     c = r.commit_improvement("10% faster kernel")
     assert c.committed and _commit_runs(r) == ["commit-best-1", "commit-candidate-1"], c.reason
     assert r.state.best.gpu_us == pytest.approx(27.0, rel=0.02)  # 9 + 18 us, pooled over the verdict's and the commit's
+    # performance.md and the Stop Summary count the whole operation too: the target plus torch_sum's 1 us per call
+    assert r.state.best.op_us == pytest.approx(29.0, rel=0.02)
+    perf = (r.workspace_path / "performance.md").read_text()
+    row = next(x for x in perf.splitlines() if "| keep |" in x and "| n=1 (target) |" not in x and "n=2" in x)
+    assert "(whole op 19" in row and "whole operation" in perf
 
 
 def test_a_gpu_time_loss_at_commit_is_refused_as_the_verdict_would_rule_it(units_ref):
