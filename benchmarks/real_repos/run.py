@@ -169,7 +169,7 @@ def main() -> int:
     ap.add_argument("--commit-wins", action="store_true",
                     help="commit an `improved` candidate (commit_improvement: the re-measure and the out-of-process "
                          "confirmation) instead of reverting it")
-    ap.add_argument("--only", default=None, help="comma-separated candidate names (default: all, in order)")
+    ap.add_argument("--only", default=None, help="comma-separated candidate names (in this order; default: all, in projects.py order)")
     ap.add_argument("--lease-dir", type=Path, default=None,
                     help="the GPU lease files (default: a folder of this run's own); sessions that share a host "
                          "must share it, so each measuring call gets a GPU of its own")
@@ -245,7 +245,8 @@ def main() -> int:
             if not b.baseline_recorded:
                 return 2
         wanted = a.only.split(",") if a.only else [c.name for c in project.candidates]
-        for cand in (c for c in project.candidates if c.name in wanted):
+        by_name = {c.name: c for c in project.candidates}
+        for cand in (by_name[n] for n in wanted if n in by_name):  # in --only's order
             if left() is not None and left() <= 0:
                 result["skipped"].append(cand.name)
                 continue
