@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from kopt_mcp.evidence.load import ForeignProcess, RunLoad
 from kopt_mcp.rules.decision import Code
 from kopt_mcp.rules.load import (
     EXCLUSIVE_CORE_PCT,
-    ForeignProcess,
     RoundLoad,
-    RunLoad,
     count_rounds,
     counted_policy,
     cpu_limit_pct,
