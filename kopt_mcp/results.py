@@ -16,9 +16,9 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
+from kopt_mcp.evidence.trace import CpuProfile, KernelStat
 from kopt_mcp.gpus.gate import GpuCheck
 from kopt_mcp.knowledge import Hit
-from kopt_mcp.profilers.base import CpuProfile, KernelStat
 from kopt_mcp.profilers.bottleneck import BottleneckKind
 from kopt_mcp.rules.decision import Code, MeasuredOutcome, Verdict
 from kopt_mcp.rules.stats import PooledFrom

@@ -94,7 +94,7 @@ class PendingImprovement(BaseModel):
     #: BEST has moved since, commit_improvement re-applies it onto the newest BEST and re-measures
     base: str | None = None
     #: BEST's GPU time (us) in the keep decision and the GPU-time floor (%) its gain cleared: the
-    #: claim the commit's out-of-process confirmation checks (profilers.confirm.confirm_keep)
+    #: claim the commit's out-of-process confirmation checks (referee.confirmation.confirm_keep)
     gpu_best_us: float | None = None
     gpu_floor_pct: float | None = None
     #: the candidate's script-metric runs in its attempt's lease (class -> metric, in order): once this

@@ -32,9 +32,10 @@ from pathlib import Path
 
 from kopt_mcp.bench.runner import run_command
 from kopt_mcp.errors import ProfilerError
-from kopt_mcp.profilers.base import KernelTrace
-from kopt_mcp.profilers.confirm import ConfirmNcu, confirm_keep
+from kopt_mcp.evidence.trace import KernelTrace
+from kopt_mcp.profilers.confirm import ConfirmNcu
 from kopt_mcp.profilers.cupti import CuptiProfiler
+from kopt_mcp.referee.confirmation import confirm_keep
 from kopt_mcp.rules.floor import gpu_gain_floor
 from kopt_mcp.rules.keep import target_median_us
 

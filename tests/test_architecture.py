@@ -2,7 +2,9 @@
 referee, and every function-level import of kopt_mcp says why it is not at the top.
 
 Layers (docs/architecture.md): `bench/` (evidence: run and profile a snapshot) never imports
-`referee/`; `rules/` (decisions) imports none of pandas, git, MCP, `gpus/`, `bench/`, `referee/`.
+`referee/`; `rules/` (decisions) imports none of pandas, git, MCP, `gpus/`, `bench/`, `referee/`,
+`profilers/`; `profilers/` imports no `rules/`; `evidence/` (the typed evidence below both) imports
+only `errors` and itself.
 """
 
 from __future__ import annotations
@@ -126,6 +128,30 @@ def test_bench_and_rules_never_import_the_referee():
     bad = {m: sorted(t for t in g[m] if t.startswith(("kopt_mcp.referee", "kopt_mcp.app")))
            for m in MODULES if m.startswith(("kopt_mcp.bench", "kopt_mcp.rules", "kopt_mcp.profilers"))}
     assert {m: t for m, t in bad.items() if t} == {}
+
+
+def _edges(g: dict[str, set[str]], src: str, banned: tuple[str, ...]) -> dict[str, list[str]]:
+    """module of package `src` -> the modules it imports that start with one of `banned` (only non-empty)."""
+    bad = {m: sorted(t for t in g[m] if t.startswith(banned)) for m in MODULES if m.startswith(src)}
+    return {m: t for m, t in bad.items() if t}
+
+
+def test_evidence_sits_below_rules_and_profilers():
+    """evidence/ imports only errors and itself; rules/ imports no profilers/ (nor bench/, gpus/,
+    readers/); profilers/ imports no rules/: the two meet only in evidence/ below both."""
+    g = _graph()
+    outside = {m: sorted(t for t in g[m] if not t.startswith(("kopt_mcp.evidence", "kopt_mcp.errors")))
+               for m in MODULES if m.startswith("kopt_mcp.evidence")}
+    assert {m: t for m, t in outside.items() if t} == {}
+    assert _edges(g, "kopt_mcp.rules", ("kopt_mcp.profilers", "kopt_mcp.bench", "kopt_mcp.gpus",
+                                        "kopt_mcp.readers")) == {}
+    assert _edges(g, "kopt_mcp.profilers", ("kopt_mcp.rules",)) == {}
+    assert "kopt_mcp.evidence.trace" in MODULES  # the check looks at a package that exists
+
+
+def test_the_edge_finder_finds_a_planted_edge():
+    g = defaultdict(set, {"kopt_mcp.rules.keep": {"kopt_mcp.profilers.base", "kopt_mcp.rules.pairing"}})
+    assert _edges(g, "kopt_mcp.rules", ("kopt_mcp.profilers",)) == {"kopt_mcp.rules.keep": ["kopt_mcp.profilers.base"]}
 
 
 def test_rules_import_no_io_layer_statically():

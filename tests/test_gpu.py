@@ -14,8 +14,8 @@ import pytest
 
 from kopt_mcp.bench.runner import run_command
 from kopt_mcp.commands.demo import prepare_repo
+from kopt_mcp.evidence.trace import target_gpu_time
 from kopt_mcp.paths import examples_dir
-from kopt_mcp.profilers.base import target_gpu_time
 from kopt_mcp.profilers.ncu import NcuProfiler
 
 pytestmark = pytest.mark.gpu

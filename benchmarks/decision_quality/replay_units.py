@@ -26,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from kopt_mcp.profilers.base import HarnessUnit  # noqa: E402
+from kopt_mcp.evidence.units import HarnessUnit  # noqa: E402
 from kopt_mcp.rules.floor import KEEP_RULES  # noqa: E402
 from kopt_mcp.rules.policy import Policy  # noqa: E402
 from kopt_mcp.rules.units import judge_units, unit_spread_pct  # noqa: E402

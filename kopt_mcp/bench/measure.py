@@ -37,14 +37,15 @@ from kopt_mcp.bench.runner import RunResult, run_command
 from kopt_mcp.bench.sandbox import Sandbox, run_sandbox
 from kopt_mcp.config import TargetConfig
 from kopt_mcp.errors import Cancelled, MetricsError, MissingResults, ProfilerError, StaleResults
+from kopt_mcp.evidence.clock import RunClock
+from kopt_mcp.evidence.load import RunLoad
+from kopt_mcp.evidence.trace import KernelTrace
 from kopt_mcp.gpus.clocks import ClockSampler, ClockSource
 from kopt_mcp.gpus.load import LoadFactory
 from kopt_mcp.paths import common_git_dir
-from kopt_mcp.profilers.base import KernelTrace, Profiler, profile_env
-from kopt_mcp.profilers.run_clock import RunClock
+from kopt_mcp.profilers.base import Profiler, profile_env
 from kopt_mcp.readers.metrics import MetricTable, capture_before, collect_results, read_results
 from kopt_mcp.rules.correctness import GateResult, RunFacts, correctness_gate, failed_tests
-from kopt_mcp.rules.load import RunLoad
 from kopt_mcp.rules.protect import FileChange
 
 Runner = Callable[..., RunResult]

@@ -9,7 +9,7 @@ A/A spreads (recomputed under today's rules: by harness unit where the traces ha
 or segmented, else by launch group). The profiled triple is the attempt's last profiled candidate
 run with the profiled BEST runs just before and after it; the script rounds pair each candidate
 run with the BEST run before it. Sessions recorded before harness units existed are judged by the
-units `profilers/segment.py` finds, else by launch group.
+units `evidence/segment.py` finds, else by launch group.
 """
 
 from __future__ import annotations
@@ -23,13 +23,13 @@ from pydantic import BaseModel, Field
 
 from kopt_mcp.config import load_config
 from kopt_mcp.errors import KoptError, MetricsError, ProfilerError, StateError
+from kopt_mcp.evidence.profiles import Profiles, TargetProfile
+from kopt_mcp.evidence.segment import trace_units
+from kopt_mcp.evidence.trace import KernelTrace, exact_names_regex, target_durations, target_gpu_time, target_launches
 from kopt_mcp.ledger import Store
-from kopt_mcp.profilers.base import KernelTrace, exact_names_regex, target_durations, target_gpu_time, target_launches
 from kopt_mcp.profilers.cupti import parse_cupti_dir
-from kopt_mcp.profilers.segment import trace_units
 from kopt_mcp.readers.base import ResultFile
 from kopt_mcp.readers.metrics import read_results
-from kopt_mcp.rules.evidence import Profiles, TargetProfile
 from kopt_mcp.rules.gpu_time import judge_profiles
 from kopt_mcp.rules.keep import group_spread_pct
 from kopt_mcp.rules.policy import Policy

@@ -23,8 +23,8 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel
 
+from kopt_mcp.evidence.clock import LEVEL_TOLERANCE_PCT, RunClock
 from kopt_mcp.gpus.sampler import PeriodicSampler
-from kopt_mcp.profilers.run_clock import LEVEL_TOLERANCE_PCT, RunClock
 
 #: seconds between two samples: a do_bench call of 100 ms still gets several
 SAMPLE_PERIOD_S = 0.05

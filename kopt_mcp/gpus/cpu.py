@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 import psutil
 from pydantic import BaseModel
 
-from kopt_mcp.rules.load import ForeignProcess, RunLoad
+from kopt_mcp.evidence.load import ForeignProcess, RunLoad
 
 __all__ = ["CpuLoad", "CpuLoadProbe", "CpuProcessLoad", "CpuReading", "cpu_load_between", "own_tree", "read_cpu"]
 
@@ -74,7 +74,7 @@ class CpuLoad(BaseModel):
     def shown(self) -> str:
         """'other processes used 56% of 2 cores (pid 12 python 40%, pid 13 stress 12%, 2 more
         processes 1%, 3% not attributed to a process)': shares of all cores that add up
-        (rules.load.RunLoad.shown)."""
+        (evidence.load.RunLoad.shown)."""
         return self.as_run_load().shown()
 
     def as_run_load(self, samples: int = 2) -> RunLoad:

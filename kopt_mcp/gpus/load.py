@@ -10,7 +10,7 @@ the correctness command after it), so nothing the benchmark process does can wri
 - `GpuLoadSampler` (a GPU): the gate's probe read every `period_s`: other compute processes on the
   leased GPU (kopt-mcp's own tree left out) and the highest utilization seen.
 
-`summary()` gives the run's `kopt_mcp.rules.load.RunLoad` (None where nothing could be read); a
+`summary()` gives the run's `kopt_mcp.evidence.load.RunLoad` (None where nothing could be read); a
 read that fails ends the sampling, never the run. `LoadFactory` builds a fresh sampler per run.
 """
 
@@ -20,10 +20,10 @@ import os
 import time
 from collections.abc import Callable
 
+from kopt_mcp.evidence.load import ForeignProcess, RunLoad
 from kopt_mcp.gpus.base import GpuProbe, GpuReading
 from kopt_mcp.gpus.cpu import TOP, CpuReading, cpu_load_between, own_tree, process_seconds, read_cpu
 from kopt_mcp.gpus.sampler import PeriodicSampler
-from kopt_mcp.rules.load import ForeignProcess, RunLoad
 
 #: seconds between two readings while a run lasts (a reading walks the process table: ~10 ms)
 CPU_PERIOD_S = 1.0
@@ -50,7 +50,7 @@ class CpuLoadSampler(PeriodicSampler):
         self._last = r
 
     def summary(self) -> RunLoad | None:
-        """The run's load (rules.load.RunLoad, device "cpu"), or None with fewer than 2 readings."""
+        """The run's load (evidence.load.RunLoad, device "cpu"), or None with fewer than 2 readings."""
         if self._first is None or self._last is None or self._last is self._first:
             return None
         return cpu_load_between(self._first, self._last, dict(self._used), self._top).as_run_load(self.reads)
@@ -88,7 +88,7 @@ class GpuLoadSampler(PeriodicSampler):
                 self._procs[p.pid] = ForeignProcess(pid=p.pid, name=p.name or "?", mem_mib=max(mems) if mems else None)
 
     def summary(self) -> RunLoad | None:
-        """The run's load (rules.load.RunLoad, device "gpu"), or None when no reading succeeded."""
+        """The run's load (evidence.load.RunLoad, device "gpu"), or None when no reading succeeded."""
         if not self.reads:
             return None
         return RunLoad(device="gpu", duration_s=round((self._t1 or 0.0) - (self._t0 or 0.0), 3), samples=self.reads,

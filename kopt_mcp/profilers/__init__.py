@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from kopt_mcp.errors import ProfilerError
-from kopt_mcp.profilers.base import KernelStat, KernelTrace, Profiler, target_gpu_time
+from kopt_mcp.profilers.base import Profiler
 from kopt_mcp.profilers.combined import TraceWithMetrics
 from kopt_mcp.profilers.cupti import CuptiProfiler
-from kopt_mcp.profilers.ncu import NcuProfiler, short_kernel_name
+from kopt_mcp.profilers.ncu import NcuProfiler
 from kopt_mcp.profilers.none import NoProfiler
 from kopt_mcp.profilers.pyspy import PySpyProfiler
 from kopt_mcp.profilers.rocprof import RocprofV3Profiler
@@ -14,9 +14,8 @@ from kopt_mcp.profilers.rocprof import RocprofV3Profiler
 BACKENDS: tuple[str, ...] = ("auto", "cupti", "ncu", "rocprofv3", "none")
 
 __all__ = [
-    "BACKENDS", "CuptiProfiler", "KernelStat", "KernelTrace", "NcuProfiler", "NoProfiler", "Profiler",
-    "ProfilerError", "PySpyProfiler", "RocprofV3Profiler", "TraceWithMetrics", "make_profiler", "short_kernel_name",
-    "target_gpu_time",
+    "BACKENDS", "CuptiProfiler", "NcuProfiler", "NoProfiler", "Profiler", "ProfilerError", "PySpyProfiler",
+    "RocprofV3Profiler", "TraceWithMetrics", "make_profiler",
 ]
 
 

@@ -24,7 +24,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from kopt_mcp.profilers.base import CpuProfile, KernelStat
+from kopt_mcp.evidence.trace import CpuProfile, KernelStat
 
 __all__ = [
     "AMD_HIGH_LDS_BYTES",

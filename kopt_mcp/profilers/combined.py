@@ -15,8 +15,9 @@ import shlex
 from pathlib import Path
 
 from kopt_mcp.errors import ProfilerError
-from kopt_mcp.profilers.base import KernelStat, KernelTrace, Profiler
-from kopt_mcp.profilers.kernel_names import short_kernel_name
+from kopt_mcp.evidence.names import short_kernel_name
+from kopt_mcp.evidence.trace import KernelStat, KernelTrace
+from kopt_mcp.profilers.base import Profiler
 
 __all__ = ["METRICS_DIR", "TIMING_DIR", "TraceWithMetrics", "match_kernel_names"]
 

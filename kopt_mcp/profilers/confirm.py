@@ -33,8 +33,10 @@ Pieces:
 - `ConfirmNcu` / `ConfirmRocprof`: Profiler-protocol backends for the confirming run (cheap:
   one metric, the target kernels only, a bounded launch count per launch configuration);
 - `confirm_profiler`: which of them applies (`[profiler] confirm`, vendor, tool on PATH);
-- `decide_confirmation` (kopt_mcp/rules/confirm.py): the pure rule (planted numbers and recorded traces test it directly);
-- `confirm_keep`: runs both trees through any executor's `run_profiled` and decides.
+- `target_time`: the target's GPU time per step in one confirming trace;
+- `measure_trees`: runs the candidate's and BEST's trees through any executor's `run_profiled`
+  and measures each (measurements only: `confirm_keep` in kopt_mcp/referee/confirmation.py decides,
+  with the pure rule `decide_confirmation` in kopt_mcp/rules/confirm.py).
 """
 
 from __future__ import annotations
@@ -46,16 +48,16 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from kopt_mcp.errors import MeasurementError, ProfilerError
-from kopt_mcp.profilers.base import KernelTrace, LaunchGroup, Profiler, trace_groups
-from kopt_mcp.profilers.kernel_names import function_name, short_kernel_name
+from kopt_mcp.evidence.confirm import TargetTime
+from kopt_mcp.evidence.groups import LaunchGroup, target_groups
+from kopt_mcp.evidence.names import function_name, short_kernel_name
+from kopt_mcp.evidence.trace import KernelTrace, trace_groups
+from kopt_mcp.profilers.base import Profiler
 from kopt_mcp.profilers.ncu import LOG_NAME, parse_ncu_csv
 from kopt_mcp.profilers.rocprof import OUTPUT_NAME, parse_rocprof_dir
-from kopt_mcp.rules.confirm import Confirmation, TargetTime, decide_confirmation
-from kopt_mcp.rules.decision import Code
-from kopt_mcp.rules.keep import target_groups
 
-__all__ = ["DEFAULT_LAUNCH_COUNT", "ConfirmNcu", "ConfirmRocprof", "confirm_keep", "confirm_profiler", "function_names",
-           "target_time"]
+__all__ = ["DEFAULT_LAUNCH_COUNT", "ConfirmNcu", "ConfirmRocprof", "confirm_profiler", "function_names",
+           "measure_trees", "target_time"]
 
 #: launches ncu profiles per launch configuration (grid, block, shared memory) of the target: the
 #: median of this many is the group's time; ncu serializes each one, so this bounds the cost
@@ -64,7 +66,7 @@ DEFAULT_LAUNCH_COUNT = 50
 
 def function_names(names: Sequence[str]) -> list[str]:
     """The unqualified function names of demangled kernel names, in order, without repeats:
-    "void at::native::reduce_kernel<512, 1>(...)" -> "reduce_kernel" (`kernel_names.function_name`);
+    "void at::native::reduce_kernel<512, 1>(...)" -> "reduce_kernel" (`evidence.names.function_name`);
     a plain Triton name stays as is. Nsight Compute's default `--kernel-name-base function` matches
     these. Never raises."""
     return list(dict.fromkeys(f for f in map(function_name, names) if f))
@@ -231,46 +233,21 @@ def target_time(trace: KernelTrace, kernel_regex: str | None) -> TargetTime:
 RunProfiled = Callable[[str, Profiler, str], KernelTrace]
 
 
-def confirm_keep(run_profiled: RunProfiled, cand_tree: str, best_tree: str, claimed_gain_pct: float,
-                 floor_pct: float, vendor: str, setting: str = "auto", kernel_regex: str | None = None,
-                 target_names: Sequence[str] = (), launch_count: int = DEFAULT_LAUNCH_COUNT,
-                 profiler: ConfirmProfiler | None = None) -> Confirmation:
-    """Confirm a keep with one out-of-process measurement of the candidate and of BEST.
+def measure_trees(run_profiled: RunProfiled, cand_tree: str, best_tree: str, prof: ConfirmProfiler
+                  ) -> dict[str, tuple[TargetTime | None, str | None]]:
+    """Run the candidate's tree, then BEST's, under the confirming profiler `prof` and measure each
+    (`target_time` with `prof.target_regex`). `run_profiled(tree, profiler, label)`: runs the fixed
+    benchmark of snapshot `tree` under `profiler` and returns `profiler.parse(run_dir)`, raising
+    ProfilerError / MeasurementError where the run failed or left no trace.
 
-    Where: in commit_improvement, inside the re-measure's GPU lease, after the re-measure found the
-    candidate still better (and, when formatting changed the tree, after its keep metric), before
-    the git commit. `refuted`: not committed (archive the patch, reset to BEST, phase ready, the
-    ledger records the Confirmation); `unavailable`: commit, with `reason` among the warnings.
-
-    `run_profiled(tree, profiler, label)`: runs the fixed benchmark of snapshot `tree` under
-    `profiler` (its `wrap` command, in a disposable checkout, on the leased GPU) and returns
-    `profiler.parse(run_dir)`; raises ProfilerError / MeasurementError when the run failed or left
-    no trace (any other exception, e.g. the referee's Tampered, propagates). Labels:
-    "confirm-candidate", "confirm-best" (run folder names). The candidate runs first, then BEST.
-
-    `claimed_gain_pct` / `floor_pct`: the keep verdict's GPU-time gain (`gain_pct` of its
-    gpu_best_us and gpu_candidate_us) and the GPU-time floor it cleared (%). `vendor`,
-    `setting` ([profiler] confirm), `kernel_regex` ([profiler] kernel), `target_names` (BEST's
-    target kernels), `launch_count`: see `confirm_profiler`; `profiler` overrides the choice.
-
-    Returns a Confirmation (see `decide_confirmation`); `unavailable` without running anything when
-    no out-of-process profiler applies. Raises ValueError for an unknown `setting`.
-    """
-    prof, why = (profiler, "") if profiler is not None else confirm_profiler(
-        setting, vendor, kernel_regex, target_names, launch_count)
-    if prof is None:
-        return Confirmation(status="unavailable", code=Code.UNCONFIRMED, claimed_gain_pct=claimed_gain_pct,
-                            floor_pct=floor_pct, reason=(f"not confirmed out of process: {why}; the keep rests on the "
-                                                         f"in-process verdict ({claimed_gain_pct:+.2f}%)"))
-    measured: dict[str, TargetTime | None] = {}
-    errors: dict[str, str | None] = {}
+    Returns label ("confirm-candidate", "confirm-best": run folder names) -> (TargetTime, None), or
+    (None, why) where that run gave no measurement (ProfilerError, MeasurementError, a bad regex).
+    Any other exception (e.g. the referee's Tampered) propagates."""
+    out: dict[str, tuple[TargetTime | None, str | None]] = {}
     for label, tree in (("confirm-candidate", cand_tree), ("confirm-best", best_tree)):
         try:
             trace = run_profiled(tree, prof, label)
-            measured[label], errors[label] = target_time(trace, prof.target_regex(trace)), None
+            out[label] = (target_time(trace, prof.target_regex(trace)), None)
         except (ProfilerError, MeasurementError, re.error) as e:
-            measured[label], errors[label] = None, str(e)
-    out = decide_confirmation(claimed_gain_pct, floor_pct, measured["confirm-best"], measured["confirm-candidate"],
-                              prof.name, errors["confirm-best"], errors["confirm-candidate"])
-    out.runs = ["confirm-candidate", "confirm-best"]
+            out[label] = (None, str(e))
     return out

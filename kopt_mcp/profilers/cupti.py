@@ -21,7 +21,9 @@ import sys
 from pathlib import Path
 
 from kopt_mcp.errors import ProfilerError
-from kopt_mcp.profilers.base import HarnessUnit, KernelStat, KernelTrace, LaunchGroup, launch_median_us, split_runs
+from kopt_mcp.evidence.groups import LaunchGroup, launch_median_us, split_runs
+from kopt_mcp.evidence.trace import KernelStat, KernelTrace
+from kopt_mcp.evidence.units import HarnessUnit
 
 __all__ = ["INJECT_DIR", "CuptiProfiler", "cupti_importable", "keep_injector", "parse_cupti_dir", "pythonpath_problems"]
 

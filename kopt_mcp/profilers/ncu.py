@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kopt_mcp.errors import ProfilerError
-from kopt_mcp.profilers.base import KernelStat, KernelTrace, build_groups, launch_median_us
-from kopt_mcp.profilers.kernel_names import short_kernel_name
+from kopt_mcp.evidence.groups import build_groups, launch_median_us
+from kopt_mcp.evidence.trace import KernelStat, KernelTrace
 
-__all__ = ["LOG_NAME", "NcuProfiler", "short_kernel_name", "parse_ncu_csv"]
+__all__ = ["LOG_NAME", "NcuProfiler", "parse_ncu_csv"]
 
 LOG_NAME = "ncu.csv"
 

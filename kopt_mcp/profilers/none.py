@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kopt_mcp.profilers.base import KernelTrace
+from kopt_mcp.evidence.trace import KernelTrace
 
 NO_PROFILER_WARNING = "no profiler backend: the keep metric is the script metric"
 

@@ -38,7 +38,7 @@ from pathlib import Path
 from pydantic import BaseModel, ValidationError
 
 from kopt_mcp.errors import ProfilerError
-from kopt_mcp.profilers.base import CpuProfile, FunctionStat, KernelTrace
+from kopt_mcp.evidence.trace import CpuProfile, FunctionStat, KernelTrace
 
 __all__ = ["EXIT_FILE", "OUTPUT", "PySpyProfiler", "RATE_HZ", "parse_speedscope", "pyspy_error", "pyspy_path"]
 

@@ -36,7 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kopt_mcp.errors import ProfilerError
-from kopt_mcp.profilers.base import KernelStat, KernelTrace, build_groups, launch_median_us
+from kopt_mcp.evidence.groups import build_groups, launch_median_us
+from kopt_mcp.evidence.trace import KernelStat, KernelTrace
 
 __all__ = ["OUTPUT_NAME", "RocprofV3Profiler", "parse_rocprof_csv", "parse_rocprof_dir"]
 

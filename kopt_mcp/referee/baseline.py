@@ -10,8 +10,8 @@ import statistics
 from kopt_mcp import vcs
 from kopt_mcp.bench.measure import Measurement
 from kopt_mcp.errors import ProfilerError, RefereeError
-from kopt_mcp.profilers.base import exact_names_regex, target_gpu_time
-from kopt_mcp.profilers.segment import trace_units
+from kopt_mcp.evidence.segment import trace_units
+from kopt_mcp.evidence.trace import exact_names_regex, target_gpu_time
 from kopt_mcp.referee.core import BASELINE_MESSAGE, Progress, Session
 from kopt_mcp.referee.guards import judge_run_changes, protected_paths
 from kopt_mcp.referee.report import perf_rows

@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from kopt_mcp import vcs
 from kopt_mcp.bench.measure import included_outputs, raise_if_cancelled
 from kopt_mcp.errors import RefereeError, Tampered
+from kopt_mcp.referee.commit_measure import Remeasure, remeasure
 from kopt_mcp.referee.confirmation import confirm_out_of_process
 from kopt_mcp.referee.core import Progress, Session
 from kopt_mcp.referee.guards import protected_paths, workspace_moved
-from kopt_mcp.referee.commit_measure import Remeasure, remeasure
 from kopt_mcp.referee.reapply import reapply
 from kopt_mcp.referee.recovery import adopt_best, lease_or_stop, recover
 from kopt_mcp.referee.report import commit_message, format_note, keep_note, perf_rows

@@ -18,13 +18,13 @@ import time
 from dataclasses import dataclass, field
 
 from kopt_mcp.bench.measure import Profiled
+from kopt_mcp.evidence.profiles import Profiles
 from kopt_mcp.referee.core import Progress, Session
 from kopt_mcp.referee.keep_metric import keep_metric
 from kopt_mcp.referee.profiled import target_evidence
 from kopt_mcp.referee.runs import Attempt, measure_run, profile_run
 from kopt_mcp.rules.commit import COMMIT_PAIRS, LOAD_REMEASURES, commit_decision, commit_under_load
 from kopt_mcp.rules.decision import Code, Decision
-from kopt_mcp.rules.evidence import Profiles
 from kopt_mcp.rules.gpu_time import GpuTimeJudgement, judge_profiles, keep_outcome
 from kopt_mcp.rules.load import under_load
 from kopt_mcp.rules.script import Round, ScriptDecision, decide

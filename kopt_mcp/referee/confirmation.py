@@ -4,16 +4,63 @@ BEST's: rules/provenance.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from kopt_mcp.errors import MeasurementError
-from kopt_mcp.profilers.confirm import confirm_keep
+from kopt_mcp.profilers.confirm import (
+    DEFAULT_LAUNCH_COUNT,
+    ConfirmProfiler,
+    RunProfiled,
+    confirm_profiler,
+    measure_trees,
+)
 from kopt_mcp.referee.core import Session
 from kopt_mcp.referee.runs import Attempt, profile_run
-from kopt_mcp.rules.confirm import Confirmation, gain_pct
+from kopt_mcp.rules.confirm import Confirmation, decide_confirmation, gain_pct
+from kopt_mcp.rules.decision import Code
+
+
+def confirm_keep(run_profiled: RunProfiled, cand_tree: str, best_tree: str, claimed_gain_pct: float,
+                 floor_pct: float, vendor: str, setting: str = "auto", kernel_regex: str | None = None,
+                 target_names: Sequence[str] = (), launch_count: int = DEFAULT_LAUNCH_COUNT,
+                 profiler: ConfirmProfiler | None = None) -> Confirmation:
+    """Confirm a keep with one out-of-process measurement of the candidate and of BEST.
+
+    Where: in commit_improvement, inside the re-measure's GPU lease, after the re-measure found the
+    candidate still better (and, when formatting changed the tree, after its keep metric), before
+    the git commit. `refuted`: not committed (archive the patch, reset to BEST, phase ready, the
+    ledger records the Confirmation); `unavailable`: commit, with `reason` among the warnings.
+
+    `run_profiled(tree, profiler, label)`: runs the fixed benchmark of snapshot `tree` under
+    `profiler` (its `wrap` command, in a disposable checkout, on the leased GPU) and returns
+    `profiler.parse(run_dir)`; raises ProfilerError / MeasurementError when the run failed or left
+    no trace (any other exception, e.g. the referee's Tampered, propagates). Labels:
+    "confirm-candidate", "confirm-best" (run folder names). The candidate runs first, then BEST.
+
+    `claimed_gain_pct` / `floor_pct`: the keep verdict's GPU-time gain (`gain_pct` of its
+    gpu_best_us and gpu_candidate_us) and the GPU-time floor it cleared (%). `vendor`,
+    `setting` ([profiler] confirm), `kernel_regex` ([profiler] kernel), `target_names` (BEST's
+    target kernels), `launch_count`: see `confirm_profiler`; `profiler` overrides the choice.
+
+    Returns a Confirmation (see `decide_confirmation`); `unavailable` without running anything when
+    no out-of-process profiler applies. Raises ValueError for an unknown `setting`.
+    """
+    prof, why = (profiler, "") if profiler is not None else confirm_profiler(
+        setting, vendor, kernel_regex, target_names, launch_count)
+    if prof is None:
+        return Confirmation(status="unavailable", code=Code.UNCONFIRMED, claimed_gain_pct=claimed_gain_pct,
+                            floor_pct=floor_pct, reason=(f"not confirmed out of process: {why}; the keep rests on the "
+                                                         f"in-process verdict ({claimed_gain_pct:+.2f}%)"))
+    runs = measure_trees(run_profiled, cand_tree, best_tree, prof)
+    (cand, cand_error), (best, best_error) = runs["confirm-candidate"], runs["confirm-best"]
+    out = decide_confirmation(claimed_gain_pct, floor_pct, best, cand, prof.name, best_error, cand_error)
+    out.runs = ["confirm-candidate", "confirm-best"]
+    return out
 
 
 def confirm_out_of_process(sess: Session, a: Attempt, claim: tuple[float | None, float | None, float | None]
                            ) -> Confirmation | None:
-    """The commit-time out-of-process confirmation of a GPU-time keep (profilers.confirm.confirm_keep):
+    """The commit-time out-of-process confirmation of a GPU-time keep (`confirm_keep`):
     the candidate and BEST run once more on this call's lease under a profiler that is the benchmark's
     parent process (ncu; rocprofv3 on AMD), each in a disposable checkout verified afterwards. Its
     record goes to the ledger (`confirmation`). `claim`: BEST's and the candidate's GPU time (us) in

@@ -61,10 +61,11 @@ from kopt_mcp.bench.executor import Executor, JobLease
 from kopt_mcp.bench.measure import Measurement, Profiled
 from kopt_mcp.config import ConfigFile, TargetConfig
 from kopt_mcp.errors import Cancelled, LedgerEventError, RefereeError, StateSaveError
+from kopt_mcp.evidence.trace import exact_names_regex
 from kopt_mcp.gpus.gate import GateOutcome
 from kopt_mcp.ledger import Store, atomic_write, new_record, render_performance
 from kopt_mcp.paths import kopt_dir, session_dir
-from kopt_mcp.profilers.base import Profiler, exact_names_regex
+from kopt_mcp.profilers.base import Profiler
 from kopt_mcp.referee.services import Services
 from kopt_mcp.referee.slots import check_slot_name, shared_events
 from kopt_mcp.referee.state_guard import guarded
@@ -311,7 +312,7 @@ class Session:
     @property
     def target_regex(self) -> str | None:
         """The target kernels as a regular expression: `[profiler] kernel`, else BEST's target names
-        exactly (profilers.base.exact_names_regex; None before BEST has any)."""
+        exactly (evidence.trace.exact_names_regex; None before BEST has any)."""
         return self.cfg.profiler.kernel or exact_names_regex(self.state.best.kernels)
 
     def profiler(self, detail: bool = False) -> Profiler:

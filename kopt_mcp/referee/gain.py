@@ -21,12 +21,12 @@ import git
 
 from kopt_mcp import vcs
 from kopt_mcp.errors import RefereeError, VerdictError
+from kopt_mcp.evidence.profiles import Profiles
 from kopt_mcp.referee.core import Progress, Session
 from kopt_mcp.referee.keep_metric import profile_target
 from kopt_mcp.referee.runs import Attempt, measure_run
 from kopt_mcp.referee.slots import shared_events
 from kopt_mcp.results import SessionGainResult
-from kopt_mcp.rules.evidence import Profiles
 from kopt_mcp.rules.gpu_time import judge_profiles
 from kopt_mcp.rules.keep_totals import KeepDecision
 from kopt_mcp.rules.load import RoundLoad, can_measure_more, decide_counted

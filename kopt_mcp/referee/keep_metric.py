@@ -5,11 +5,11 @@ group, else rules.keep_totals.apply_keep_metric on the totals)."""
 from __future__ import annotations
 
 from kopt_mcp.errors import ProfilerError
-from kopt_mcp.profilers.base import target_durations, target_gpu_time, target_launches
+from kopt_mcp.evidence.profiles import Profiles, TargetProfile
+from kopt_mcp.evidence.trace import target_durations, target_gpu_time, target_launches
 from kopt_mcp.referee.core import Session
 from kopt_mcp.referee.runs import Attempt, profile_run
 from kopt_mcp.rules.decision import Code
-from kopt_mcp.rules.evidence import Profiles, TargetProfile
 from kopt_mcp.rules.floor import profile_again
 from kopt_mcp.rules.gpu_time import judge_profiles
 from kopt_mcp.rules.keep_totals import KeepDecision, apply_keep_metric
@@ -100,7 +100,7 @@ def keep_metric(sess: Session, a: Attempt, suspect: bool = True, candidate_runs:
 
 def profile_target(sess: Session, a: Attempt, prof, label: str, tree: str, who: str | None = None):
     """One profiled run of snapshot `tree` in a disposable checkout, verified afterwards: its
-    TargetProfile (rules/evidence.py), or a not-kept KeepDecision (code gpu_time_missing) saying
+    TargetProfile (evidence/profiles.py), or a not-kept KeepDecision (code gpu_time_missing) saying
     why it could not be read (`who`: what ran, for that text; default by `label`: "the candidate"
     or "BEST_COMMIT"). Raises Tampered."""
     p = profile_run(sess, a, prof, tree, label)

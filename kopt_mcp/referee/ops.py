@@ -13,9 +13,9 @@ from kopt_mcp import vcs
 from kopt_mcp.bench.measure import checkout, raise_if_cancelled
 from kopt_mcp.bench.sandbox import run_sandbox, sandbox_status
 from kopt_mcp.errors import ProfilerError, RefereeError
-from kopt_mcp.profilers.base import KernelTrace, target_gpu_time
+from kopt_mcp.evidence.names import short_kernel_name
+from kopt_mcp.evidence.trace import KernelTrace, target_gpu_time
 from kopt_mcp.profilers.bottleneck import classify, classify_cpu
-from kopt_mcp.profilers.kernel_names import short_kernel_name
 from kopt_mcp.profilers.pyspy import PySpyProfiler, pyspy_error, too_short_to_sample, work_samples
 from kopt_mcp.referee.baseline import baseline, bench_result
 from kopt_mcp.referee.core import Progress, Session

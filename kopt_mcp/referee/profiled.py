@@ -13,13 +13,13 @@ from __future__ import annotations
 
 from kopt_mcp.bench.measure import Profiled
 from kopt_mcp.errors import ProfilerError, RefereeError, VerdictError
-from kopt_mcp.profilers.base import target_durations, target_gpu_time, target_launches
+from kopt_mcp.evidence.profiles import Profiles, TargetProfile
+from kopt_mcp.evidence.trace import target_durations, target_gpu_time, target_launches
 from kopt_mcp.referee.confirmation import confirm_out_of_process
 from kopt_mcp.referee.core import Progress, Session
 from kopt_mcp.referee.runs import Attempt, profile_run
 from kopt_mcp.results import VerdictResult
 from kopt_mcp.rules.decision import Code, Decision
-from kopt_mcp.rules.evidence import Profiles, TargetProfile
 from kopt_mcp.rules.gpu_time import GpuTimeJudgement, judge_profiles
 from kopt_mcp.rules.load import LOAD_EXTRA_ROUNDS, RoundLoad, can_measure_more, decide_counted
 from kopt_mcp.rules.provenance import fingerprint, unchanged
@@ -98,7 +98,7 @@ def _candidate_run(sess: Session, a: Attempt, prof, k: int, finish, incorrect) -
 
 
 def target_evidence(sess: Session, p: Profiled) -> TargetProfile | str:
-    """The run's target-kernel evidence (rules/evidence.py TargetProfile), or why there is none (text)."""
+    """The run's target-kernel evidence (evidence/profiles.py TargetProfile), or why there is none (text)."""
     if p.trace is None:
         return f"profiling failed ({p.error})"
     try:

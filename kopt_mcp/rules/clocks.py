@@ -32,7 +32,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from kopt_mcp.profilers.run_clock import RunClock
+from kopt_mcp.evidence.clock import RunClock
 
 #: two runs' clocks (%) closer than this are one clock level
 SAME_CLOCK_PCT = 0.25

@@ -12,6 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from kopt_mcp.evidence.confirm import TargetTime
 from kopt_mcp.rules.decision import Code
 
 Status = Literal["confirmed", "refuted", "unavailable"]
@@ -20,18 +21,6 @@ Status = Literal["confirmed", "refuted", "unavailable"]
 #: serializes launches (no overlap with the neighbours the CUPTI run had) and sees the first
 #: DEFAULT_LAUNCH_COUNT launches of each configuration only, so a real 30% win may read 27%
 AGREE_FRACTION = 0.25
-
-
-class TargetTime(BaseModel):
-    """The target's GPU time in one out-of-process run: `us` = sum over its launch groups (kernel,
-    grid, block) of the median launch (us per benchmark step, the quantity of the keep metric's
-    gpu_best_us / gpu_candidate_us); `launches`: profiled target launches; `groups`: launch groups
-    (display labels); `kernels`: the target kernels' short names."""
-
-    us: float
-    launches: int
-    groups: list[str]
-    kernels: list[str]
 
 
 class Confirmation(BaseModel):

@@ -12,7 +12,7 @@
 A loss beyond the floor is `regressed` on every path: on the H100 (2026-11-27) the Triton example's
 3.5x slower candidate was a `tie` while the groups path could only confirm a win.
 
-Evidence: `Profiles` (rules/evidence.py). The session's history enters as numbers
+Evidence: `Profiles` (evidence/profiles.py). The session's history enters as numbers
 (`recent_spreads_pct`, `known_time_driven`); what the referee must remember afterwards comes back
 in `GpuTimeJudgement` (the spread to record, whether the harness is time-driven).
 """
@@ -23,11 +23,11 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel
 
-from kopt_mcp.profilers.base import exact_names_regex
-from kopt_mcp.profilers.segment import trace_units
+from kopt_mcp.evidence.profiles import Profiles
+from kopt_mcp.evidence.segment import trace_units
+from kopt_mcp.evidence.trace import exact_names_regex
 from kopt_mcp.rules.class_split import ClassGpuTime, class_rows
 from kopt_mcp.rules.decision import Code, MeasuredOutcome
-from kopt_mcp.rules.evidence import Profiles
 from kopt_mcp.rules.floor import GainFloor, gpu_gain_floor
 from kopt_mcp.rules.keep import judge_groups
 from kopt_mcp.rules.keep_totals import KeepDecision, apply_keep_metric

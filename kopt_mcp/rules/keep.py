@@ -55,9 +55,10 @@ from dataclasses import dataclass
 from pydantic import BaseModel, Field
 
 from kopt_mcp.errors import ProfilerError
-from kopt_mcp.profilers.base import KernelTrace, LaunchGroup
-from kopt_mcp.profilers.kernel_names import short_kernel_name
-from kopt_mcp.profilers.run_clock import RunClock
+from kopt_mcp.evidence.clock import RunClock
+from kopt_mcp.evidence.groups import LaunchGroup, target_groups
+from kopt_mcp.evidence.names import short_kernel_name
+from kopt_mcp.evidence.trace import KernelTrace
 from kopt_mcp.rules.clocks import ClockPlan, clock_plan
 from kopt_mcp.rules.decision import Code
 from kopt_mcp.rules.floor import GainFloor, gpu_gain_floor
@@ -68,18 +69,16 @@ from kopt_mcp.rules.launch_groups import (
     group_classes,
     group_spread_pct,
     groups_of,
-    is_utility_kernel,
     launch_counts_differ,
     shift_pct,
-    target_groups,
     target_median_us,
     targets_of_both,
     time_shares,
 )
 from kopt_mcp.rules.pairing import match_groups
 
-__all__ = ["GroupDelta", "GroupKeepDecision", "class_gpu_times", "group_classes", "group_spread_pct", "is_utility_kernel",
-           "judge_groups", "launch_counts_differ", "match_groups", "target_groups", "target_median_us"]
+__all__ = ["GroupDelta", "GroupKeepDecision", "class_gpu_times", "group_classes", "group_spread_pct",
+           "judge_groups", "launch_counts_differ", "match_groups", "target_median_us"]
 
 #: a BEST group whose candidate launches fell under this fraction while it got faster per launch
 #: is skipped work in a time-driven harness (which launches a faster kernel more often)

@@ -2,9 +2,10 @@
 between two profiles of them, whether a harness is time-driven, and which config class each
 group measures. The rule over them is rules/keep.py `judge_groups` (its docstring has the steps).
 
-- Targets (`target_groups`): the groups of the kernels the `[profiler] kernel` regex matches, else
-  of the hottest kernel that is not an input-generation or copy utility (`is_utility_kernel`:
-  torch's randn/fill/copy kernels, memset/memcpy); `target_median_us` is their GPU time per step.
+- Targets (`target_groups`, in kopt_mcp/evidence/groups.py): the groups of the kernels the
+  `[profiler] kernel` regex matches, else of the hottest kernel that is not an input-generation or
+  copy utility (`is_utility_kernel`: torch's randn/fill/copy kernels, memset/memcpy);
+  `target_median_us` is their GPU time per step.
 - Spread (`group_spread_pct`): |sum w (second - first) / mean| * 100 over the target groups' median
   launches, w = BEST's time share, between two profiled runs of unchanged BEST.
 - Time-driven harness (`launch_counts_differ`): two runs of unchanged BEST launched a paired group
@@ -18,34 +19,13 @@ import re
 from collections.abc import Sequence
 
 from kopt_mcp.errors import ProfilerError
-from kopt_mcp.profilers.base import KernelTrace, LaunchGroup, trace_groups
-from kopt_mcp.profilers.kernel_names import is_utility_kernel
+from kopt_mcp.evidence.groups import LaunchGroup, target_groups
+from kopt_mcp.evidence.trace import KernelTrace, trace_groups
 from kopt_mcp.rules.pairing import first_launch_key, match_groups
 
 __all__ = ["class_gpu_times", "classes_through_best", "group_classes", "group_spread_pct", "groups_of",
-           "is_utility_kernel", "launch_counts_differ", "shift_pct", "target_groups", "target_median_us",
+           "launch_counts_differ", "shift_pct", "target_median_us",
            "targets_of_both", "time_shares"]
-
-
-def target_groups(groups: Sequence[LaunchGroup], kernel_regex: str | None) -> list[LaunchGroup]:
-    """The target launch groups: every group whose kernel matches `kernel_regex` (re.search), else
-    every group of the hottest kernel (by total GPU time over its groups) that is not a utility
-    kernel. Raises ProfilerError (naming the kernels seen) when nothing matches or there is no kernel."""
-    if not groups:
-        raise ProfilerError("the profiled run launched no GPU kernel: is the benchmark running on the GPU?")
-    if kernel_regex:
-        pattern = re.compile(kernel_regex)
-        hits = [g for g in groups if pattern.search(g.kernel)]
-        if not hits:
-            seen = ", ".join(dict.fromkeys(g.kernel[:60] for g in groups))
-            raise ProfilerError(f"no kernel matches [profiler] kernel = {kernel_regex!r}; kernels seen: {seen[:400]}")
-        return hits
-    totals: dict[str, float] = {}
-    for g in groups:
-        totals[g.kernel] = totals.get(g.kernel, 0.0) + g.total_us
-    ranked = sorted(totals, key=lambda k: -totals[k])
-    hottest = next((k for k in ranked if not is_utility_kernel(k)), ranked[0])
-    return [g for g in groups if g.kernel == hottest]
 
 
 def target_median_us(trace: KernelTrace | Sequence[LaunchGroup], kernel_regex: str | None) -> tuple[float, list[str]]:

@@ -19,7 +19,7 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 
-from kopt_mcp.profilers.base import LaunchGroup
+from kopt_mcp.evidence.groups import LaunchGroup
 
 __all__ = ["first_launch_key", "match_groups"]
 

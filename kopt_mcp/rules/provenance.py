@@ -16,7 +16,7 @@ import re
 
 from pydantic import BaseModel
 
-from kopt_mcp.profilers.base import KernelTrace
+from kopt_mcp.evidence.trace import KernelTrace
 
 
 class Fingerprint(BaseModel):

@@ -1,11 +1,11 @@
 """One harness unit's figures: GPU time per invocation of the timed function (pure).
 
-Per invocation i of a unit (kopt_mcp.profilers.base.HarnessUnit), divided by its weight (the
+Per invocation i of a unit (kopt_mcp.evidence.units.HarnessUnit), divided by its weight (the
 statements of a timed block; 1 for do_bench and pytest-benchmark):
 
 - target time: the target kernels' GPU time (us);
 - operation time: every kernel of the invocation but input-generation and copy utilities
-  (kernel_names.is_utility_kernel): what the timed call costs on the GPU, so work moved out of the
+  (evidence.names.is_utility_kernel): what the timed call costs on the GPU, so work moved out of the
   target kernels still counts;
 - per kernel: each kernel's GPU time.
 
@@ -24,8 +24,8 @@ import statistics
 
 from pydantic import BaseModel
 
-from kopt_mcp.profilers.base import HarnessUnit
-from kopt_mcp.profilers.kernel_names import is_utility_kernel
+from kopt_mcp.evidence.names import is_utility_kernel
+from kopt_mcp.evidence.units import HarnessUnit
 
 #: standard error of a sample median relative to the scale, for normal data: sqrt(pi / 2)
 _MEDIAN_SE = math.sqrt(math.pi / 2.0)

@@ -3,7 +3,7 @@
 The keep metric by harness unit (rules/units.py) pairs unit k of BEST's runs with unit k of the
 candidate's: the harness ran the same configs in the same order. Where the units were not marked in
 the process (a time-driven loop kopt does not mark, or a recording from before markers existed) they
-are found in the launch stream afterwards (profilers/segment.py), and one config's stretch can come
+are found in the launch stream afterwards (evidence/segment.py), and one config's stretch can come
 out cut in two in one run and whole in another: the counts differ and nothing could be judged
 (gpu_time_unreproducible).
 
@@ -23,9 +23,8 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 
-from kopt_mcp.profilers.base import HarnessUnit
-from kopt_mcp.profilers.kernel_names import is_utility_kernel
-
+from kopt_mcp.evidence.names import is_utility_kernel
+from kopt_mcp.evidence.units import HarnessUnit
 
 #: adjacent units merge only where their median times per invocation differ by at most this share: one
 #: config's pieces run at one speed (an A/A pair of Liger units differs by under 1%), two configs of one

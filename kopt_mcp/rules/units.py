@@ -3,7 +3,7 @@ of the timed function, per unit of the benchmark's own harness, BEST before and 
 in one lease (A/B/A). GPU time decides both ways, for the whole operation.
 
 Evidence: the three runs' units (HarnessUnit: marked in the process, or segmented afterwards,
-kopt_mcp/profilers/segment.py), in the harness's order: unit k of BEST and unit k of the candidate
+kopt_mcp/evidence/segment.py), in the harness's order: unit k of BEST and unit k of the candidate
 are the same config. Target units are those whose invocations launch a target kernel in both BEST
 runs; they map to the config classes in row order where the counts agree, or several units per
 class where rules/unit_classes.py tells them apart.
@@ -41,7 +41,7 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, Field
 
-from kopt_mcp.profilers.base import HarnessUnit
+from kopt_mcp.evidence.units import HarnessUnit
 from kopt_mcp.rules.class_split import class_margin_pct
 from kopt_mcp.rules.decision import Code, MeasuredOutcome
 from kopt_mcp.rules.floor import GainFloor, gpu_gain_floor

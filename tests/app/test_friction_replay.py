@@ -24,8 +24,8 @@ from mcp import Client
 
 from kopt_mcp.app.server import build_server
 from kopt_mcp.events import Attempt
+from kopt_mcp.evidence.load import RunLoad
 from kopt_mcp.referee import Referee
-from kopt_mcp.rules.load import RunLoad
 from kopt_mcp.testing.toy import make_toy_repo, set_kernel
 
 #: every verdict word but `improved` (rules/decision.py)

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from kopt_mcp.bench.measure import profile
 from kopt_mcp.config import load_config
-from kopt_mcp.profilers.base import KernelTrace, profile_env
+from kopt_mcp.evidence.trace import KernelTrace
+from kopt_mcp.profilers.base import profile_env
 from kopt_mcp.profilers.cupti import CuptiProfiler
 from kopt_mcp.profilers.ncu import NcuProfiler
 from kopt_mcp.testing.toy import RecordingRunner, make_toy_repo

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from kopt_mcp.commands.init.kernels import choose_targets, cuda_kernels, defined_kernels, python_kernels
 from kopt_mcp.commands.init.propose import kernel_regex
+from kopt_mcp.evidence.names import function_name
 from kopt_mcp.profilers.cupti import parse_cupti_dir
-from kopt_mcp.profilers.kernel_names import function_name
 
 #: recorded on the H100 on 2026-11-24: the hottest kernel of triton-kernels' do_bench benchmark
 FILL = ("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<int>, std::array<char*, 1ul> >"

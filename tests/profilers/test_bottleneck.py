@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from kopt_mcp.profilers.base import KernelStat
+from kopt_mcp.evidence.trace import KernelStat
 from kopt_mcp.profilers.bottleneck import AMD_HIGH_VGPR, BOUND_PCT, classify
 from kopt_mcp.profilers.ncu import parse_ncu_csv
 from kopt_mcp.profilers.rocprof import parse_rocprof_csv

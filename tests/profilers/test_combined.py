@@ -17,12 +17,13 @@ from pathlib import Path
 import pytest
 
 from kopt_mcp.errors import ProfilerError
+from kopt_mcp.evidence.names import short_kernel_name
 from kopt_mcp.profilers import CuptiProfiler, NcuProfiler, TraceWithMetrics, make_profiler
 from kopt_mcp.profilers import cupti as cupti_mod
 from kopt_mcp.profilers.bottleneck import classify
 from kopt_mcp.profilers.combined import match_kernel_names
 from kopt_mcp.profilers.cupti import parse_cupti_dir
-from kopt_mcp.profilers.ncu import parse_ncu_csv, short_kernel_name
+from kopt_mcp.profilers.ncu import parse_ncu_csv
 from tests.profilers.conftest import RAW
 
 CUPTI = Path(__file__).resolve().parents[1] / "fixtures" / "cupti" / "h100_torch_matmul" / "cupti-438.json"

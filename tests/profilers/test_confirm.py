@@ -18,17 +18,12 @@ from pathlib import Path
 import pytest
 
 from kopt_mcp.errors import ProfilerError
-from kopt_mcp.profilers.confirm import (
-    ConfirmNcu,
-    ConfirmRocprof,
-    confirm_keep,
-    confirm_profiler,
-    function_names,
-    target_time,
-)
+from kopt_mcp.evidence.confirm import TargetTime
+from kopt_mcp.profilers.confirm import ConfirmNcu, ConfirmRocprof, confirm_profiler, function_names, target_time
 from kopt_mcp.profilers.cupti import INJECT_DIR
 from kopt_mcp.profilers.ncu import parse_ncu_csv
-from kopt_mcp.rules.confirm import AGREE_FRACTION, TargetTime, decide_confirmation, gain_pct
+from kopt_mcp.referee.confirmation import confirm_keep
+from kopt_mcp.rules.confirm import AGREE_FRACTION, decide_confirmation, gain_pct
 from kopt_mcp.rules.decision import Code
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from kopt_mcp.errors import ProfilerError
-from kopt_mcp.profilers import CuptiProfiler, make_profiler, target_gpu_time
+from kopt_mcp.evidence.trace import target_gpu_time
+from kopt_mcp.profilers import CuptiProfiler, make_profiler
 from kopt_mcp.profilers.cupti import INJECT_DIR, cupti_importable, parse_cupti_dir
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "cupti" / "h100_torch_matmul"

@@ -13,8 +13,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+from kopt_mcp.evidence.segment import trace_units
 from kopt_mcp.profilers.cupti import INJECT_DIR, CuptiProfiler, parse_cupti_dir
-from kopt_mcp.profilers.segment import trace_units
 
 FAKE_CUPTI = '''
 import ctypes, enum, itertools, threading

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from kopt_mcp.errors import ProfilerError
+from kopt_mcp.evidence.trace import KernelTrace, target_gpu_time
 from kopt_mcp.profilers import BACKENDS, NcuProfiler, NoProfiler, make_profiler
-from kopt_mcp.profilers.base import KernelTrace, target_gpu_time
 from tests.profilers.conftest import RAW
 
 

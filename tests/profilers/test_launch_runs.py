@@ -1,4 +1,4 @@
-"""Runs of a launch group (kopt_mcp/profilers/base.split_runs) and the CUPTI aggregator's cap per
+"""Runs of a launch group (kopt_mcp/evidence/groups.split_runs) and the CUPTI aggregator's cap per
 run (kopt_mcp/profilers/cupti_inject/kopt_cupti_trace.py): a harness that visits its shapes one
 after another comes back to a (kernel, grid, block) it launched before (FlagGems' rms_norm on the
 H100, 2026-11-24: 1024x1024 and 1024x65536 rows, both grid 1024 at 128 threads)."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 
-from kopt_mcp.profilers.base import MAX_RUNS, MIN_RUN_LAUNCHES, build_groups
+from kopt_mcp.evidence.groups import MAX_RUNS, MIN_RUN_LAUNCHES, build_groups
 from kopt_mcp.profilers.cupti import INJECT_DIR
 
 K = "rms_norm_kernel"

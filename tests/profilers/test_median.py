@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 
 from kopt_mcp.commands.demo import kernel_line
-from kopt_mcp.profilers.base import launch_median_us
+from kopt_mcp.evidence.groups import launch_median_us
+from kopt_mcp.evidence.names import short_kernel_name
 from kopt_mcp.profilers.cupti import parse_cupti_dir
-from kopt_mcp.profilers.ncu import NcuProfiler, short_kernel_name
+from kopt_mcp.profilers.ncu import NcuProfiler
 from kopt_mcp.results import KernelRow
 from tests.profilers.conftest import DETAILS, RAW
 from tests.profilers.test_ncu_parse import DETAILS_NS, RAW_NS

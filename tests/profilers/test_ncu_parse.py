@@ -152,7 +152,7 @@ def test_grid_and_block_given_as_dims_are_multiplied(ncu_dir):
 
 
 def test_every_launch_time_is_kept_in_order_for_the_paired_keep_test(ncu_dir):
-    from kopt_mcp.profilers.base import target_durations
+    from kopt_mcp.evidence.trace import target_durations
 
     trace = NcuProfiler().parse(ncu_dir(RAW))
     for k in trace.kernels:

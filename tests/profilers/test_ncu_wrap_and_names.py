@@ -10,7 +10,8 @@ import sys
 
 import pytest
 
-from kopt_mcp.profilers.ncu import DETAIL_METRICS, TIMING_METRICS, NcuProfiler, short_kernel_name
+from kopt_mcp.evidence.names import short_kernel_name
+from kopt_mcp.profilers.ncu import DETAIL_METRICS, TIMING_METRICS, NcuProfiler
 from tests.profilers.conftest import RAW
 
 NASTY = """python bench.py --name 'a b' --sep ";" && echo "done; $HOME" | tee log.txt"""

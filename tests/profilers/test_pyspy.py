@@ -12,8 +12,8 @@ import pytest
 
 from kopt_mcp.errors import ProfilerError
 from kopt_mcp.events import Trace
+from kopt_mcp.evidence.trace import CpuProfile, FunctionStat
 from kopt_mcp.profilers import NoProfiler, PySpyProfiler, make_profiler
-from kopt_mcp.profilers.base import CpuProfile, FunctionStat
 from kopt_mcp.profilers.bottleneck import classify_cpu
 from kopt_mcp.profilers.pyspy import (
     EXIT_FILE,

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from kopt_mcp.errors import ProfilerError
+from kopt_mcp.evidence.trace import target_gpu_time
 from kopt_mcp.profilers import BACKENDS, NoProfiler, RocprofV3Profiler, make_profiler
-from kopt_mcp.profilers.base import target_gpu_time
 from kopt_mcp.profilers.rocprof import parse_rocprof_csv
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "rocprofv3"

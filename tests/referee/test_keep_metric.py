@@ -147,7 +147,7 @@ def test_commit_refuses_a_keep_that_the_out_of_process_measurement_refutes(cupti
     """The in-process (replayed CUPTI) trace claims 5%; the confirming run with the profiler as the
     benchmark's parent shows candidate == BEST: not committed, archived, BEST unchanged, and the
     ledger holds the `confirmation` record with both gains."""
-    import kopt_mcp.profilers.confirm as confirm
+    import kopt_mcp.referee.confirmation as confirm
 
     r = cupti_ref(1000.0)
     set_kernel(r.workspace_path, FASTER, GPU_US=950.0)

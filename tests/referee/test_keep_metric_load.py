@@ -11,8 +11,8 @@ import shlex
 import subprocess
 from pathlib import Path
 
+from kopt_mcp.evidence.load import ForeignProcess, RunLoad
 from kopt_mcp.referee.services import Services
-from kopt_mcp.rules.load import ForeignProcess, RunLoad
 from kopt_mcp.testing.toy import set_kernel, toy_runs_dir
 from tests.conftest import BASE_TIMES
 from tests.replay_cupti import ReplayCupti

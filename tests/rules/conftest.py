@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from kopt_mcp.profilers.base import LaunchGroup
-from kopt_mcp.profilers.run_clock import RunClock
+from kopt_mcp.evidence.clock import RunClock
+from kopt_mcp.evidence.groups import LaunchGroup
 from tests.replay_cupti import dobench_trace
 
 SMALL, LARGE = (128, 1, 1), (512, 1, 1)

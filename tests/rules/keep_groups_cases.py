@@ -28,10 +28,10 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from kopt_mcp.profilers.base import LaunchGroup
+from kopt_mcp.evidence.clock import RunClock
+from kopt_mcp.evidence.groups import LaunchGroup
 from kopt_mcp.profilers.cupti import parse_cupti_dir
 from kopt_mcp.profilers.rocprof import parse_rocprof_csv
-from kopt_mcp.profilers.run_clock import RunClock
 from tests.replay_cupti import FIXTURE, dobench_trace
 from tests.rules.conftest import bwd_groups, clk, configs, flaggems_like, spin_run
 

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from kopt_mcp.profilers.base import target_durations, target_gpu_time, target_launches
+from kopt_mcp.evidence.profiles import Profiles, TargetProfile
+from kopt_mcp.evidence.trace import target_durations, target_gpu_time, target_launches
 from kopt_mcp.profilers.cupti import parse_cupti_dir
 from kopt_mcp.rules.class_split import ClassGpuTime, class_rows, split_on_target
 from kopt_mcp.rules.decision import Code
-from kopt_mcp.rules.evidence import Profiles, TargetProfile
 from kopt_mcp.rules.gpu_time import judge_profiles
 from kopt_mcp.rules.policy import Policy
 from kopt_mcp.rules.script import GLOBAL, Round

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from kopt_mcp.profilers.run_clock import RunClock
+from kopt_mcp.evidence.clock import RunClock
 from kopt_mcp.rules.clocks import clock_plan
 from kopt_mcp.rules.decision import Code
 from kopt_mcp.rules.keep import judge_groups

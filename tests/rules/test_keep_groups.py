@@ -18,18 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from kopt_mcp.profilers.base import trace_groups
+from kopt_mcp.evidence.groups import target_groups
+from kopt_mcp.evidence.names import is_utility_kernel
+from kopt_mcp.evidence.trace import trace_groups
 from kopt_mcp.profilers.cupti import parse_cupti_dir
 from kopt_mcp.profilers.rocprof import parse_rocprof_csv
 from kopt_mcp.rules.decision import Code
-from kopt_mcp.rules.keep import (
-    class_gpu_times,
-    group_spread_pct,
-    is_utility_kernel,
-    judge_groups,
-    target_groups,
-    target_median_us,
-)
+from kopt_mcp.rules.keep import class_gpu_times, group_spread_pct, judge_groups, target_median_us
 from tests.replay_cupti import FIXTURE
 from tests.rules.conftest import LARGE, SMALL, configs
 
@@ -49,7 +44,7 @@ def test_per_group_median_is_stable_where_totals_of_a_time_driven_harness_spread
 
 
 def test_input_generation_kernel_is_never_the_target_even_when_hottest(runs):
-    from kopt_mcp.profilers.base import target_gpu_time
+    from kopt_mcp.evidence.trace import target_gpu_time
 
     t = runs(configs(), utility_calls=24000)
     assert is_utility_kernel(t.kernels[0].name)  # the recorded torch randn kernel, replayed hottest

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from kopt_mcp.profilers.base import trace_groups
+from kopt_mcp.evidence.groups import target_groups
+from kopt_mcp.evidence.trace import trace_groups
 from kopt_mcp.profilers.cupti import parse_cupti_dir
-from kopt_mcp.rules.keep import group_spread_pct, judge_groups, target_groups
+from kopt_mcp.rules.keep import group_spread_pct, judge_groups
 
 RUNS = sorted((Path(__file__).resolve().parents[1] / "fixtures" / "cupti" / "h100_dobench").glob("run*"))
 XMMA = r"^sm80_xmma_gemm"  # the n=1024 gemm: do_bench launched it 18-91 times per process

@@ -132,7 +132,7 @@ def test_a_significant_but_immaterial_per_launch_gain_is_not_kept():
 
 
 def test_launches_of_several_target_kernels_are_paired_in_launch_order():
-    from kopt_mcp.profilers.base import KernelStat, KernelTrace, target_durations
+    from kopt_mcp.evidence.trace import KernelStat, KernelTrace, target_durations
 
     # BEST: one kernel for both classes; candidate: short rows moved to a new kernel, 10% faster
     best = KernelTrace(backend="cupti", total_gpu_us=0, kernels=[

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from kopt_mcp.evidence.load import ForeignProcess, RunLoad
 from kopt_mcp.rules.decision import Code
 from kopt_mcp.rules.load import (
     EXCLUSIVE_CORE_PCT,
     LOAD_EXTRA_ROUNDS,
-    ForeignProcess,
     RoundLoad,
-    RunLoad,
     can_measure_more,
     count_rounds,
     counted_policy,

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import pytest
 
-from kopt_mcp.profilers.base import trace_groups
+from kopt_mcp.evidence.groups import target_groups
+from kopt_mcp.evidence.trace import trace_groups
 from kopt_mcp.rules.decision import Code
-from kopt_mcp.rules.keep import judge_groups, target_groups
+from kopt_mcp.rules.keep import judge_groups
 from kopt_mcp.rules.pairing import match_groups
 from tests.rules.conftest import LARGE, SMALL, bwd_groups, configs, flaggems_like
 
@@ -109,7 +110,7 @@ def test_a_config_computed_once_then_replaced_by_a_no_op_of_another_shape_is_ski
     # the cheat on launch-order pairing, written first: the candidate launches seq_len 768's real kernel
     # once, caches its result, and launches a near-empty kernel of a new grid for the other calls. Had
     # the no-op group paired with BEST's 768 group in launch order, its tiny median would look like a win.
-    from kopt_mcp.profilers.base import LaunchGroup
+    from kopt_mcp.evidence.groups import LaunchGroup
 
     best = bwd_groups([256, 512, 768], 1, 1.0)
     real_once = bwd_groups([768], 1, 1.0, calls=1)[0].model_copy(update={"first_order": 2.0})

@@ -3,9 +3,10 @@ each of its 3 classes in 5 do_bench windows, alternating), and what the keep met
 
 from __future__ import annotations
 
-from kopt_mcp.profilers.base import HarnessUnit, KernelTrace
+from kopt_mcp.evidence.profiles import Profiles, TargetProfile
+from kopt_mcp.evidence.trace import KernelTrace
+from kopt_mcp.evidence.units import HarnessUnit
 from kopt_mcp.rules.decision import Code
-from kopt_mcp.rules.evidence import Profiles, TargetProfile
 from kopt_mcp.rules.gpu_time import judge_profiles
 from kopt_mcp.rules.policy import Policy
 from kopt_mcp.rules.unit_classes import unit_classes

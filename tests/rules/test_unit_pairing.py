@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from kopt_mcp.profilers.base import HarnessUnit
+from kopt_mcp.evidence.units import HarnessUnit
 from kopt_mcp.rules.unit_pairing import pair_units
 from kopt_mcp.rules.units import judge_units
 from tests.rules.test_units_recorded import POLICY, RUNS, TARGET, _spreads

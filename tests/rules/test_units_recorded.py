@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from kopt_mcp.profilers.base import HarnessUnit
+from kopt_mcp.evidence.units import HarnessUnit
 from kopt_mcp.rules.policy import Policy
 from kopt_mcp.rules.units import judge_units, unit_spread_pct
 

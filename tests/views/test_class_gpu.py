@@ -19,8 +19,8 @@ import pytest
 
 from kopt_mcp.app.tools.charts import progress_plot
 from kopt_mcp.events import as_events
+from kopt_mcp.evidence.units import HarnessUnit
 from kopt_mcp.ledger import Store, new_record
-from kopt_mcp.profilers.base import HarnessUnit
 from kopt_mcp.rules.policy import Policy
 from kopt_mcp.rules.units import UnitKeepDecision, judge_units, unit_spread_pct
 from kopt_mcp.views import charts

@@ -59,9 +59,10 @@ from kopt_mcp.commands.init.read import (
 )
 from kopt_mcp.config import TargetConfig
 from kopt_mcp.errors import InitError
+from kopt_mcp.evidence.trace import exact_names_regex
 from kopt_mcp.gpus import make_probe
 from kopt_mcp.profilers import make_profiler
-from kopt_mcp.profilers.base import exact_names_regex, profile_env
+from kopt_mcp.profilers.base import profile_env
 
 __all__ = ["HIGHER_IS_BETTER", "PERF_FILE", "TIME_NAME", "InitError", "Proposal", "Run", "analyse", "benchmark_files",
            "correctness_tests", "env_prefix", "find_test_files", "installed_copy_hint", "kernel_regex", "propose", "render",

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-from kopt_mcp.profilers.base import KernelTrace
-from kopt_mcp.profilers.run_clock import RunClock
-from kopt_mcp.rules.load import RunLoad
+from kopt_mcp.evidence.clock import RunClock
+from kopt_mcp.evidence.load import RunLoad
+from kopt_mcp.evidence.trace import KernelTrace
 
 
 class TargetProfile(BaseModel):
@@ -15,7 +15,7 @@ class TargetProfile(BaseModel):
     summed over the run (`us`), their `names`, how often they launched (`launches`), each launch's
     GPU time in launch order where the backend records it (`durations_us`, us), the SM clock
     the run ran at where it was sampled (`clock`), and the foreign load on the device while it ran
-    (`load`, rules/load.py; None: not sampled)."""
+    (`load`, evidence/load.py; None: not sampled)."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 

@@ -6,7 +6,7 @@ afterwards from each launch's start and shape (`segment_units`):
 
 1. Invocations. A harness that clears the L2 cache before every timed call (triton's `do_bench`
    zeroes a 256 MB buffer: a fill kernel) launches that utility kernel once per invocation: the
-   flush kernel is the utility kernel (kernel_names.is_utility_kernel) that most often comes right
+   flush kernel is the utility kernel (evidence.names.is_utility_kernel) that most often comes right
    before a non-utility launch, and each stretch from one flush to the next is one invocation. No
    such kernel (at least MIN_FLUSHES times): no units (the launch-group rule decides).
 2. Units. An invocation's context is the set of (kernel, grid, block) of its non-utility launches:
@@ -28,8 +28,10 @@ import statistics
 from collections import Counter
 from collections.abc import Sequence
 
-from kopt_mcp.profilers.base import HarnessUnit, KernelTrace, LaunchGroup
-from kopt_mcp.profilers.kernel_names import is_utility_kernel
+from kopt_mcp.evidence.groups import LaunchGroup
+from kopt_mcp.evidence.names import is_utility_kernel
+from kopt_mcp.evidence.trace import KernelTrace
+from kopt_mcp.evidence.units import HarnessUnit
 
 #: a flush kernel is recognized when it precedes a non-utility launch at least this often
 MIN_FLUSHES = 5

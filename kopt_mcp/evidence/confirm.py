@@ -1,0 +1,19 @@
+"""What the out-of-process confirmation measures (pure data): the target's GPU time per step in one run
+under a profiler that is the benchmark's parent (kopt_mcp/profilers/confirm.py); the rule over it is
+kopt_mcp/rules/confirm.py."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+
+class TargetTime(BaseModel):
+    """The target's GPU time in one out-of-process run: `us` = sum over its launch groups (kernel,
+    grid, block) of the median launch (us per benchmark step, the quantity of the keep metric's
+    gpu_best_us / gpu_candidate_us); `launches`: profiled target launches; `groups`: launch groups
+    (display labels); `kernels`: the target kernels' short names."""
+
+    us: float
+    launches: int
+    groups: list[str]
+    kernels: list[str]

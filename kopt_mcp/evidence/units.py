@@ -1,0 +1,32 @@
+"""Harness units (pure data): one measurement unit of the benchmark's own harness in a profiled run."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+
+class HarnessUnit(BaseModel):
+    """One measurement unit of the benchmark's own harness in one profiled run (a do_bench call, a
+    torch.utils.benchmark Timer measurement, a pytest-benchmark case), in the harness's order
+    (`index`, 0-based over the run's processes in the order they ran), with each kernel's GPU time
+    per invocation of the timed function.
+
+    `per_invocation[kernel][i]`: the GPU time (us) of kernel's launches in invocation i, summed;
+    `launches[kernel][i]`: how many; invocations that launched no kernel are absent from both.
+    `weights[i]`: statements in invocation i where the harness runs several per timed block
+    (torch.utils.benchmark's `number`; absent: 1). `source`: "marked" (external correlation ids
+    pushed around each invocation inside the process) or "segmented" (found in the launch stream
+    afterwards: kopt_mcp/evidence/segment.py)."""
+
+    index: int
+    harness: str
+    label: str = ""
+    invocations: int = 0
+    weights: dict[int, int] = Field(default_factory=dict)
+    per_invocation: dict[str, dict[int, float]] = Field(default_factory=dict)
+    launches: dict[str, dict[int, int]] = Field(default_factory=dict)
+    source: str = "marked"
+
+    def kernels(self) -> list[str]:
+        """The kernel names launched inside this unit's invocations, in name order."""
+        return sorted(self.per_invocation)
