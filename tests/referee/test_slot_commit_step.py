@@ -17,6 +17,7 @@ from mcp import Client
 
 from kopt_mcp.events import Commit, last, parse_event
 from kopt_mcp.referee import commit as commit_step
+from kopt_mcp.referee import commit_measure
 from tests.referee.test_slots import _kernel, _line, _slot_params, b_commits_under_fault, pair, repo  # noqa: F401 - fixtures
 
 BEST_LOCK = (".git", "kopt", "t", "best.lock")
@@ -34,7 +35,7 @@ def test_a_commit_overtaken_during_its_re_measure_is_reapplied_and_measured_agai
     assert b.save_and_test("n=2", "b").verdict == "improved"
     old = a.state.best.commit
     monkeypatch.setattr(commit_step, "ROUNDS", 2)
-    real = commit_step.measure_run
+    real = commit_measure.measure_run
     seen: list[str] = []
     a_result = {}
 
@@ -52,7 +53,7 @@ def test_a_commit_overtaken_during_its_re_measure_is_reapplied_and_measured_agai
                     other.acquire(timeout=0.2)
         return real(sess, att, tree, label)
 
-    monkeypatch.setattr(commit_step, "measure_run", measure)
+    monkeypatch.setattr(commit_measure, "measure_run", measure)
     cb = b.commit_improvement()
     ca = a_result["r"]
     assert ca.committed and cb.committed, (ca.reason, cb.reason)
