@@ -16,7 +16,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from kopt_mcp.bench.preflight import preflight_problems
+from kopt_mcp.bench.preflight import interpreter_line, preflight_problems, resolved_interpreter
 from kopt_mcp.config import BenchmarkSection, TargetConfig, load_config
 from kopt_mcp.errors import ConfigError, MetricsError
 from kopt_mcp.gpus import make_probe
@@ -45,6 +45,21 @@ def command_warnings(command: str, cwd: Path) -> list[str]:
     and what to write). A PYTHONPATH assignment in the command itself is handled
     (profilers.cupti.keep_injector puts the injector in front of it)."""
     return pythonpath_problems(command, cwd)
+
+
+def _interpreters(out: Console, command: str, cwd: Path, tests: str | None, repo: Path) -> list[str]:
+    """Print the interpreter the benchmark's (and the correctness command's) `python` resolves to;
+    a warning when the two differ (the tests would check another installation than the one timed)."""
+    bench = resolved_interpreter(command, cwd)
+    out.print(escape(f"interpreter: {interpreter_line(command, cwd)}"))
+    if not tests:
+        return []
+    mine = resolved_interpreter(tests, repo)
+    out.print(escape(f"correctness interpreter: {interpreter_line(tests, repo)}"))
+    if bench and mine and bench[0] != mine[0]:
+        return [f"the benchmark runs {bench[0]} ({bench[1]}) but the correctness command {mine[0]} ({mine[1]}): "
+                "write the same interpreter in both"]
+    return []
 
 
 def _gates_line(t: TargetConfig) -> str:
@@ -109,6 +124,7 @@ def check_config(repo: Path, config: Path | None) -> int:
     errors += glob_problems(b.csv) if b.csv else []
     if (repo / b.workdir).is_dir():
         warnings += command_warnings(b.command, repo / b.workdir)
+        warnings += _interpreters(out, b.command, repo / b.workdir, t.correctness.command, repo)
     out.print(escape(f"correctness: columns {b.correctness_columns or '-'}; condition {b.correctness or '-'}; "
                      f"command {t.correctness.command or '-'}"))
     if not errors:

@@ -20,6 +20,7 @@ from pydantic import BaseModel
 
 from kopt_mcp.bench.runner import run_command
 from kopt_mcp.commands.init.own import Ownership, choose, provider_label
+from kopt_mcp.commands.init.progress import Budget, Progress
 from kopt_mcp.config import BenchmarkSection
 from kopt_mcp.errors import InitError, MetricsError, ReaderError
 from kopt_mcp.readers import ResultFile, make_reader
@@ -50,6 +51,7 @@ class Run(BaseModel):
 
     files: dict[str, tuple[bytes | None, bytes]]
     log: bytes = b""
+    seconds: float = 0.0  # the run's wall time (s); 0 for results read without a run
 
 
 # --- running -------------------------------------------------------------------------------------
@@ -95,24 +97,52 @@ def installed_copy_hint(repo: Path, log: str) -> str:
     return ""
 
 
-def run_twice(repo: Path, command: str, timeout_s: float = 600.0, runs: int = 2) -> list[Run]:
+def run_twice(repo: Path, command: str, timeout_s: float = 600.0, runs: int = 2, budget: Budget | None = None,
+              progress: Progress | None = None) -> list[Run]:
     """Run `command` `runs` times in `repo`; per run, the .csv/.json files it wrote or changed (with
     their content before that run) and its log. Every file is put back as it was before the first
-    run (created ones are removed). Raises InitError when a run fails."""
+    run (created ones are removed). With `budget` (kopt_mcp/commands/init/progress.py) each run's
+    limit is what is left of it; a later run that would leave less than half the rest for the tests,
+    or that the budget cuts, is dropped and recorded as not checked. Raises InitError when a run
+    fails, or when the budget ends the first one."""
+    budget = budget or Budget(max(timeout_s * runs, 1.0))
+    progress = progress or Progress(budget, quiet=True)
     first = {p: (repo / p).read_bytes() for p in _result_files(repo)}
     out: list[Run] = []
     try:
         with tempfile.TemporaryDirectory(prefix="kopt-init-") as tmp:
             for i in range(runs):
+                last = _last_duration(out)
+                if i and not budget.can_start(2 * last * 1.1):
+                    progress.say(f"benchmark run {i + 1}/{runs} skipped: one run took {last:.0f} s and "
+                                 f"{budget.left():.0f} s of the budget are left (the tests need time too)")
+                    budget.not_checked("a second run of the benchmark (config columns that change between two "
+                                       "runs of the same code)", command)
+                    break
                 before = {p: (repo / p).read_bytes() for p in _result_files(repo)}
                 stamp = _result_files(repo)
-                r = run_command(command, repo, {}, timeout_s, Path(tmp) / f"run{i}.log")
+                limit = budget.limit(timeout_s)
+                with progress.step(f"benchmark run {i + 1}/{runs}: `{command}`"):
+                    r = run_command(command, repo, {}, limit, Path(tmp) / f"run{i}.log")
+                cut = r.timed_out and limit < timeout_s
+                if cut and i:
+                    progress.say(f"benchmark run {i + 1}/{runs} cut by the budget after {r.duration_s:.0f} s")
+                    budget.not_checked("a second run of the benchmark (config columns that change between two "
+                                       "runs of the same code)", command)
+                    break
                 if r.timed_out or r.exit_code != 0:
-                    raise InitError(f"`{command}` {'timed out' if r.timed_out else f'exited {r.exit_code}'} in {repo}; "
-                                    f"log tail: {r.log_tail[-800:]}{installed_copy_hint(repo, r.log_tail)}")
+                    what = (f"did not finish within init's budget ({budget.total_s:g} s, {limit:.0f} s left for it): "
+                            "raise --budget, or run it by hand to see how long it takes" if cut else
+                            "timed out" if r.timed_out else f"exited {r.exit_code}")
+                    raise InitError(f"`{command}` {what} in {repo}; log tail: {r.log_tail[-800:]}"
+                                    f"{installed_copy_hint(repo, r.log_tail)}")
                 changed = {p: (before.get(p), (repo / p).read_bytes()) for p, s in _result_files(repo).items()
                            if stamp.get(p) != s}
-                out.append(Run(files=changed, log=(Path(tmp) / f"run{i}.log").read_bytes()))
+                out.append(Run(files=changed, log=(Path(tmp) / f"run{i}.log").read_bytes(),
+                               seconds=round(r.duration_s, 2)))
+                if i + 1 < runs:
+                    progress.say(f"one benchmark run: {r.duration_s:.1f} s; expected for the rest: "
+                                 f"~{r.duration_s * (runs - i - 1):.0f} s ({runs - i - 1} run(s))")
     finally:
         for p in set(_result_files(repo)) - set(first):
             (repo / p).unlink(missing_ok=True)
@@ -120,6 +150,10 @@ def run_twice(repo: Path, command: str, timeout_s: float = 600.0, runs: int = 2)
             if (repo / p).read_bytes() != content:
                 (repo / p).write_bytes(content)
     return out
+
+
+def _last_duration(runs: list[Run]) -> float:
+    return runs[-1].seconds if runs else 0.0
 
 
 # --- analysing -----------------------------------------------------------------------------------
@@ -305,10 +339,16 @@ def analyse(runs: list[Run], log_name: str = "benchmark.log", results: str | Non
     else:
         keys["metric"] = _metric_column(df, keys["format"] == "pytest-benchmark", provider, findings, own, comparisons)
     keys["higher_is_better"] = bool(HIGHER_IS_BETTER.search(keys["metric"]))
-    filters, mode_col = [], None
+    filters, mode_col, kernel_col = [], None, None
     flags = {"kernel": kernel, "provider": provider, "mode": mode}
     for what, names in SELECTORS.items():
+        # pytest-benchmark's `group` (@pytest.mark.benchmark(group="layer_norm")) names the kernel
+        names = (*names, "group") if what == "kernel" and keys["format"] == "pytest-benchmark" else names
         col = _pick(df, names)
+        if what == "kernel" and col is not None and kernel is not None \
+                and kernel not in set(map(str, df[col].dropna().unique())):
+            continue  # not a value of the kernel column: looked for in the rows' names below
+        kernel_col = col if what == "kernel" and col is not None else kernel_col
         if col is None or col in (keys.get("metric_name_column"), keys["metric"]):
             continue
         values = sorted(map(str, df[col].dropna().unique()))
@@ -333,6 +373,8 @@ def analyse(runs: list[Run], log_name: str = "benchmark.log", results: str | Non
                         f"(--{what} to change)")
         if what == "provider":  # the same kernel by others: rows to compare with, never judged
             comparisons += [f"{col} == {o!r}" for o in others]
+    if kernel is not None and kernel_col is None:
+        filters += _kernel_by_name(df, kernel, findings)
     keys["rows"] = " and ".join(filters)
     bench = section(keys)
     sel = [f.query(keys["rows"]) if keys["rows"] else f for f in frames]
@@ -363,6 +405,27 @@ def analyse(runs: list[Run], log_name: str = "benchmark.log", results: str | Non
                         "[benchmark] correctness condition such as \"max_err < 1e-3\"")
     keys["comparisons"] = comparisons
     return keys, findings
+
+
+def _kernel_by_name(df, kernel: str, findings: list[str]) -> list[str]:
+    """The rows filter for --kernel where the results have no kernel column: the first text column
+    (`name`, `fullname`, then the others) some of whose values hold `kernel` (case-insensitive); none
+    where every row holds it. Raises InitError when no value holds it: --kernel would count nothing."""
+    text = [str(c) for c in df.columns if df[c].dtype.kind == "O"]
+    text = [c for c in ("name", "fullname") if c in text] + [c for c in text if c not in ("name", "fullname")]
+    for c in text:
+        hits = df[c].astype(str).str.contains(kernel, case=False, regex=False)
+        if hits.all():
+            findings.append(f"--kernel {kernel}: every row's {c} names it: no rows filter needed")
+            return []
+        if hits.any():
+            findings.append(f"--kernel {kernel}: no kernel column; counting the rows whose {c} holds {kernel!r} "
+                            f"({int(hits.sum())} of {len(df)})")
+            return [f"`{c}`.str.contains({kernel!r}, case=False, regex=False)"]
+    raise InitError(f"--kernel {kernel!r} names no row: it is no value of a kernel column ({', '.join(SELECTORS['kernel'])}"
+                    f"; pytest-benchmark's group) and no text column holds it (columns {list(map(str, df.columns))[:12]}). "
+                    "Leave out --kernel when the results hold one kernel, or write the benchmark command so it runs only "
+                    "that kernel")
 
 
 def result_unit(keys: dict, runs: list[Run], log_name: str) -> str | None:
