@@ -78,7 +78,17 @@ def _classes_lines(t: MetricTable) -> list[str]:
     return lines
 
 
-def _results(out: Console, repo: Path, b: BenchmarkSection, warnings: list[str]) -> int:
+def stale_files(files: list[Path], config: Path) -> list[Path]:
+    """The result files last written before `config` was (mtime): rows of an earlier run, maybe of
+    another kernel or provider, that the next run may not write at all."""
+    try:
+        since = config.stat().st_mtime
+    except OSError:
+        return []
+    return [f for f in files if f.stat().st_mtime < since]
+
+
+def _results(out: Console, repo: Path, b: BenchmarkSection, warnings: list[str], config: Path) -> int:
     fmt = resolve_format(b)
     out.print(escape(f"metric: {b.metric} ({'higher' if b.higher_is_better else 'lower'} is better)"
                      + (f": the {b.value_column} of rows whose {b.metric_name_column} is {b.metric!r}"
@@ -91,6 +101,11 @@ def _results(out: Console, repo: Path, b: BenchmarkSection, warnings: list[str])
     if not files:
         out.print(f"  no file matching {b.csv!r} yet: config classes are found from the first run")
         return 0
+    old = stale_files(files, config)
+    if old:
+        warnings.append(f"{', '.join(f.name for f in old)} predate(s) {config.name}: its rows come from an earlier run "
+                        "(stale, or classes of another kernel the benchmark may never run now), so the classes below "
+                        "are only a preview: run the benchmark once (or `kopt-mcp init`) to see what it writes now")
     try:
         t = read_metrics(files, b)
     except MetricsError as e:
@@ -128,7 +143,7 @@ def check_config(repo: Path, config: Path | None) -> int:
     out.print(escape(f"correctness: columns {b.correctness_columns or '-'}; condition {b.correctness or '-'}; "
                      f"command {t.correctness.command or '-'}"))
     if not errors:
-        status = max(status, _results(out, repo, b, warnings))
+        status = max(status, _results(out, repo, b, warnings, Path(cf.path)))
     out.print(_gates_line(t))
     try:
         probe = make_probe(t.gates.gpu_probe)

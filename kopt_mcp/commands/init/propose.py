@@ -258,6 +258,9 @@ def propose(repo: Path, command: str | None, results: str | None = None, kernel:
                              metric_name=metric_name, own=own)
     if command:
         findings.append(f"interpreter: {interpreter_line(command, repo)}")
+    else:
+        findings.append("read from result files already there, not from a run: their rows may be stale or another "
+                        "kernel's; pass --command so init runs the benchmark and reads only the rows it writes now")
     for f in findings:
         progress.say(f"found: {f}")
     unit = result_unit(keys, runs, "benchmark.log")
