@@ -95,7 +95,8 @@ def _test_topic(path: str) -> str:
     return re.sub(r"^test_|_test$", "", Path(path).stem.lower())
 
 
-def correctness_tests(test_files: list[str], bench: list[str], kernel: str | None = None, command: str = "") -> list[str]:
+def correctness_tests(test_files: list[str], bench: list[str], kernel: str | None = None, command: str = "",
+                      sources: dict[str, str] | None = None) -> list[str]:
     """The pytest files to propose as the correctness command, from the repository's test files
     (sorted) and the files the benchmark command names: those that are not performance suites
     (under a bench*/ folder, named *_perf.py, bench_*.py, ...) nor benchmark files; narrowed to
@@ -103,7 +104,9 @@ def correctness_tests(test_files: list[str], bench: list[str], kernel: str | Non
     1. with `kernel` (init's --kernel): those whose name holds it;
     2. those whose topic is a whole word of the benchmark's names or arguments (`benchmark_rms_norm.py`
        -> test_rms_norm.py, not test_fused_add_rms_norm.py; `--op chunk_gla` -> test_gla.py);
-    3. those whose name holds a topic word of the benchmark files (`test_norm_perf.py` -> test_norm_ops.py);
+    3. those whose source (`sources`: file -> text) imports a module named after a topic word
+       (`from pkg.ops.swiglu import ...` for the topic `swiglu`);
+    4. those whose name holds a topic word of the benchmark files (`test_norm_perf.py` -> test_norm_ops.py);
 
     the first that finds any; else every test file. Pure."""
     tests = [t for t in test_files if t not in bench and not PERF_FILE.search(Path(t).name)
@@ -115,8 +118,24 @@ def correctness_tests(test_files: list[str], bench: list[str], kernel: str | Non
                  and " " + " ".join(re.split(r"[^a-z0-9]+", _test_topic(t))) + " " in spoken]
         if named:
             return named
+    importing = [t for t in tests if words and set(words) & _imported_modules((sources or {}).get(t, ""))]
+    if importing:
+        return importing
     narrowed = [t for t in tests if any(w in Path(t).stem.lower() for w in words)]
     return narrowed or tests
+
+
+_IMPORT = re.compile(r"^\s*(?:from\s+([\w.]+)\s+import\s+([\w, ()]+)|import\s+([\w., ]+))", re.M)
+
+
+def _imported_modules(source: str) -> set[str]:
+    """Every dotted piece of the modules a source imports, lower-case (`from a.ops.swiglu import f`
+    -> {"a", "ops", "swiglu", "f"}). Pure."""
+    out: set[str] = set()
+    for frm, names, plain in _IMPORT.findall(source):
+        for dotted in [frm, *re.split(r"[,\s()]+", names), *re.split(r"[,\s]+", plain)]:
+            out |= {p.lower() for p in dotted.split(".") if p}
+    return out
 
 
 def _pytest_marker(command: str) -> str | None:

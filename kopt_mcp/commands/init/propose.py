@@ -186,7 +186,13 @@ def propose_correctness(repo: Path, command: str | None, bench: list[str], found
     found. Raises InitError when the test runner is missing or nothing passes."""
     budget = budget or Budget(max(timeout_s * 3, 1.0))
     progress = progress or Progress(budget, quiet=True)
-    tests = correctness_tests(found, bench, kernel, command or "")
+    sources = {}
+    for t in found:
+        try:
+            sources[t] = (repo / t).read_text(errors="replace")
+        except OSError:
+            continue
+    tests = correctness_tests(found, bench, kernel, command or "", sources)
     if given is None and not tests:
         progress.say("no pytest file of the benchmark's topic found: no correctness command to run")
         return None
