@@ -111,7 +111,7 @@ def test_init_and_check_config_show_the_interpreter_python_resolves_to(tmp_path,
     capsys.readouterr()
     found, version = subprocess.run(
         ["bash", "-c", "python -c 'import sys; print(sys.executable); print(sys.version.split()[0])'"], cwd=repo,
-        capture_output=True, text=True).stdout.split()
+        capture_output=True, text=True, check=True).stdout.split()
     assert f"# found: interpreter: python -> {found} ({version}" in (repo / "kopt.toml").read_text()
     assert main(["check-config", "--repo", str(repo)]) == 0
     out = capsys.readouterr().out

@@ -28,9 +28,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-
 from kopt_mcp.bench.preflight import interpreter_line, interpreter_word, resolved_interpreter, runner_problems
 from kopt_mcp.bench.runner import run_command
+from kopt_mcp.commands.init import saved
 from kopt_mcp.commands.init.correctness import (
     PERF_FILE,
     Checked,
@@ -40,11 +40,9 @@ from kopt_mcp.commands.init.correctness import (
     selection,
 )
 from kopt_mcp.commands.init.kernels import choose_targets, defined_kernels
-from kopt_mcp.commands.init import saved
 from kopt_mcp.commands.init.own import ownership
 from kopt_mcp.commands.init.progress import DEFAULT_BUDGET_S, Budget, Progress
 from kopt_mcp.commands.init.protect import protected_paths
-from kopt_mcp.commands.init.render import Proposal, render
 from kopt_mcp.commands.init.pytest_report import summary_line
 from kopt_mcp.commands.init.read import (
     HIGHER_IS_BETTER,
@@ -57,6 +55,7 @@ from kopt_mcp.commands.init.read import (
     result_unit,
     run_twice,
 )
+from kopt_mcp.commands.init.render import Proposal, render
 from kopt_mcp.errors import InitError
 from kopt_mcp.gpus import make_probe
 from kopt_mcp.profilers import make_profiler
