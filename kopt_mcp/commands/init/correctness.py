@@ -273,7 +273,7 @@ def command_text(prefix: str, python: str, files: list[str], select: list[str], 
     return f"{prefix}{python} -m pytest " + " ".join(shlex.quote(a) for a in args)
 
 
-_COLLECTED = re.compile(r"^collect(?:ed|ing) (\d+) items?", re.M)
+_COLLECTED = re.compile(r"\bcollected (\d+) items?")
 
 
 def running_count(log_path: Path) -> str:
