@@ -13,8 +13,9 @@ interpreter, RUN once on the unmodified tree and narrowed to what passes there, 
 named with why), and the target kernels from one profiled run where a profiler is available
 (kopt_mcp/commands/init/kernels.py: the trace's kernels the repository defines).
 
-Running and reading the benchmark (`run_twice`, `analyse`: format, metric, config columns) is
-kopt_mcp/commands/init/read.py, re-exported here; this module writes the proposal: correctness tests and
+Running the benchmark (`run_twice`) is kopt_mcp/commands/init/runs.py and reading it (`analyse`:
+format, metric, config columns) kopt_mcp/commands/init/read.py, both re-exported here; the budget
+and the progress lines are kopt_mcp/commands/init/progress.py; this module writes the proposal: correctness tests and
 protected paths from the repository's files, the target kernel from one profiled run, and the
 commented kopt.toml text. Pure parts (`analyse`, `render`) take contents; `run_init` does the I/O.
 """
@@ -44,18 +45,9 @@ from kopt_mcp.commands.init.own import ownership
 from kopt_mcp.commands.init.progress import DEFAULT_BUDGET_S, Budget, Progress
 from kopt_mcp.commands.init.protect import protected_paths
 from kopt_mcp.commands.init.pytest_report import summary_line
-from kopt_mcp.commands.init.read import (
-    HIGHER_IS_BETTER,
-    SKIP_DIRS,
-    TEST_FILE,
-    TIME_NAME,
-    Run,
-    analyse,
-    installed_copy_hint,
-    result_unit,
-    run_twice,
-)
+from kopt_mcp.commands.init.read import HIGHER_IS_BETTER, TEST_FILE, TIME_NAME, analyse, result_unit
 from kopt_mcp.commands.init.render import Proposal, render
+from kopt_mcp.commands.init.runs import SKIP_DIRS, Run, installed_copy_hint, run_twice
 from kopt_mcp.errors import InitError
 from kopt_mcp.gpus import make_probe
 from kopt_mcp.profilers import make_profiler
