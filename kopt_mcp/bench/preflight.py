@@ -160,11 +160,11 @@ def resolved_interpreter(command: str, cwd: Path, module: str | None = None,
     return lines[-2], lines[-1], r.returncode == 0
 
 
-def interpreter_line(command: str, cwd: Path) -> str:
+def interpreter_line(command: str, cwd: Path, timeout_s: float = 60.0) -> str:
     """One line naming the interpreter `command`'s `python` resolves to: "python -> /usr/bin/python3
-    (3.11.9)", or that it does not start."""
+    (3.11.9)", or that it does not start (within `timeout_s`)."""
     word = interpreter_word(command)
-    found = resolved_interpreter(command, cwd)
+    found = resolved_interpreter(command, cwd, timeout_s=timeout_s)
     return f"{word} -> {found[0]} ({found[1]})" if found else f"{word} -> does not start in {cwd}"
 
 

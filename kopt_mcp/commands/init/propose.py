@@ -195,18 +195,26 @@ def propose_correctness(repo: Path, command: str | None, bench: list[str], found
                      f"{' and more' if len(tests) > 8 else ''})" + (f", selected with {' '.join(select)}" if select else ""))
     if not run:
         return Checked(command=cmd, ran=False)
-    problems = runner_problems(cmd, repo)
+    if not budget.can_start():
+        budget.not_checked("the correctness command (it must pass on the unmodified tree)", cmd)
+        return Checked(command=cmd, ran=False, not_checked=f"init's budget ({budget.total_s:g} s) ran out before it")
+    problems = runner_problems(cmd, repo, _probe_s(budget))
     if problems:
         raise InitError(f"{'; '.join(problems)} (the correctness command init proposes is `{cmd}`)")
     if given:
         return _run_given(repo, given, timeout_s, budget, progress)
-    plugin = resolved_interpreter(cmd, repo, "pytest_timeout") if test_timeout_s else None
+    plugin = resolved_interpreter(cmd, repo, "pytest_timeout", _probe_s(budget)) if test_timeout_s else None
     per_test = test_timeout_s if plugin and plugin[2] else None
     if test_timeout_s:
         progress.say(f"per-test limit: {test_timeout_s:g} s (pytest-timeout)" if per_test else
                      "pytest-timeout is not installed for the tests' interpreter: only the run's limit applies")
     return check_correctness(repo, prefix, python, tests, select, timeout_s, gpu_count(), own_packages, budget,
                              progress, per_test)
+
+
+def _probe_s(budget: Budget) -> float:
+    """The time limit (s) of a short probe of the interpreter: 30 s, or what is left of `budget` (5 s at least)."""
+    return max(5.0, min(30.0, budget.left()))
 
 
 def _profile(repo: Path, command: str, kernel: str | None, budget: Budget, progress: Progress,
@@ -254,7 +262,7 @@ def propose(repo: Path, command: str | None, results: str | None = None, kernel:
     keys, findings = analyse(runs, results=results, kernel=kernel, provider=provider, mode=mode,
                              metric_name=metric_name, own=own)
     if command:
-        findings.append(f"interpreter: {interpreter_line(command, repo)}")
+        findings.append(f"interpreter: {interpreter_line(command, repo, _probe_s(budget))}")
     else:
         findings.append("read from result files already there, not from a run: their rows may be stale or another "
                         "kernel's; pass --command so init runs the benchmark and reads only the rows it writes now")
