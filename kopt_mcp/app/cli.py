@@ -109,7 +109,15 @@ def _parser() -> argparse.ArgumentParser:
                    help="time limit (s) of each of init's runs of the correctness command (default 600)")
     i.add_argument("--no-run-tests", action="store_true",
                    help="do not run the correctness command: the proposal says so and is printed, never written")
-    i.add_argument("--write", action="store_true", help="write <repo>/kopt.toml instead of printing it")
+    i.add_argument("--budget", type=float, default=600.0, metavar="S",
+                   help="time (s) for the whole of init (default 600): each run gets what is left; what it could not "
+                   "check is marked NOT CHECKED in the proposal, with the command to run by hand")
+    i.add_argument("--test-timeout", type=float, default=60.0, metavar="S",
+                   help="per-test limit (s) of init's runs of the tests, where pytest-timeout is installed; a test "
+                   "past it is dropped as too slow (default 60; 0: none)")
+    i.add_argument("--write", action="store_true", help="write <repo>/kopt.toml instead of printing it (after an "
+                   "init with the same flags on the same tree: the proposal it showed, without running again)")
+    i.add_argument("--fresh", action="store_true", help="with --write: run everything again, not the saved proposal")
     i.add_argument("--force", action="store_true", help="with --write: replace an existing kopt.toml")
     j = sub.add_parser("rejudge", help="decide a recorded attempt again under today's rules, from its run folders "
                        "(nothing runs): why was this a tie?")
@@ -235,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return run_init(args.repo, args.command, args.results, args.kernel, args.provider, args.mode,
                         args.metric_name, args.write, args.force, args.correctness, not args.no_run_tests,
-                        args.tests_timeout)
+                        args.tests_timeout, args.budget, args.test_timeout or None, args.fresh)
     # lazy: start-up time: each subcommand loads only what it uses
     from kopt_mcp.commands.check_config import check_config
 

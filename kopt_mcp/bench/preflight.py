@@ -123,6 +123,51 @@ def runner_problems(command: str, cwd: Path, timeout_s: float = 60.0) -> list[st
     return []
 
 
+#: prints the interpreter's path and version; exit 3 when the module argv[1] names is not importable
+_PROBE = ("import sys, importlib.util as u; print(sys.executable); print(sys.version.split()[0]); "
+          "sys.exit(0 if len(sys.argv) < 2 or u.find_spec(sys.argv[1]) else 3)")
+
+
+def interpreter_word(command: str) -> str:
+    """The Python interpreter `command` runs (its program where that is `python`, `python3.11`, a
+    path to one), else `python`: what a pytest or shell-script command leaves to PATH. Pure."""
+    try:
+        words, _ = command_words(command)
+    except ValueError:
+        return "python"
+    return words[0] if words and re.match(r"^python[0-9.]*$", Path(words[0]).name) else "python"
+
+
+def resolved_interpreter(command: str, cwd: Path, module: str | None = None,
+                         timeout_s: float = 60.0) -> tuple[str, str, bool] | None:
+    """The interpreter `command` resolves to in `cwd` under its own leading environment assignments
+    (`interpreter_word`; one short subprocess): (its sys.executable, its version "3.11.9", whether
+    `module` imports there: True when `module` is None). None when it does not start."""
+    try:
+        _, prefix = command_words(command)
+    except ValueError:
+        prefix = ""
+    probe = (f"{prefix}{shlex.quote(interpreter_word(command))} -c {shlex.quote(_PROBE)}"
+             + (f" {shlex.quote(module)}" if module else ""))
+    try:
+        r = subprocess.run(["bash", "-c", probe], cwd=cwd, capture_output=True, text=True, timeout=timeout_s,
+                           check=False)
+    except (subprocess.TimeoutExpired, OSError):
+        return None
+    lines = r.stdout.strip().splitlines()
+    if r.returncode not in (0, 3) or len(lines) < 2:
+        return None
+    return lines[-2], lines[-1], r.returncode == 0
+
+
+def interpreter_line(command: str, cwd: Path, timeout_s: float = 60.0) -> str:
+    """One line naming the interpreter `command`'s `python` resolves to: "python -> /usr/bin/python3
+    (3.11.9)", or that it does not start (within `timeout_s`)."""
+    word = interpreter_word(command)
+    found = resolved_interpreter(command, cwd, timeout_s=timeout_s)
+    return f"{word} -> {found[0]} ({found[1]})" if found else f"{word} -> does not start in {cwd}"
+
+
 def preflight_problems(target: TargetConfig, repo: Path) -> list[str]:
     """Everything that stops the benchmark or correctness command of `target` from starting in
     `repo` (its [benchmark] workdir): a missing workdir, program, named file or test runner. Each

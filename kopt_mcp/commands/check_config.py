@@ -16,7 +16,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from kopt_mcp.bench.preflight import preflight_problems
+from kopt_mcp.bench.preflight import interpreter_line, preflight_problems, resolved_interpreter
 from kopt_mcp.config import BenchmarkSection, TargetConfig, load_config
 from kopt_mcp.errors import ConfigError, MetricsError
 from kopt_mcp.gpus import make_probe
@@ -47,6 +47,21 @@ def command_warnings(command: str, cwd: Path) -> list[str]:
     return pythonpath_problems(command, cwd)
 
 
+def _interpreters(out: Console, command: str, cwd: Path, tests: str | None, repo: Path) -> list[str]:
+    """Print the interpreter the benchmark's (and the correctness command's) `python` resolves to;
+    a warning when the two differ (the tests would check another installation than the one timed)."""
+    bench = resolved_interpreter(command, cwd)
+    out.print(escape(f"interpreter: {interpreter_line(command, cwd)}"))
+    if not tests:
+        return []
+    mine = resolved_interpreter(tests, repo)
+    out.print(escape(f"correctness interpreter: {interpreter_line(tests, repo)}"))
+    if bench and mine and bench[0] != mine[0]:
+        return [f"the benchmark runs {bench[0]} ({bench[1]}) but the correctness command {mine[0]} ({mine[1]}): "
+                "write the same interpreter in both"]
+    return []
+
+
 def _gates_line(t: TargetConfig) -> str:
     g = t.gates
     return (f"gates: noise {g.noise_pct:g}%, {g.confirmations} confirmation(s), confidence {g.confidence:g}, "
@@ -63,7 +78,17 @@ def _classes_lines(t: MetricTable) -> list[str]:
     return lines
 
 
-def _results(out: Console, repo: Path, b: BenchmarkSection, warnings: list[str]) -> int:
+def stale_files(files: list[Path], config: Path) -> list[Path]:
+    """The result files last written before `config` was (mtime): rows of an earlier run, maybe of
+    another kernel or provider, that the next run may not write at all."""
+    try:
+        since = config.stat().st_mtime
+    except OSError:
+        return []
+    return [f for f in files if f.stat().st_mtime < since]
+
+
+def _results(out: Console, repo: Path, b: BenchmarkSection, warnings: list[str], config: Path) -> int:
     fmt = resolve_format(b)
     out.print(escape(f"metric: {b.metric} ({'higher' if b.higher_is_better else 'lower'} is better)"
                      + (f": the {b.value_column} of rows whose {b.metric_name_column} is {b.metric!r}"
@@ -76,6 +101,11 @@ def _results(out: Console, repo: Path, b: BenchmarkSection, warnings: list[str])
     if not files:
         out.print(f"  no file matching {b.csv!r} yet: config classes are found from the first run")
         return 0
+    old = stale_files(files, config)
+    if old:
+        warnings.append(f"{', '.join(f.name for f in old)} predate(s) {config.name}: its rows come from an earlier run "
+                        "(stale, or classes of another kernel the benchmark may never run now), so the classes below "
+                        "are only a preview: run the benchmark once (or `kopt-mcp init`) to see what it writes now")
     try:
         t = read_metrics(files, b)
     except MetricsError as e:
@@ -109,10 +139,11 @@ def check_config(repo: Path, config: Path | None) -> int:
     errors += glob_problems(b.csv) if b.csv else []
     if (repo / b.workdir).is_dir():
         warnings += command_warnings(b.command, repo / b.workdir)
+        warnings += _interpreters(out, b.command, repo / b.workdir, t.correctness.command, repo)
     out.print(escape(f"correctness: columns {b.correctness_columns or '-'}; condition {b.correctness or '-'}; "
                      f"command {t.correctness.command or '-'}"))
     if not errors:
-        status = max(status, _results(out, repo, b, warnings))
+        status = max(status, _results(out, repo, b, warnings, Path(cf.path)))
     out.print(_gates_line(t))
     try:
         probe = make_probe(t.gates.gpu_probe)

@@ -101,3 +101,17 @@ def test_check_config_on_the_appended_harness_example(capsys):
     out = capsys.readouterr().out
     assert "the y_value_50 of rows whose metric_name is 'speed'" in out
     assert "3 config class(es) over columns ['x_value'], unit ms" in out
+
+
+def test_check_config_warns_about_results_older_than_the_config(toy_repo, capsys):
+    """Rows a run wrote before this config may be another kernel's (issue 35): a preview, said so."""
+    import os
+
+    subprocess.run(["python", "bench.py"], cwd=toy_repo, check=True, capture_output=True)
+    csv = toy_repo / "results" / "bench.csv"
+    assert main(["check-config", "--repo", str(toy_repo)]) == 0
+    assert "predate" not in capsys.readouterr().out  # written after kopt.toml: fresh
+    st = (toy_repo / "kopt.toml").stat()
+    os.utime(csv, (st.st_atime - 60, st.st_mtime - 60))
+    assert main(["check-config", "--repo", str(toy_repo)]) == 0
+    assert "bench.csv predate(s) kopt.toml: its rows come from an earlier run" in capsys.readouterr().out

@@ -238,3 +238,33 @@ def test_a_benchmark_run_through_python_c_is_protected_and_its_environment_reach
     assert cfg.correctness.command == ("PYTHONPATH=.${PYTHONPATH:+:$PYTHONPATH} python -m pytest -q -x -p no:cacheprovider "
                                        "tests/test_kernel.py")
     assert "benchmark/" in cfg.protect.paths  # the folder of the script it runs
+
+
+def _pytest_benchmark_runs(groups: dict[str | None, list[str]]) -> list[Run]:
+    """One pytest-benchmark JSON (the 2.5 fixture's shape) with a benchmark per name, in its group."""
+    import copy
+    import json
+
+    data = json.loads((FIX / "pytest_benchmark_2.5.json").read_text())
+    one, data["benchmarks"] = data["benchmarks"][0], []
+    for i, (group, names) in enumerate((g, n) for g, ns in groups.items() for n in ns):
+        b = copy.deepcopy(one)
+        b.update(group=group, name=names, fullname=f"tests/bench.py::{names}")
+        b["stats"]["median"] = 0.001 * (i + 1)
+        data["benchmarks"].append(b)
+    return [Run(files={"bench.json": (None, json.dumps(data).encode())})]
+
+
+def test_kernel_picks_a_pytest_benchmark_group_and_refuses_a_kernel_no_row_names():
+    """An agent's pytest-benchmark harness for two kernels (issue 35): --kernel layer_norm was silently
+    ignored and both kernels counted; pytest-benchmark's `group` column names the kernel."""
+    runs = _pytest_benchmark_runs({"layer_norm": ["test_ln[64]", "test_ln[128]"], "rms_norm": ["test_rms[64]"]})
+    keys, _ = analyse(runs, kernel="layer_norm")
+    assert keys["format"] == "pytest-benchmark" and keys["rows"] == "group == 'layer_norm'"
+    # without a group: the rows whose name holds the kernel
+    runs = _pytest_benchmark_runs({None: ["test_layer_norm[64]", "test_layer_norm[128]", "test_rms_norm[64]"]})
+    keys, findings = analyse(runs, kernel="layer_norm")
+    assert keys["rows"] == "`name`.str.contains('layer_norm', case=False, regex=False)"
+    assert any("(2 of 3)" in f for f in findings)
+    with pytest.raises(InitError, match="--kernel 'swiglu' names no row"):
+        analyse(runs, kernel="swiglu")

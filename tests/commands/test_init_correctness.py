@@ -173,3 +173,16 @@ def test_a_proposal_whose_tests_were_not_run_is_printed_loudly_and_never_written
     assert "exited 3 on the unmodified tree" in capsys.readouterr().err and not (tmp_path / "kopt.toml").exists()
     assert main([*args, "--correctness", f"{sys.executable} -m pytest -q tests", "--write"]) == 0
     assert "# init ran this command on the unmodified tree: 1 passed" in (tmp_path / "kopt.toml").read_text()
+
+
+def test_tests_that_import_the_kernels_module_are_chosen_where_no_file_is_named_after_it():
+    """Issue 35: the tests of a kernel are those that name its topic or import its module."""
+    tests = ["tests/test_activations.py", "tests/test_norms.py", "tests/test_misc.py"]
+    sources = {"tests/test_activations.py": "import torch\nfrom mylib.ops.swiglu import swiglu_fwd\n",
+               "tests/test_norms.py": "from mylib.ops import rms_norm\n",
+               "tests/test_misc.py": "import mylib\n# swiglu in a comment only\n"}
+    bench = ["benchmark/benchmark_swiglu.py"]
+    assert correctness_tests(tests, bench, None, "python benchmark/benchmark_swiglu.py", sources) == [
+        "tests/test_activations.py"]
+    assert correctness_tests(tests, ["benchmark/benchmark_rms_norm.py"], None, "", sources) == ["tests/test_norms.py"]
+    assert correctness_tests(tests, bench, None, "", {}) == tests  # no source read: every test file, as before

@@ -39,7 +39,8 @@ def test_init_write_on_a_fresh_copy_gives_a_working_session(tmp_path, make_refer
         "PYTHONPATH=src${PYTHONPATH:+:$PYTHONPATH} python -m pytest -q -x -p no:cacheprovider test/test_rms_norm.py "
         "--deselect 'test/test_rms_norm.py::test_sharded_rms_norm[4]'")
     assert "# init ran this command on the unmodified tree: 5 passed, 1 skipped, 1 deselected" in text
-    assert tomllib.loads(text)["protect"]["paths"] == ["benchmark/scripts/", "test/"]
+    # pyproject.toml holds [tool.pytest.ini_options]: it steers the tests, so it is protected too (issue 35)
+    assert tomllib.loads(text)["protect"]["paths"] == ["benchmark/scripts/", "pyproject.toml", "test/"]
     assert "dropped from the correctness command" in capsys.readouterr().err
 
     ticks = iter(range(0, 10**9, 3600))  # each reading an hour later: the CPU gate never waits

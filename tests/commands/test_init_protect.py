@@ -53,3 +53,18 @@ def test_a_folder_the_benchmark_writes_into_or_that_holds_kernels_protects_files
         ["bench/run.py", "kernels/test_k.py", "test_top.py"]
     assert protected_paths(repo, ["kernels/bench_k.py", "bench.py"], [], ["reference.py"]) == \
         ["bench.py", "kernels/bench_k.py", "reference.py"]  # the root and a kernel folder stay editable
+
+
+def test_every_file_that_configures_the_test_runner_is_protected(tmp_path):
+    """A pytest-benchmark harness (issue 35): pyproject.toml's [tool.pytest.ini_options] steers both the
+    benchmark and the tests; a pyproject.toml without pytest's section stays editable."""
+    repo = _repo(tmp_path, {"kern/k.py": JIT, "kern/conftest.py": "", "kern/bench_k.py": "",
+                            "tests/test_k.py": "", "tests/conftest.py": "",
+                            "pyproject.toml": "[project]\nname = 'k'\n\n[tool.pytest.ini_options]\naddopts = '-q'\n",
+                            "setup.cfg": "[tool:pytest]\naddopts = -q\n", "tox.ini": "[tox]\nenvlist = py311\n"})
+    paths = protected_paths(repo, ["kern/bench_k.py"], find_test_files(repo), [])
+    assert paths == ["kern/bench_k.py", "kern/conftest.py", "pyproject.toml", "setup.cfg", "tests/"]
+    (repo / "pyproject.toml").write_text("[project]\nname = 'k'\n")
+    (repo / "tox.ini").write_text("[pytest]\naddopts = -q\n")
+    paths = protected_paths(repo, ["kern/bench_k.py"], find_test_files(repo), [])
+    assert paths == ["kern/bench_k.py", "kern/conftest.py", "setup.cfg", "tests/", "tox.ini"]

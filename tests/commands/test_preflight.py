@@ -75,3 +75,21 @@ def test_serve_refuses_a_benchmark_script_that_is_not_there(toy_repo, make_refer
     subprocess.run([*GIT, "commit", "-qam", "moved"], cwd=toy_repo, check=True)
     with pytest.raises(PreflightError, match="benchmark/missing.py, which does not exist"):
         make_referee(toy_repo)
+
+
+def test_the_interpreter_a_command_resolves_to_under_its_own_assignments(tmp_path):
+    """An agent's check-config passed while `python` was another interpreter on PATH (issue 35): the
+    interpreter is resolved as the command would run it, its leading assignments included."""
+    import os
+
+    from kopt_mcp.bench.preflight import interpreter_line, interpreter_word, resolved_interpreter
+
+    (tmp_path / "bin").mkdir()
+    os.symlink(sys.executable, tmp_path / "bin" / "python")
+    cmd = f"PATH={tmp_path / 'bin'}:$PATH python bench.py"
+    path, version, has = resolved_interpreter(cmd, tmp_path, "pytest")
+    assert (path, version, has) == (str(tmp_path / "bin" / "python"), sys.version.split()[0], True)
+    assert resolved_interpreter(cmd, tmp_path, "no_such_module_xyz")[2] is False
+    assert interpreter_line(cmd, tmp_path) == f"python -> {tmp_path / 'bin' / 'python'} ({sys.version.split()[0]})"
+    assert interpreter_word("/opt/venv/bin/python3.11 -m pytest") == "/opt/venv/bin/python3.11"
+    assert interpreter_word("bash run.sh") == "python"

@@ -32,6 +32,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from kopt_mcp.bench.runner import run_command
+from kopt_mcp.commands.init.progress import Budget, Progress
 from kopt_mcp.commands.init.pytest_report import Outcome, parse_junit, parse_progress, running_test, summary_line
 from kopt_mcp.errors import InitError
 
@@ -69,10 +70,12 @@ class Checked(BaseModel):
 
     `ran`: init ran `command` itself on the unmodified tree; `summary`: pytest's last line of that
     run ("38 passed, 2 skipped in 41.20s"); `seconds`: that run's wall time; `drops`: what was left
-    out; `notes`: what the run showed but kept (tests skipped here for a multi-GPU host)."""
+    out; `notes`: what the run showed but kept (tests skipped here for a multi-GPU host);
+    `not_checked`: why init's budget left the command unchecked ('' when it was checked or not run)."""
 
     command: str
     ran: bool
+    not_checked: str = ""
     summary: str = ""
     seconds: float = 0.0
     drops: list[Drop] = []
@@ -92,7 +95,8 @@ def _test_topic(path: str) -> str:
     return re.sub(r"^test_|_test$", "", Path(path).stem.lower())
 
 
-def correctness_tests(test_files: list[str], bench: list[str], kernel: str | None = None, command: str = "") -> list[str]:
+def correctness_tests(test_files: list[str], bench: list[str], kernel: str | None = None, command: str = "",
+                      sources: dict[str, str] | None = None) -> list[str]:
     """The pytest files to propose as the correctness command, from the repository's test files
     (sorted) and the files the benchmark command names: those that are not performance suites
     (under a bench*/ folder, named *_perf.py, bench_*.py, ...) nor benchmark files; narrowed to
@@ -100,7 +104,9 @@ def correctness_tests(test_files: list[str], bench: list[str], kernel: str | Non
     1. with `kernel` (init's --kernel): those whose name holds it;
     2. those whose topic is a whole word of the benchmark's names or arguments (`benchmark_rms_norm.py`
        -> test_rms_norm.py, not test_fused_add_rms_norm.py; `--op chunk_gla` -> test_gla.py);
-    3. those whose name holds a topic word of the benchmark files (`test_norm_perf.py` -> test_norm_ops.py);
+    3. those whose source (`sources`: file -> text) imports a module named after a topic word
+       (`from pkg.ops.swiglu import ...` for the topic `swiglu`);
+    4. those whose name holds a topic word of the benchmark files (`test_norm_perf.py` -> test_norm_ops.py);
 
     the first that finds any; else every test file. Pure."""
     tests = [t for t in test_files if t not in bench and not PERF_FILE.search(Path(t).name)
@@ -112,8 +118,24 @@ def correctness_tests(test_files: list[str], bench: list[str], kernel: str | Non
                  and " " + " ".join(re.split(r"[^a-z0-9]+", _test_topic(t))) + " " in spoken]
         if named:
             return named
+    importing = [t for t in tests if words and set(words) & _imported_modules((sources or {}).get(t, ""))]
+    if importing:
+        return importing
     narrowed = [t for t in tests if any(w in Path(t).stem.lower() for w in words)]
     return narrowed or tests
+
+
+_IMPORT = re.compile(r"^\s*(?:from\s+([\w.]+)\s+import\s+([\w, ()]+)|import\s+([\w., ]+))", re.M)
+
+
+def _imported_modules(source: str) -> set[str]:
+    """Every dotted piece of the modules a source imports, lower-case (`from a.ops.swiglu import f`
+    -> {"a", "ops", "swiglu", "f"}). Pure."""
+    out: set[str] = set()
+    for frm, names, plain in _IMPORT.findall(source):
+        for dotted in [frm, *re.split(r"[,\s()]+", names), *re.split(r"[,\s]+", plain)]:
+            out |= {p.lower() for p in dotted.split(".") if p}
+    return out
 
 
 def _pytest_marker(command: str) -> str | None:
@@ -233,25 +255,46 @@ def _group(outcomes: list[Outcome], drops: list[Drop]) -> list[Drop]:
 
 
 def command_text(prefix: str, python: str, files: list[str], select: list[str], deselect: list[str],
-                 report: str | None = None) -> str:
+                 report: str | None = None, test_timeout_s: float | None = None) -> str:
     """The pytest command: `prefix` (the benchmark's environment assignments), `python -m pytest`, the
     files, the selection and `--deselect` node ids. As proposed (`report` None): quiet, stop at the
     first failure (-x), no cache folder in the tree. As init runs it (`report`: a JUnit XML path):
-    verbose progress, every outcome in the summary, collection errors do not stop the run. Pure."""
+    verbose progress, every outcome in the summary, collection errors do not stop the run, and with
+    `test_timeout_s` pytest-timeout's per-test limit (`-o timeout=S`: pass it only where the plugin
+    imports). Pure."""
     if report is None:
         flags = ["-q", "-x", "-p", "no:cacheprovider"]
     else:
         flags = ["-v", "-rA", "-p", "no:cacheprovider", "--continue-on-collection-errors", f"--junit-xml={report}",
                  "-o", "junit_family=xunit1", "-o", "junit_logging=system-err", "-o", "junit_log_passing_tests=False"]
+        if test_timeout_s:
+            flags += ["-o", f"timeout={test_timeout_s:g}"]
     args = [*flags, *files, *select, *(a for d in deselect for a in ("--deselect", d))]
     return f"{prefix}{python} -m pytest " + " ".join(shlex.quote(a) for a in args)
 
 
-def _run(repo: Path, command: str, report: Path, timeout_s: float) -> tuple[list[Outcome], str, int, bool, float]:
+_COLLECTED = re.compile(r"\bcollected (\d+) items?")
+
+
+def running_count(log_path: Path) -> str:
+    """How far a `pytest -v` run is, from its log so far: "12/40 test(s) done (1 failed)"."""
+    try:
+        text = log_path.read_text(errors="replace")
+    except OSError:
+        return ""
+    done = parse_progress(text)
+    total = _COLLECTED.findall(text)
+    bad = sum(o.outcome in ("failed", "error") for o in done)
+    return (f"{len(done)}/{total[-1] if total else '?'} test(s) done" + (f" ({bad} failed)" if bad else ""))
+
+
+def _run(repo: Path, command: str, report: Path, timeout_s: float,
+         progress: Progress) -> tuple[list[Outcome], str, int, bool, float]:
     log = report.with_suffix(".log")
     report.unlink(missing_ok=True)
     t = time.monotonic()
-    r = run_command(command, repo, {}, timeout_s, log)
+    with progress.step("the correctness tests on the unmodified tree", lambda: running_count(log)):
+        r = run_command(command, repo, {}, timeout_s, log)
     secs = time.monotonic() - t
     text = log.read_text(errors="replace") if log.exists() else r.log_tail
     outcomes: list[Outcome] = []
@@ -262,33 +305,52 @@ def _run(repo: Path, command: str, report: Path, timeout_s: float) -> tuple[list
             outcomes = []
     if not outcomes:
         outcomes = parse_progress(text)
+    progress.say(f"tests: {summary_line(text) or running_count(log) or 'no summary'}")
     return outcomes, text, r.exit_code, r.timed_out, secs
 
 
 def check_correctness(repo: Path, prefix: str, python: str, files: list[str], select: list[str],
-                      timeout_s: float = 600.0, gpus: int = 0, own_packages: set[str] = frozenset()) -> Checked:
+                      timeout_s: float = 600.0, gpus: int = 0, own_packages: set[str] = frozenset(),
+                      budget: Budget | None = None, progress: Progress | None = None,
+                      test_timeout_s: float | None = None) -> Checked:
     """Run the correctness command on the unmodified tree in `repo` and narrow it until it passes
     (module docstring). `prefix`/`python`: the benchmark's environment assignments and interpreter;
     `files`, `select`: the test files and pytest selection (`selection`); `timeout_s` (s): each run's
-    limit. Raises InitError, naming what failed and why, when no test passes."""
+    limit, cut to what is left of `budget`; `test_timeout_s`: pytest-timeout's limit per test (a test
+    it ends is dropped as too slow). Where the budget ends a run or leaves none for the next, the
+    command narrowed so far comes back with `not_checked` saying so. Raises InitError, naming what
+    failed and why, when no test passes."""
+    budget = budget or Budget(max(timeout_s * MAX_ROUNDS, 1.0))
+    progress = progress or Progress(budget, quiet=True)
     files, deselect, drops = list(files[:MAX_FILES]), [], []
     with tempfile.TemporaryDirectory(prefix="kopt-init-tests-") as tmp:
         for _ in range(MAX_ROUNDS):
-            report = Path(tmp) / "junit.xml"
+            if not budget.can_start():
+                return _unchecked(prefix, python, files, select, deselect, drops, budget, "before it could run")
+            report, limit = Path(tmp) / "junit.xml", budget.limit(timeout_s)
             outcomes, log, code, timed_out, secs = _run(
-                repo, command_text(prefix, python, files, select, deselect, str(report)), report, timeout_s)
+                repo, command_text(prefix, python, files, select, deselect, str(report), test_timeout_s), report,
+                limit, progress)
             new = [d for d in (why_dropped(o, gpus, own_packages) for o in outcomes) if d]
+            if timed_out and limit < timeout_s:  # the budget, not the tests' own limit, ended it
+                grouped = [d for d in _group(outcomes, new)]
+                return _unchecked(prefix, python, files, select,
+                                  deselect + [d.target for d in grouped if d.target not in files],
+                                  drops + grouped, budget, f"after {secs:.0f} s inside its run "
+                                  f"({running_count(report.with_suffix('.log'))})")
             if timed_out:  # the test it was inside is left out; files it never reached too; the rest runs again
                 running, seen = running_test(log), {o.file for o in outcomes}
-                limit = f"init's {timeout_s:g} s limit for the tests (--tests-timeout)"
+                limit_text = f"init's {timeout_s:g} s limit for the tests (--tests-timeout)"
                 if running:
                     base = running.split("[", 1)[0] + "[" if "[" in running else running
-                    new.append(Drop(target=base, kind="too slow", detail=f"did not finish within {limit}"))
-                new += [Drop(target=f, kind="too slow", detail=f"not reached within {limit}") for f in files
+                    new.append(Drop(target=base, kind="too slow", detail=f"did not finish within {limit_text}"))
+                new += [Drop(target=f, kind="too slow", detail=f"not reached within {limit_text}") for f in files
                         if f not in seen and not (running or "").startswith(f + "::")]
             known = {o.nodeid for o in outcomes}
             grouped = list({d.target: d for d in [*_group(outcomes, new), *(d for d in new if d.target not in known)]
                             }.values())
+            for d in grouped:
+                progress.say(f"dropped from the correctness command: {d.target}: {d.kind}: {d.detail[:160]}")
             gone = {d.target for d in new}
             passed = [o for o in outcomes if o.outcome in ("passed", "xpassed") and o.nodeid not in gone]
             if code == 0 and not grouped:
@@ -311,6 +373,15 @@ def check_correctness(repo: Path, prefix: str, python: str, files: list[str], se
                 raise InitError(_nothing_passes(drops, prefix, python))
     raise InitError(f"the correctness command still failed after {MAX_ROUNDS} runs on the unmodified tree, each "
                     f"narrowed by what the last one showed (flaky tests?): {_nothing_passes(drops, prefix, python)}")
+
+
+def _unchecked(prefix: str, python: str, files: list[str], select: list[str], deselect: list[str], drops: list[Drop],
+               budget: Budget, when: str) -> Checked:
+    """The command narrowed so far, marked as not checked because the budget ran out `when`."""
+    cmd = command_text(prefix, python, files, select, deselect)
+    why = f"init's budget ({budget.total_s:g} s) ran out {when}"
+    budget.not_checked("the correctness command (it must pass on the unmodified tree)", cmd)
+    return Checked(command=cmd, ran=False, not_checked=why, drops=drops)
 
 
 def _nothing_passes(drops: list[Drop], prefix: str, python: str) -> str:

@@ -19,8 +19,8 @@ import os
 import re
 from pathlib import Path
 
-from kopt_mcp.commands.init.read import SKIP_DIRS as _SKIP_TESTS
 from kopt_mcp.commands.init.read import TEST_FILE
+from kopt_mcp.commands.init.runs import SKIP_DIRS as _SKIP_TESTS
 from kopt_mcp.evidence.names import function_name, is_utility_kernel, short_kernel_name
 
 #: folders never scanned for kernel definitions: those init skips for tests, plus vendored code and build output

@@ -13,27 +13,25 @@ interpreter, RUN once on the unmodified tree and narrowed to what passes there, 
 named with why), and the target kernels from one profiled run where a profiler is available
 (kopt_mcp/commands/init/kernels.py: the trace's kernels the repository defines).
 
-Running and reading the benchmark (`run_twice`, `analyse`: format, metric, config columns) is
-kopt_mcp/commands/init/read.py, re-exported here; this module writes the proposal: correctness tests and
+Running the benchmark (`run_twice`) is kopt_mcp/commands/init/runs.py and reading it (`analyse`:
+format, metric, config columns) kopt_mcp/commands/init/read.py, both re-exported here; the budget
+and the progress lines are kopt_mcp/commands/init/progress.py; this module writes the proposal: correctness tests and
 protected paths from the repository's files, the target kernel from one profiled run, and the
 commented kopt.toml text. Pure parts (`analyse`, `render`) take contents; `run_init` does the I/O.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shlex
 import sys
 import tempfile
-import tomllib
 from pathlib import Path
 
-from pydantic import BaseModel
-
-from kopt_mcp.bench.preflight import command_words, runner_problems
+from kopt_mcp.bench.preflight import interpreter_line, interpreter_word, resolved_interpreter, runner_problems
 from kopt_mcp.bench.runner import run_command
+from kopt_mcp.commands.init import saved
 from kopt_mcp.commands.init.correctness import (
     PERF_FILE,
     Checked,
@@ -44,20 +42,12 @@ from kopt_mcp.commands.init.correctness import (
 )
 from kopt_mcp.commands.init.kernels import choose_targets, defined_kernels
 from kopt_mcp.commands.init.own import ownership
+from kopt_mcp.commands.init.progress import DEFAULT_BUDGET_S, Budget, Progress
 from kopt_mcp.commands.init.protect import protected_paths
 from kopt_mcp.commands.init.pytest_report import summary_line
-from kopt_mcp.commands.init.read import (
-    HIGHER_IS_BETTER,
-    SKIP_DIRS,
-    TEST_FILE,
-    TIME_NAME,
-    Run,
-    analyse,
-    installed_copy_hint,
-    result_unit,
-    run_twice,
-)
-from kopt_mcp.config import TargetConfig
+from kopt_mcp.commands.init.read import HIGHER_IS_BETTER, TEST_FILE, TIME_NAME, analyse, result_unit
+from kopt_mcp.commands.init.render import Proposal, render
+from kopt_mcp.commands.init.runs import SKIP_DIRS, Run, installed_copy_hint, run_twice
 from kopt_mcp.errors import InitError
 from kopt_mcp.evidence.trace import exact_names_regex
 from kopt_mcp.gpus import make_probe
@@ -67,15 +57,6 @@ from kopt_mcp.profilers.base import profile_env
 __all__ = ["HIGHER_IS_BETTER", "PERF_FILE", "TIME_NAME", "InitError", "Proposal", "Run", "analyse", "benchmark_files",
            "correctness_tests", "env_prefix", "find_test_files", "installed_copy_hint", "kernel_regex", "propose", "render",
            "result_unit", "run_init", "run_twice"]
-
-
-class Proposal(BaseModel):
-    """The proposed config (TOML with comments), what init found on the way, and what its runs of
-    the correctness command showed (None where no test was found)."""
-
-    toml: str
-    findings: list[str]
-    correctness: Checked | None = None
 
 
 ORACLE_FILE = re.compile(r"^(reference|ref|oracle|golden)(_.*)?\.py$|^.*_(reference|ref|oracle)\.py$")
@@ -158,83 +139,6 @@ def kernel_regex(repo: Path, command: str, timeout_s: float = 1200.0, profiler=N
         return None, f"profiling failed: {e}"
 
 
-# --- rendering -----------------------------------------------------------------------------------
-
-
-def _q(v: object) -> str:
-    return json.dumps(v, ensure_ascii=False)
-
-
-def _correctness_lines(checked: Checked | None, columns: list[str]) -> list[str]:
-    """The [correctness] section: the command with what init's runs of it showed, or why none."""
-    if checked is None:
-        if columns:
-            return ["# no pytest file found: the error columns above are the correctness check"]
-        return ['# command = "python -m pytest -q tests/test_my_kernel.py"  # no test files found: write one']
-    lines = []
-    if checked.ran:
-        lines.append(f"# init ran this command on the unmodified tree: {checked.summary or 'exit 0'} "
-                     f"({checked.seconds:g} s); it must pass there, or every candidate fails for another reason")
-    else:
-        lines += ["# NOT RUN: init did not run this command (--no-run-tests). Run it on the unmodified tree and check",
-                  "# that it passes before `kopt-mcp serve`: a command that fails there fails every candidate"]
-    lines += [f"# dropped: {d.target}: {d.kind}: {d.detail}" for d in checked.drops]
-    lines += [f"# note: {n}" for n in checked.notes]
-    lines.append(f"command = {_q(checked.command)}  # run once per candidate; exit 0 = correct")
-    if checked.seconds * 3 > 600:
-        lines.append(f"timeout_s = {int(checked.seconds * 3) + 1}  # three times init's run")
-    return lines
-
-
-def render(command: str | None, keys: dict, unit: str | None, correctness: Checked | None, protect: list[str],
-           kernel: tuple[str | None, str], findings: list[str]) -> str:
-    """The commented kopt.toml text. Raises InitError if it would not load (a bug: report it)."""
-    lines = ["# kopt.toml proposed by `kopt-mcp init`: read every line, then `kopt-mcp check-config`.", "#"]
-    lines += [f"# found: {f}" for f in findings]
-    lines += ["", "[benchmark]"]
-    lines.append(f"command = {_q(command)}" if command else
-                 '# command = "python my_benchmark.py"  # REQUIRED: the command that writes the results below')
-    if keys["format"] != "stdout":
-        lines.append(f"csv = {_q(keys['csv'])}  # the result file the benchmark writes")
-    lines.append(f"format = {_q(keys['format'])}")
-    if keys["format"] == "csv-long":
-        lines += [f"metric_name_column = {_q(keys['metric_name_column'])}",
-                  f"value_column = {_q(keys['value_column'])}"]
-    lines.append(f"metric = {_q(keys['metric'])}" + (f"  # unit: {unit}" if unit else ""))
-    lines.append(f"higher_is_better = {'true' if keys['higher_is_better'] else 'false'}")
-    if keys["rows"]:
-        lines.append(f"rows = {_q(keys['rows'])}  # only these rows count")
-    if keys.get("comparisons"):
-        lines.append(f"# comparison rows (read, never judged): {'; '.join(keys['comparisons'])}")
-    lines.append(f"config_columns = {_q(keys['config_columns'])}")
-    if keys["correctness_columns"]:
-        lines.append(f"correctness_columns = {_q(keys['correctness_columns'])}  # each 0 on every row")
-    lines.append("timeout_s = 600")
-    lines += ["", "[correctness]", *_correctness_lines(correctness, keys["correctness_columns"])]
-    lines += ["", "[profiler]", 'backend = "auto"']
-    regex, why = kernel
-    lines.append(f"kernel = {_q(regex)}  # {why}" if regex else
-                 f'# kernel = "^my_kernel"  # {why}: run kernel_trace_analysis on the GPU host and set the target')
-    lines += ["", "[protect]", f"paths = {_q(protect)}  # the benchmark and the tests (their folders where those hold no kernel and no result): a candidate may not edit them"]
-    text = "\n".join(lines) + "\n"
-    try:
-        TargetConfig.model_validate(tomllib.loads(text))
-    except Exception as e:  # the proposal must load as written (once the user has filled in what it asks for)
-        if command and (correctness or keys["correctness_columns"]):
-            raise InitError(f"the proposed config does not load ({e}): please report this") from e
-    return text
-
-
-def _interpreter(command: str | None) -> str:
-    """The Python interpreter the benchmark command runs (`python3`, `/opt/venv/bin/python`), so the
-    tests run under the same one; `python` where it runs none."""
-    try:
-        words, _ = command_words(command or "")
-    except ValueError:
-        return "python"
-    return words[0] if words and re.match(r"^python[0-9.]*$", Path(words[0]).name) else "python"
-
-
 def gpu_count() -> int:
     """GPUs this machine's `auto` probe sees (0 where none, or where the probe fails)."""
     try:
@@ -243,10 +147,20 @@ def gpu_count() -> int:
         return 0
 
 
-def _run_given(repo: Path, cmd: str, timeout_s: float) -> Checked:
-    """The user's own correctness command (--correctness), run once as is: it must exit 0."""
+def _run_given(repo: Path, cmd: str, timeout_s: float, budget: Budget, progress: Progress) -> Checked:
+    """The user's own correctness command (--correctness), run once as is: it must exit 0 (or the
+    budget ends it: then it comes back marked as not checked)."""
+    if not budget.can_start():
+        budget.not_checked("the correctness command (it must pass on the unmodified tree)", cmd)
+        return Checked(command=cmd, ran=False, not_checked=f"init's budget ({budget.total_s:g} s) ran out before it")
     with tempfile.TemporaryDirectory(prefix="kopt-init-tests-") as tmp:
-        r = run_command(cmd, repo, {}, timeout_s, Path(tmp) / "tests.log")
+        limit = budget.limit(timeout_s)
+        with progress.step(f"the correctness command `{cmd}`"):
+            r = run_command(cmd, repo, {}, limit, Path(tmp) / "tests.log")
+        if r.timed_out and limit < timeout_s:
+            budget.not_checked("the correctness command (it must pass on the unmodified tree)", cmd)
+            return Checked(command=cmd, ran=False, not_checked=f"init's budget ({budget.total_s:g} s) ran out "
+                           f"after {r.duration_s:.0f} s inside its run")
         if r.timed_out or r.exit_code != 0:
             raise InitError(f"--correctness `{cmd}` {'timed out' if r.timed_out else f'exited {r.exit_code}'} on the "
                             f"unmodified tree in {repo}: it must pass there. Log tail: {r.log_tail[-1200:]}")
@@ -255,83 +169,168 @@ def _run_given(repo: Path, cmd: str, timeout_s: float) -> Checked:
 
 def propose_correctness(repo: Path, command: str | None, bench: list[str], found: list[str], kernel: str | None,
                         given: str | None = None, run: bool = True, timeout_s: float = 600.0,
-                        own_packages: set[str] = frozenset()) -> Checked | None:
+                        own_packages: set[str] = frozenset(), budget: Budget | None = None,
+                        progress: Progress | None = None, test_timeout_s: float | None = 60.0) -> Checked | None:
     """The correctness command (kopt_mcp/commands/init/correctness.py), run once on the unmodified
-    tree unless `run` is False; `given` (--correctness) is run as is. None where no test file is
+    tree unless `run` is False; `given` (--correctness) is run as is. Each run's limit is `timeout_s`
+    cut to what is left of `budget`; `test_timeout_s`: pytest-timeout's limit per test, where the
+    plugin imports in the tests' interpreter (else only the run's limit). None where no test file is
     found. Raises InitError when the test runner is missing or nothing passes."""
-    tests = correctness_tests(found, bench, kernel, command or "")
+    budget = budget or Budget(max(timeout_s * 3, 1.0))
+    progress = progress or Progress(budget, quiet=True)
+    sources = {}
+    for t in found:
+        try:
+            sources[t] = (repo / t).read_text(errors="replace")
+        except OSError:
+            continue
+    tests = correctness_tests(found, bench, kernel, command or "", sources)
     if given is None and not tests:
+        progress.say("no pytest file of the benchmark's topic found: no correctness command to run")
         return None
-    prefix, python = env_prefix(command or ""), _interpreter(command)
+    prefix, python = env_prefix(command or ""), interpreter_word(command or "")
     select = selection(repo, tests, bench, command or "", kernel)
     cmd = given or command_text(prefix, python, tests[:8], select, [])
+    if not given:
+        progress.say(f"correctness tests: {len(tests)} file(s) of the kernel's topic ({', '.join(tests[:8])}"
+                     f"{' and more' if len(tests) > 8 else ''})" + (f", selected with {' '.join(select)}" if select else ""))
     if not run:
         return Checked(command=cmd, ran=False)
-    problems = runner_problems(cmd, repo)
+    if not budget.can_start():
+        budget.not_checked("the correctness command (it must pass on the unmodified tree)", cmd)
+        return Checked(command=cmd, ran=False, not_checked=f"init's budget ({budget.total_s:g} s) ran out before it")
+    problems = runner_problems(cmd, repo, _probe_s(budget))
     if problems:
         raise InitError(f"{'; '.join(problems)} (the correctness command init proposes is `{cmd}`)")
     if given:
-        return _run_given(repo, given, timeout_s)
-    return check_correctness(repo, prefix, python, tests, select, timeout_s, gpu_count(), own_packages)
+        return _run_given(repo, given, timeout_s, budget, progress)
+    plugin = resolved_interpreter(cmd, repo, "pytest_timeout", _probe_s(budget)) if test_timeout_s else None
+    per_test = test_timeout_s if plugin and plugin[2] else None
+    if test_timeout_s:
+        progress.say(f"per-test limit: {test_timeout_s:g} s (pytest-timeout)" if per_test else
+                     "pytest-timeout is not installed for the tests' interpreter: only the run's limit applies")
+    return check_correctness(repo, prefix, python, tests, select, timeout_s, gpu_count(), own_packages, budget,
+                             progress, per_test)
+
+
+def _probe_s(budget: Budget) -> float:
+    """The time limit (s) of a short probe of the interpreter: 30 s, or what is left of `budget` (5 s at least)."""
+    return max(5.0, min(30.0, budget.left()))
+
+
+def _profile(repo: Path, command: str, kernel: str | None, budget: Budget, progress: Progress,
+             expected_s: float, timeout_s: float) -> tuple[str | None, str]:
+    """The target kernel line from one profiled run (`kernel_regex`), within what is left of `budget`."""
+    if not budget.can_start(expected_s):
+        if not gpu_count():
+            return None, "no GPU here"
+        budget.not_checked("the target kernels (one profiled run)", "kopt-mcp check-config, then the tool "
+                           "kernel_trace_analysis on the GPU host")
+        return None, "not profiled: init's budget ran out"
+    with progress.step("one profiled run of the benchmark (the target kernels)"):
+        return kernel_regex(repo, command, budget.limit(timeout_s), topic=kernel)
+
+
+def _read_runs(repo: Path, command: str | None, results: str | None, timeout_s: float, budget: Budget,
+               progress: Progress) -> list[Run]:
+    if command:
+        return run_twice(repo, command, timeout_s, budget=budget, progress=progress)
+    if not results:
+        raise InitError("pass --command CMD (the benchmark, run twice) or --results GLOB (output already there)")
+    hits = sorted(p for p in repo.glob(results) if p.is_file())
+    if not hits:
+        raise InitError(f"no file matches --results {results!r} under {repo}")
+    return [Run(files={str(h.relative_to(repo)): (None, h.read_bytes()) for h in hits})]
 
 
 def propose(repo: Path, command: str | None, results: str | None = None, kernel: str | None = None,
             provider: str | None = None, mode: str | None = None, metric_name: str | None = None,
             timeout_s: float = 600.0, profile: bool = True, correctness: str | None = None,
-            run_tests: bool = True, tests_timeout_s: float = 600.0) -> Proposal:
+            run_tests: bool = True, tests_timeout_s: float = 600.0, budget_s: float = DEFAULT_BUDGET_S,
+            test_timeout_s: float | None = 60.0, progress: Progress | None = None) -> Proposal:
     """Run (or read) the benchmark and build the proposal: the benchmark run twice (`timeout_s`
-    each), the correctness command run on the unmodified tree (`tests_timeout_s` per run; not with
-    `run_tests` False; `correctness`: the user's own command), one profiled run (`profile`).
-    Raises InitError with what to pass."""
+    each), the correctness command run on the unmodified tree (`tests_timeout_s` per run, pytest-
+    timeout's `test_timeout_s` per test; not with `run_tests` False; `correctness`: the user's own
+    command), one profiled run (`profile`); all of it within `budget_s` seconds, each step's limit
+    cut to what is left (kopt_mcp/commands/init/progress.py), what it could not check marked NOT
+    CHECKED. `progress`: where the progress lines go (default: none). Raises InitError with what to pass."""
     repo = repo.resolve()
-    if command:
-        runs = run_twice(repo, command, timeout_s)
-    else:
-        if not results:
-            raise InitError("pass --command CMD (the benchmark, run twice) or --results GLOB (output already there)")
-        hits = sorted(p for p in repo.glob(results) if p.is_file())
-        if not hits:
-            raise InitError(f"no file matches --results {results!r} under {repo}")
-        runs = [Run(files={str(h.relative_to(repo)): (None, h.read_bytes()) for h in hits})]
+    budget = Budget(budget_s)
+    progress = Progress(budget, console=progress.console, quiet=progress.quiet) if progress else Progress(budget, quiet=True)
+    runs = _read_runs(repo, command, results, timeout_s, budget, progress)
     found, bench = find_test_files(repo), (benchmark_files(repo, command) if command else [])
     own = ownership(repo, bench, command or "")
     keys, findings = analyse(runs, results=results, kernel=kernel, provider=provider, mode=mode,
                              metric_name=metric_name, own=own)
+    if command:
+        findings.append(f"interpreter: {interpreter_line(command, repo, _probe_s(budget))}")
+    else:
+        findings.append("read from result files already there, not from a run: their rows may be stale or another "
+                        "kernel's; pass --command so init runs the benchmark and reads only the rows it writes now")
+    for f in findings:
+        progress.say(f"found: {f}")
     unit = result_unit(keys, runs, "benchmark.log")
     checked = propose_correctness(repo, command, bench, found, kernel, correctness, run_tests, tests_timeout_s,
-                                  {n for n in own.names if n.isidentifier()})
+                                  {n for n in own.names if n.isidentifier()}, budget, progress, test_timeout_s)
     oracles = [t for t in find_test_files(repo, ORACLE_FILE)]
     written = {path for r in runs for path in r.files}
     protect = protected_paths(repo, bench, found, oracles[:10], written)
-    kern = kernel_regex(repo, command, topic=kernel) if (profile and command) else (None, "not profiled")
-    return Proposal(toml=render(command, keys, unit, checked, protect, kern, findings), findings=findings,
-                    correctness=checked)
+    progress.say(f"protected: {protect}")
+    kern = (_profile(repo, command, kernel, budget, progress, runs[0].seconds, timeout_s) if (profile and command)
+            else (None, "not profiled"))
+    progress.say(f"target kernels: {kern[0] or '-'} ({kern[1]})")
+    unchecked = list(budget.unchecked)
+    return Proposal(toml=render(command, keys, unit, checked, protect, kern, findings, unchecked), findings=findings,
+                    correctness=checked, unchecked=unchecked)
 
 
 def run_init(repo: Path, command: str | None, results: str | None, kernel: str | None, provider: str | None,
              mode: str | None, metric_name: str | None, write: bool, force: bool, correctness: str | None = None,
-             run_tests: bool = True, tests_timeout_s: float = 600.0) -> int:
+             run_tests: bool = True, tests_timeout_s: float = 600.0, budget_s: float = DEFAULT_BUDGET_S,
+             test_timeout_s: float | None = 60.0, fresh: bool = False) -> int:
     """CLI entry: print the proposal (or write <repo>/kopt.toml with --write); 0, or 2 with the error.
-    A proposal whose correctness command init did not run (--no-run-tests) is printed, never written."""
-    try:
-        p = propose(repo, command, results, kernel, provider, mode, metric_name, correctness=correctness,
-                    run_tests=run_tests, tests_timeout_s=tests_timeout_s)
-    except InitError as e:
-        print(f"kopt-mcp init: {e}", file=sys.stderr)
+    Progress goes to stderr. The proposal is saved under the git directory
+    (kopt_mcp/commands/init/saved.py); `--write` after an init with the same flags on the same tree
+    writes that one instead of running everything again (`fresh`: run again). A proposal whose
+    correctness command init did not run (--no-run-tests) is printed, never written; one the budget
+    left partly unchecked is written with those parts marked NOT CHECKED."""
+    if budget_s <= 0:
+        print(f"kopt-mcp init: --budget {budget_s:g}: pass a positive number of seconds", file=sys.stderr)
         return 2
-    if p.correctness is not None and not p.correctness.ran:
+    dest = repo / "kopt.toml"
+    if write and dest.exists() and not force:
+        print(f"kopt-mcp init: {dest} exists; pass --force to replace it (or omit --write to print)", file=sys.stderr)
+        return 2
+    flags = {"command": command, "results": results, "kernel": kernel, "provider": provider, "mode": mode,
+             "metric_name": metric_name, "correctness": correctness, "run_tests": run_tests,
+             "tests_timeout_s": tests_timeout_s, "budget_s": budget_s, "test_timeout_s": test_timeout_s}
+    progress = Progress(Budget(budget_s))
+    p = None if fresh or not write else saved.load(repo, flags)
+    if p is not None:
+        progress.say(f"writing the proposal init made for the same flags on this tree (saved in {saved.where(repo)}; "
+                     "--fresh runs everything again)")
+    else:
+        try:
+            p = propose(repo, command, results, kernel, provider, mode, metric_name, correctness=correctness,
+                        run_tests=run_tests, tests_timeout_s=tests_timeout_s, budget_s=budget_s,
+                        test_timeout_s=test_timeout_s, progress=progress)
+        except InitError as e:
+            print(f"kopt-mcp init: {e}", file=sys.stderr)
+            return 2
+        saved.save(repo, flags, p)
+    for what, cmd in p.unchecked:
+        print(f"kopt-mcp init: NOT CHECKED (the budget of {budget_s:g} s ran out): {what}"
+              + (f"; run by hand: {cmd}" if cmd else ""), file=sys.stderr)
+    not_run = p.correctness is not None and not p.correctness.ran and not p.correctness.not_checked
+    if not_run:
         print("kopt-mcp init: WARNING: the correctness command was NOT run (--no-run-tests): run it on the "
               "unmodified tree before `serve`", file=sys.stderr)
     if not write:
         sys.stdout.write(p.toml)
         return 0
-    if p.correctness is not None and not p.correctness.ran:
+    if not_run:
         print("kopt-mcp init: not writing kopt.toml: its correctness command was never run (--no-run-tests). Omit "
               "--write to print it, or drop --no-run-tests so init runs it", file=sys.stderr)
-        return 2
-    dest = repo / "kopt.toml"
-    if dest.exists() and not force:
-        print(f"kopt-mcp init: {dest} exists; pass --force to replace it (or omit --write to print)", file=sys.stderr)
         return 2
     dest.write_text(p.toml)
     for d in p.correctness.drops if p.correctness else []:

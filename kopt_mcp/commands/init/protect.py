@@ -13,7 +13,11 @@ protect folders (`benchmark/`, `tests/`, `benchmark/scripts/`). So:
   pytest files (it would hold the code under optimization; tests often define kernels of their own)
   and holds no file the benchmark writes (a run that writes a protected file is rejected); otherwise
   the file itself is;
-- oracle/reference files, and a root `conftest.py` / `pytest.ini`, are protected as files.
+- oracle/reference files are protected as files, and so is every file that configures the test
+  runner or a pytest harness (`runner_configs`): a `conftest.py` at the root or in a folder above a
+  benchmark or test file, `pytest.ini`, and `pyproject.toml` / `setup.cfg` / `tox.ini` where they hold
+  pytest's section. An agent on a pytest-benchmark harness (issue 35) found `pyproject.toml`, whose
+  `[tool.pytest.ini_options]` steers both the benchmark and the tests, open to edits.
 """
 
 from __future__ import annotations
@@ -23,7 +27,29 @@ from pathlib import Path, PurePosixPath
 from kopt_mcp.commands.init.kernels import defined_kernels
 
 #: pytest configuration at the repository root: it changes what both the benchmark and the tests do
-ROOT_CONFIG = ("conftest.py", "pytest.ini")
+ROOT_CONFIG = ("conftest.py", "pytest.ini", ".pytest.ini")
+#: files that configure pytest only where they hold its section (the section header as written)
+SECTION_CONFIG = {"pyproject.toml": ("[tool.pytest.ini_options]", "[tool.pytest]"), "setup.cfg": ("[tool:pytest]",),
+                  "tox.ini": ("[pytest]",)}
+
+
+def runner_configs(repo: Path, files: list[str]) -> list[str]:
+    """The files of `repo` that configure the test runner for `files` (the benchmark's and the tests'
+    files, repository-relative): ROOT_CONFIG files at the root, SECTION_CONFIG files at the root that
+    hold pytest's section, and every `conftest.py` in a folder from the root down to each file's own."""
+    out = {name for name in ROOT_CONFIG if (repo / name).is_file()}
+    for name, headers in SECTION_CONFIG.items():
+        try:
+            text = (repo / name).read_text(errors="replace")
+        except OSError:
+            continue
+        if any(line.strip().startswith(headers) for line in text.splitlines()):
+            out.add(name)
+    for f in files:
+        for folder in PurePosixPath(f).parents:
+            if str(folder) != "." and (repo / folder / "conftest.py").is_file():
+                out.add(f"{folder}/conftest.py")
+    return sorted(out)
 
 
 def _folder_is_safe(repo: Path, folder: str, written: set[str], cache: dict[str, bool]) -> bool:
@@ -64,5 +90,5 @@ def protected_paths(repo: Path, bench: list[str], tests: list[str], oracles: lis
         parts = PurePosixPath(t).parts
         add(t, [parts[0] if len(parts) > 1 else "", str(PurePosixPath(t).parent)])
     out |= set(oracles)
-    out |= {name for name in ROOT_CONFIG if (repo / name).is_file()}
+    out |= set(runner_configs(repo, [*bench, *tests]))
     return _collapse(out)

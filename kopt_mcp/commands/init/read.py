@@ -1,7 +1,6 @@
-"""`kopt-mcp init`, reading the runs: run the benchmark twice (or take result files already there)
-and read what the runs wrote.
+"""`kopt-mcp init`, reading the runs: what the benchmark's runs wrote (kopt_mcp/commands/init/runs.py
+`run_twice`), or result files already there.
 
-`run_twice` runs the command in the repository and puts every result file back as it was;
 `analyse` (pure: contents in, [benchmark] keys out) detects the result file and format (CSV wide
 or long, JSON, pytest-benchmark, or the run log), the metric and its direction, a `rows` filter
 where several kernels, providers or metric names are present (several modes become a config
@@ -11,24 +10,18 @@ that differ between two runs of the same code; `result_unit` reads the metric's 
 
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 from pathlib import Path
 
-from pydantic import BaseModel
-
-from kopt_mcp.bench.runner import run_command
 from kopt_mcp.commands.init.own import Ownership, choose, provider_label
+from kopt_mcp.commands.init.runs import Run
 from kopt_mcp.config import BenchmarkSection
 from kopt_mcp.errors import InitError, MetricsError, ReaderError
 from kopt_mcp.readers import ResultFile, make_reader
 from kopt_mcp.readers.metrics import MEASUREMENT_PREFIXES, found_config_columns, never_config, read_results
 
-RESULT_SUFFIXES = (".csv", ".json")
 #: a pytest file: test_*.py or *_test.py
 TEST_FILE = re.compile(r"^(test_.*|.*_test)\.py$")
-SKIP_DIRS = {".git", ".kopt", "__pycache__", "node_modules", ".venv", "venv", ".tox", ".mypy_cache", ".pytest_cache"}
 # selector columns: several values among one run's rows -> a `rows` filter (flag name, column names)
 SELECTORS = {
     "kernel": ("kernel_name", "kernel", "op", "op_name", "operation", "benchmark"),
@@ -43,83 +36,6 @@ PREFERRED_METRIC_NAMES = ("speed", "latency", "time", "runtime", "duration")
 HIGHER_IS_BETTER = re.compile(r"tflops|gflops|gbps|gb_s|bandwidth|throughput|speedup|ops_per|items_per|\w/s(ec)?\b", re.I)
 # a time column, also where names hold spaces and units in parentheses ("Gems Latency (ms)")
 TIME_NAME = re.compile(r"(^|[_\s(])(ms|us|ns|s|sec|time|latency|runtime|duration|median|mean|p50)($|[_\s)])", re.I)
-
-
-class Run(BaseModel):
-    """What one benchmark run left: result file -> (content before, content after), and its log."""
-
-    files: dict[str, tuple[bytes | None, bytes]]
-    log: bytes = b""
-
-
-# --- running -------------------------------------------------------------------------------------
-
-
-def _result_files(repo: Path) -> dict[str, tuple[int, int]]:
-    out = {}
-    for root, dirs, files in os.walk(repo):
-        dirs[:] = [d for d in dirs if d not in SKIP_DIRS]
-        for f in files:
-            if f.endswith(RESULT_SUFFIXES):
-                p = Path(root) / f
-                st = p.stat()
-                out[str(p.relative_to(repo))] = (st.st_mtime_ns, st.st_size)
-    return out
-
-
-_TRACEBACK_FILE = re.compile(r'File "([^"]+)"')
-
-
-def installed_copy_hint(repo: Path, log: str) -> str:
-    """A hint when a failed run's traceback passes through a copy of the repository's own package
-    installed elsewhere (site-packages, a wheel, another checkout) while the repository holds it
-    under `src/<pkg>` or `<pkg>`: then the benchmark ran that copy, not the repository's sources
-    (Liger-Kernel's benchmark imported an installed liger_kernel); or when the run could not import
-    that package at all ("No module named '<pkg>'": nothing installed). '' when there is none."""
-    repo = repo.resolve()
-    for path in _TRACEBACK_FILE.findall(log):
-        p = Path(path)
-        if not p.is_absolute() or p.resolve().is_relative_to(repo):
-            continue
-        for i, part in enumerate(p.parts[:-1]):
-            for root in ("src", "."):
-                if part.isidentifier() and (repo / root / part / "__init__.py").is_file():
-                    where = str(Path(*p.parts[:i])) if i else "/"
-                    return (f"\nThe run imported {part} from {where}, not from this repository's {root}/{part}: "
-                            f"put the sources first: `PYTHONPATH={root}${{PYTHONPATH:+:$PYTHONPATH}} <command>`")
-    for name in re.findall(r"No module named '(\w+)", log):
-        for root in ("src", "."):
-            if (repo / root / name / "__init__.py").is_file():
-                return (f"\nThe run could not import this repository's {root}/{name} (it is not installed): put the "
-                        f"sources on the path: `PYTHONPATH={root}${{PYTHONPATH:+:$PYTHONPATH}} <command>`")
-    return ""
-
-
-def run_twice(repo: Path, command: str, timeout_s: float = 600.0, runs: int = 2) -> list[Run]:
-    """Run `command` `runs` times in `repo`; per run, the .csv/.json files it wrote or changed (with
-    their content before that run) and its log. Every file is put back as it was before the first
-    run (created ones are removed). Raises InitError when a run fails."""
-    first = {p: (repo / p).read_bytes() for p in _result_files(repo)}
-    out: list[Run] = []
-    try:
-        with tempfile.TemporaryDirectory(prefix="kopt-init-") as tmp:
-            for i in range(runs):
-                before = {p: (repo / p).read_bytes() for p in _result_files(repo)}
-                stamp = _result_files(repo)
-                r = run_command(command, repo, {}, timeout_s, Path(tmp) / f"run{i}.log")
-                if r.timed_out or r.exit_code != 0:
-                    raise InitError(f"`{command}` {'timed out' if r.timed_out else f'exited {r.exit_code}'} in {repo}; "
-                                    f"log tail: {r.log_tail[-800:]}{installed_copy_hint(repo, r.log_tail)}")
-                changed = {p: (before.get(p), (repo / p).read_bytes()) for p, s in _result_files(repo).items()
-                           if stamp.get(p) != s}
-                out.append(Run(files=changed, log=(Path(tmp) / f"run{i}.log").read_bytes()))
-    finally:
-        for p in set(_result_files(repo)) - set(first):
-            (repo / p).unlink(missing_ok=True)
-        for p, content in first.items():
-            if (repo / p).read_bytes() != content:
-                (repo / p).write_bytes(content)
-    return out
 
 
 # --- analysing -----------------------------------------------------------------------------------
@@ -305,10 +221,16 @@ def analyse(runs: list[Run], log_name: str = "benchmark.log", results: str | Non
     else:
         keys["metric"] = _metric_column(df, keys["format"] == "pytest-benchmark", provider, findings, own, comparisons)
     keys["higher_is_better"] = bool(HIGHER_IS_BETTER.search(keys["metric"]))
-    filters, mode_col = [], None
+    filters, mode_col, kernel_col = [], None, None
     flags = {"kernel": kernel, "provider": provider, "mode": mode}
     for what, names in SELECTORS.items():
+        # pytest-benchmark's `group` (@pytest.mark.benchmark(group="layer_norm")) names the kernel
+        names = (*names, "group") if what == "kernel" and keys["format"] == "pytest-benchmark" else names
         col = _pick(df, names)
+        if what == "kernel" and col is not None and kernel is not None \
+                and kernel not in set(map(str, df[col].dropna().unique())):
+            continue  # not a value of the kernel column: looked for in the rows' names below
+        kernel_col = col if what == "kernel" and col is not None else kernel_col
         if col is None or col in (keys.get("metric_name_column"), keys["metric"]):
             continue
         values = sorted(map(str, df[col].dropna().unique()))
@@ -333,6 +255,8 @@ def analyse(runs: list[Run], log_name: str = "benchmark.log", results: str | Non
                         f"(--{what} to change)")
         if what == "provider":  # the same kernel by others: rows to compare with, never judged
             comparisons += [f"{col} == {o!r}" for o in others]
+    if kernel is not None and kernel_col is None:
+        filters += _kernel_by_name(df, kernel, findings)
     keys["rows"] = " and ".join(filters)
     bench = section(keys)
     sel = [f.query(keys["rows"]) if keys["rows"] else f for f in frames]
@@ -363,6 +287,27 @@ def analyse(runs: list[Run], log_name: str = "benchmark.log", results: str | Non
                         "[benchmark] correctness condition such as \"max_err < 1e-3\"")
     keys["comparisons"] = comparisons
     return keys, findings
+
+
+def _kernel_by_name(df, kernel: str, findings: list[str]) -> list[str]:
+    """The rows filter for --kernel where the results have no kernel column: the first text column
+    (`name`, `fullname`, then the others) some of whose values hold `kernel` (case-insensitive); none
+    where every row holds it. Raises InitError when no value holds it: --kernel would count nothing."""
+    text = [str(c) for c in df.columns if df[c].dtype.kind == "O"]
+    text = [c for c in ("name", "fullname") if c in text] + [c for c in text if c not in ("name", "fullname")]
+    for c in text:
+        hits = df[c].astype(str).str.contains(kernel, case=False, regex=False)
+        if hits.all():
+            findings.append(f"--kernel {kernel}: every row's {c} names it: no rows filter needed")
+            return []
+        if hits.any():
+            findings.append(f"--kernel {kernel}: no kernel column; counting the rows whose {c} holds {kernel!r} "
+                            f"({int(hits.sum())} of {len(df)})")
+            return [f"`{c}`.str.contains({kernel!r}, case=False, regex=False)"]
+    raise InitError(f"--kernel {kernel!r} names no row: it is no value of a kernel column ({', '.join(SELECTORS['kernel'])}"
+                    f"; pytest-benchmark's group) and no text column holds it (columns {list(map(str, df.columns))[:12]}). "
+                    "Leave out --kernel when the results hold one kernel, or write the benchmark command so it runs only "
+                    "that kernel")
 
 
 def result_unit(keys: dict, runs: list[Run], log_name: str) -> str | None:

@@ -1,0 +1,127 @@
+"""`kopt-mcp init`, running the benchmark: `run_twice` runs the command in the repository within
+init's budget (kopt_mcp/commands/init/progress.py) and puts every result file back as it was; a
+failed run through an installed copy of the repository's package gets a hint (`installed_copy_hint`).
+Reading what the runs wrote is kopt_mcp/commands/init/read.py."""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from kopt_mcp.bench.runner import run_command
+from kopt_mcp.commands.init.progress import Budget, Progress
+from kopt_mcp.errors import InitError
+
+RESULT_SUFFIXES = (".csv", ".json")
+SKIP_DIRS = {".git", ".kopt", "__pycache__", "node_modules", ".venv", "venv", ".tox", ".mypy_cache", ".pytest_cache"}
+
+
+class Run(BaseModel):
+    """What one benchmark run left: result file -> (content before, content after), and its log."""
+
+    files: dict[str, tuple[bytes | None, bytes]]
+    log: bytes = b""
+    seconds: float = 0.0  # the run's wall time (s); 0 for results read without a run
+
+
+def _result_files(repo: Path) -> dict[str, tuple[int, int]]:
+    out = {}
+    for root, dirs, files in os.walk(repo):
+        dirs[:] = [d for d in dirs if d not in SKIP_DIRS]
+        for f in files:
+            if f.endswith(RESULT_SUFFIXES):
+                p = Path(root) / f
+                st = p.stat()
+                out[str(p.relative_to(repo))] = (st.st_mtime_ns, st.st_size)
+    return out
+
+
+_TRACEBACK_FILE = re.compile(r'File "([^"]+)"')
+
+
+def installed_copy_hint(repo: Path, log: str) -> str:
+    """A hint when a failed run's traceback passes through a copy of the repository's own package
+    installed elsewhere (site-packages, a wheel, another checkout) while the repository holds it
+    under `src/<pkg>` or `<pkg>`: then the benchmark ran that copy, not the repository's sources
+    (Liger-Kernel's benchmark imported an installed liger_kernel); or when the run could not import
+    that package at all ("No module named '<pkg>'": nothing installed). '' when there is none."""
+    repo = repo.resolve()
+    for path in _TRACEBACK_FILE.findall(log):
+        p = Path(path)
+        if not p.is_absolute() or p.resolve().is_relative_to(repo):
+            continue
+        for i, part in enumerate(p.parts[:-1]):
+            for root in ("src", "."):
+                if part.isidentifier() and (repo / root / part / "__init__.py").is_file():
+                    where = str(Path(*p.parts[:i])) if i else "/"
+                    return (f"\nThe run imported {part} from {where}, not from this repository's {root}/{part}: "
+                            f"put the sources first: `PYTHONPATH={root}${{PYTHONPATH:+:$PYTHONPATH}} <command>`")
+    for name in re.findall(r"No module named '(\w+)", log):
+        for root in ("src", "."):
+            if (repo / root / name / "__init__.py").is_file():
+                return (f"\nThe run could not import this repository's {root}/{name} (it is not installed): put the "
+                        f"sources on the path: `PYTHONPATH={root}${{PYTHONPATH:+:$PYTHONPATH}} <command>`")
+    return ""
+
+
+def run_twice(repo: Path, command: str, timeout_s: float = 600.0, runs: int = 2, budget: Budget | None = None,
+              progress: Progress | None = None) -> list[Run]:
+    """Run `command` `runs` times in `repo`; per run, the .csv/.json files it wrote or changed (with
+    their content before that run) and its log. Every file is put back as it was before the first
+    run (created ones are removed). With `budget` (kopt_mcp/commands/init/progress.py) each run's
+    limit is what is left of it; a later run that would leave less than half the rest for the tests,
+    or that the budget cuts, is dropped and recorded as not checked. Raises InitError when a run
+    fails, or when the budget ends the first one."""
+    budget = budget or Budget(max(timeout_s * runs, 1.0))
+    progress = progress or Progress(budget, quiet=True)
+    first = {p: (repo / p).read_bytes() for p in _result_files(repo)}
+    out: list[Run] = []
+    try:
+        with tempfile.TemporaryDirectory(prefix="kopt-init-") as tmp:
+            for i in range(runs):
+                last = _last_duration(out)
+                if i and not budget.can_start(2 * last * 1.1):
+                    progress.say(f"benchmark run {i + 1}/{runs} skipped: one run took {last:.0f} s and "
+                                 f"{budget.left():.0f} s of the budget are left (the tests need time too)")
+                    budget.not_checked("a second run of the benchmark (config columns that change between two "
+                                       "runs of the same code)", command)
+                    break
+                before = {p: (repo / p).read_bytes() for p in _result_files(repo)}
+                stamp = _result_files(repo)
+                limit = budget.limit(timeout_s)
+                with progress.step(f"benchmark run {i + 1}/{runs}: `{command}`"):
+                    r = run_command(command, repo, {}, limit, Path(tmp) / f"run{i}.log")
+                cut = r.timed_out and limit < timeout_s
+                if cut and i:
+                    progress.say(f"benchmark run {i + 1}/{runs} cut by the budget after {r.duration_s:.0f} s")
+                    budget.not_checked("a second run of the benchmark (config columns that change between two "
+                                       "runs of the same code)", command)
+                    break
+                if r.timed_out or r.exit_code != 0:
+                    what = (f"did not finish within init's budget ({budget.total_s:g} s, {limit:.0f} s left for it): "
+                            "raise --budget, or run it by hand to see how long it takes" if cut else
+                            "timed out" if r.timed_out else f"exited {r.exit_code}")
+                    raise InitError(f"`{command}` {what} in {repo}; log tail: {r.log_tail[-800:]}"
+                                    f"{installed_copy_hint(repo, r.log_tail)}")
+                changed = {p: (before.get(p), (repo / p).read_bytes()) for p, s in _result_files(repo).items()
+                           if stamp.get(p) != s}
+                out.append(Run(files=changed, log=(Path(tmp) / f"run{i}.log").read_bytes(),
+                               seconds=round(r.duration_s, 2)))
+                if i + 1 < runs:
+                    progress.say(f"one benchmark run: {r.duration_s:.1f} s; expected for the rest: "
+                                 f"~{r.duration_s * (runs - i - 1):.0f} s ({runs - i - 1} run(s))")
+    finally:
+        for p in set(_result_files(repo)) - set(first):
+            (repo / p).unlink(missing_ok=True)
+        for p, content in first.items():
+            if (repo / p).read_bytes() != content:
+                (repo / p).write_bytes(content)
+    return out
+
+
+def _last_duration(runs: list[Run]) -> float:
+    return runs[-1].seconds if runs else 0.0
