@@ -310,6 +310,25 @@ class SessionGainResult(BaseModel):
     warnings: list[str]
 
 
+class EndSessionResult(BaseModel):
+    """end_session: the session ended on purpose (phase `stopped`, reason `ended by the agent`): its
+    measured gain (measure_session_gain: the baseline commit against BEST_COMMIT, paired), the Stop
+    Summary written to performance.md and the commit that holds it on the session's branch."""
+
+    stopped: bool
+    stop_reason: str
+    best_commit: str
+    branch: str
+    summary_commit: str | None = Field(description="the commit on `branch` holding the Stop Summary (null where git "
+                                       "refused the commit: the ledger holds the summary)")
+    summary: str = Field(description="the Stop Summary as written to performance.md (markdown)")
+    gain: SessionGainResult | None = Field(description="the session's measured gain, the Stop Summary's headline; "
+                                           "null where none was measured (`gain_note` says why)")
+    gain_note: str = Field("", description="why no gain was measured: no baseline, no keep (BEST_COMMIT is the "
+                           "baseline commit), no device, a failed run; \"\" when measured")
+    kept: int = Field(description="improvements kept in the session")
+
+
 class AttemptResult(BaseModel):
     """get_attempt: one archived attempt: its ledger record and its patch text (bounded)."""
 

@@ -1,5 +1,5 @@
 """The `kopt-mcp` command: `serve` (stdio, or streamable HTTP with --http), `demo`, `check-config`, `init`, `report`,
-`compare`, `--version`.
+`compare`, `end-session`, `--version`.
 
 Nothing is printed to stdout before the server runs (stdout is the MCP channel); errors go to stderr.
 A session that cannot open (bad repository or config, another server on the repository) does not end
@@ -93,6 +93,18 @@ def _parser() -> argparse.ArgumentParser:
                    "session's baseline commit)")
     m.add_argument("--head", default=None, metavar="REV", help="the commit to measure (default: BEST_COMMIT)")
     m.add_argument("--json", action="store_true", help="print the result as JSON (SessionGainResult)")
+    e = sub.add_parser("end-session", help="end a session on purpose: measure its gain, write and commit the Stop "
+                       "Summary (reason: ended by the agent)",
+                       description="End session --tag (default: the most recently active) of --repo as the tool "
+                       "end_session does: measure its baseline commit against BEST_COMMIT in one paired run, write the "
+                       "Stop Summary (reason `ended by the agent`) to performance.md and commit it on the session's "
+                       "branch. Refused while a candidate is pending or the workspace has untested edits, and while a "
+                       "server runs on the repository (ask its agent to call end_session). Exit 0, or 2 with the "
+                       "reason on stderr.")
+    e.add_argument("--repo", type=Path, default=Path.cwd(), help="the kernel repository (default: cwd)")
+    e.add_argument("--tag", default=None, help="session tag (default: the most recently active session)")
+    e.add_argument("--why", default="", help="why it ends, one sentence (joins the stop reason)")
+    e.add_argument("--json", action="store_true", help="print the result as JSON (EndSessionResult)")
     i = sub.add_parser("init", help="run the repository's own benchmark twice and its tests once, and propose a "
                        "commented kopt.toml")
     i.add_argument("--repo", type=Path, default=Path.cwd(), metavar="PATH",
@@ -149,6 +161,41 @@ def open_session(repo: Path, config: Path | None, tag: str | None, slot: str | N
         return Referee(repo, config, tag, slot=slot)
     except Exception as e:  # every start-up failure becomes the text every tool returns
         return StartupError(f"kopt-mcp could not open a session on {repo}: {error_text(e, repo, 'serve')}")
+
+
+def _end_session(repo: Path, tag: str | None, why: str, as_json: bool) -> int:
+    """`kopt-mcp end-session`: the tool end_session on session `tag` (default: the most recently active
+    main slot) of `repo`, opened like `serve` opens it. Prints the Stop Summary (or the result as JSON)
+    on stdout, progress on stderr. Exit 0, or 2 with the reason on stderr."""
+    # lazy: start-up time: each subcommand loads only what it uses
+    from kopt_mcp.commands.report import pick_session
+    from kopt_mcp.errors import KoptError  # lazy: start-up time
+
+    repo = repo.resolve()
+    if not repo.is_dir():
+        print(f"kopt-mcp end-session: {repo} is no folder: pass the kernel repository with --repo", file=sys.stderr)
+        return 2
+    found = pick_session(repo, tag, "end-session", "pass --tag", main_only=True)
+    if found is None:
+        return 2
+    from kopt_mcp.referee import Referee  # lazy: start-up time (git, pandas, the profilers)
+
+    try:
+        ref = Referee(repo, None, str(found[1]["tag"]))
+    except (KoptError, OSError) as e:
+        print(f"kopt-mcp end-session: {e}. While a server runs on this repository, its agent can call the tool "
+              "end_session instead", file=sys.stderr)
+        return 2
+    try:
+        result = ref.end_session(why, progress=lambda _d, _t, m: print(f"kopt-mcp end-session: {m}", file=sys.stderr,
+                                                                         flush=True))
+    except KoptError as e:
+        print(f"kopt-mcp end-session: {e}", file=sys.stderr)
+        return 2
+    finally:
+        ref.close()
+    print(result.model_dump_json(indent=1) if as_json else result.summary.rstrip())
+    return 0
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -209,6 +256,8 @@ def main(argv: list[str] | None = None) -> int:
         from kopt_mcp.commands.compare import compare_command
 
         return compare_command(args.repo, args.tag, args.base, args.head, args.json)
+    if args.cmd == "end-session":
+        return _end_session(args.repo, args.tag, args.why, args.json)
     if args.cmd == "demo":
         if args.agents != 1:
             # lazy: start-up time: each subcommand loads only what it uses
