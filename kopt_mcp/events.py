@@ -232,6 +232,9 @@ class Attempt(_OnSlot):
     #: verdict `conflict`: the BEST the candidate was judged against, and the newer BEST it overlaps
     judged_against: str | None = None
     best_commit: str | None = None
+    #: the candidate's [correctness] command run (readers.test_summary.CorrectnessRun dumped: exit_code,
+    #: wall_s, passed/failed/skipped/errors counts); absent where none ran
+    correctness: dict[str, Any] | None = None
 
 
 class Commit(_OnSlot):

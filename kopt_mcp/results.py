@@ -20,6 +20,7 @@ from kopt_mcp.gpus.gate import GpuCheck
 from kopt_mcp.knowledge import Hit
 from kopt_mcp.profilers.base import CpuProfile, KernelStat
 from kopt_mcp.profilers.bottleneck import BottleneckKind
+from kopt_mcp.readers.test_summary import CorrectnessRun
 from kopt_mcp.rules.decision import Code, MeasuredOutcome, Verdict
 from kopt_mcp.rules.stats import PooledFrom
 
@@ -238,6 +239,9 @@ class VerdictResult(BaseModel):
     warnings: list[str]
     next_actions: list[str]
     omitted: Omitted | None = Field(None, description=OMITTED)
+    correctness: CorrectnessRun | None = Field(None, description=(
+        "the [correctness] command's run on the candidate: exit status, wall time (s), passed/failed/skipped/errors "
+        "counts where its output says them; null when no correctness command ran"))
 
 
 class RevertResult(BaseModel):

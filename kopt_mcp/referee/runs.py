@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kopt_mcp.bench.measure import Measurement, Profiled
+from kopt_mcp.readers.test_summary import CorrectnessRun
 from kopt_mcp.referee.core import Session
 from kopt_mcp.referee.guards import judge_run_changes
 from kopt_mcp.rules.keep_totals import KeepDecision
@@ -48,6 +49,8 @@ class Attempt:
     provenance: dict | None = None
     #: which rounds ran under foreign load and which the decision counted (rules/load.py)
     load: LoadRounds | None = None
+    #: the candidate's [correctness] command run (counts, wall time), once it ran
+    correctness: CorrectnessRun | None = None
 
     @property
     def cand_values(self) -> dict[str, float]:
@@ -58,7 +61,7 @@ class Attempt:
         """Forget the measurements (the device was lost: the whole measuring call runs again on
         a new lease); the runs made so far stay listed."""
         self.checked, self.decision, self.keep, self.rounds, self.cand_run_values = set(), None, None, 0, []
-        self.load = None
+        self.load, self.correctness = None, None
         self.class_errors, self.class_gpu_us = {}, None
 
 
@@ -70,6 +73,7 @@ def measure_run(sess: Session, a: Attempt, tree: str, label: str) -> Measurement
     a.checked.add(tree)
     m = sess.measure(tree, sess.store.run_dir(a.n, label), check)
     a.runs.append(m.run_dir)
+    a.correctness = m.check or a.correctness
     verify_run(sess, a, m.changes, tree)
     return m
 
@@ -84,6 +88,7 @@ def profile_run(sess: Session, a: Attempt, prof, tree: str, label: str, check: b
         a.checked.add(tree)
     p = sess.profile(prof, tree, sess.store.run_dir(a.n, label), check=check)
     a.runs.append(str(p.log_path.rsplit("/", 1)[0]))
+    a.correctness = (p.measurement.check if p.measurement else None) or a.correctness
     verify_run(sess, a, p.changes, tree)
     return p
 
