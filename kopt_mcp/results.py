@@ -375,6 +375,10 @@ class StatusResult(BaseModel):
                          "where it is not and the state folder is checked after every run instead")
     problems: list[str] = Field(default_factory=list, description="what recovery at start could not fix, and "
                                 "a ledger whose hash chain does not verify (truncated, edited, deleted)")
+    problem: str = Field(default="", description="phase `unconfigured`: why the session could not open (a bad "
+                         "--repo, not a git repository, a wrong kopt.toml, a command or workdir that cannot start, "
+                         "another server on the repository); every other tool refuses with this text")
+    fix: str = Field(default="", description="phase `unconfigured`: what to do so the session opens")
     omitted: Omitted | None = Field(None, description=OMITTED)
 
 
