@@ -364,6 +364,10 @@ class Trace(_OnSlot):
     total_gpu_us: float | None = None
     kernels: list[KernelLine] = []
     functions: list[FunctionLine] = []
+    #: the BEST_COMMIT when it was taken, and whether the profiled tree was BEST's own (False: a
+    #: candidate's edits); absent in older records (research_directions: a stale trace)
+    best_commit: str = ""
+    of_best: bool | None = None
 
 
 class Warmup(_OnSlot):
