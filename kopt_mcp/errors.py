@@ -40,7 +40,12 @@ class InputError(KoptError):
 
 class StartupError(SetupError):
     """The server could not open its session (bad repository, bad config, a second server on the
-    same repository). The server still answers the protocol; every tool returns this message."""
+    same repository). The server still answers the protocol: `status` returns phase `unconfigured`
+    with this message and `fix` (what to do so the session opens), every other tool this message."""
+
+    def __init__(self, message: str = "", fix: str = "") -> None:
+        super().__init__(message)
+        self.fix = fix
 
 
 # -- the concrete classes, by family (raised where the module named in each docstring works) --

@@ -234,6 +234,9 @@ class Attempt(_OnSlot):
     #: verdict `conflict`: the BEST the candidate was judged against, and the newer BEST it overlaps
     judged_against: str | None = None
     best_commit: str | None = None
+    #: the candidate's [correctness] command run (readers.test_summary.CorrectnessRun dumped: exit_code,
+    #: wall_s, passed/failed/skipped/errors counts); absent where none ran
+    correctness: dict[str, Any] | None = None
 
 
 class Commit(_OnSlot):
@@ -367,6 +370,10 @@ class Trace(_OnSlot):
     total_gpu_us: float | None = None
     kernels: list[KernelLine] = []
     functions: list[FunctionLine] = []
+    #: the BEST_COMMIT when it was taken, and whether the profiled tree was BEST's own (False: a
+    #: candidate's edits); absent in older records (research_directions: a stale trace)
+    best_commit: str = ""
+    of_best: bool | None = None
 
 
 class Warmup(_OnSlot):

@@ -20,6 +20,7 @@ from kopt_mcp.evidence.trace import CpuProfile, KernelStat
 from kopt_mcp.gpus.gate import GpuCheck
 from kopt_mcp.knowledge import Hit
 from kopt_mcp.profilers.bottleneck import BottleneckKind
+from kopt_mcp.readers.test_summary import CorrectnessRun
 from kopt_mcp.rules.decision import Code, MeasuredOutcome, Verdict
 from kopt_mcp.rules.stats import PooledFrom
 
@@ -258,6 +259,9 @@ class VerdictResult(BaseModel):
         "what the verdict spent: benchmark runs (profiled or plain), their wall time (s) and that as a multiple of "
         "one plain run of the benchmark"))
     omitted: Omitted | None = Field(None, description=OMITTED)
+    correctness: CorrectnessRun | None = Field(None, description=(
+        "the [correctness] command's run on the candidate: exit status, wall time (s), passed/failed/skipped/errors "
+        "counts where its output says them; null when no correctness command ran"))
 
 
 class RevertResult(BaseModel):
@@ -333,6 +337,25 @@ class SessionGainResult(BaseModel):
     warnings: list[str]
 
 
+class EndSessionResult(BaseModel):
+    """end_session: the session ended on purpose (phase `stopped`, reason `ended by the agent`): its
+    measured gain (measure_session_gain: the baseline commit against BEST_COMMIT, paired), the Stop
+    Summary written to performance.md and the commit that holds it on the session's branch."""
+
+    stopped: bool
+    stop_reason: str
+    best_commit: str
+    branch: str
+    summary_commit: str | None = Field(description="the commit on `branch` holding the Stop Summary (null where git "
+                                       "refused the commit: the ledger holds the summary)")
+    summary: str = Field(description="the Stop Summary as written to performance.md (markdown)")
+    gain: SessionGainResult | None = Field(description="the session's measured gain, the Stop Summary's headline; "
+                                           "null where none was measured (`gain_note` says why)")
+    gain_note: str = Field("", description="why no gain was measured: no baseline, no keep (BEST_COMMIT is the "
+                           "baseline commit), no device, a failed run; \"\" when measured")
+    kept: int = Field(description="improvements kept in the session")
+
+
 class AttemptResult(BaseModel):
     """get_attempt: one archived attempt: its ledger record and its patch text (bounded)."""
 
@@ -375,6 +398,10 @@ class StatusResult(BaseModel):
                          "where it is not and the state folder is checked after every run instead")
     problems: list[str] = Field(default_factory=list, description="what recovery at start could not fix, and "
                                 "a ledger whose hash chain does not verify (truncated, edited, deleted)")
+    problem: str = Field(default="", description="phase `unconfigured`: why the session could not open (a bad "
+                         "--repo, not a git repository, a wrong kopt.toml, a command or workdir that cannot start, "
+                         "another server on the repository); every other tool refuses with this text")
+    fix: str = Field(default="", description="phase `unconfigured`: what to do so the session opens")
     omitted: Omitted | None = Field(None, description=OMITTED)
 
 

@@ -1,9 +1,10 @@
 """The `kopt-mcp` command: `serve` (stdio, or streamable HTTP with --http), `demo`, `check-config`, `init`, `report`,
-`compare`, `--version`.
+`compare`, `end-session`, `--version`.
 
 Nothing is printed to stdout before the server runs (stdout is the MCP channel); errors go to stderr.
 A session that cannot open (bad repository or config, another server on the repository) does not end
-`serve`: the server still answers, every tool returns the error (clients hide stderr), and the exit
+`serve`: the server still answers, `status` says phase `unconfigured` with the problem and its fix, every other
+tool returns the error (clients hide stderr), and the exit
 status is 2 when the client disconnects.
 
 Subcommands are added in `_parser` (one `sub.add_parser` block each) and dispatched in `main`.
@@ -18,7 +19,16 @@ from pathlib import Path
 
 from kopt_mcp import __version__
 from kopt_mcp.app.logs import add_logging_args, setup_logging
-from kopt_mcp.errors import StartupError, TokenError
+from kopt_mcp.errors import (
+    ConfigError,
+    KoptError,
+    PreflightError,
+    ReaderError,
+    RefereeError,
+    StartupError,
+    TokenError,
+    VcsError,
+)
 
 
 def _repo_options(p: argparse.ArgumentParser) -> None:
@@ -93,6 +103,18 @@ def _parser() -> argparse.ArgumentParser:
                    "session's baseline commit)")
     m.add_argument("--head", default=None, metavar="REV", help="the commit to measure (default: BEST_COMMIT)")
     m.add_argument("--json", action="store_true", help="print the result as JSON (SessionGainResult)")
+    e = sub.add_parser("end-session", help="end a session on purpose: measure its gain, write and commit the Stop "
+                       "Summary (reason: ended by the agent)",
+                       description="End session --tag (default: the most recently active) of --repo as the tool "
+                       "end_session does: measure its baseline commit against BEST_COMMIT in one paired run, write the "
+                       "Stop Summary (reason `ended by the agent`) to performance.md and commit it on the session's "
+                       "branch. Refused while a candidate is pending or the workspace has untested edits, and while a "
+                       "server runs on the repository (ask its agent to call end_session). Exit 0, or 2 with the "
+                       "reason on stderr.")
+    e.add_argument("--repo", type=Path, default=Path.cwd(), help="the kernel repository (default: cwd)")
+    e.add_argument("--tag", default=None, help="session tag (default: the most recently active session)")
+    e.add_argument("--why", default="", help="why it ends, one sentence (joins the stop reason)")
+    e.add_argument("--json", action="store_true", help="print the result as JSON (EndSessionResult)")
     i = sub.add_parser("init", help="run the repository's own benchmark twice and its tests once, and propose a "
                        "commented kopt.toml")
     i.add_argument("--repo", type=Path, default=Path.cwd(), metavar="PATH",
@@ -140,14 +162,18 @@ def open_session(repo: Path, config: Path | None, tag: str | None, slot: str | N
     # lazy: start-up time: each subcommand loads only what it uses
     from kopt_mcp.app.tools.errors import error_text
 
+    args = f"--repo {repo}" + (f" --config {config}" if config is not None else "")
     if not repo.exists():
         return StartupError(f"the repository {repo} does not exist: pass --repo with the path of the kernel's "
-                            "git checkout")
+                            "git checkout", fix=f"{_SERVE_ARGS}, then {RESTART}")
     if not repo.is_dir():
-        return StartupError(f"--repo {repo} is a file, not a folder: pass the kernel's git checkout")
+        return StartupError(f"--repo {repo} is a file, not a folder: pass the kernel's git checkout",
+                            fix=f"{_SERVE_ARGS}, then {RESTART}")
     if config is not None and not config.exists():
         return StartupError(f"the config {config} does not exist: pass --config with a kopt.toml "
-                            "(see `kopt-mcp check-config --help`)")
+                            "(see `kopt-mcp check-config --help`)",
+                            fix=f"write it (`kopt-mcp init --repo {repo} --command CMD` proposes one) or fix --config, "
+                            f"check it with `kopt-mcp check-config {args}`, then {RESTART}")
     try:
         # lazy: start-up time: each subcommand loads only what it uses
         from kopt_mcp.referee import Referee
@@ -156,7 +182,66 @@ def open_session(repo: Path, config: Path | None, tag: str | None, slot: str | N
             slot = f"agent-{os.getpid()}"
         return Referee(repo, config, tag, slot=slot)
     except Exception as e:  # every start-up failure becomes the text every tool returns
-        return StartupError(f"kopt-mcp could not open a session on {repo}: {error_text(e, repo, 'serve')}")
+        return StartupError(f"kopt-mcp could not open a session on {repo}: {error_text(e, repo, 'serve')}",
+                            fix=startup_fix(e, repo, args))
+
+
+#: the last step of every start-up fix: a session opens only when the server starts
+RESTART = "restart the MCP server (reconnect it in the client, e.g. /mcp in Claude Code): the session opens at start"
+_SERVE_ARGS = "point --repo of the server's command (the client's MCP config) at the kernel's git checkout"
+
+
+def startup_fix(e: BaseException, repo: Path, args: str) -> str:
+    """What to do so a session that failed to open with `e` opens (status's `fix`); `args`: the
+    --repo/--config words `kopt-mcp check-config` needs."""
+    check = f"`kopt-mcp check-config {args}` shows what it finds"
+    if isinstance(e, PreflightError):
+        what = (f"fix the command or workdir the problem names in kopt.toml ([benchmark] command / workdir, "
+                f"[correctness] command) or install what it lacks, commit kopt.toml; {check}")
+    elif isinstance(e, (ConfigError, ReaderError)):
+        what = f"fix kopt.toml as the problem says and commit it; {check}"
+    elif isinstance(e, VcsError):
+        what = (f"make {repo} a git checkout with at least one commit (`git init && git add -A && git commit -m "
+                f"init`), or {_SERVE_ARGS}")
+    elif isinstance(e, RefereeError):
+        what = "do what the problem says (stop the other server, pass --slot NAME or another --tag, restore kopt.toml)"
+    else:
+        what = f"fix what the problem names; {check}"
+    return f"{what}; then {RESTART}"
+
+
+def _end_session(repo: Path, tag: str | None, why: str, as_json: bool) -> int:
+    """`kopt-mcp end-session`: the tool end_session on session `tag` (default: the most recently active
+    main slot) of `repo`, opened like `serve` opens it. Prints the Stop Summary (or the result as JSON)
+    on stdout, progress on stderr. Exit 0, or 2 with the reason on stderr."""
+    # lazy: start-up time: each subcommand loads only what it uses
+    from kopt_mcp.commands.report import pick_session
+
+    repo = repo.resolve()
+    if not repo.is_dir():
+        print(f"kopt-mcp end-session: {repo} is no folder: pass the kernel repository with --repo", file=sys.stderr)
+        return 2
+    found = pick_session(repo, tag, "end-session", "pass --tag", main_only=True)
+    if found is None:
+        return 2
+    from kopt_mcp.referee import Referee  # lazy: start-up time (git, pandas, the profilers)
+
+    try:
+        ref = Referee(repo, None, str(found[1]["tag"]))
+    except (KoptError, OSError) as e:
+        print(f"kopt-mcp end-session: {e}. While a server runs on this repository, its agent can call the tool "
+              "end_session instead", file=sys.stderr)
+        return 2
+    try:
+        result = ref.end_session(why, progress=lambda _d, _t, m: print(f"kopt-mcp end-session: {m}", file=sys.stderr,
+                                                                         flush=True))
+    except KoptError as e:
+        print(f"kopt-mcp end-session: {e}", file=sys.stderr)
+        return 2
+    finally:
+        ref.close()
+    print(result.model_dump_json(indent=1) if as_json else result.summary.rstrip())
+    return 0
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -184,8 +269,8 @@ def _serve(args: argparse.Namespace) -> int:
             return 2
     ref = open_session(args.repo, args.config, args.tag, args.slot)
     if isinstance(ref, StartupError):
-        print(f"kopt-mcp serve: {ref}\nkopt-mcp serve: still serving, so the client can show this error: every "
-              "tool returns it", file=sys.stderr, flush=True)
+        print(f"kopt-mcp serve: {ref}\nkopt-mcp serve: still serving, so the client can show this error: status "
+              "shows it with its fix, every other tool returns it", file=sys.stderr, flush=True)
     mcp = build_server(ref, args.tools, args.read_only, slot_per_session=args.http)
     if args.http:
         # lazy: start-up time: each subcommand loads only what it uses
@@ -217,6 +302,8 @@ def main(argv: list[str] | None = None) -> int:
         from kopt_mcp.commands.compare import compare_command
 
         return compare_command(args.repo, args.tag, args.base, args.head, args.json)
+    if args.cmd == "end-session":
+        return _end_session(args.repo, args.tag, args.why, args.json)
     if args.cmd == "demo":
         if args.agents != 1:
             # lazy: start-up time: each subcommand loads only what it uses

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from string import Template
 
+from kopt_mcp.app.trace_age import trace_status
 from kopt_mcp.paths import resources_dir
 from kopt_mcp.referee import Referee
 from kopt_mcp.referee.guards import protected_paths
@@ -63,7 +64,7 @@ def render_program(ref: Referee) -> str:
         noise_pct=f"{g.noise_pct:g}", confirmations=g.confirmations, max_repairs=g.max_repairs,
         max_rounds=g.max_rounds, confidence=f"{g.confidence * 100:g}",
         max_regressions=g.max_consecutive_regressions, device_wait=_device_wait(g, trace_step is TRACE_CPU), gpu_wait_s=f"{g.gpu_wait_s:g}",
-        device=device, trace_step=trace_step)
+        device=device, trace_step=trace_step, trace_status=trace_status(ref.store.events(), s.best.commit))
 
 
 def _device_wait(g, cpu: bool) -> str:

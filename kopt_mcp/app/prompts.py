@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from kopt_mcp.app.program import render_program
+from kopt_mcp.app.trace_age import trace_age
 from kopt_mcp.events import Attempt, Trace, last
 from kopt_mcp.referee import Referee
 
@@ -42,6 +43,12 @@ def _trace_block(events: list) -> str:
     return "\n".join(lines)
 
 
+def _age_line(events: list, best_commit: str) -> str:
+    """The trace's age above its table (app/trace_age.py): current, or STALE with how to refresh it."""
+    age = trace_age(events, best_commit)
+    return "" if age is None else f"Trace {age.text}.\n\n"
+
+
 def _attempts_block(events: list) -> str:
     rows = [e for e in events if isinstance(e, Attempt)][-ATTEMPTS_SHOWN:]
     if not rows:
@@ -77,7 +84,7 @@ BEST_COMMIT {s.best.commit[:12]}; GPU time of the target kernel(s): {_fmt(s.best
 
 ## Latest trace (hottest first)
 
-{_trace_block(events)}
+{_age_line(events, s.best.commit)}{_trace_block(events)}
 
 ## Past attempts (latest {ATTEMPTS_SHOWN})
 
@@ -85,7 +92,8 @@ BEST_COMMIT {s.best.commit[:12]}; GPU time of the target kernel(s): {_fmt(s.best
 
 ## What to return
 
-Up to 6 hypotheses, most promising first. For each: the bottleneck it addresses and the numbers in
+If the trace above is marked STALE, say so first and offer to refresh it (kernel_trace_analysis) before
+the ranking leans on its numbers. Up to 6 hypotheses, most promising first. For each: the bottleneck it addresses and the numbers in
 the trace that point to it (memory-bound: DRAM throughput near peak; compute-bound: SM throughput
 near peak; latency/occupancy-bound: both low, occupancy limited by registers or shared memory;
 cpu-bound: the functions and lines holding the samples, e.g. a Python loop over rows, temporaries,

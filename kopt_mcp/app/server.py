@@ -2,7 +2,8 @@
 
 A server whose session could not open (bad repository or config, a second server on the same
 repository) is still built (`build_server(StartupError(...))`): it answers `initialize`, lists the
-same tools, and every tool, resource and prompt returns that error, so the client shows it.
+same tools; `status` answers with phase `unconfigured`, the problem and its fix (app/tools/info.py), and every
+other tool, resource and prompt returns that error, so the client shows it.
 """
 
 from __future__ import annotations

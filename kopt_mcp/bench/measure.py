@@ -45,6 +45,7 @@ from kopt_mcp.gpus.load import LoadFactory
 from kopt_mcp.paths import common_git_dir
 from kopt_mcp.profilers.base import Profiler, profile_env
 from kopt_mcp.readers.metrics import MetricTable, capture_before, collect_results, read_results
+from kopt_mcp.readers.test_summary import CorrectnessRun, correctness_run
 from kopt_mcp.rules.correctness import GateResult, RunFacts, correctness_gate, failed_tests
 from kopt_mcp.rules.protect import FileChange
 
@@ -155,6 +156,8 @@ class Measurement(BaseModel):
     #: the foreign load on the device while the benchmark command ran, sampled by the referee's process
     #: (kopt_mcp.gpus.load; None: not sampled); also in the run folder as LOAD_FILE
     load: RunLoad | None = None
+    #: the [correctness] command's run after this one (None: not configured, or not run for this run)
+    check: CorrectnessRun | None = None
 
     def values(self) -> dict[str, float]:
         """Class key -> metric (empty when the table could not be read)."""
@@ -211,7 +214,7 @@ def read_run(cfg: TargetConfig, tree: Path, run_dir: Path, result: RunResult, be
     b = cfg.benchmark
     cwd = tree / b.workdir
     table, err, problem, failing, tests = None, None, "unusable", [], []
-    check_exit, check_timeout = None, False
+    check_exit, check_timeout, check_run = None, False, None
     if result.exit_code == 0:
         try:
             files = collect_results(cwd, b, result.started_at, before, log)
@@ -234,12 +237,14 @@ def read_run(cfg: TargetConfig, tree: Path, run_dir: Path, result: RunResult, be
                          run_dir / "correctness.log", cancel=cancel, pid_dir=pid_dir, sandbox=sandbox)
             raise_if_cancelled(chk)
             check_exit, check_timeout = chk.exit_code, chk.timed_out
+            check_run = correctness_run(cfg.correctness.command, chk.exit_code, chk.timed_out, chk.duration_s,
+                                        chk.log_path, tree)
             if chk.exit_code not in (None, 0):
                 tests = failed_tests(Path(chk.log_path).read_text(encoding="utf-8", errors="replace"))
     gate = correctness_gate(RunFacts(exit_code=result.exit_code, timed_out=result.timed_out, timeout_s=b.timeout_s,
                                      metrics_error=err, metrics_problem=problem, failing_classes=failing,
                                      check_exit=check_exit, check_timed_out=check_timeout, failed_tests=tests))
-    return Measurement(tree=str(tree), run=result, table=table, gate=gate, run_dir=str(run_dir))
+    return Measurement(tree=str(tree), run=result, table=table, gate=gate, run_dir=str(run_dir), check=check_run)
 
 
 class Profiled(BaseModel):

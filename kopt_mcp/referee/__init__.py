@@ -25,7 +25,7 @@ from kopt_mcp.referee.slots import sync
 #: operations after which the session's HTML report is rewritten (they can record a verdict, a
 #: commit, a revert, the baseline, a stop or the session's measured gain)
 REPORTED = frozenset({"save_and_test", "commit_improvement", "revert_to_best", "run_benchmark", "find_idle_gpu",
-                      "measure_session_gain"})
+                      "measure_session_gain", "end_session"})
 
 
 #: the cancel events of the operations of this process that run or wait for their session's lock
@@ -143,6 +143,7 @@ class Referee(Session):
     save_and_test = operation(attempt.save_and_test)
     commit_improvement = operation(commit.commit_improvement)
     measure_session_gain = operation(gain.measure_session_gain)  # changes nothing; holds a device meanwhile
+    end_session = operation(gain.end_session)  # measures the gain, then stops (Stop Summary committed)
 
     def judge_run_changes(self, changes, who: str):
         """guards.judge_run_changes on this session."""

@@ -278,7 +278,8 @@ def finish(sess: Session, a: Attempt, verdict: str, reason: str, revert: bool, r
                 **({"provenance": a.provenance} if a.provenance else {}),
                 **({"rounds_under_load": len(a.load.under_load), "load": a.load.model_dump(mode="json")}
                    if a.load is not None else {}),
-                **({"lost_devices": a.lost_devices} if a.lost_devices else {}), cost=cost.model_dump())
+                **({"lost_devices": a.lost_devices} if a.lost_devices else {}), cost=cost.model_dump(),
+                **({"correctness": a.correctness.model_dump(mode="json")} if a.correctness else {}))
     if verdict == "regressed" and should_stop(s.regressions, sess.policy.max_consecutive_regressions):
         stop = f"{s.regressions.consecutive} consecutive measured regressions"
     s.end_job()  # the verdict and the phase are saved together with the end of the job
@@ -295,7 +296,8 @@ def finish(sess: Session, a: Attempt, verdict: str, reason: str, revert: bool, r
         rounds_under_load=len(a.load.under_load) if a.load is not None else 0,
         repairs_left=repairs_left, patch_path=str(patch_path), run_dirs=a.runs, device=sess.device,
         consecutive_regressions=s.regressions.consecutive, stopped=s.phase == Phase.stopped,
-        stop_reason=s.stop_reason, warnings=a.warnings, next_actions=next_actions(s), cost=cost)
+        stop_reason=s.stop_reason, warnings=a.warnings, next_actions=next_actions(s), cost=cost,
+        correctness=a.correctness)
 
 
 def _left_out_warning(paths: list[str]) -> str:

@@ -11,7 +11,11 @@ under the session's rules, the way save_and_test measures a candidate against BE
 
 It changes nothing: no verdict, no counter, no noise estimate, no git state; every run happens in a
 disposable checkout of the committed tree, verified afterwards. The result is logged to the ledger
-(`session_gain`), from where the Stop Summary and the HTML report take their headline."""
+(`session_gain`), from where the Stop Summary and the HTML report take their headline.
+
+`end_session` ends the session on purpose: it measures that gain, then stops the session the way the
+stop rule does (recovery.stop: the Stop Summary, headed by the measured gain, committed on the
+session's branch; phase `stopped`, candidate tools refuse) with reason `ended by the agent`."""
 
 from __future__ import annotations
 
@@ -20,17 +24,19 @@ import math
 import git
 
 from kopt_mcp import vcs
-from kopt_mcp.errors import RefereeError, VerdictError
+from kopt_mcp.errors import RefereeError, SessionError, VerdictError
 from kopt_mcp.evidence.profiles import Profiles
-from kopt_mcp.referee.core import Progress, Session
+from kopt_mcp.referee.core import STOP_MESSAGE, Progress, Session
 from kopt_mcp.referee.keep_metric import profile_target
+from kopt_mcp.referee.recovery import stop
 from kopt_mcp.referee.runs import Attempt, measure_run
 from kopt_mcp.referee.slots import shared_events
-from kopt_mcp.results import SessionGainResult
+from kopt_mcp.results import EndSessionResult, SessionGainResult
 from kopt_mcp.rules.gpu_time import judge_profiles
 from kopt_mcp.rules.keep_totals import KeepDecision
 from kopt_mcp.rules.load import RoundLoad, can_measure_more, decide_counted
 from kopt_mcp.rules.script import GLOBAL, Round, ScriptDecision
+from kopt_mcp.session import Phase
 
 
 def session_baseline(sess: Session) -> str | None:
@@ -169,3 +175,58 @@ def _result(sess: Session, a: Attempt, d: ScriptDecision, gpu: KeepDecision | No
         gpu_base_us=gpu.gpu_best_us if gpu else None, gpu_head_us=gpu.gpu_candidate_us if gpu else None,
         gpu_gain_pct=gpu_gain, gpu_note=gpu.reason if gpu else "no profiler on this device: script metric only",
         headline=headline, device=sess.device, run_dirs=list(a.runs), warnings=list(a.warnings))
+
+
+#: the stop reason of a session the agent ended (end_session)
+ENDED = "ended by the agent"
+
+
+def end_session(sess: Session, why: str = "", progress: Progress | None = None) -> EndSessionResult:
+    """End the session on purpose (module docstring): measure the session gain (none without a
+    baseline or a keep; a gain that cannot be measured, e.g. no device, is named in `gain_note` and
+    the session still ends), then stop with reason `ended by the agent` (`: why` appended when
+    given) and commit the Stop Summary. Raises SessionError when the session stopped already, and
+    RefereeError while a candidate is pending (phase improved or repairing) or the workspace holds
+    untested edits (the text says what to call first), or on a workspace switched to another branch.
+    Cancelled (the client cancelled the measurement) leaves the session as it was."""
+    s = sess.state
+    if s.phase == Phase.stopped:
+        raise SessionError(f"the session stopped already ({s.stop_reason}) at {s.stopped_at}; the Stop Summary is "
+                           f"in performance.md on {s.branch}. Start a new session (kopt-mcp serve --tag NEW) to go on")
+    if s.phase in (Phase.improved, Phase.repairing):
+        todo = ("commit_improvement to keep it, or revert_to_best to drop it" if s.phase == Phase.improved
+                else "fix it and call save_and_test, or revert_to_best to drop it")
+        n = s.pending.attempt if s.pending else s.repair.first_attempt if s.repair else "?"
+        raise RefereeError(f"a candidate is pending (phase {s.phase.value}, attempt {n}): call {todo}, "
+                           "then end_session")
+    sess.check_branch()
+    _, changed = vcs.diff_against(sess.ws, s.best.commit)
+    if changed:
+        shown = ", ".join(changed[:10]) + (f" and {len(changed) - 10} more" if len(changed) > 10 else "")
+        raise RefereeError(f"the workspace has untested edits ({shown}): call save_and_test to judge them, or "
+                           "revert_to_best to drop them (their diff is archived), then end_session")
+    gain, note = _gain_or_why(sess, progress)
+    reason = ENDED + (f": {' '.join(why.split())}" if why.strip() else "")
+    stop(sess, reason, gain_note=note)
+    sess.save()
+    summary = next((e.get("summary") or "" for e in reversed(sess.store.ledger()) if e.get("event") == "stopped"), "")
+    head = sess.ws.head.commit
+    return EndSessionResult(
+        stopped=True, stop_reason=s.stop_reason or reason, best_commit=s.best.commit, branch=s.branch,
+        summary_commit=head.hexsha if head.message.startswith(STOP_MESSAGE) else None, summary=summary,
+        gain=gain, gain_note=note, kept=s.kept)
+
+
+def _gain_or_why(sess: Session, progress: Progress | None) -> tuple[SessionGainResult | None, str]:
+    """The session gain measured now (measure_session_gain), or None and why none was: no baseline,
+    no keep, or the measurement's own refusal (no device, a failed run)."""
+    base = session_baseline(sess)
+    if base is None:
+        return None, "none: no baseline was measured (run_benchmark never ran), so nothing to compare"
+    if _commit(sess, base) == _commit(sess, sess.state.best.commit):
+        return None, "none: no keep in this session (BEST_COMMIT is the baseline commit)"
+    try:
+        return measure_session_gain(sess, progress=progress), ""
+    except RefereeError as e:
+        return None, (f"not measured ({' '.join(str(e).split())[:300]}); the tool measure_session_gain or "
+                      "`kopt-mcp compare` measures it later")

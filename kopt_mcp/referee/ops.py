@@ -133,6 +133,7 @@ def kernel_trace_analysis(sess: Session, top: int = 10, progress: Progress | Non
     if progress:
         progress(0, 1, f"profiling the workspace with {prof.name}")
     tree = sess.workspace_tree()
+    origin = trace_origin(sess, tree)  # which BEST the trace is of (research_directions marks a stale one)
     p = sess.profile(prof, tree, run_dir)
     note = run_note(sess, p.changes)
     changed = [note] if note else []  # what the run changed: said whether or not a trace came back
@@ -154,7 +155,7 @@ def kernel_trace_analysis(sess: Session, top: int = 10, progress: Progress | Non
             "waited, too soon: make one run last a second or more to see it. " + CPU_INSTEAD, *changed])
     notes = list(p.trace.warnings) + changed
     if p.trace.cpu is not None:
-        return _cpu_trace(sess, p.trace, top, notes, run_dir, p.log_path)
+        return _cpu_trace(sess, p.trace, top, notes, run_dir, p.log_path, origin)
     try:
         gpu_us, names = target_gpu_time(p.trace, sess.cfg.profiler.kernel or None)
     except ProfilerError as e:
@@ -164,7 +165,7 @@ def kernel_trace_analysis(sess: Session, top: int = 10, progress: Progress | Non
     target = next((k for k in p.trace.kernels if k.name in names), None)
     bottleneck = classify(target) if target is not None else None
     rows = [KernelRow(**k.model_dump(), short_name=short_kernel_name(k.name)) for k in p.trace.kernels[:top]]
-    sess.store.log("trace", run_dir=str(run_dir), device=sess.device_id, target_gpu_us=gpu_us, target_kernels=names, backend=prof.name,
+    sess.store.log("trace", **origin, run_dir=str(run_dir), device=sess.device_id, target_gpu_us=gpu_us, target_kernels=names, backend=prof.name,
                    bottleneck=bottleneck.model_dump() if bottleneck else None,
                    total_gpu_us=p.trace.total_gpu_us,
                    kernels=[{"name": k.short_name, "calls": k.calls, "total_us": k.total_us,
@@ -177,12 +178,19 @@ def kernel_trace_analysis(sess: Session, top: int = 10, progress: Progress | Non
                        target_gpu_us=gpu_us, notes=notes, log_path=p.log_path, bottleneck=bottleneck)
 
 
-def _cpu_trace(sess: Session, trace: KernelTrace, top: int, notes: list[str], run_dir, log_path: str) -> TraceResult:
+def trace_origin(sess: Session, tree: str) -> dict:
+    """What a trace of snapshot `tree` is of, for its `trace` record: the BEST_COMMIT of the time and
+    whether `tree` is BEST's own (False: the workspace held a candidate's edits)."""
+    return {"best_commit": sess.state.best.commit, "of_best": tree == vcs.tree_of(sess.ws, sess.state.best.commit)}
+
+
+def _cpu_trace(sess: Session, trace: KernelTrace, top: int, notes: list[str], run_dir, log_path: str,
+               origin: dict | None = None) -> TraceResult:
     """kernel_trace_analysis's result for a sampled CPU run: the `top` hottest functions, the
-    cpu-bound class with its evidence, logged as a `trace` event."""
+    cpu-bound class with its evidence, logged as a `trace` event (with `origin`: trace_origin)."""
     cpu = trace.cpu.model_copy(update={"functions": trace.cpu.functions[:top]})
     bottleneck = classify_cpu(trace.cpu)
-    sess.store.log("trace", run_dir=str(run_dir), device=sess.device_id, backend=trace.backend,
+    sess.store.log("trace", **(origin or {}), run_dir=str(run_dir), device=sess.device_id, backend=trace.backend,
                    bottleneck=bottleneck.model_dump(), total_gpu_us=0.0,
                    functions=[{"function": f.function, "file": f.file, "line": f.line, "self_pct": f.self_pct,
                                "total_pct": f.total_pct} for f in cpu.functions])

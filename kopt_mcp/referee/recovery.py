@@ -169,17 +169,19 @@ def is_commit_of(sess: Session, sha: str, n: int) -> bool:
     return f"kopt-mcp attempt {n}, " in c.message and [x.hexsha for x in c.parents] == [sess.state.best.commit]
 
 
-def stop(sess: Session, reason: str) -> None:
+def stop(sess: Session, reason: str, gain_note: str = "") -> None:
     """Stop the session: state `stopped`, the `stopped` record (with the Stop Summary) queued,
-    performance.md rendered from the ledger and committed, then the record committed.
+    performance.md rendered from the ledger and committed, then the record committed. `gain_note`:
+    why the Stop Summary has no measured session gain, where the caller knows (end_session: no keep,
+    no device); "" for the summary's default line.
 
-    The stopped state is saved first, with an in-progress marker: a server killed while writing
-    or committing the summary finishes it on restart (`_recover_stop`), exactly once."""
+    The stopped state is saved first, with an in-progress marker (carrying `gain_note`): a server
+    killed while writing or committing the summary finishes it on restart (`_recover_stop`), exactly once."""
     s = sess.state
     if not s.stopped_now(reason):
         return
     outer = s.in_progress
-    s.begin_job("stop", base=s.best.commit)
+    s.begin_job("stop", base=s.best.commit, **({"gain_note": gain_note} if gain_note else {}))
     sess.save()
     _write_stop_summary(sess)
     s.in_progress = outer
@@ -191,8 +193,9 @@ def _write_stop_summary(sess: Session, commit: bool = True) -> None:
     ledger and, with `commit`, commit it on top of BEST_COMMIT."""
     s = sess.state
     gain = latest_gain(sess.store.ledger(), s.best.commit)  # measure_session_gain's, when one was measured
+    note = str((s.in_progress or {}).get("gain_note") or "")  # stop(gain_note=...): why none was measured
     sess.record("stopped", reason=s.stop_reason, best_commit=s.best.commit,
-                summary=stop_summary(s, sess.config.target.benchmark.metric, gain))
+                summary=stop_summary(s, sess.config.target.benchmark.metric, gain, note))
     if not commit:
         return
     sess.write_performance()

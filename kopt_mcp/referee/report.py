@@ -59,24 +59,27 @@ def latest_gain(records: list[dict], head_commit: str | None = None) -> dict | N
     return None
 
 
-def gain_line(gain: dict | None, best_commit: str) -> str:
+def gain_line(gain: dict | None, best_commit: str, note: str = "") -> str:
     """The Stop Summary's headline: the session's measured gain (the latest `session_gain` ledger
-    record, referee.gain) when it measured BEST_COMMIT `best_commit`, else how to measure it."""
+    record, referee.gain) when it measured BEST_COMMIT `best_commit`, else `note` (why none was
+    measured, e.g. end_session's "no keep") or how to measure it."""
+    if (not gain or gain.get("head_commit") != best_commit) and note:
+        return f"- session gain: {note}"
     if not gain or gain.get("head_commit") != best_commit:
         return ("- session gain: not measured against this BEST_COMMIT; the tool measure_session_gain or "
                 "`kopt-mcp compare` measures the session's baseline against it in one paired run")
     return f"- session gain (measured): {gain.get('headline', '')}"
 
 
-def stop_summary(state: SessionState, metric: str, gain: dict | None = None) -> str:
+def stop_summary(state: SessionState, metric: str, gain: dict | None = None, gain_note: str = "") -> str:
     """The Stop Summary block: time, reason, the session's measured gain (`gain`: the latest
-    `session_gain` ledger record, or None), BEST_COMMIT, kept improvements (the script-only ones
+    `session_gain` ledger record, or None; `gain_note`: why none was measured), BEST_COMMIT, kept improvements (the script-only ones
     counted apart), best metrics, how to land the branch, and the last regressions table."""
     lines = [
         "## Stop Summary", "",
         f"- time: {state.stopped_at or now_iso()}",
         f"- reason: {state.stop_reason}",
-        gain_line(gain, state.best.commit),
+        gain_line(gain, state.best.commit, gain_note),
         f"- BEST_COMMIT: {state.best.commit}",
         f"- kept improvements: {state.kept}"
         + (f" (script only: {state.kept_script_only})" if state.kept_script_only else ""),

@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass, field
 
 from kopt_mcp.bench.measure import Measurement, Profiled
+from kopt_mcp.readers.test_summary import CorrectnessRun
 from kopt_mcp.referee.core import Session
 from kopt_mcp.referee.guards import judge_run_changes
 from kopt_mcp.rules.keep_totals import KeepDecision
@@ -57,6 +58,8 @@ class Attempt:
     counted_rounds: list[Round] = field(default_factory=list)
     #: when the attempt started measuring (time.monotonic, s): its cost's wall time counts from here
     t0: float = field(default_factory=time.monotonic)
+    #: the candidate's [correctness] command run (counts, wall time), once it ran
+    correctness: CorrectnessRun | None = None
 
     @property
     def cand_values(self) -> dict[str, float]:
@@ -67,7 +70,7 @@ class Attempt:
         """Forget the measurements (the device was lost: the whole measuring call runs again on
         a new lease); the runs made so far stay listed."""
         self.checked, self.decision, self.keep, self.rounds, self.cand_run_values = set(), None, None, 0, []
-        self.load, self.counted_rounds = None, []
+        self.load, self.counted_rounds, self.correctness = None, [], None
         self.class_errors, self.class_gpu_us = {}, None
 
 
@@ -79,6 +82,7 @@ def measure_run(sess: Session, a: Attempt, tree: str, label: str) -> Measurement
     a.checked.add(tree)
     m = sess.measure(tree, sess.store.run_dir(a.n, label), check)
     a.runs.append(m.run_dir)
+    a.correctness = m.check or a.correctness
     verify_run(sess, a, m.changes, tree)
     return m
 
@@ -93,6 +97,7 @@ def profile_run(sess: Session, a: Attempt, prof, tree: str, label: str, check: b
         a.checked.add(tree)
     p = sess.profile(prof, tree, sess.store.run_dir(a.n, label), check=check)
     a.runs.append(str(p.log_path.rsplit("/", 1)[0]))
+    a.correctness = (p.measurement.check if p.measurement else None) or a.correctness
     verify_run(sess, a, p.changes, tree)
     return p
 

@@ -334,18 +334,22 @@ def test_oauth_discovery_and_registration_answer_404(token):
 
 @pytest.mark.timeout(180)
 def test_http_server_with_a_missing_repository_still_serves_the_error(tmp_path, lease_dir):
-    """Over HTTP too: the session did not open, the server answers and every tool returns why."""
+    """Over HTTP too: the session did not open, the server answers: status with phase unconfigured and
+    the problem, every other tool with the error."""
     port = free_port()
     s = start_server(_serve_argv(tmp_path / "missing", port), port, tmp_path / "logs", _env())
 
     async def main():
         async with Client(s.url) as c:
-            return {t.name for t in (await c.list_tools()).tools}, await c.call_tool("status", {})
+            return ({t.name for t in (await c.list_tools()).tools}, await c.call_tool("status", {}),
+                    await c.call_tool("run_benchmark", {}))
 
     try:
-        tools, status = anyio.run(main)
+        tools, status, bench = anyio.run(main)
         assert tools == registered_tools()
-        assert status.is_error and "does not exist" in status.content[0].text
+        assert not status.is_error and status.structured_content["phase"] == "unconfigured"
+        assert "does not exist" in status.structured_content["problem"]
+        assert bench.is_error and "does not exist" in bench.content[0].text
         assert "does not exist" in s.stderr() and s.stdout() == ""
     finally:
         s.stop()

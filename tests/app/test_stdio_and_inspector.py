@@ -43,7 +43,7 @@ def test_stdio_server_lists_tools_and_answers_status(toy_repo, lease_dir):
     assert status.structured_content["phase"] == "needs_baseline"
 
 
-def test_serve_with_bad_config_still_answers_and_every_tool_returns_the_error(toy_repo, lease_dir, tmp_path):
+def test_serve_with_bad_config_still_answers_status_and_every_other_tool_returns_the_error(toy_repo, lease_dir, tmp_path):
     """Clients hide stderr: the error must arrive as a tool result. stderr still carries it, and the
     exit status is 2 once the client disconnects."""
     (toy_repo / "kopt.toml").write_text("[benchmark]\ncommand = 'x'\nbogus = 1\n")
@@ -59,8 +59,9 @@ def test_serve_with_bad_config_still_answers_and_every_tool_returns_the_error(to
 
     tools, status, bench = anyio.run(main)
     assert "status" in tools and "save_and_test" in tools
-    for r in (status, bench):
-        assert r.is_error and "unknown key [benchmark] bogus" in r.content[0].text
+    assert not status.is_error and status.structured_content["phase"] == "unconfigured"  # status answers
+    assert "unknown key [benchmark] bogus" in status.structured_content["problem"]
+    assert bench.is_error and "unknown key [benchmark] bogus" in bench.content[0].text
     assert "unknown key [benchmark] bogus" in errlog.read_text()
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
     assert r.returncode == 2 and "unknown key [benchmark] bogus" in r.stderr and r.stdout == ""
@@ -98,6 +99,6 @@ def test_mcp_inspector_cli_shows_a_startup_error_as_a_tool_result(tmp_path, leas
                         "--method", "tools/call", "--tool-name", "status"],
                        capture_output=True, text=True, timeout=600, check=False)
     result, _ = json.JSONDecoder().raw_decode(r.stdout.lstrip())  # the result, then an error line
-    assert result["isError"] is True
-    text = result["content"][0]["text"]
-    assert "does not exist" in text and str(tmp_path / "missing") in text
+    assert not result.get("isError")  # status answers: phase unconfigured, the problem, the fix
+    s = result["structuredContent"]
+    assert s["phase"] == "unconfigured" and "does not exist" in s["problem"] and str(tmp_path / "missing") in s["problem"]

@@ -1,4 +1,4 @@
-"""Tools that change the session: save_and_test, revert_to_best, commit_improvement."""
+"""Tools that change the session: save_and_test, revert_to_best, commit_improvement, end_session."""
 
 from typing import Annotated
 
@@ -8,7 +8,7 @@ from pydantic import Field
 
 from kopt_mcp.app.tools._adapter import call, referee, tool
 from kopt_mcp.app.tools.notify import announce_session_files
-from kopt_mcp.results import CommitResult, RevertResult, VerdictResult
+from kopt_mcp.results import CommitResult, EndSessionResult, RevertResult, VerdictResult
 
 CHANGES = dict(read_only_hint=False, open_world_hint=False)
 
@@ -57,3 +57,16 @@ def register(tools: list[Tool]) -> None:
         reads worse is measured again; if the device stays busy, an error says so and nothing is lost
         (the improvement stays pending: call again). Returns committed, reason, commit."""
         return await _call_and_announce(ctx, referee(ctx).commit_improvement, message)
+
+    @tool(tools, "End the session on purpose", destructive_hint=True, idempotent_hint=False, **CHANGES)
+    async def end_session(
+        ctx: Context,
+        why: Annotated[str, Field(max_length=300, description="why you end it, one sentence (joins the stop "
+                                  "reason)")] = "",
+    ) -> EndSessionResult:
+        """Call when you decide the loop is done. Measures the baseline commit vs BEST_COMMIT in one paired
+        run (as measure_session_gain), writes the Stop Summary (reason "ended by the agent", with the gain)
+        to performance.md and commits it; the session stops and candidate tools refuse. Refused while a
+        candidate is pending (improved or repairing) or edits are untested. Returns the reason, BEST_COMMIT,
+        the summary and its commit, the gain (null with gain_note: no keep, no device)."""
+        return await _call_and_announce(ctx, referee(ctx).end_session, why)

@@ -172,6 +172,8 @@ async def test_every_tool_result_validates_against_its_output_schema_with_baseli
         await run("plot_progress")
         await run("optimization_knowledge", {"bottleneck": "memory-bound", "max_chars": 1000})
         assert (await run("status"))["kept"] == 1
+        ended = await run("end_session", {"why": "done"})
+        assert ended["stopped"] and ended["gain"]["head_commit"] == committed["commit"]
     assert seen == set(tools)
 
 

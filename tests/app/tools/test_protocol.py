@@ -36,7 +36,8 @@ async def test_tool_list_matches_snapshot(server):
 async def test_seven_tools_with_output_schemas_and_annotations(server):
     async with Client(server) as c:
         tools = {t.name: t for t in (await c.list_tools()).tools}
-    assert SEVEN | {"status", "get_attempt", "plot_progress", "optimization_knowledge", "measure_session_gain"} == set(tools)
+    assert SEVEN | {"status", "get_attempt", "plot_progress", "optimization_knowledge", "measure_session_gain",
+                    "end_session"} == set(tools)
     for t in tools.values():
         assert t.output_schema and t.annotations is not None and len(t.description) > 80
         assert len(t.description) < 500  # the model reads every character of tools/list

@@ -1,0 +1,96 @@
+"""Issue 36's friction points 6, 7, 8 and 10, replayed by an MCP client on the CPU toy (with a pytest
+[correctness] command), each checked on what the client itself received:
+
+6. no way to end a session on purpose: `end_session` measures the gain (the toy's exact 2x) and
+   commits the Stop Summary; candidate tools then refuse with `ended by the agent`;
+7. a verdict never said what the correctness command found: `correctness` gives 2 passed, 0 failed;
+8. a trace from before the last keep read as the latest: program.md's `latest trace` line says
+   which (the toy ends too soon to sample: none yet; tests/referee/test_trace_stale.py: STALE);
+10. `status` failed on a session that could not open: it answers `unconfigured` with the fix."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp import Client
+
+from kopt_mcp.app.cli import open_session
+from kopt_mcp.app.server import build_server
+from kopt_mcp.referee import Referee
+from kopt_mcp.testing.toy import make_toy_repo, set_kernel
+
+TESTS = "import kernel\ndef test_no_errors():\n    assert not kernel.ERRORS\ndef test_positive():\n" \
+        "    assert min(kernel.TIMES.values()) > 0\n"
+
+
+async def _replay(ref) -> dict:
+    out: dict = {}
+    async with Client(build_server(ref)) as c:
+        await c.call_tool("run_benchmark", {})
+        ws = Path((await c.call_tool("status", {})).structured_content["workspace"])
+        set_kernel(ws, {"1": 50.0, "2": 100.0})
+        out["verdict"] = (await c.call_tool("save_and_test", {"hypothesis": "halve"})).structured_content
+        out["commit"] = (await c.call_tool("commit_improvement", {})).structured_content
+        out["program"] = (await c.read_resource("kopt://program.md")).contents[0].text
+        out["end"] = (await c.call_tool("end_session", {"why": "2x is enough"})).structured_content
+        out["after"] = await c.call_tool("save_and_test", {"hypothesis": "more"})
+        out["status"] = (await c.call_tool("status", {})).structured_content
+        out["performance"] = (await c.read_resource("kopt://performance.md")).contents[0].text
+    return out
+
+
+@pytest.fixture(scope="module")
+def replay(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("friction36")
+    repo = make_toy_repo(tmp / "repo", {"1": 100.0, "2": 200.0})
+    (repo / "test_kernel.py").write_text(TESTS)
+    with (repo / "kopt.toml").open("a") as f:
+        f.write(f'\n[correctness]\ncommand = "{sys.executable} -m pytest -q -p no:cacheprovider test_kernel.py"\n')
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@l", "commit", "-qm", "tests"], cwd=repo, check=True)
+    ref = Referee(repo, tag="t", lease_dir=tmp / "leases")
+    try:
+        yield anyio.run(_replay, ref)
+    finally:
+        ref.close()
+
+
+def test_6_end_session_measures_the_gain_and_commits_the_stop_summary(replay):
+    e = replay["end"]
+    assert (e["stopped"], e["stop_reason"], e["kept"]) == (True, "ended by the agent: 2x is enough", 1)
+    assert e["gain"]["ratio_x"] == pytest.approx(2.0) and e["gain"]["head_commit"] == replay["commit"]["commit"]
+    assert e["summary_commit"] and e["best_commit"] == replay["commit"]["commit"]
+    summary = replay["performance"].split("## Stop Summary", 1)[1]
+    assert "- reason: ended by the agent: 2x is enough" in summary
+    assert f"- session gain (measured): {e['gain']['headline']}" in summary
+    assert replay["after"].is_error and "ended by the agent" in replay["after"].content[0].text
+    assert replay["status"]["phase"] == "stopped"
+
+
+def test_7_the_verdict_says_what_the_correctness_command_found(replay):
+    c = replay["verdict"]["correctness"]
+    assert replay["verdict"]["verdict"] == "improved"
+    assert (c["ok"], c["passed"], c["failed"], c["skipped"], c["counts_from"]) == (True, 2, 0, 0, "pytest summary line")
+    assert c["wall_s"] > 0
+
+
+def test_8_program_md_says_how_old_the_latest_trace_is(replay):
+    line = next(x for x in replay["program"].splitlines() if x.startswith("- latest trace:"))
+    assert line.startswith("- latest trace: none yet") and "kernel_trace_analysis" in line
+
+
+def test_10_status_answers_on_a_session_that_cannot_open(tmp_path):
+    (tmp_path / "plain").mkdir()
+
+    async def ask():
+        async with Client(build_server(open_session(tmp_path / "plain", None, "t"))) as c:
+            return (await c.call_tool("status", {})), (await c.call_tool("run_benchmark", {}))
+
+    status, run = anyio.run(ask)
+    s = status.structured_content
+    assert not status.is_error and s["phase"] == "unconfigured" and "not a git repository" in s["problem"]
+    assert "git init" in s["fix"] and run.is_error
