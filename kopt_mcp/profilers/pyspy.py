@@ -52,8 +52,22 @@ from pydantic import BaseModel, ValidationError
 from kopt_mcp.errors import ProfilerError
 from kopt_mcp.profilers.base import CpuProfile, FunctionStat, KernelTrace, LineStat
 
-__all__ = ["EXIT_FILE", "MAX_RUNS", "OUTPUT", "PySpyProfiler", "RATE_HZ", "REPEAT_S", "RUNS_FILE", "is_protected",
-           "parse_speedscope", "protect_paths", "pyspy_error", "pyspy_path", "too_short_to_sample", "work_samples"]
+__all__ = [
+    "EXIT_FILE",
+    "MAX_RUNS",
+    "OUTPUT",
+    "RATE_HZ",
+    "REPEAT_S",
+    "RUNS_FILE",
+    "PySpyProfiler",
+    "is_protected",
+    "parse_speedscope",
+    "protect_paths",
+    "pyspy_error",
+    "pyspy_path",
+    "too_short_to_sample",
+    "work_samples",
+]
 
 OUTPUT = "pyspy.speedscope.json"
 EXIT_FILE = "pyspy.exit_status"
