@@ -133,16 +133,16 @@ class PySpyProfiler:
         if exe is None:
             raise ProfilerError("py-spy is not installed: pip install py-spy (a kopt-mcp dependency)")
         out = Path(out_dir)
-        last, q_out = shlex.quote(str(out / LAST_EXIT)), shlex.quote(str(out))
+        last, q_out, exit_q = (shlex.quote(str(out / x)) for x in (LAST_EXIT, ".", EXIT_FILE))
         inner = f'printf %s "$PWD" > {shlex.quote(str(out / CWD_FILE))}\n( {command}\n)\nprintf %s "$?" > {last}'
         record = (f"{shlex.quote(exe)} record --format speedscope --rate {RATE_HZ} --subprocesses "
                   f"--output {q_out}/pyspy.$n.speedscope.json -- bash -c {shlex.quote(inner)}")
         # one py-spy per run: py-spy stops sampling once no Python process is left, between two runs (and
-        # may end the shell before it records the status: a run without one counts as passed here). The
-        # first run's status is the benchmark's (EXIT_FILE); a repeat's, in pyspy.exit.<n>, only stops repeating
+        # may end the shell before it records the status, or while: a run without one counts as passed). The
+        # first status recorded is the benchmark's (EXIT_FILE); a later one, in pyspy.exit.<n>, only stops repeating
         return (f't0=$(date +%s%N); n=0\nwhile :; do\nn=$((n+1)); rm -f {last}\n{record}\n'
-                f'st=$(cat {last} 2>/dev/null); [ -f {last} ] && mv {last} {q_out}/pyspy.exit.$n\n'
-                f'[ $n -eq 1 ] && [ -f {q_out}/pyspy.exit.1 ] && cp {q_out}/pyspy.exit.1 {shlex.quote(str(out / EXIT_FILE))}\n'
+                f'st=$(cat {last} 2>/dev/null); [ -s {last} ] && mv {last} {q_out}/pyspy.exit.$n\n'
+                f'[ ! -f {exit_q} ] && [ -f {q_out}/pyspy.exit.$n ] && cp {q_out}/pyspy.exit.$n {exit_q}\n'
                 f'if [ "${{st:-0}}" != 0 ] || [ $n -ge {MAX_RUNS} ] || '
                 f'[ $(( ($(date +%s%N) - t0) / 1000000 )) -ge {int(REPEAT_S * 1000)} ]; then break; fi\ndone\n'
                 f'printf %s "$n" > {shlex.quote(str(out / RUNS_FILE))}')
