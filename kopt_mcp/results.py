@@ -183,9 +183,12 @@ class TraceResult(BaseModel):
         None, description="bottleneck class of the target kernel (the hottest one without a regex); "
         "on a CPU, cpu-bound with where the samples went")
     cpu: CpuProfile | None = Field(None, description=(
-        "CPU device: py-spy's sampled run: functions hottest first by self time (ms of thread time, % of "
-        "samples; own = the repository's code, file:line = the hottest line), and the share of samples in "
-        "own code, libraries, imports"))
+        "CPU device: py-spy's sampled run (`runs` runs of the benchmark: a short one is repeated): functions "
+        "hottest first by self time (ms of thread time, % of samples, and the samples behind them; own = the "
+        "repository's code outside the protected paths, file:line = the hottest line, `lines` its hottest "
+        "lines), the protected harness's functions apart (`harness_functions`: the benchmark, the reference; "
+        "never the hottest own function), the hottest own lines, and the share and count of samples in own "
+        "code, libraries, the harness, imports"))
 
 
 class WarmupResult(BaseModel):

@@ -39,6 +39,9 @@ class RunLoad(BaseModel):
     rest_processes: int = 0
     rest_pct: float = 0.0
     util_pct: float | None = None
+    #: CPU: the most cores the benchmark's own processes used at once (CPU s per wall s over ~1 s
+    #: intervals); None where not measured
+    bench_cores: float | None = None
 
     def shown(self) -> str:
         """'other processes used 71% of 2 cores (pid 12 stress 50%, pid 13 python 19%, 3 more processes
@@ -58,4 +61,5 @@ class RunLoad(BaseModel):
         if self.unattributed_pct >= 0.5:
             parts.append(f"{self.unattributed_pct:.0f}% not attributed to a process")
         return (f"other processes used {self.other_pct or 0.0:.0f}% of {cores} core{'s' if cores != 1 else ''}"
-                + (f" ({', '.join(parts)})" if parts else ""))
+                + (f" ({', '.join(parts)})" if parts else "")
+                + (f"; the benchmark used up to {self.bench_cores:.1f} cores" if self.bench_cores is not None else ""))

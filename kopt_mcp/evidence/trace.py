@@ -42,14 +42,29 @@ class KernelStat(BaseModel):
     median_us: float | None = None
 
 
+class LineStat(BaseModel):
+    """One Python line of a sampled CPU run: `samples` whose innermost Python frame was this line
+    (`pct`: % of all samples), in `function` of `file` (shown as in FunctionStat)."""
+
+    file: str
+    line: int
+    function: str
+    samples: int
+    pct: float
+
+
 class FunctionStat(BaseModel):
     """One Python function of a sampled CPU run (py-spy), over all the benchmark's processes and threads.
 
     `self_*`: samples whose innermost Python frame is this function (the time its own lines took,
     native calls they make included); `total_*`: samples with the function anywhere on the stack.
-    Times in ms of thread time (samples x sampling interval), shares in % of all samples. `file` is
-    relative to the benchmark's folder where the file is the repository's (`own`), else shortened
-    to the package path (numpy/_core/_methods.py); `line` is the function's hottest line."""
+    Times in ms of thread time (samples x sampling interval), shares in % of all samples, and the
+    sample counts behind them (`self_samples`, `total_samples`). `file` is relative to the
+    benchmark's folder where the file is the repository's, else shortened to the package path
+    (numpy/_core/_methods.py). `own`: the repository's own code outside the protected paths;
+    `harness`: a protected file of the repository (the benchmark, the reference, the config: the
+    agent may not change it). `line` is the function's hottest line; `lines` its hottest lines by
+    self samples (at most LINES_PER_FUNCTION), each with its count."""
 
     function: str
     file: str
@@ -59,12 +74,24 @@ class FunctionStat(BaseModel):
     total_ms: float
     self_pct: float
     total_pct: float
+    harness: bool = False
+    self_samples: int = 0
+    total_samples: int = 0
+    lines: list[LineStat] = Field(default_factory=list)
 
 
 class CpuProfile(BaseModel):
     """A sampled CPU run: the hottest functions first (by self time), how many samples at what rate,
-    and where the samples' innermost Python frame was (% of all samples: the repository's own code,
-    libraries, the import machinery, no Python frame at all)."""
+    and where the samples' innermost Python frame was (% of all samples, with the counts behind
+    them): the repository's own code outside the protected paths (`own`), libraries outside an
+    import (`library`), the protected files of the repository and the libraries they call
+    (`harness`: the benchmark, the reference), the import machinery (`import`), no Python frame at
+    all (`no_python`); the five add up to 100% and to `samples`.
+
+    `functions` holds own and library functions (import machinery included), `harness_functions`
+    the protected files' functions apart: a harness function is never the hottest own function.
+    `lines`: the hottest own lines over every function, with their counts. `runs`: how many runs of
+    the benchmark command were sampled (a short run is repeated, profilers/pyspy.py)."""
 
     functions: list[FunctionStat]
     samples: int
@@ -74,6 +101,15 @@ class CpuProfile(BaseModel):
     library_pct: float
     import_pct: float
     no_python_pct: float
+    harness_pct: float = 0.0
+    own_samples: int = 0
+    library_samples: int = 0
+    import_samples: int = 0
+    harness_samples: int = 0
+    no_python_samples: int = 0
+    harness_functions: list[FunctionStat] = Field(default_factory=list)
+    lines: list[LineStat] = Field(default_factory=list)
+    runs: int = 1
 
 
 class KernelTrace(BaseModel):

@@ -13,11 +13,17 @@ Accounting between two readings (psutil; `read_cpu`):
   (user + system + children_user + children_system): a run that starts and ends between two
   readings is still counted as own, through its parent's children time. The server's own
   launchers (ancestors whose command line runs kopt-mcp, e.g. `uv run kopt-mcp`) count as own;
-- other = busy - own, as % of all cores' time, clipped to 0..100; each other process's share
-  (its user + system time, a process that started inside the interval counted whole) is listed,
-  and the rest of `other` that no process accounts for (processes that started and ended between
-  the readings, the kernel's own work, a VM's steal time) is `unattributed_pct`: the parts add up
-  to the figure.
+- other = busy - own, as % of all cores' time, clipped to 0..100. Each other process is named with
+  its OWN CPU time (user + system) over the interval, a process that started inside the interval
+  counted whole: never its children's, so a shell that only waited for the processes it ran is not
+  blamed for them. The time of another process's children that ended between two readings (its
+  children_user + children_system increase, less what those children had used before the first
+  reading) is listed apart, as "(ended children of <name>)" under the parent's pid. The rest of
+  `other` that no process accounts for (processes whose parent is gone too, the kernel's own work, a
+  VM's steal time) is `unattributed_pct`: the parts add up to the figure.
+- the benchmark's cores: the CPU seconds of the own tree's runs (every own process but this one and
+  its launchers, and this process's finished children) per wall second (`CpuReading.bench_s`;
+  kopt_mcp.gpus.load keeps the peak over a run).
 
 The gate (`kopt_mcp.gpus.gate.GpuGate`) waits while `other_pct` is at or above `[gates]
 idle_cpu_pct` (or, with `[gates] exclusive_cpu`, a quarter of one core: rules/load.py).
@@ -124,16 +130,18 @@ def _busy_s(t) -> float:
 @dataclass
 class CpuReading:
     """One reading of the machine: `t` (monotonic s), `wall` (epoch s), `busy_s` (all cores' busy
-    seconds so far), `own_s` (the own tree's CPU seconds so far, finished children included) and
-    every other process: pid -> (name, create time epoch s, its CPU seconds with its finished
-    children's, parent pid); `own`: the pids that counted as own."""
+    seconds so far), `own_s` (the own tree's CPU seconds so far, finished children included),
+    `bench_s` (the part of own_s that the runs used: not this process's own time nor its launchers')
+    and every other process: pid -> (name, create time epoch s, its own CPU seconds, parent pid, its
+    finished children's CPU seconds); `own`: the pids that counted as own."""
 
     t: float
     wall: float
     busy_s: float
     own_s: float
-    others: dict[int, tuple[str, float, float, int | None]] = field(default_factory=dict)
+    others: dict[int, tuple[str, float, float, int | None, float]] = field(default_factory=dict)
     own: set[int] = field(default_factory=set)
+    bench_s: float = 0.0
 
 
 def read_cpu(roots: frozenset[int] = frozenset()) -> CpuReading:
@@ -155,11 +163,21 @@ def read_cpu(roots: frozenset[int] = frozenset()) -> CpuReading:
         if pid not in tree:
             tree.add(pid)
             stack.extend(kids.get(pid, ()))
-    own = tree | _launchers()  # a launcher itself, not its other children
+    launchers = _launchers()
+    own = tree | launchers  # a launcher itself, not its other children
     own_s = sum(_with_children(ct) for pid, (_, _, _, ct) in procs.items() if pid in own)
-    others = {pid: (name, created, _with_children(ct), ppid) for pid, (name, created, ppid, ct) in procs.items()
-              if pid not in own}
-    return CpuReading(t=t, wall=wall, busy_s=busy, own_s=own_s, others=others, own=own)
+    me = procs.get(os.getpid())
+    bench_s = sum(_with_children(ct) for pid, (_, _, _, ct) in procs.items()
+                  if pid in tree and pid != os.getpid() and pid not in launchers)
+    bench_s += _children_s(me[3]) if me is not None else 0.0
+    others = {pid: (name, created, ct.user + ct.system, ppid, _children_s(ct))
+              for pid, (name, created, ppid, ct) in procs.items() if pid not in own}
+    return CpuReading(t=t, wall=wall, busy_s=busy, own_s=own_s, others=others, own=own, bench_s=bench_s)
+
+
+def _children_s(ct) -> float:
+    """A process's finished (reaped) children's CPU seconds."""
+    return getattr(ct, "children_user", 0.0) + getattr(ct, "children_system", 0.0)
 
 
 def _with_children(ct) -> float:
@@ -167,24 +185,34 @@ def _with_children(ct) -> float:
     return ct.user + ct.system + getattr(ct, "children_user", 0.0) + getattr(ct, "children_system", 0.0)
 
 
+#: the name of the entry that holds a process's children that ended between two readings
+ENDED_CHILDREN = "(ended children of {name})"
+
+
 def process_seconds(a: CpuReading, b: CpuReading) -> dict[int, tuple[str, float]]:
-    """Each other process's CPU seconds between readings `a` and `b`, its children that ended in
-    between included: pid -> (name, s). A process seen in both (same create time) counts its
-    increase; one created after `a` counts whole. A process seen at `a` and gone at `b` was reaped
-    by its parent, whose increase holds its whole life: the part before `a` is taken off again."""
-    def same(pid: int) -> bool:
-        x, y = a.others.get(pid), b.others.get(pid)
-        return x is not None and y is not None and abs(x[1] - y[1]) < 0.01
+    """Each other process's own CPU seconds between readings `a` and `b`: pid -> (name, s). A process
+    seen in both (same create time) counts its increase; one created after `a` counts whole; never
+    its children's time. The children of a process seen in both that ended in between (its finished
+    children's time increase, less what those seen at `a` had used by then) are one more entry,
+    keyed by minus the parent's pid, named ENDED_CHILDREN (module docstring)."""
+    def same(pid: int | None, x: CpuReading = a, y: CpuReading = b) -> bool:
+        p, q = x.others.get(pid), y.others.get(pid)
+        return p is not None and q is not None and abs(p[1] - q[1]) < 0.01
 
     out: dict[int, list] = {}
-    for pid, (name, created, s, _) in b.others.items():
+    for pid, (name, created, s, _, kids) in b.others.items():
         if same(pid):
             out[pid] = [name, s - a.others[pid][2]]
+            ended = kids - a.others[pid][4]
+            if ended > 0:
+                out[-pid] = [ENDED_CHILDREN.format(name=name), ended]
         elif created >= a.wall - 0.01:
             out[pid] = [name, s]
-    for pid, (_, _, s, ppid) in a.others.items():
-        if not same(pid) and ppid is not None and same(ppid):  # ended in between, reaped by a parent seen twice
-            out[ppid][1] -= s
+            if kids > 0:
+                out[-pid] = [ENDED_CHILDREN.format(name=name), kids]
+    for pid, (_, _, s, ppid, kids) in a.others.items():
+        if not same(pid) and same(ppid) and -ppid in out:  # ended in between: its time before `a` is not
+            out[-ppid][1] -= s + kids                       # the interval's
     return {pid: (name, max(0.0, v)) for pid, (name, v) in out.items()}
 
 
@@ -210,8 +238,8 @@ def cpu_load_between(a: CpuReading, b: CpuReading, used: dict[int, tuple[str, fl
     shown, rest = named, ranked[len(named):]
     return CpuLoad(cores=cores, interval_s=round(wall, 3), other_pct=round(other, 1),
                    own_pct=round(min(100.0, share(max(0.0, b.own_s - a.own_s))), 1),
-                   top=[CpuProcessLoad(pid=pid, name=name, pct=round(s / wall * 100.0, 1), share_pct=round(share(s), 1))
-                        for pid, name, s in shown],
+                   top=[CpuProcessLoad(pid=abs(pid), name=name, pct=round(s / wall * 100.0, 1),
+                                       share_pct=round(share(s), 1)) for pid, name, s in shown],
                    rest_pct=round(share(sum(s for _, _, s in rest)), 1), rest_processes=len(rest),
                    unattributed_pct=round(max(0.0, other - attributed), 1))
 

@@ -6,6 +6,7 @@ used below `mem_mib`, and no other kopt-mcp process holds its lease.
 Without a GPU (probe "none") the CPU is the device. With a `cpu_probe`, the gate waits while other
 processes use `cpu_pct` % of all cores or more (polling every min(poll_s, CPU_POLL_S) s, up to
 `cpu_wait_s`), then hands out the CPU lease in any case: the note says how busy the cores were.
+A benchmark seen using more than one core lowers it (rules.load.cpu_limit_pct, gpus.load.recent_bench_cores).
 
 A GPU held by a kopt-mcp job lease (another slot or session measuring: one call, minutes at most) is
 checked again every min(poll_s, JOB_POLL_S) s, not every poll_s: with two slots sharing one GPU, the
@@ -48,6 +49,7 @@ from pydantic import BaseModel
 from kopt_mcp.gpus.base import GpuProbe, GpuReading, Vendor
 from kopt_mcp.gpus.cpu import CpuLoad, CpuLoadProbe
 from kopt_mcp.gpus.lease import Lease, LeaseManager, binding_env
+from kopt_mcp.gpus.load import recent_bench_cores
 from kopt_mcp.gpus.waitqueue import WaitQueue
 from kopt_mcp.rules.load import cpu_limit_pct, limit_shown
 
@@ -83,9 +85,10 @@ class IdleThresholds(BaseModel):
     cpu_pct: float = 50.0
     cpu_exclusive: bool = False
 
-    def cpu_limit_pct(self, cores: int) -> float:
-        """The CPU gate's limit in % of all `cores`' time (rules.load.cpu_limit_pct; 100: off)."""
-        limit = cpu_limit_pct(self.cpu_pct, self.cpu_exclusive, cores)
+    def cpu_limit_pct(self, cores: int, bench_cores: float | None = None) -> float:
+        """The CPU gate's limit in % of all `cores`' time for a benchmark using up to `bench_cores` cores
+        (rules.load.cpu_limit_pct; 100: off)."""
+        limit = cpu_limit_pct(self.cpu_pct, self.cpu_exclusive, cores, bench_cores)
         return 100.0 if limit is None else limit
 
     def cpu_limit_shown(self) -> str:
@@ -354,7 +357,9 @@ class GpuGate:
             load = self.cpu_probe.read(own)
             polls += 1
             waited = self._clock() - start
-            limit = self.thresholds.cpu_limit_pct(load.cores)
+            bench = recent_bench_cores()  # a multi-core benchmark leaves a neighbour fewer cores
+            if (limit := self.thresholds.cpu_limit_pct(load.cores, bench)) < self.thresholds.cpu_limit_pct(load.cores):
+                what = f"{self.thresholds.cpu_limit_shown()}, {limit:g}% for a benchmark using up to {bench:.1f} cores"
             if load.other_pct < limit:
                 note = (f"the CPU is the device: {load.shown()}, under {what}"
                         + (f" after waiting {_n(round(waited))} s" if polls > 1 else ""))

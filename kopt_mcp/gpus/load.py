@@ -6,7 +6,9 @@ the correctness command after it), so nothing the benchmark process does can wri
 
 - `CpuLoadSampler` (the CPU device): machine readings (kopt_mcp.gpus.cpu.read_cpu) at the start,
   every `period_s` and at the end; other processes' share of all cores over the whole run, the
-  busiest named with their shares (each process's CPU seconds summed over the readings);
+  busiest named with their shares (each process's own CPU seconds summed over the readings), and
+  the most cores the benchmark's own processes used (`RunLoad.bench_cores`: their CPU seconds per
+  wall second between two readings at least MIN_PEAK_S apart, the whole run's where none is);
 - `GpuLoadSampler` (a GPU): the gate's probe read every `period_s`: other compute processes on the
   leased GPU (kopt-mcp's own tree left out) and the highest utilization seen.
 
@@ -17,7 +19,9 @@ read that fails ends the sampling, never the run. `LoadFactory` builds a fresh s
 from __future__ import annotations
 
 import os
+import threading
 import time
+from collections import deque
 from collections.abc import Callable
 
 from kopt_mcp.evidence.load import ForeignProcess, RunLoad
@@ -27,7 +31,29 @@ from kopt_mcp.gpus.sampler import PeriodicSampler
 
 #: seconds between two readings while a run lasts (a reading walks the process table: ~10 ms)
 CPU_PERIOD_S = 1.0
+#: the shortest interval between two readings whose benchmark CPU time gives a peak (s): over shorter
+#: ones the process table's own reading time (~10 ms) weighs too much
+MIN_PEAK_S = 0.5
 GPU_PERIOD_S = 2.0  # a probe read may spawn nvidia-smi (~0.1 s of CPU): sparser on a GPU
+
+
+#: the benchmark's peak cores in this server's last RECENT_RUNS sampled CPU runs (`recent_bench_cores`)
+RECENT_RUNS = 5
+_recent: deque[float] = deque(maxlen=RECENT_RUNS)
+_recent_lock = threading.Lock()
+
+
+def recent_bench_cores() -> float | None:
+    """The most cores the benchmark used in this process's last RECENT_RUNS sampled CPU runs (the CPU
+    gate judges a neighbour against it before a run: gpus/gate.py); None before the first."""
+    with _recent_lock:
+        return max(_recent, default=None)
+
+
+def forget_bench_cores() -> None:
+    """Forget the runs `recent_bench_cores` remembers (a new benchmark, a test)."""
+    with _recent_lock:
+        _recent.clear()
 
 
 class CpuLoadSampler(PeriodicSampler):
@@ -40,12 +66,16 @@ class CpuLoadSampler(PeriodicSampler):
         self._first: CpuReading | None = None
         self._last: CpuReading | None = None
         self._used: dict[int, tuple[str, float]] = {}
+        self._peak: float | None = None
+        self._remembered = False
 
     def _read(self) -> None:
         r = read_cpu(self._roots)
         if self._last is not None:
             for pid, (name, s) in process_seconds(self._last, r).items():
                 self._used[pid] = (name, self._used.get(pid, (name, 0.0))[1] + s)
+            if r.t - self._last.t >= MIN_PEAK_S:
+                self._peak = max(self._peak or 0.0, bench_cores(self._last, r))
         self._first = self._first or r
         self._last = r
 
@@ -53,7 +83,20 @@ class CpuLoadSampler(PeriodicSampler):
         """The run's load (evidence.load.RunLoad, device "cpu"), or None with fewer than 2 readings."""
         if self._first is None or self._last is None or self._last is self._first:
             return None
-        return cpu_load_between(self._first, self._last, dict(self._used), self._top).as_run_load(self.reads)
+        load = cpu_load_between(self._first, self._last, dict(self._used), self._top)
+        peak = round(min(self._peak if self._peak is not None else bench_cores(self._first, self._last), load.cores), 2)
+        if not self._remembered:
+            self._remembered = True
+            with _recent_lock:
+                _recent.append(peak)
+        return load.as_run_load(self.reads).model_copy(update={"bench_cores": peak})
+
+
+def bench_cores(a: CpuReading, b: CpuReading) -> float:
+    """The cores the benchmark's own processes used between readings `a` and `b`: their CPU seconds
+    (`CpuReading.bench_s`) per wall second, 0 for readings less than 1 ms apart."""
+    dt = b.t - a.t
+    return max(0.0, b.bench_s - a.bench_s) / dt if dt >= 1e-3 else 0.0
 
 
 class GpuLoadSampler(PeriodicSampler):
@@ -113,4 +156,5 @@ def load_factory(vendor: str, uuid: str, probe: GpuProbe | None) -> LoadFactory 
     return lambda: GpuLoadSampler(probe, uuid)
 
 
-__all__ = ["CpuLoadSampler", "GpuLoadSampler", "LoadFactory", "LoadSources", "load_factory"]
+__all__ = ["CpuLoadSampler", "GpuLoadSampler", "LoadFactory", "LoadSources", "bench_cores", "forget_bench_cores", "load_factory",
+           "recent_bench_cores"]

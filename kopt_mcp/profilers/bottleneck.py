@@ -166,18 +166,23 @@ def _classify_amd(extra: dict[str, float]) -> Bottleneck:
 
 def classify_cpu(profile: CpuProfile) -> Bottleneck:
     """The class of a sampled CPU run ("cpu-bound"; module docstring): evidence in % of all samples
-    (own_pct, library_pct, import_pct, no_python_pct; the hottest own function's self and total
-    share), the reason naming that function and where the rest went."""
+    (own_pct, library_pct, harness_pct, import_pct, no_python_pct; the hottest own function's self
+    and total share and its self samples), the reason naming that function and where the rest went.
+    A protected file's function (the benchmark, the reference) is never the hottest own function."""
     evidence = {"own_pct": profile.own_pct, "library_pct": profile.library_pct,
-                "import_pct": profile.import_pct, "no_python_pct": profile.no_python_pct}
-    own = [f for f in profile.functions if f.own and f.function != "<module>" and f.self_pct > 0]
+                "import_pct": profile.import_pct, "no_python_pct": profile.no_python_pct,
+                "harness_pct": profile.harness_pct, "samples": profile.samples, "runs": profile.runs}
+    own = [f for f in profile.functions if f.own and not f.harness and f.function != "<module>" and f.self_pct > 0]
     hot = max(own, key=lambda f: f.self_pct, default=None)
-    parts = [f"{profile.own_pct:.0f}% of {profile.samples} samples ran the repository's own lines, "
+    runs = f" of {profile.runs} runs" if profile.runs > 1 else ""
+    parts = [f"{profile.own_pct:.0f}% of {profile.samples} samples{runs} ran the repository's own lines, "
              f"{profile.library_pct:.0f}% libraries' Python code (their native calls included), "
+             f"{profile.harness_pct:.0f}% the protected harness (benchmark, reference), "
              f"{profile.import_pct:.0f}% imports"]
     if hot is not None:
-        evidence |= {"hottest_own_self_pct": hot.self_pct, "hottest_own_total_pct": hot.total_pct}
+        evidence |= {"hottest_own_self_pct": hot.self_pct, "hottest_own_total_pct": hot.total_pct,
+                     "hottest_own_self_samples": hot.self_samples}
         parts.append(f"hottest own function {hot.function} ({hot.file}:{hot.line}): {hot.self_pct:.0f}% in its "
-                     f"own lines, {hot.total_pct:.0f}% with what it calls")
+                     f"own lines ({hot.self_samples} samples), {hot.total_pct:.0f}% with what it calls")
     parts.append("a sampling profile says where the time goes, not what limits it")
     return Bottleneck(kind="cpu-bound", evidence=evidence, reason="; ".join(parts))

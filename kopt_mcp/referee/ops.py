@@ -16,7 +16,7 @@ from kopt_mcp.errors import ProfilerError, RefereeError
 from kopt_mcp.evidence.names import short_kernel_name
 from kopt_mcp.evidence.trace import KernelTrace, target_gpu_time
 from kopt_mcp.profilers.bottleneck import classify, classify_cpu
-from kopt_mcp.profilers.pyspy import PySpyProfiler, pyspy_error, too_short_to_sample, work_samples
+from kopt_mcp.profilers.pyspy import PySpyProfiler, protect_paths, pyspy_error, too_short_to_sample, work_samples
 from kopt_mcp.referee.baseline import baseline, bench_result
 from kopt_mcp.referee.core import Progress, Session
 from kopt_mcp.referee.guards import run_note
@@ -130,6 +130,8 @@ def kernel_trace_analysis(sess: Session, top: int = 10, progress: Progress | Non
     run_dir = sess.store.run_dir(sess.state.next_attempt, "trace")
     if prof.name == "none":
         return _no_trace(sess, "none", _no_profiler_notes(sess))
+    if isinstance(prof, PySpyProfiler):  # the protected files are the harness's, never the own code's
+        prof = prof.scoped(protect_paths(sess.cfg.protect.paths, sess.cfg.benchmark.workdir))
     if progress:
         progress(0, 1, f"profiling the workspace with {prof.name}")
     tree = sess.workspace_tree()
@@ -150,7 +152,8 @@ def kernel_trace_analysis(sess: Session, top: int = 10, progress: Progress | Non
         c = p.trace.cpu
         return _no_trace(sess, prof.name, [
             f"py-spy caught {work_samples(c)} samples of the benchmark's work (its own code, or libraries outside "
-            f"an import) among {c.samples} over {c.sampled_ms:.0f} ms ({c.import_pct:.0f}% imports, "
+            f"an import) among {c.samples} over {c.sampled_ms:.0f} ms of {c.runs} run{'s' if c.runs != 1 else ''} "
+            f"({c.import_pct:.0f}% imports, "
             f"{c.no_python_pct:.0f}% outside Python): too few to say where the time goes. The run ended, or only "
             "waited, too soon: make one run last a second or more to see it. " + CPU_INSTEAD, *changed])
     notes = list(p.trace.warnings) + changed
@@ -188,7 +191,8 @@ def _cpu_trace(sess: Session, trace: KernelTrace, top: int, notes: list[str], ru
                origin: dict | None = None) -> TraceResult:
     """kernel_trace_analysis's result for a sampled CPU run: the `top` hottest functions, the
     cpu-bound class with its evidence, logged as a `trace` event (with `origin`: trace_origin)."""
-    cpu = trace.cpu.model_copy(update={"functions": trace.cpu.functions[:top]})
+    cpu = trace.cpu.model_copy(update={"functions": trace.cpu.functions[:top],
+                                       "harness_functions": trace.cpu.harness_functions[:top]})
     bottleneck = classify_cpu(trace.cpu)
     sess.store.log("trace", **(origin or {}), run_dir=str(run_dir), device=sess.device_id, backend=trace.backend,
                    bottleneck=bottleneck.model_dump(), total_gpu_us=0.0,

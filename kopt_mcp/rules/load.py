@@ -10,7 +10,10 @@ Rule (`count_rounds`, thresholds from the Policy built from `[gates]`):
 1. A run is under load when, on the CPU, other processes used `idle_cpu_pct` % of all cores or
    more (the gate's threshold; 100 turns it off), or with `exclusive_cpu` (a whole-machine gate, for
    multi-threaded kernels that use every core) EXCLUSIVE_CORE_PCT % of ONE core or more; on a GPU,
-   when another compute process was on it. A round (BEST's and the candidate's runs, in the
+   when another compute process was on it. A benchmark measured using more than MULTI_CORE cores
+   (`RunLoad.bench_cores`: threads, BLAS) leaves only the other cores free: under `idle_cpu_pct` its
+   run is under load from the share of those free cores on (at least EXCLUSIVE_CORE_PCT % of one
+   core), so a neighbour holding a whole core of a 2-core machine is load for it. A round (BEST's and the candidate's runs, in the
    profiled flow BEST after it too) is under load when one of its runs is. A run without figures
    (None: not sampled) is not under load.
 2. A round under load is left out of the decision, and one round is measured in its place (`repeat`;
@@ -51,24 +54,38 @@ LOAD_EXTRA_ROUNDS = 3
 #: `exclusive_cpu`: other processes together may use less than this % of ONE core (a quiet system's
 #: own daemons); at or above it a run counts as under load and the gate waits
 EXCLUSIVE_CORE_PCT = 25.0
+#: a benchmark whose processes used more cores than this at their peak is multi-core (rule 1)
+MULTI_CORE = 1.2
 
 
-def cpu_limit_pct(idle_cpu_pct: float, exclusive_cpu: bool, cores: int) -> float | None:
+def cpu_limit_pct(idle_cpu_pct: float, exclusive_cpu: bool, cores: int,
+                  bench_cores: float | None = None) -> float | None:
     """The share of all `cores` (%) at or above which other processes put a CPU run under load (and
     the CPU gate waits): EXCLUSIVE_CORE_PCT / cores with `[gates] exclusive_cpu`, else `[gates]
-    idle_cpu_pct`; None where neither applies (idle_cpu_pct >= 100 without exclusive_cpu: off)."""
+    idle_cpu_pct`, for a benchmark using more than MULTI_CORE cores (`bench_cores`) at most the cores
+    it leaves free (at least EXCLUSIVE_CORE_PCT % of one core; module docstring, rule 1); None where
+    neither applies (idle_cpu_pct >= 100 without exclusive_cpu: off)."""
+    n = max(1, cores)
     if exclusive_cpu:
-        return EXCLUSIVE_CORE_PCT / max(1, cores)
-    return idle_cpu_pct if idle_cpu_pct < 100 else None
+        return EXCLUSIVE_CORE_PCT / n
+    if idle_cpu_pct >= 100:
+        return None
+    if bench_cores is not None and bench_cores > MULTI_CORE:
+        free = max(EXCLUSIVE_CORE_PCT / 100.0, n - bench_cores)
+        return min(idle_cpu_pct, round(100.0 * free / n, 1))
+    return idle_cpu_pct
 
 
-def under_load(load: RunLoad | None, policy: Policy) -> bool:
-    """Whether one run ran under foreign load (module docstring, rule 1). Never raises."""
+def under_load(load: RunLoad | None, policy: Policy, bench_cores: float | None = None) -> bool:
+    """Whether one run ran under foreign load (module docstring, rule 1); `bench_cores`: the most cores
+    the benchmark used in any run of the decision (a neighbour slows a multi-core run down to fewer
+    cores: its own figure alone can hide its need). Never raises."""
     if load is None:
         return False
     if load.device == "gpu":
         return bool(load.processes)
-    limit = cpu_limit_pct(policy.idle_cpu_pct, policy.exclusive_cpu, load.cores or 1)
+    cores = max((c for c in (load.bench_cores, bench_cores) if c is not None), default=None)
+    limit = cpu_limit_pct(policy.idle_cpu_pct, policy.exclusive_cpu, load.cores or 1, cores)
     return limit is not None and load.other_pct is not None and load.other_pct >= limit
 
 
@@ -111,8 +128,14 @@ def _device(loads: list[RoundLoad]) -> str:
     return next((x.device for r in loads for x in r.runs if x is not None), "cpu")
 
 
-def _worst(r: RoundLoad, policy: Policy) -> RunLoad | None:
-    loaded = [x for x in r.runs if under_load(x, policy)]
+def _peak(loads: list[RoundLoad]) -> float | None:
+    """The most cores the benchmark used in any run of `loads` (None: not measured)."""
+    return max((x.bench_cores for r in loads for x in r.runs if x is not None and x.bench_cores is not None),
+               default=None)
+
+
+def _worst(r: RoundLoad, policy: Policy, peak: float | None = None) -> RunLoad | None:
+    loaded = [x for x in r.runs if under_load(x, policy, peak)]
     if loaded:
         return max(loaded, key=lambda x: (x.other_pct or 0.0, len(x.processes)))
     return None
@@ -123,15 +146,22 @@ def _sentence(loads: list[RoundLoad], loaded: list[int], code: Code, policy: Pol
     if not seen:
         return ""
     n, limit = len(loads), limit_shown(policy.idle_cpu_pct, policy.exclusive_cpu, _device(loads))
+    peak, cores = _peak(loads), seen[0].cores or 1
+    tight = cpu_limit_pct(policy.idle_cpu_pct, policy.exclusive_cpu, cores, peak)
+    if peak is not None and peak > MULTI_CORE and not policy.exclusive_cpu and tight is not None:
+        limit += f", {tight:g}% of {cores} cores for a benchmark using up to {peak:.1f} cores"
     if not loaded:
         cpu = [x.other_pct for x in seen if x.other_pct is not None]
         if not cpu:
             return "no round ran under foreign load (no other compute process on the GPU)"
-        if cpu_limit_pct(policy.idle_cpu_pct, policy.exclusive_cpu, seen[0].cores or 1) is None:
-            return (f"foreign load is not gated ([gates] idle_cpu_pct = 100): other processes used up to "
-                    f"{max(cpu):.0f}% of the cores during the rounds")
-        return f"no round ran under foreign load (other processes used at most {max(cpu):.0f}% of the cores, under {limit})"
-    which = "; ".join(f"round {i + 1}: {_worst(loads[i], policy).shown()}" for i in loaded)
+        each = ", ".join(f"{max((x.other_pct or 0.0 for x in r.runs if x is not None), default=0.0):.0f}%"
+                         for r in loads)  # every round's figure, loaded or not
+        if cpu_limit_pct(policy.idle_cpu_pct, policy.exclusive_cpu, cores) is None:
+            return (f"foreign load is not gated ([gates] idle_cpu_pct = 100): other processes used {each} of the "
+                    "cores in the rounds, in order")
+        return (f"no round ran under foreign load (other processes used {each} of the cores in the rounds, in "
+                f"order, under {limit})")
+    which = "; ".join(f"round {i + 1}: {_worst(loads[i], policy, peak).shown()}" for i in loaded)
     k, clean = len(loaded), n - len(loaded)
     if code == Code.LOAD_REPEAT:
         return f"round {loaded[-1] + 1} ran under foreign load at or above {limit} ({which}): measuring a round in its place"
@@ -150,7 +180,8 @@ def _sentence(loads: list[RoundLoad], loaded: list[int], code: Code, policy: Pol
 def count_rounds(loads: list[RoundLoad], policy: Policy, can_measure: bool) -> LoadRounds:
     """Which rounds count (module docstring, rules 1-4). `loads`: every round so far, in order;
     `can_measure`: the [gates] max_rounds budget allows one more round. Never raises."""
-    loaded = [i for i, r in enumerate(loads) if any(under_load(x, policy) for x in r.runs)]
+    peak = _peak(loads)
+    loaded = [i for i, r in enumerate(loads) if any(under_load(x, policy, peak) for x in r.runs)]
     owed = 0
     for i in range(len(loads)):
         owed -= 1 if owed > 0 else 0  # measured in place of a loaded round
@@ -176,7 +207,8 @@ def can_measure_more(loads: list[RoundLoad], policy: Policy, budget: int) -> boo
     """Whether one more round may be measured (rule 2): fewer rounds without load than `budget` (the
     [gates] max_rounds budget in the caller's unit: script rounds, or candidate runs) and fewer rounds
     in all than `budget` + LOAD_EXTRA_ROUNDS. Never raises."""
-    loaded = sum(1 for r in loads if any(under_load(x, policy) for x in r.runs))
+    peak = _peak(loads)
+    loaded = sum(1 for r in loads if any(under_load(x, policy, peak) for x in r.runs))
     return len(loads) - loaded < budget and len(loads) < budget + LOAD_EXTRA_ROUNDS
 
 
@@ -215,6 +247,6 @@ def decide_counted(rounds: list[Round], loads: list[RoundLoad], target: str, hig
     return d.model_copy(update={"reason": reason, **extra}), lr
 
 
-__all__ = ["EXCLUSIVE_CORE_PCT", "LOAD_EXTRA_ROUNDS", "ForeignProcess", "LoadRounds", "RoundLoad", "RunLoad",
+__all__ = ["EXCLUSIVE_CORE_PCT", "LOAD_EXTRA_ROUNDS", "MULTI_CORE", "ForeignProcess", "LoadRounds", "RoundLoad", "RunLoad",
            "can_measure_more", "count_rounds",
            "counted_policy", "cpu_limit_pct", "decide_counted", "limit_shown", "under_load"]

@@ -98,9 +98,10 @@ def test_the_gpu_sampler_names_other_compute_processes_not_its_own():
     assert [(p.pid, p.mem_mib) for p in load.processes] == [(4_000_000, 874.0)]
 
 
-def test_short_lived_children_of_another_job_count_for_their_parent():
+def test_short_lived_children_of_another_job_are_named_apart_from_their_parent():
     """Another job that runs many short processes (a build, a test suite): each ends between two
-    readings, yet its time is named, on the parent that ran it, not lost as unattributed."""
+    readings, yet its time is named, as the ended children of the shell that ran them, and the shell
+    itself (forking and waiting, about 1% of one core) is not blamed for them."""
     import psutil
 
     loop = f'(for i in $(seq 400); do {sys.executable} -c "sum(range(1000000))"; done) >/dev/null 2>&1 & echo $!'
@@ -108,8 +109,11 @@ def test_short_lived_children_of_another_job_count_for_their_parent():
     try:
         time.sleep(0.5)
         load = CpuLoadProbe(interval_s=2.0, top=10_000).read()
-        # the children ran near one core in turn; bash itself, forking them, uses about 1% of one core
-        assert {p.pid: p.share_pct for p in load.top}.get(spawner, 0.0) >= 5.0
+        mine = [p for p in load.top if p.pid == spawner]
+        ended = [p for p in mine if p.name == "(ended children of bash)"]
+        # alone the children ran near one core in turn (3.4% of 2 cores seen at load average 6)
+        assert len(ended) == 1 and ended[0].share_pct >= 1.0
+        assert all(p.share_pct < ended[0].share_pct for p in mine if p.name == "bash")
     finally:
         try:
             parent = psutil.Process(spawner)
