@@ -76,7 +76,7 @@ def test_1_a_kept_commit_carries_its_verdict_and_a_labelled_remeasure(session):
         "save_and_test verdict: improved, global +50.00% (99.5% lower bound +50.00%) over 2 paired rounds; "
         "per class n=1 +50.00%, n=2 +50.00%"]
     assert [x for x in lines if x.startswith("re-measured at commit:")][0].startswith(
-        "re-measured at commit: global +50.00%, 1 round,")
+        "re-measured at commit: 2 run(s), script metric, global +50.00%")  # the metric that decided the verdict
     assert NOT_KEPT.search(msg) is None
 
 

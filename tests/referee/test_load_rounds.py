@@ -11,12 +11,15 @@ import json
 import subprocess
 from pathlib import Path
 
-from kopt_mcp.rules.load import EXCLUSIVE_CORE_PCT
+from kopt_mcp.rules.load import EXCLUSIVE_CORE_PCT, LOAD_EXTRA_ROUNDS
 from kopt_mcp.testing.toy import ForeignLoad, make_toy_repo, set_kernel, toy_runs_dir
 from tests.conftest import BASE_TIMES
 from tests.replay_units import ReplayUnits
 
 EXCLUSIVE = "exclusive_cpu = true\ncpu_wait_s = 0.0"
+#: rounds measured when every round runs under load: the toy's max_rounds (3) plus the rounds measured in
+#: place of loaded ones (issue 34 item 4: loaded rounds do not spend the budget, within a bound)
+ALL_LOADED = 3 + LOAD_EXTRA_ROUNDS
 
 
 def _attempt(r, n: int) -> dict:
@@ -38,13 +41,14 @@ def _runs(rec: dict) -> list[dict]:
 def test_rounds_under_load_are_measured_again_then_not_decided(tmp_path, make_referee):
     r = make_referee(make_toy_repo(tmp_path / "r", BASE_TIMES, extra_gates=EXCLUSIVE))
     v = _halve_under_load(r)
-    # round 1 under load -> one round in its place, also under load -> nothing left to decide on
-    assert (v.verdict, v.code, v.rounds, v.rounds_under_load, v.reverted) == ("tie", "under_load", 2, 2, True)
+    # every round under load -> one in its place, each under load too, up to the bound -> nothing to decide on
+    assert (v.verdict, v.code, v.rounds, v.rounds_under_load, v.reverted) == (
+        "tie", "under_load", ALL_LOADED, ALL_LOADED, True)
     rec = _attempt(r, v.attempt)
-    assert rec["code"] == "under_load" and rec["rounds_under_load"] == 2
-    assert rec["load"]["under_load"] == [0, 1] and rec["load"]["counted"] == []
+    assert rec["code"] == "under_load" and rec["rounds_under_load"] == ALL_LOADED
+    assert rec["load"]["under_load"] == list(range(ALL_LOADED)) and rec["load"]["counted"] == []
     limit = EXCLUSIVE_CORE_PCT / _runs(rec)[0]["cores"]
-    assert len(_runs(rec)) == 4 and all(x["device"] == "cpu" and x["other_pct"] >= limit for x in _runs(rec))
+    assert len(_runs(rec)) == 2 * ALL_LOADED and all(x["device"] == "cpu" and x["other_pct"] >= limit for x in _runs(rec))
     # each run folder holds its figures too
     for d in v.run_dirs:
         figures = json.loads((Path(d) / "load.json").read_text())
@@ -52,16 +56,17 @@ def test_rounds_under_load_are_measured_again_then_not_decided(tmp_path, make_re
 
 
 def test_under_idle_cpu_pct_rounds_under_load_are_measured_again_then_counted(tmp_path, make_referee):
-    """`idle_cpu_pct`'s gate measures anyway: two rounds under load (the second in place of the first)
-    and none without are all counted, as BEST and the candidate ran under the same load; the planted
+    """`idle_cpu_pct`'s gate measures anyway: every round under load (each in place of the one before,
+    up to the bound) and none without are all counted, as BEST and the candidate ran under the same load; the planted
     2x win is kept and the verdict says both rounds ran under load. A 1% threshold: the two planted
     loops exceed it in every run."""
     r = make_referee(make_toy_repo(tmp_path / "r", BASE_TIMES, idle_cpu_pct=1.0, extra_gates="cpu_wait_s = 0.0"))
     v = _halve_under_load(r)
-    assert (v.verdict, v.code, v.rounds, v.rounds_under_load) == ("improved", "script_only", 2, 2)
+    assert (v.verdict, v.code, v.rounds, v.rounds_under_load) == ("improved", "script_only", ALL_LOADED, ALL_LOADED)
     rec = _attempt(r, v.attempt)
-    assert (rec["load"]["code"], rec["load"]["under_load"], rec["load"]["counted"]) == ("load_counted_anyway", [0, 1],
-                                                                                      [0, 1])
+    every = list(range(ALL_LOADED))
+    assert (rec["load"]["code"], rec["load"]["under_load"], rec["load"]["counted"]) == ("load_counted_anyway", every,
+                                                                                      every)
     assert all(x["other_pct"] >= 1.0 for x in _runs(rec))
 
 
@@ -86,11 +91,12 @@ def test_every_run_profiled_under_load_is_measured_again_then_not_decided(tmp_pa
     set_kernel(r.workspace_path, BASE_TIMES, UNIT_US={"1": 5.0, "2": 10.0}, CODE="v2")  # a planted 2x GPU win
     with ForeignLoad(2):
         v = r.save_and_test("global", "halve the kernel")
-    # BEST, candidate, BEST under load; the candidate and BEST once more in its place, under load too
-    assert (v.verdict, v.code, v.rounds, v.rounds_under_load) == ("tie", "under_load", 2, 2)
-    assert [d.rsplit("/", 1)[-1].split("-", 1)[1] for d in v.run_dirs] == [
-        "best-1", "candidate-1", "best-2", "candidate-2", "best-3"]
-    assert _attempt(r, v.attempt)["load"]["under_load"] == [0, 1]
+    # BEST, candidate, BEST under load; the candidate and BEST once more in place of each loaded round, under
+    # load too, up to the bound
+    assert (v.verdict, v.code, v.rounds, v.rounds_under_load) == ("tie", "under_load", ALL_LOADED, ALL_LOADED)
+    labels = [d.rsplit("/", 1)[-1].split("-", 1)[1] for d in v.run_dirs]
+    assert labels == ["best-1"] + [x for k in range(1, ALL_LOADED + 1) for x in (f"candidate-{k}", f"best-{k + 1}")]
+    assert _attempt(r, v.attempt)["load"]["under_load"] == list(range(ALL_LOADED))
 
 
 def test_compare_measures_a_round_under_load_again_and_says_so(tmp_path, make_referee):
@@ -106,6 +112,6 @@ def test_compare_measures_a_round_under_load_again_and_says_so(tmp_path, make_re
     assert (clean.outcome, clean.rounds, clean.rounds_under_load) == ("improved", 2, 0)
     with ForeignLoad(2):
         g = r.measure_session_gain()
-    assert (g.outcome, g.rounds, g.rounds_under_load) == ("tie", 2, 2)
+    assert (g.outcome, g.rounds, g.rounds_under_load) == ("tie", ALL_LOADED, ALL_LOADED)
     rec = [e for e in r.store.ledger() if e["event"] == "session_gain"][-1]
-    assert rec["rounds_under_load"] == 2 and rec["outcome"] == "tie"
+    assert rec["rounds_under_load"] == ALL_LOADED and rec["outcome"] == "tie"
