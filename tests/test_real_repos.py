@@ -39,8 +39,9 @@ def test_every_gpu_project_tries_the_four_verdicts():
     for name in ("liger", "triton-kernels", "flaggems"):
         got = {(c.name, c.expected) for c in PROJECTS[name].candidates}
         assert four <= got
-        # more candidates (triton-kernels' wins inside the target kernels) expect one of the four verdicts
-        assert {e for _, e in got} == {e for _, e in four}
+        # more candidates (triton-kernels' wins inside the target kernels) expect one of the four verdicts, or
+        # divergent (Liger's backward at 4 programs per SM: the whole operation of the small-T classes slower)
+        assert {e for _, e in got} <= {e for _, e in four} | {"divergent"}
         assert len({c.name for c in PROJECTS[name].candidates}) == len(PROJECTS[name].candidates)
 
 
