@@ -14,21 +14,18 @@ Sequencing only: evidence from referee/runs.py, decisions from rules/."""
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 
 from kopt_mcp.bench.measure import Profiled
-from kopt_mcp.evidence.profiles import Profiles
 from kopt_mcp.referee.core import Progress, Session
 from kopt_mcp.referee.keep_metric import keep_metric
-from kopt_mcp.referee.profiled import target_evidence
+from kopt_mcp.referee.profiled import rule_on_triple
 from kopt_mcp.referee.runs import Attempt, measure_run, profile_run
 from kopt_mcp.rules.commit import COMMIT_PAIRS, LOAD_REMEASURES, commit_decision, commit_under_load
 from kopt_mcp.rules.decision import Code, Decision
-from kopt_mcp.rules.gpu_time import GpuTimeJudgement, judge_profiles, keep_outcome
+from kopt_mcp.rules.gpu_time import GpuTimeJudgement, keep_outcome
 from kopt_mcp.rules.load import under_load
 from kopt_mcp.rules.script import Round, ScriptDecision, decide
-from kopt_mcp.rules.verdict import clear_script_win, profiled_verdict
 
 GPU = "profiler GPU time"
 SCRIPT = "script metric"
@@ -38,18 +35,16 @@ SCRIPT = "script metric"
 class Remeasure:
     """What the commit's re-measure found: `decision` (rules/commit.py: commit / not_kept / wait),
     `script` (the script metric over the rounds judged, for per-class figures), `gpu` (the GPU-time
-    judgement where GPU time decided), the candidate's and BEST's script-metric runs at commit
-    (class -> value), the load sentence of loaded runs, the runs made and their wall time (s)."""
+    judgement where GPU time decided), the candidate's script-metric runs at commit (class -> value:
+    BEST's figures once it is committed), the load sentence of loaded runs and the benchmark runs made
+    (the commit step adds the confirmation's and times the whole: results.Cost)."""
 
     decision: Decision
     script: ScriptDecision | None = None
     gpu: GpuTimeJudgement | None = None
     cand_runs: list[dict[str, float]] = field(default_factory=list)
-    best_runs: list[dict[str, float]] = field(default_factory=list)
     loaded: str = ""
     runs: int = 0
-    wall_s: float = 0.0
-    labels: list[str] = field(default_factory=list)
     #: the run folder of the candidate's last counted run at commit ([commit] include files come from it)
     cand_run_dir: str = ""
 
@@ -82,17 +77,13 @@ def remeasure(sess: Session, a: Attempt, verdict_rounds: list[Round], fresh_tree
     script rounds; `fresh_tree`: the tree differs from the one judged (formatted or re-applied), so
     GPU time is always judged on a full A/B/A triple. Raises Tampered, RefereeError (a run of BEST
     failed: the machine changed), Cancelled."""
-    t0 = time.monotonic()
     p = sess.state.pending
     prof = sess.profiler() if p.metric_used == GPU else None
     if prof is not None and getattr(prof, "measures_script", False):
-        out = _gpu_profiled(sess, a, prof, fresh_tree, formatted, progress)
-    elif prof is not None:
-        out = _gpu_keep_metric(sess, a, formatted)
-    else:
-        out = _script(sess, a, verdict_rounds, formatted, progress)
-    out.wall_s = time.monotonic() - t0
-    return out
+        return _gpu_profiled(sess, a, prof, fresh_tree, formatted, progress)
+    if prof is not None:
+        return _gpu_keep_metric(sess, a, formatted)
+    return _script(sess, a, verdict_rounds, formatted, progress)
 
 
 def _gate_failed(runs: list[Profiled]) -> Decision | None:
@@ -115,7 +106,6 @@ def _gpu_profiled(sess: Session, a: Attempt, prof, fresh_tree: bool, formatted: 
             progress(1, 4, f"re-measuring at commit: BEST, then the candidate, profiled (pair {k})")
         best = profile_run(sess, a, prof, a.best_tree, f"commit-best-{k}")
         cand = profile_run(sess, a, prof, a.tree, f"commit-candidate-{k}")
-        out.labels += [f"commit-best-{k}", f"commit-candidate-{k}"]
         out.runs += 2
         runs = [best, cand]
         bad = _gate_failed(runs)
@@ -126,7 +116,6 @@ def _gpu_profiled(sess: Session, a: Attempt, prof, fresh_tree: bool, formatted: 
         rule, script, gpu = _judge_gpu(sess, a, best, cand, None, can_measure=not fresh_tree)
         if fresh_tree or rule.outcome in ("needs_round", "tie"):  # undecided on the pair: BEST once more
             after = profile_run(sess, a, prof, a.best_tree, f"commit-best-{k}b")
-            out.labels.append(f"commit-best-{k}b")
             out.runs += 1
             runs.append(after)
             bad = _gate_failed([after])
@@ -140,7 +129,6 @@ def _gpu_profiled(sess: Session, a: Attempt, prof, fresh_tree: bool, formatted: 
         if not loaded or still.outcome == "commit":  # a loaded pair replaced by another is not BEST's figure
             out.cand_run_dir = cand.measurement.run_dir
             out.cand_runs.append(cand.measurement.values())
-            out.best_runs += [r.measurement.values() for r in (best, after) if r is not None]
         if still.outcome != "measure_again":
             if gpu is not None and after is not None and gpu.record_spread_pct is not None and not loaded:
                 sess.state.record_spread_pct(gpu.record_spread_pct)  # a real A/A pair of BEST: the session learns
@@ -152,18 +140,10 @@ def _judge_gpu(sess: Session, a: Attempt, best: Profiled, cand: Profiled, after:
                can_measure: bool) -> tuple[Decision, ScriptDecision, GpuTimeJudgement | None]:
     """The verdict's rule over the commit's profiled runs (after None: BEST's one run stands on both
     sides of the candidate, its A/A spread taken from the session's)."""
-    s, policy = sess.state, sess.policy
     d = decide([Round(best=best.measurement.values(), candidate=cand.measurement.values())], a.target,
-               sess.cfg.benchmark.higher_is_better, policy.screen(), s.noise_history)
-    triple = [target_evidence(sess, x) for x in (best, cand, after or best)]
-    missing = next((x for x in triple if isinstance(x, str)), None)
-    if missing is not None:
-        return Decision(outcome="tie", code=Code.GPU_TIME_MISSING, reason=(
-            f"{missing}: the keep decision never falls back to a weaker metric")), d, None
-    j = judge_profiles(Profiles(before=triple[0], candidate=triple[1], after=triple[2]), sess.target_regex, policy,
-                       s.gpu_spreads_pct, s.launch_counts_vary, list(s.best.metrics),
-                       clear_script_win(d, policy.noise_pct))
-    return profiled_verdict(d, j, policy, can_measure=can_measure), d, j
+               sess.cfg.benchmark.higher_is_better, sess.policy.screen(), sess.state.noise_history)
+    j, rule = rule_on_triple(sess, d, best, cand, after or best, can_measure)
+    return rule, d, j
 
 
 def _gpu_keep_metric(sess: Session, a: Attempt, formatted: bool) -> Remeasure:
@@ -209,7 +189,6 @@ def _script(sess: Session, a: Attempt, verdict_rounds: list[Round], formatted: b
         if not loaded or still.outcome == "commit":
             out.cand_run_dir = cand.run_dir
             out.cand_runs.append(pair.candidate)
-            out.best_runs.append(pair.best)
         if still.outcome != "measure_again":
             return out
         if still.code == Code.LOAD_REPEAT:

@@ -123,16 +123,29 @@ def _judge(sess: Session, a: Attempt, best: list[Profiled], cands: list[Profiled
     if a.load.repeat or not a.load.counted:
         return d, None, Decision(outcome="needs_round" if a.load.repeat else "tie", code=d.code, reason=d.reason)
     k = a.load.counted[-1]
-    triple = [target_evidence(sess, p) for p in (best[k], cands[k], best[k + 1])]
+    j, v = rule_on_triple(sess, d, best[k], cands[k], best[k + 1], can)
+    if j is None:
+        return d, None, v
+    return d, j, v.model_copy(update={"reason": f"{v.reason}; {a.load.reason}"}) if a.load.reason else v
+
+
+def rule_on_triple(sess: Session, d: ScriptDecision, before: Profiled, cand: Profiled, after: Profiled,
+                   can_measure: bool) -> tuple[GpuTimeJudgement | None, Decision]:
+    """The verdict rule over one A/B/A triple of profiled runs (`before` may be `after`: the commit's
+    pair, BEST's A/A spread then taken from the session's): the GPU-time judgement
+    (`rules.gpu_time.judge_profiles`) and `rules.verdict.profiled_verdict` with the screen `d`; where a
+    run's trace lacks the target kernels, (None, a tie with code gpu_time_missing). Used by save_and_test
+    and by the commit's re-measure (referee/commit_measure.py), so both judge by one rule."""
+    s, policy = sess.state, sess.policy
+    triple = [target_evidence(sess, p) for p in (before, cand, after)]
     missing = next((x for x in triple if isinstance(x, str)), None)
     if missing is not None:
-        return d, None, Decision(outcome="tie", code=Code.GPU_TIME_MISSING, reason=(
+        return None, Decision(outcome="tie", code=Code.GPU_TIME_MISSING, reason=(
             f"{missing}: not kept, the keep decision never falls back to a weaker metric"))
     j = judge_profiles(Profiles(before=triple[0], candidate=triple[1], after=triple[2]),
                        sess.target_regex, policy, s.gpu_spreads_pct,
                        s.launch_counts_vary, list(s.best.metrics), clear_script_win(d, policy.noise_pct))
-    v = profiled_verdict(d, j, policy, can_measure=can)
-    return d, j, v.model_copy(update={"reason": f"{v.reason}; {a.load.reason}"}) if a.load.reason else v
+    return j, profiled_verdict(d, j, policy, can_measure=can_measure)
 
 
 def _apply(sess: Session, a: Attempt, best: list[Profiled], cands: list[Profiled], d: ScriptDecision,
@@ -192,4 +205,4 @@ def _provenance(sess: Session, a: Attempt, j: GpuTimeJudgement, v: Decision) -> 
         f"not kept. {v.reason}"))
 
 
-__all__ = ["judge_profiled", "target_evidence"]
+__all__ = ["judge_profiled", "rule_on_triple", "target_evidence"]

@@ -134,6 +134,12 @@ def _peak(loads: list[RoundLoad]) -> float | None:
                default=None)
 
 
+def _loaded(loads: list[RoundLoad], policy: Policy) -> list[int]:
+    """The rounds (0-based) with a run under foreign load, each judged by the peak cores of all (rule 1)."""
+    peak = _peak(loads)
+    return [i for i, r in enumerate(loads) if any(under_load(x, policy, peak) for x in r.runs)]
+
+
 def _worst(r: RoundLoad, policy: Policy, peak: float | None = None) -> RunLoad | None:
     loaded = [x for x in r.runs if under_load(x, policy, peak)]
     if loaded:
@@ -180,8 +186,7 @@ def _sentence(loads: list[RoundLoad], loaded: list[int], code: Code, policy: Pol
 def count_rounds(loads: list[RoundLoad], policy: Policy, can_measure: bool) -> LoadRounds:
     """Which rounds count (module docstring, rules 1-4). `loads`: every round so far, in order;
     `can_measure`: the [gates] max_rounds budget allows one more round. Never raises."""
-    peak = _peak(loads)
-    loaded = [i for i, r in enumerate(loads) if any(under_load(x, policy, peak) for x in r.runs)]
+    loaded = _loaded(loads, policy)
     owed = 0
     for i in range(len(loads)):
         owed -= 1 if owed > 0 else 0  # measured in place of a loaded round
@@ -207,8 +212,7 @@ def can_measure_more(loads: list[RoundLoad], policy: Policy, budget: int) -> boo
     """Whether one more round may be measured (rule 2): fewer rounds without load than `budget` (the
     [gates] max_rounds budget in the caller's unit: script rounds, or candidate runs) and fewer rounds
     in all than `budget` + LOAD_EXTRA_ROUNDS. Never raises."""
-    peak = _peak(loads)
-    loaded = sum(1 for r in loads if any(under_load(x, policy, peak) for x in r.runs))
+    loaded = len(_loaded(loads, policy))
     return len(loads) - loaded < budget and len(loads) < budget + LOAD_EXTRA_ROUNDS
 
 
