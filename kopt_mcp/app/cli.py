@@ -215,22 +215,10 @@ def _end_session(repo: Path, tag: str | None, why: str, as_json: bool) -> int:
     main slot) of `repo`, opened like `serve` opens it. Prints the Stop Summary (or the result as JSON)
     on stdout, progress on stderr. Exit 0, or 2 with the reason on stderr."""
     # lazy: start-up time: each subcommand loads only what it uses
-    from kopt_mcp.commands.report import pick_session
+    from kopt_mcp.commands.compare import open_session
 
-    repo = repo.resolve()
-    if not repo.is_dir():
-        print(f"kopt-mcp end-session: {repo} is no folder: pass the kernel repository with --repo", file=sys.stderr)
-        return 2
-    found = pick_session(repo, tag, "end-session", "pass --tag", main_only=True)
-    if found is None:
-        return 2
-    from kopt_mcp.referee import Referee  # lazy: start-up time (git, pandas, the profilers)
-
-    try:
-        ref = Referee(repo, None, str(found[1]["tag"]))
-    except (KoptError, OSError) as e:
-        print(f"kopt-mcp end-session: {e}. While a server runs on this repository, its agent can call the tool "
-              "end_session instead", file=sys.stderr)
+    ref = open_session(repo, tag, "end-session", "end_session")
+    if ref is None:
         return 2
     try:
         result = ref.end_session(why, progress=lambda _d, _t, m: print(f"kopt-mcp end-session: {m}", file=sys.stderr,

@@ -20,26 +20,36 @@ def _say(done: float, total: float, message: str) -> None:
     print(f"kopt-mcp compare: {message}", file=sys.stderr, flush=True)
 
 
+def open_session(repo: Path, tag: str | None, command: str, tool: str):
+    """The Referee of session `tag` (default: the most recently active main slot) of `repo`, opened
+    like `serve` opens it, for the CLI subcommand `command` (its name in messages); None after saying
+    on stderr why not (no folder, no such session, a server holds the repository: then its agent can
+    call the tool `tool` instead)."""
+    repo = repo.resolve()
+    if not repo.is_dir():
+        print(f"kopt-mcp {command}: {repo} is no folder: pass the kernel repository with --repo", file=sys.stderr)
+        return None
+    found = pick_session(repo, tag, command, "pass --tag", main_only=True)
+    if found is None:
+        return None
+    # lazy: start-up time: the referee (git, pandas, the profilers) loads only for a session that exists
+    from kopt_mcp.referee import Referee
+
+    try:
+        return Referee(repo, None, str(found[1]["tag"]))
+    except (KoptError, OSError) as e:
+        print(f"kopt-mcp {command}: {e}. While a server runs on this repository, its agent can call the tool "
+              f"{tool} instead", file=sys.stderr)
+        return None
+
+
 def compare_command(repo: Path, tag: str | None, base: str | None, head: str | None, as_json: bool) -> int:
     """Measure `head` (default BEST_COMMIT) against `base` (default the session's baseline commit) in
     session `tag` (default: the most recently active one) of `repo`; print the result (text, or the
     SessionGainResult as JSON with `as_json`) on stdout, progress on stderr. Exit code 0, or 2 with
     the reason on stderr (no such session, a server holds the repository, no device, a failed run)."""
-    repo = repo.resolve()
-    if not repo.is_dir():
-        print(f"kopt-mcp compare: {repo} is no folder: pass the kernel repository with --repo", file=sys.stderr)
-        return 2
-    found = pick_session(repo, tag, "compare", "pass --tag", main_only=True)
-    if found is None:
-        return 2
-    # lazy: start-up time: the referee (git, pandas, the profilers) loads only for a session that exists
-    from kopt_mcp.referee import Referee
-
-    try:
-        ref = Referee(repo, None, str(found[1]["tag"]))
-    except (KoptError, OSError) as e:
-        print(f"kopt-mcp compare: {e}. While a server runs on this repository, its agent can call the tool "
-              "measure_session_gain instead", file=sys.stderr)
+    ref = open_session(repo, tag, "compare", "measure_session_gain")
+    if ref is None:
         return 2
     try:
         result = ref.measure_session_gain(base, head, progress=_say)
