@@ -67,6 +67,8 @@ class VerdictSummary(BaseModel):
     gpu_best_us: float | None = None
     gpu_candidate_us: float | None = None
     gpu_gain_pct: float | None = None
+    #: the GPU-time gain's one-sided lower bound (%) in the keep decision (KeepDecision lower_bound_pct)
+    gpu_lo_pct: float | None = None
     #: the whole operation's GPU-time gain (%, + = less), where the keep was judged by harness unit
     op_gain_pct: float | None = None
 
@@ -97,6 +99,11 @@ class PendingImprovement(BaseModel):
     #: claim the commit's out-of-process confirmation checks (referee.confirmation.confirm_keep)
     gpu_best_us: float | None = None
     gpu_floor_pct: float | None = None
+    #: the keep was judged on the injector's marked harness units: the confirmation measures per unit
+    gpu_by_unit: bool = False
+    #: the run folder of the verdict's last counted candidate run: its `[commit] include` files are
+    #: committed where the verdict stands without a re-measure (rules/commit.py verdict_stands)
+    candidate_run_dir: str = ""
     #: the candidate's script-metric runs in its attempt's lease (class -> metric, in order): once this
     #: very tree is committed they are repeated runs of the new BEST, the first noise group at its level
     candidate_run_metrics: list[dict[str, float]] = Field(default_factory=list)

@@ -4,16 +4,22 @@ kopt_mcp/rules/confirm.py."""
 
 from __future__ import annotations
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 
 class TargetTime(BaseModel):
     """The target's GPU time in one out-of-process run: `us` = sum over its launch groups (kernel,
     grid, block) of the median launch (us per benchmark step, the quantity of the keep metric's
     gpu_best_us / gpu_candidate_us); `launches`: profiled target launches; `groups`: launch groups
-    (display labels); `kernels`: the target kernels' short names."""
+    (display labels); `kernels`: the target kernels' short names.
+
+    Measured by harness unit (the run's launches carry the injector's unit marks): `units[k]` is unit
+    k's median over its profiled invocations of the target's GPU time per invocation (us), and `us` is
+    their sum, the quantity of a keep judged by unit (rules/units.py: sum over units of the median per
+    invocation)."""
 
     us: float
     launches: int
     groups: list[str]
     kernels: list[str]
+    units: dict[int, float] = Field(default_factory=dict)

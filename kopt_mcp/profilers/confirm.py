@@ -44,6 +44,7 @@ from __future__ import annotations
 import re
 import shlex
 import shutil
+import statistics
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -53,7 +54,9 @@ from kopt_mcp.evidence.groups import LaunchGroup, target_groups
 from kopt_mcp.evidence.names import function_name, short_kernel_name
 from kopt_mcp.evidence.trace import KernelTrace, trace_groups
 from kopt_mcp.profilers.base import Profiler
+from kopt_mcp.profilers.cupti import INJECT_DIR, keep_injector
 from kopt_mcp.profilers.ncu import LOG_NAME, parse_ncu_csv
+from kopt_mcp.profilers.ncu_units import RANGE_PREFIX
 from kopt_mcp.profilers.rocprof import OUTPUT_NAME, parse_rocprof_dir
 
 __all__ = ["DEFAULT_LAUNCH_COUNT", "ConfirmNcu", "ConfirmRocprof", "confirm_profiler", "function_names",
@@ -62,6 +65,10 @@ __all__ = ["DEFAULT_LAUNCH_COUNT", "ConfirmNcu", "ConfirmRocprof", "confirm_prof
 #: launches ncu profiles per launch configuration (grid, block, shared memory) of the target: the
 #: median of this many is the group's time; ncu serializes each one, so this bounds the cost
 DEFAULT_LAUNCH_COUNT = 50
+#: by harness unit: the invocations of each unit ncu profiles (the first, do_bench's un-flushed warm
+#: call that also compiles, is skipped), and a bound on all profiled launches of the run
+UNIT_INVOCATIONS = (1, 6)
+UNIT_LAUNCH_BOUND = 20000
 
 
 def function_names(names: Sequence[str]) -> list[str]:
@@ -85,6 +92,17 @@ class ConfirmNcu:
     sampled), caches left as the previous kernel left them (`--cache-control none`, like the CUPTI
     run) and clocks never touched (`--clock-control none`).
 
+    By harness unit (`by_unit`, where the keep was judged on the injector's marked units): the
+    injector's NVTX mode (KOPT_NVTX_UNITS; no CUPTI, nothing written by the benchmark's process) opens
+    the range "kopt/u<unit>/i<invocation>" around invocations UNIT_INVOCATIONS of each unit, and ncu
+    profiles only the target launches inside them (`--nvtx-include`, push/pop ranges scoped to the
+    process, so the launches of autograd's backward thread count), each named by its range. Every
+    config is measured, also where all configs launch the target with one grid (a persistent kernel:
+    Liger's RMSNorm backward runs on 132 programs for every T, so the launch-configuration filter
+    sampled the first T only; H200, 2026-12-02). The cheat this opens, written first: a benchmark
+    that opens look-alike ranges chooses which launches are timed, not how long they took; an
+    eager optimizer has no reason to, and the times stay ncu's.
+
     Target selection: `kernel_regex` ([profiler] kernel) is matched by ncu against the demangled
     name (`--kernel-name-base demangled`); else `target_names` (BEST's target kernels, as the CUPTI
     trace named them) by function name (`function_names`, ncu's default name base); with neither,
@@ -98,13 +116,14 @@ class ConfirmNcu:
     filter_mode: str | None = "per-launch-config"
 
     def __init__(self, kernel_regex: str | None = None, target_names: Sequence[str] = (),
-                 launch_count: int = DEFAULT_LAUNCH_COUNT, binary: str = "ncu") -> None:
+                 launch_count: int = DEFAULT_LAUNCH_COUNT, binary: str = "ncu", by_unit: bool = False) -> None:
         if launch_count < 1:
             raise ValueError(f"launch_count must be >= 1, got {launch_count}")
         self.kernel_regex = kernel_regex or None
         self.target_names = list(target_names)
         self.launch_count = launch_count
         self.binary = binary
+        self.by_unit = by_unit
 
     def available(self) -> bool:
         """True where `binary` resolves on PATH (or is an executable path)."""
@@ -126,13 +145,22 @@ class ConfirmNcu:
         """The command line: ncu (parent) running `bash -c command`, every child process profiled,
         raw-page CSV into `out_dir/ncu.csv`."""
         log = Path(out_dir) / LOG_NAME
+        if self.by_unit:
+            select = ["--nvtx", "--nvtx-push-pop-scope", "process", "--nvtx-include",
+                      f"regex:{RANGE_PREFIX.split('/')[0]}/", "--launch-count", str(UNIT_LAUNCH_BOUND)]
+        else:
+            select = [*(["--filter-mode", self.filter_mode] if self.filter_mode else []),
+                      "--launch-count", str(self.launch_count)]
         parts = [shlex.quote(self.binary), "--clock-control", "none", "--cache-control", "none",
-                 "--target-processes", "all", *map(shlex.quote, self.kernel_filter()),
-                 *(["--filter-mode", self.filter_mode] if self.filter_mode else []),
-                 "--launch-count", str(self.launch_count),
+                 "--target-processes", "all", *map(shlex.quote, self.kernel_filter()), *select,
                  "--metrics", "gpu__time_duration.sum", "--csv", "--page", "raw",
-                 "--log-file", shlex.quote(str(log)), "bash", "-c", shlex.quote(command)]
-        return " ".join(parts)
+                 "--log-file", shlex.quote(str(log)), "bash", "-c"]
+        if not self.by_unit:
+            return " ".join([*parts, shlex.quote(command)])
+        first, count = UNIT_INVOCATIONS
+        inject = shlex.quote(str(INJECT_DIR))
+        env = f'KOPT_NVTX_UNITS={first},{count} PYTHONPATH={inject}"${{PYTHONPATH:+:$PYTHONPATH}}"'
+        return " ".join([env, *parts, shlex.quote(keep_injector(command))])
 
     def parse(self, out_dir: Path) -> KernelTrace:
         """`out_dir/ncu.csv` with launch groups (kernel, grid, block). Raises ProfilerError."""
@@ -192,19 +220,20 @@ ConfirmProfiler = ConfirmNcu | ConfirmRocprof
 
 
 def confirm_profiler(setting: str, vendor: str, kernel_regex: str | None = None,
-                     target_names: Sequence[str] = (),
-                     launch_count: int = DEFAULT_LAUNCH_COUNT) -> tuple[ConfirmProfiler | None, str]:
+                     target_names: Sequence[str] = (), launch_count: int = DEFAULT_LAUNCH_COUNT,
+                     by_unit: bool = False) -> tuple[ConfirmProfiler | None, str]:
     """The confirming profiler for `[profiler] confirm` (`setting`: "auto" | "off") on a GPU of
     `vendor` ("nvidia", "amd", anything else), or None and why there is none. `kernel_regex`:
     [profiler] kernel ("" or None: use `target_names`, BEST's target kernels as the keep metric
-    named them). Raises ValueError for an unknown setting."""
+    named them); `by_unit`: measure per harness unit (ConfirmNcu; rocprofv3 records every launch and
+    needs no selection). Raises ValueError for an unknown setting."""
     if setting not in ("auto", "off"):
         raise ValueError(f'[profiler] confirm must be "auto" or "off", got {setting!r}')
     if setting == "off":
         return None, '[profiler] confirm = "off": no out-of-process confirmation'
     v = vendor.lower()
     if v == "nvidia":
-        prof: ConfirmProfiler = ConfirmNcu(kernel_regex, target_names, launch_count)
+        prof: ConfirmProfiler = ConfirmNcu(kernel_regex, target_names, launch_count, by_unit=by_unit)
         missing = "ncu (Nsight Compute) is not on PATH where the server runs"
     elif v == "amd":
         prof = ConfirmRocprof(kernel_regex, target_names)
@@ -219,15 +248,34 @@ def confirm_profiler(setting: str, vendor: str, kernel_regex: str | None = None,
 def target_time(trace: KernelTrace, kernel_regex: str | None) -> TargetTime:
     """The target's GPU time per step in one out-of-process trace: the launch groups of the kernels
     `kernel_regex` matches (re.search on the full name: the confirming profiler's `target_regex`;
-    None: the hottest non-utility kernel's), each group's median launch summed (us). Raises
-    ProfilerError when nothing matches or a group has no per-launch times; re.error for a
-    `kernel_regex` that is not a regular expression."""
+    None: the hottest non-utility kernel's), each group's median launch summed (us). Where the
+    trace has harness units (ncu's by-unit run), per unit the median over its invocations of the
+    matched kernels' time per invocation (`TargetTime.units`), summed. Raises ProfilerError when
+    nothing matches or a group has no per-launch times; re.error for a `kernel_regex` that is not a
+    regular expression."""
     groups: list[LaunchGroup] = target_groups(trace_groups(trace), kernel_regex)
     if any(g.median_us is None for g in groups):
         raise ProfilerError("the out-of-process profiler did not record each launch's GPU time")
-    return TargetTime(us=sum(g.median_us for g in groups), launches=sum(g.calls for g in groups),
-                      groups=[g.label() for g in groups],
-                      kernels=list(dict.fromkeys(short_kernel_name(g.kernel, 60) for g in groups)))
+    kernels = list(dict.fromkeys(g.kernel for g in groups))
+    units = _unit_medians(trace, set(kernels))
+    return TargetTime(us=sum(units.values()) if units else sum(g.median_us for g in groups),
+                      launches=sum(g.calls for g in groups), groups=[g.label() for g in groups],
+                      kernels=list(dict.fromkeys(short_kernel_name(k, 60) for k in kernels)), units=units)
+
+
+def _unit_medians(trace: KernelTrace, kernels: set[str]) -> dict[int, float]:
+    """Unit index -> median over its invocations of `kernels`' summed GPU time per invocation (us),
+    for the units whose invocations launched one of them; {} without units."""
+    out: dict[int, float] = {}
+    for u in trace.units or []:
+        per: dict[int, float] = {}
+        for name, times in u.per_invocation.items():
+            if name in kernels:
+                for i, us in times.items():
+                    per[i] = per.get(i, 0.0) + us
+        if per:
+            out[u.index] = statistics.median(per.values())
+    return out
 
 
 RunProfiled = Callable[[str, Profiler, str], KernelTrace]

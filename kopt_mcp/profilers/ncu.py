@@ -19,6 +19,7 @@ from pathlib import Path
 from kopt_mcp.errors import ProfilerError
 from kopt_mcp.evidence.groups import build_groups, launch_median_us
 from kopt_mcp.evidence.trace import KernelStat, KernelTrace
+from kopt_mcp.profilers.ncu_units import nvtx_units
 
 __all__ = ["LOG_NAME", "NcuProfiler", "parse_ncu_csv"]
 
@@ -123,7 +124,8 @@ def parse_ncu_csv(path: Path, groups: bool = False) -> KernelTrace:
     any application output. `groups=True` also fills `KernelTrace.groups` (launch groups by
     kernel, grid and block, from the raw page's "Grid Size" / "Block Size" columns, e.g.
     "(1056, 1, 1)"; launch order = ncu's row order) where every timed launch has both columns;
-    else `groups` stays None. Raises ProfilerError for a missing file, no header, no GPU time
+    else `groups` stays None; and `KernelTrace.units` where ncu ran with `--nvtx` inside the injector's
+    unit marks (profilers/ncu_units.py). Raises ProfilerError for a missing file, no header, no GPU time
     column, an unknown unit, or a header with no kernel rows.
     """
     path = Path(path)
@@ -165,6 +167,8 @@ def parse_ncu_csv(path: Path, groups: bool = False) -> KernelTrace:
     trace = _aggregate(launches, path, warnings)
     if groups:
         trace.groups = _launch_groups(launches, path)
+        trace.units = nvtx_units([(x.name, x.metrics) for x in launches],
+                                 lambda i: _value(launches[i], _TIME, _TO_US, path))
     return trace
 
 

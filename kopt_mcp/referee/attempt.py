@@ -15,6 +15,7 @@ import time
 from kopt_mcp import vcs
 from kopt_mcp.errors import Cancelled, DeviceLost, ProfilerError, RefereeError, StateSaveError, Tampered, VerdictError
 from kopt_mcp.ledger import now_iso
+from kopt_mcp.referee.confirmation import by_marked_units
 from kopt_mcp.referee.core import Progress, Session
 from kopt_mcp.referee.guards import protected_paths, shadowing, workspace_moved
 from kopt_mcp.referee.keep_metric import keep_metric
@@ -222,7 +223,7 @@ def _improved(sess: Session, a: Attempt, reason: str, code: Code) -> VerdictResu
         target_lo_pct=tiv.lo_pct if tiv and math.isfinite(tiv.lo_pct) else None,
         confidence=tiv.overall_confidence if tiv else None,
         classes_pct={c.key: c.mean_pct for c in d.classes}, gpu_best_us=keep.gpu_best_us,
-        gpu_candidate_us=keep.gpu_candidate_us, gpu_gain_pct=keep.gpu_delta_pct,
+        gpu_candidate_us=keep.gpu_candidate_us, gpu_gain_pct=keep.gpu_delta_pct, gpu_lo_pct=keep.lower_bound_pct,
         op_gain_pct=getattr(keep, "op_delta_pct", None))
     vendor = sess.device.vendor if sess.device else "cpu"
     script_only = keep.metric_used == "script metric"  # no profiler measured it (rules/script_only.py)
@@ -235,7 +236,8 @@ def _improved(sess: Session, a: Attempt, reason: str, code: Code) -> VerdictResu
         candidate_class_gpu_us=a.class_gpu_us, candidate_class_op_us=a.class_op_us, candidate_op_us=a.op_us,
         kernels=sess.state.best.kernels, target_delta_pct=sum(d.target_deltas_pct) / len(d.target_deltas_pct),
         metric_used=keep.metric_used, base=sess.state.best.commit,
-        gpu_best_us=keep.gpu_best_us, gpu_floor_pct=a.gpu_floor_pct, candidate_run_metrics=a.cand_run_values,
+        gpu_best_us=keep.gpu_best_us, gpu_floor_pct=a.gpu_floor_pct, gpu_by_unit=by_marked_units(keep),
+        candidate_run_metrics=a.cand_run_values, candidate_run_dir=a.cand_run_dir,
         verdict=summary, script_only=script_only, vendor=vendor, verdict_rounds=list(a.counted_rounds)))
     return finish(sess, a, "improved", reason, revert=False, code=code)
 

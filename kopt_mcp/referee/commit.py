@@ -22,7 +22,7 @@ from kopt_mcp import vcs
 from kopt_mcp.bench.measure import included_outputs, raise_if_cancelled
 from kopt_mcp.errors import RefereeError, Tampered
 from kopt_mcp.referee.commit_measure import Remeasure, remeasure
-from kopt_mcp.referee.confirmation import confirm_out_of_process
+from kopt_mcp.referee.confirmation import by_marked_units, confirm_out_of_process
 from kopt_mcp.referee.core import Progress, Session
 from kopt_mcp.referee.guards import protected_paths, workspace_moved
 from kopt_mcp.referee.reapply import reapply
@@ -158,39 +158,11 @@ def _commit(sess: Session, message: str, progress: Progress | None, overtaken: i
     if lease_or_stop(sess, progress).lease is None:
         raise RefereeError(f"no device to re-measure on: {s.stop_reason or 'cancelled'}")
     t0 = time.monotonic()
-    try:  # the verdict's metric and rule (referee/commit_measure.py, rules/commit.py)
-        rm = remeasure(sess, a, list(p.verdict_rounds), fresh_tree=formatted or reapplied, formatted=formatted,
-                       progress=progress)
-    except Tampered as e:
-        return _not_kept(sess, str(e), formatted, [], Code.TAMPERED)
-    faults.point("commit_improvement.after_remeasure")
-    if _best_moved(sess):  # overtaken: this round's runs were judged against a stale BEST
-        return None
+    got = _measure(sess, a, formatted, reapplied, progress, t0)
+    if not isinstance(got, _Measured):
+        return got
+    rm, gpu_us, claim, note, code = got.rm, got.gpu_us, got.claim, got.note, got.code
     classes = rm.script.classes if rm.script is not None else []
-    if rm.decision.outcome == "wait":
-        raise RefereeError(rm.decision.reason)
-    if rm.decision.outcome != "commit":
-        return _not_kept(sess, rm.decision.reason, formatted, classes, rm.decision.code, cost=_cost(sess, rm, t0))
-    gpu_us, claim = p.candidate_gpu_us, (p.gpu_best_us, p.candidate_gpu_us, p.gpu_floor_pct)
-    if rm.gpu is not None and rm.gpu.keep.gpu_candidate_us is not None:
-        keep = rm.gpu.keep
-        if formatted or reapplied:  # a new tree: the claim to confirm is the commit's own
-            claim = (keep.gpu_best_us, keep.gpu_candidate_us, rm.gpu.floor.pct if rm.gpu.floor else p.gpu_floor_pct)
-        gpu_us = keep.gpu_candidate_us if (formatted or reapplied or gpu_us is None) else (gpu_us + keep.gpu_candidate_us) / 2.0
-    note = f" The re-measure ran under foreign load ({rm.loaded})." if rm.loaded else ""
-    code = rm.decision.code
-    if gpu_us is not None:  # the profiler's GPU time decided the keep: confirm it out of process
-        if progress:
-            progress(2, 4, "confirming the GPU-time gain out of process (ncu / rocprofv3 as the benchmark's parent)")
-        try:
-            conf = confirm_out_of_process(sess, a, claim)
-        except Tampered as e:
-            return _not_kept(sess, str(e), formatted, classes, Code.TAMPERED)
-        if conf is not None:
-            rm.runs += len(conf.runs)
-            if conf.status == "refuted":  # archived as improved-not-kept
-                return _not_kept(sess, conf.reason, formatted, classes, conf.code, cost=_cost(sess, rm, t0))
-            note, code = f"{note} Out-of-process confirmation: {conf.reason}", conf.code
     moved = workspace_moved(sess, a.tree)
     if moved:
         return _not_kept(sess, moved, formatted, classes, Code.TAMPERED)
@@ -205,6 +177,70 @@ def _commit(sess: Session, message: str, progress: Progress | None, overtaken: i
                                            _included(sess, rm.cand_run_dir), code,
                                            cost=_cost(sess, rm, t0)),
                              message, progress)
+
+
+@dataclass
+class _Measured:
+    """The re-measure and confirmation that let a commit go on: `gpu_us` the candidate's GPU time (us;
+    None: the script metric decided), `claim` (BEST us, candidate us, floor %) as confirmed, `note` the
+    load and confirmation sentences, `code` the commit's code."""
+
+    rm: Remeasure
+    gpu_us: float | None
+    claim: tuple[float | None, float | None, float | None]
+    note: str
+    code: Code
+
+
+def _measure(sess: Session, a: Attempt, formatted: bool, reapplied: bool, progress: Progress | None,
+             t0: float) -> _Measured | CommitResult | None:
+    """The commit's re-measure with the verdict's metric and rule (referee/commit_measure.py), then the
+    out-of-process confirmation of a GPU-time keep. Where the verdict stood unmeasured (its bounds are
+    tight: rules/commit.py verdict_stands) and the confirmation did not confirm (unavailable: BEST not
+    measurable out of process), the in-process re-measure runs after all. Returns a refusal
+    (CommitResult), None (another slot moved BEST), or what the commit goes on with."""
+    p, stand, conf = sess.state.pending, True, None
+    while True:
+        try:
+            rm = remeasure(sess, a, list(p.verdict_rounds), fresh_tree=formatted or reapplied, formatted=formatted,
+                           progress=progress, stand=stand)
+        except Tampered as e:
+            return _not_kept(sess, str(e), formatted, [], Code.TAMPERED)
+        rm.runs += len(conf.runs) if conf is not None else 0  # the confirmation before this re-measure
+        faults.point("commit_improvement.after_remeasure")
+        if _best_moved(sess):  # overtaken: this round's runs were judged against a stale BEST
+            return None
+        classes = rm.script.classes if rm.script is not None else []
+        if rm.decision.outcome == "wait":
+            raise RefereeError(rm.decision.reason)
+        if rm.decision.outcome != "commit":
+            return _not_kept(sess, rm.decision.reason, formatted, classes, rm.decision.code, cost=_cost(sess, rm, t0))
+        gpu_us, claim = p.candidate_gpu_us, (p.gpu_best_us, p.candidate_gpu_us, p.gpu_floor_pct)
+        if rm.gpu is not None and rm.gpu.keep.gpu_candidate_us is not None:
+            keep = rm.gpu.keep
+            if formatted or reapplied:  # a new tree: the claim to confirm is the commit's own
+                claim = (keep.gpu_best_us, keep.gpu_candidate_us, rm.gpu.floor.pct if rm.gpu.floor else p.gpu_floor_pct)
+            gpu_us = (keep.gpu_candidate_us if (formatted or reapplied or gpu_us is None)
+                      else (gpu_us + keep.gpu_candidate_us) / 2.0)
+        note = f" The re-measure ran under foreign load ({rm.loaded})." if rm.loaded else ""
+        code = rm.decision.code
+        if gpu_us is not None and conf is None:  # the profiler's GPU time decided the keep: confirm it out of process
+            if progress:
+                progress(2, 4, "confirming the GPU-time gain out of process (ncu / rocprofv3 as the benchmark's parent)")
+            try:
+                conf = confirm_out_of_process(sess, a, claim, by_marked_units(rm.gpu.keep) if rm.gpu else p.gpu_by_unit)
+            except Tampered as e:
+                return _not_kept(sess, str(e), formatted, classes, Code.TAMPERED)
+            if conf is not None:
+                rm.runs += len(conf.runs)
+                if conf.status == "refuted":  # archived as improved-not-kept
+                    return _not_kept(sess, conf.reason, formatted, classes, conf.code, cost=_cost(sess, rm, t0))
+        if code == Code.VERDICT_STANDS and (conf is None or conf.status != "confirmed"):
+            stand = False  # nothing measured it again: re-measure in process after all
+            continue
+        if conf is not None:
+            note, code = f"{note} Out-of-process confirmation: {conf.reason}", conf.code
+        return _Measured(rm, gpu_us, claim, note, code)
 
 
 def _cost(sess: Session, rm: Remeasure, t0: float) -> Cost:

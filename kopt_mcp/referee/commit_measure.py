@@ -1,7 +1,9 @@
 """The commit step's re-measure (issue 34 item 1): the metric that decided the verdict, judged by the
 verdict's own rule (rules/commit.py), in as few runs as the evidence needs.
 
-- GPU time, every run profiled (CUPTI): BEST, the candidate, each profiled; the pair is judged as the
+- GPU time, every run profiled (CUPTI), where the verdict's bounds are tight on the very tree it judged
+  (rules/commit.py verdict_stands): no run here; the out-of-process confirmation re-measures.
+- GPU time, every run profiled (CUPTI), otherwise: BEST, the candidate, each profiled; the pair is judged as the
   triple (BEST, candidate, BEST) by `rules.gpu_time.judge_profiles` and `rules.verdict.profiled_verdict`
   against the session's floor; where that leaves the rule undecided, or the tree is new (formatted,
   re-applied), BEST runs once more and the A/B/A triple decides.
@@ -17,11 +19,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kopt_mcp.bench.measure import Profiled
+from kopt_mcp.referee.confirmation import can_confirm
 from kopt_mcp.referee.core import Progress, Session
 from kopt_mcp.referee.keep_metric import keep_metric
 from kopt_mcp.referee.profiled import rule_on_triple
 from kopt_mcp.referee.runs import Attempt, measure_run, profile_run
-from kopt_mcp.rules.commit import COMMIT_PAIRS, LOAD_REMEASURES, commit_decision, commit_under_load
+from kopt_mcp.rules.commit import COMMIT_PAIRS, LOAD_REMEASURES, commit_decision, commit_under_load, verdict_stands
 from kopt_mcp.rules.decision import Code, Decision
 from kopt_mcp.rules.gpu_time import GpuTimeJudgement, keep_outcome
 from kopt_mcp.rules.load import under_load
@@ -57,6 +60,8 @@ class Remeasure:
 
     def shown(self, target: str) -> str:
         """The commit message's line: what the commit re-measured and the verdict rule's figures."""
+        if self.decision.code == Code.VERDICT_STANDS:
+            return f"not re-measured in process at commit: {self.decision.reason}"
         per = ""
         if self.script is not None and self.script.classes:
             per = "; script metric per class " + ", ".join(f"{c.key} {c.mean_pct:+.2f}%" for c in self.script.classes)
@@ -71,15 +76,20 @@ class Remeasure:
 
 
 def remeasure(sess: Session, a: Attempt, verdict_rounds: list[Round], fresh_tree: bool, formatted: bool,
-              progress: Progress | None) -> Remeasure:
+              progress: Progress | None, stand: bool = True) -> Remeasure:
     """The commit's re-measure of attempt `a` (a.tree against a.best_tree) with the metric of the
     pending verdict (`sess.state.pending.metric_used`). `verdict_rounds`: the verdict's counted
     script rounds; `fresh_tree`: the tree differs from the one judged (formatted or re-applied), so
-    GPU time is always judged on a full A/B/A triple. Raises Tampered, RefereeError (a run of BEST
+    GPU time is always judged on a full A/B/A triple; `stand`: a GPU-time verdict with tight bounds may
+    stand unmeasured (False: the confirmation could not stand in, so measure). Raises Tampered, RefereeError (a run of BEST
     failed: the machine changed), Cancelled."""
     p = sess.state.pending
     prof = sess.profiler() if p.metric_used == GPU else None
     if prof is not None and getattr(prof, "measures_script", False):
+        lo = p.verdict.gpu_lo_pct if p.verdict is not None else None
+        stands = verdict_stands(lo, p.gpu_floor_pct, fresh_tree, can_confirm(sess))
+        if stand and stands.outcome == "commit":
+            return Remeasure(decision=stands, cand_run_dir=p.candidate_run_dir)
         return _gpu_profiled(sess, a, prof, fresh_tree, formatted, progress)
     if prof is not None:
         return _gpu_keep_metric(sess, a, formatted)

@@ -18,12 +18,13 @@ from kopt_mcp.referee.core import Session
 from kopt_mcp.referee.runs import Attempt, profile_run
 from kopt_mcp.rules.confirm import Confirmation, decide_confirmation, gain_pct
 from kopt_mcp.rules.decision import Code
+from kopt_mcp.rules.units import UnitKeepDecision
 
 
 def confirm_keep(run_profiled: RunProfiled, cand_tree: str, best_tree: str, claimed_gain_pct: float,
                  floor_pct: float, vendor: str, setting: str = "auto", kernel_regex: str | None = None,
                  target_names: Sequence[str] = (), launch_count: int = DEFAULT_LAUNCH_COUNT,
-                 profiler: ConfirmProfiler | None = None) -> Confirmation:
+                 profiler: ConfirmProfiler | None = None, by_unit: bool = False) -> Confirmation:
     """Confirm a keep with one out-of-process measurement of the candidate and of BEST.
 
     Where: in commit_improvement, inside the re-measure's GPU lease, after the re-measure found the
@@ -40,13 +41,14 @@ def confirm_keep(run_profiled: RunProfiled, cand_tree: str, best_tree: str, clai
     `claimed_gain_pct` / `floor_pct`: the keep verdict's GPU-time gain (`gain_pct` of its
     gpu_best_us and gpu_candidate_us) and the GPU-time floor it cleared (%). `vendor`,
     `setting` ([profiler] confirm), `kernel_regex` ([profiler] kernel), `target_names` (BEST's
-    target kernels), `launch_count`: see `confirm_profiler`; `profiler` overrides the choice.
+    target kernels), `launch_count`, `by_unit` (measure per marked harness unit, as the keep was
+    judged): see `confirm_profiler`; `profiler` overrides the choice.
 
     Returns a Confirmation (see `decide_confirmation`); `unavailable` without running anything when
     no out-of-process profiler applies. Raises ValueError for an unknown `setting`.
     """
     prof, why = (profiler, "") if profiler is not None else confirm_profiler(
-        setting, vendor, kernel_regex, target_names, launch_count)
+        setting, vendor, kernel_regex, target_names, launch_count, by_unit)
     if prof is None:
         return Confirmation(status="unavailable", code=Code.UNCONFIRMED, claimed_gain_pct=claimed_gain_pct,
                             floor_pct=floor_pct, reason=(f"not confirmed out of process: {why}; the keep rests on the "
@@ -58,14 +60,31 @@ def confirm_keep(run_profiled: RunProfiled, cand_tree: str, best_tree: str, clai
     return out
 
 
-def confirm_out_of_process(sess: Session, a: Attempt, claim: tuple[float | None, float | None, float | None]
-                           ) -> Confirmation | None:
+def can_confirm(sess: Session) -> bool:
+    """True where a commit's out-of-process confirmation will run here: `[profiler] confirm` is not
+    "off" and the device's confirming profiler (ncu / rocprofv3) is on PATH (`confirm_profiler`)."""
+    vendor = sess.device.vendor if sess.device else "cpu"
+    try:
+        return confirm_profiler(sess.cfg.profiler.confirm, vendor)[0] is not None
+    except ValueError:
+        return False
+
+
+def by_marked_units(keep: object) -> bool:
+    """True where a keep decision was judged on the injector's marked harness units (rules/units.py):
+    its confirmation then measures per unit too (ConfirmNcu `by_unit`)."""
+    return isinstance(keep, UnitKeepDecision) and keep.source == "marked"
+
+
+def confirm_out_of_process(sess: Session, a: Attempt, claim: tuple[float | None, float | None, float | None],
+                           by_unit: bool = False) -> Confirmation | None:
     """The commit-time out-of-process confirmation of a GPU-time keep (`confirm_keep`):
     the candidate and BEST run once more on this call's lease under a profiler that is the benchmark's
     parent process (ncu; rocprofv3 on AMD), each in a disposable checkout verified afterwards. Its
     record goes to the ledger (`confirmation`). `claim`: BEST's and the candidate's GPU time (us) in
     the keep decision and the floor (%) it cleared. None when the claim is incomplete (a session
-    saved before these fields existed). Raises Tampered."""
+    saved before these fields existed). `by_unit`: the keep was judged on marked harness units
+    (`by_marked_units`). Raises Tampered."""
 
     best_us, cand_us, floor = claim
     if best_us is None or cand_us is None:
@@ -81,6 +100,6 @@ def confirm_out_of_process(sess: Session, a: Attempt, claim: tuple[float | None,
     conf = confirm_keep(run_profiled, a.tree, a.best_tree, claimed_gain_pct=gain_pct(best_us, cand_us),
                         floor_pct=floor if floor is not None else sess.policy.min_gpu_gain_pct, vendor=vendor,
                         setting=sess.cfg.profiler.confirm, kernel_regex=sess.cfg.profiler.kernel or None,
-                        target_names=sess.state.best.kernels)
+                        target_names=sess.state.best.kernels, by_unit=by_unit)
     sess.store.log("confirmation", attempt=a.n, **conf.model_dump(mode="json"))
     return conf

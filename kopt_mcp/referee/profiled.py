@@ -15,7 +15,7 @@ from kopt_mcp.bench.measure import Profiled
 from kopt_mcp.errors import ProfilerError, RefereeError, VerdictError
 from kopt_mcp.evidence.profiles import Profiles, TargetProfile
 from kopt_mcp.evidence.trace import target_durations, target_gpu_time, target_launches
-from kopt_mcp.referee.confirmation import confirm_out_of_process
+from kopt_mcp.referee.confirmation import by_marked_units, confirm_out_of_process
 from kopt_mcp.referee.core import Progress, Session
 from kopt_mcp.referee.runs import Attempt, profile_run
 from kopt_mcp.results import VerdictResult
@@ -157,6 +157,7 @@ def _apply(sess: Session, a: Attempt, best: list[Profiled], cands: list[Profiled
     s.record_best_runs([b.measurement.values() for i, b in enumerate(best) if i in clean or i - 1 in clean])
     a.decision, a.rounds = d, len(cands)
     a.cand_run_values = [c.measurement.values() for i, c in enumerate(cands) if i in clean]
+    a.cand_run_dir = next((c.measurement.run_dir for i, c in reversed(list(enumerate(cands))) if i in clean), "")
     a.counted_rounds = [Round(best=best[i].measurement.values(), candidate=c.measurement.values())
                         for i, c in enumerate(cands) if i in clean]
     if j is not None:
@@ -194,7 +195,8 @@ def _provenance(sess: Session, a: Attempt, j: GpuTimeJudgement, v: Decision) -> 
     gain too (rules/provenance.py)."""
     if not (a.provenance or {}).get("unchanged"):
         return v
-    conf = confirm_out_of_process(sess, a, (j.keep.gpu_best_us, j.keep.gpu_candidate_us, a.gpu_floor_pct))
+    conf = confirm_out_of_process(sess, a, (j.keep.gpu_best_us, j.keep.gpu_candidate_us, a.gpu_floor_pct),
+                                  by_marked_units(j.keep))
     why = ("the target kernels compiled byte-identically and launched with the same configurations as BEST's "
            "(a change of arguments or data layout can still be a real win)")
     if conf is not None and conf.status == "confirmed":

@@ -56,6 +56,8 @@ class Attempt:
     #: the script-metric rounds the verdict counted (BEST and candidate per class): the commit step's
     #: script re-measure is judged together with them (rules/commit.py)
     counted_rounds: list[Round] = field(default_factory=list)
+    #: the run folder of the candidate's last counted run ([commit] include files when the verdict stands)
+    cand_run_dir: str = ""
     #: when the attempt started measuring (time.monotonic, s): its cost's wall time counts from here
     t0: float = field(default_factory=time.monotonic)
     #: the candidate's [correctness] command run (counts, wall time), once it ran

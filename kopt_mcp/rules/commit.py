@@ -15,6 +15,11 @@ still_better); an undecided answer measures again while the budget lasts; anythi
 refused with the rule's own code and words (gpu_time_below_floor, operation_divergent,
 script_not_confirmed, ...), never a code of another rule.
 
+Fewest runs (issue 34 item 6): a GPU-time keep whose verdict's lower bound clears the floor by
+STANDS_MARGIN, on the very tree the verdict judged against the same BEST, is not re-measured in
+process; the out-of-process confirmation (ncu / rocprofv3 as the benchmark's parent) re-measures it
+instead, so the commit costs two runs, not four (`verdict_stands`).
+
 A pair that ran under foreign load (rules/load.py `under_load`) and no longer favours the candidate
 is measured again (up to LOAD_REMEASURES more pairs); if every pair ran under load, nothing is
 committed and the improvement stays pending (`commit_under_load`): a round the load may have decided
@@ -31,6 +36,33 @@ from kopt_mcp.rules.decision import Code, Decision
 LOAD_REMEASURES = 2
 #: commit re-measure pairs at most where the verdict's rule stays undecided (load repeats not counted)
 COMMIT_PAIRS = 2
+#: a GPU-time verdict's lower bound (%) at least this many times its floor stands at commit unmeasured
+STANDS_MARGIN = 2.0
+
+
+def verdict_stands(lower_bound_pct: float | None, floor_pct: float | None, fresh_tree: bool,
+                   confirmable: bool) -> Decision:
+    """Whether the commit may rest on the verdict's own profiled A/B/A instead of re-measuring in
+    process. `lower_bound_pct`: the verdict's one-sided lower bound of the GPU-time gain (%, KeepDecision
+    lower_bound_pct); `floor_pct`: the GPU-time floor it cleared (%); `fresh_tree`: the tree differs
+    from the one judged (formatted, or re-applied onto a newer BEST); `confirmable`: an out-of-process
+    confirmation will run (ncu / rocprofv3 on PATH, `[profiler] confirm` not off).
+
+    Outcome "commit" (code verdict_stands) where the tree is the judged one, a confirmation will run
+    and lower_bound >= STANDS_MARGIN x floor (> 0); else "measure_again" (code needs_round). Never raises."""
+    numbers = {"lower_bound_pct": lower_bound_pct, "floor_pct": floor_pct, "margin": STANDS_MARGIN}
+    why = ("the tree differs from the one judged" if fresh_tree else
+           "no out-of-process confirmation can run" if not confirmable else
+           "the verdict has no GPU-time bound" if lower_bound_pct is None or not floor_pct or floor_pct <= 0 else "")
+    if not why and lower_bound_pct < STANDS_MARGIN * floor_pct:
+        why = f"its lower bound {lower_bound_pct:+.3f}% is below {STANDS_MARGIN:g} x the floor {floor_pct:.3f}%"
+    if why:
+        return Decision(outcome="measure_again", code=Code.NEEDS_ROUND, numbers=numbers,
+                        reason=f"re-measuring at commit: {why}")
+    return Decision(outcome="commit", code=Code.VERDICT_STANDS, numbers=numbers, reason=(
+        f"the verdict's profiled A/B/A stands (GPU-time lower bound {lower_bound_pct:+.3f}% >= {STANDS_MARGIN:g} x "
+        f"the floor {floor_pct:.3f}%, the same tree against the same BEST): no in-process re-measure; the "
+        "out-of-process confirmation measures it again"))
 
 
 def commit_decision(rule: Decision, metric: str, runs: int, can_measure: bool, formatted: bool = False) -> Decision:

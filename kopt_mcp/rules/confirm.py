@@ -18,8 +18,8 @@ from kopt_mcp.rules.decision import Code
 Status = Literal["confirmed", "refuted", "unavailable"]
 
 #: part of the claimed gain the out-of-process gain may fall short by, on top of the floor: ncu
-#: serializes launches (no overlap with the neighbours the CUPTI run had) and sees the first
-#: DEFAULT_LAUNCH_COUNT launches of each configuration only, so a real 30% win may read 27%
+#: serializes launches (no overlap with the neighbours the CUPTI run had) and sees a few launches per
+#: unit or launch configuration only, so a real 30% win may read 27%
 AGREE_FRACTION = 0.25
 
 
@@ -71,6 +71,8 @@ def decide_confirmation(claimed_gain_pct: float, floor_pct: float, best: TargetT
       proceeds on the verdict and the reason says why).
     - the candidate not measured where BEST was: `refuted` (it behaves differently under the
       out-of-process profiler: a crash, or no target launch).
+    - by harness unit (both runs carry `units`): a unit of BEST where the candidate launched no target
+      kernel: `refuted` (skipped work); else best and candidate are the sums over BEST's units.
     - gain g = (best - candidate) / best * 100; tolerance = floor + agree_fraction x claimed gain.
       g <= 0: `refuted` (no gain); g < claimed - tolerance: `refuted` (the claim is not reproduced);
       else `confirmed` (a gain above the claim too: the reason says so).
@@ -88,11 +90,22 @@ def decide_confirmation(claimed_gain_pct: float, floor_pct: float, best: TargetT
             f"{backend} (out of process) measured BEST_COMMIT ({best.us:.2f} us per step over {best.launches} "
             f"launches) but not the candidate: {candidate_error or 'no result'}. A candidate that fails or launches "
             "no target kernel under the out-of-process profiler is not committed"))
-    gain = gain_pct(best.us, candidate.us)
+    lost = sorted(set(best.units) - set(candidate.units)) if best.units and candidate.units else []
+    if lost:
+        return Confirmation(status="refuted", code=Code.REFUTED, **base, tolerance_pct=tol, reason=(
+            f"{backend} (out of process) measured the target in {len(best.units)} harness unit(s) of BEST_COMMIT, "
+            f"but the candidate launched no target kernel in unit(s) {', '.join(map(str, lost[:8]))}: work the "
+            "candidate skips is not a gain"))
+    best_us, cand_us, how = best.us, candidate.us, "median launch per launch group"
+    if best.units and candidate.units:
+        best_us = sum(best.units.values())
+        cand_us = sum(candidate.units[k] for k in best.units)
+        how = f"median invocation per harness unit, {len(best.units)} units"
+    gain = gain_pct(best_us, cand_us)
     need = claimed_gain_pct - tol
     names = ", ".join(best.kernels) or "the target"
-    numbers = (f"{backend} (benchmark's parent process) measured {names} at {best.us:.2f} -> {candidate.us:.2f} us "
-               f"per step ({gain:+.2f}%; median launch per launch group, {best.launches} and {candidate.launches} "
+    numbers = (f"{backend} (benchmark's parent process) measured {names} at {best_us:.2f} -> {cand_us:.2f} us "
+               f"per step ({gain:+.2f}%; {how}, {best.launches} and {candidate.launches} "
                f"launches); the in-process verdict claimed {claimed_gain_pct:+.2f}%; agreement needs > 0 and >= "
                f"{need:+.2f}% (the claim less {tol:.2f}% = GPU-time floor {floor_pct:.2f}% + "
                f"{agree_fraction * 100:g}% of the claim)")

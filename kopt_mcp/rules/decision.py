@@ -77,6 +77,7 @@ class Code(StrEnum):
     BAD_TARGET = "bad_target"                      # the target or the classes do not fit the runs
     # the commit gate (rules/commit.py) and the out-of-process confirmation (rules/confirm.py)
     STILL_BETTER = "still_better"                  # the commit's re-measure still favours the candidate
+    VERDICT_STANDS = "verdict_stands"              # the verdict's GPU-time bounds are tight: no re-measure, confirmed out of process
     NO_LONGER_BETTER = "no_longer_better"          # the re-measure no longer shows the win, or a class got worse
     CONFIRMED = "confirmed"
     REFUTED = "refuted"

@@ -27,3 +27,28 @@ def test_a_loaded_pair_no_longer_better_is_measured_again_then_waits_without_com
     last = commit_under_load(FAIL, loaded=True, tries_left=0)
     assert last.code == Code.UNDER_LOAD and last.numbers == FAIL.numbers
     assert commit_under_load(FAIL, loaded=True, tries_left=1).code == Code.LOAD_REPEAT
+
+
+# ---- verdict_stands: the fewest runs at commit (issue 34 item 6) ----
+
+def test_a_tight_verdict_on_the_judged_tree_stands_when_a_confirmation_will_run():
+    from kopt_mcp.rules.commit import STANDS_MARGIN, verdict_stands
+
+    # Liger's backward at 16 warps, H200 2026-12-02: lower bound +1.232% against a floor of 0.494%
+    d = verdict_stands(1.232, 0.494, fresh_tree=False, confirmable=True)
+    assert (d.outcome, d.code) == ("commit", Code.VERDICT_STANDS)
+    assert d.numbers == {"lower_bound_pct": 1.232, "floor_pct": 0.494, "margin": STANDS_MARGIN}
+    edge = verdict_stands(STANDS_MARGIN * 0.5, 0.5, fresh_tree=False, confirmable=True)
+    assert edge.outcome == "commit"
+
+
+def test_a_verdict_is_measured_again_when_its_bound_is_loose_the_tree_new_or_nothing_confirms():
+    from kopt_mcp.rules.commit import verdict_stands
+
+    cases = [verdict_stands(0.9, 0.494, False, True),   # below 2 x the floor
+             verdict_stands(1.232, 0.494, True, True),  # formatted or re-applied
+             verdict_stands(1.232, 0.494, False, False),  # no ncu / rocprofv3, or confirm = "off"
+             verdict_stands(None, 0.494, False, True),  # a keep without a GPU-time bound
+             verdict_stands(1.232, None, False, True),
+             verdict_stands(1.232, 0.0, False, True)]
+    assert [(d.outcome, d.code) for d in cases] == [("measure_again", Code.NEEDS_ROUND)] * 6

@@ -14,6 +14,10 @@ thread while the invocation ran (torch's autograd engine runs `backward()` on a 
 own) belongs to it by the time its API call started. Launches outside an invocation (do_bench's L2
 flush, input generation before the timed call) are not part of the unit's figure.
 
+The same marks serve Nsight Compute's confirming run (sitecustomize.py's NVTX mode, no CUPTI): there
+`push` opens the NVTX range "kopt/u<unit>/i<invocation>" for a few invocations per unit (`marked`), and
+ncu profiles only the launches inside them, naming the range of each.
+
 The harness modules are patched as they are imported (a meta path finder wraps their loader), so
 `from triton.testing import do_bench` in a benchmark gets the marked function. Any failure here
 leaves the harness as it was: the keep metric then falls back to segmenting the launch stream.
@@ -36,8 +40,11 @@ class Units:
     CUPTI's timestamp (ns, the activity records' clock), `send` reports a finished unit
     ({"k", "harness", "label", "invocations", "weights", "windows": [[i, start ns, end ns], ...]})."""
 
-    def __init__(self, push, pop, send, clock=None, code=None, hasher=None):
+    def __init__(self, push, pop, send, clock=None, code=None, hasher=None, marked=None):
         self.push, self.pop, self.send, self.clock = push, pop, send, clock
+        #: the invocation numbers pushed (a range; None: every one below 1 << INV_BITS): ncu's
+        #: confirming run marks a few per unit, so it profiles a bounded number of launches
+        self.marked = marked
         #: code(name, hash): a compiled kernel's provenance (Triton's CompiledKernel), or None;
         #: hasher(binary) -> hash (kopt_cupti_trace.code_sha256), as for CUPTI's module records
         self.code, self.hasher, self.reported = code, hasher, set()
@@ -81,7 +88,7 @@ class _Unit:
             self.weights[str(i)] = int(weight)
         pushed, clock = False, self.units.clock
         t0 = clock() if clock is not None and len(self.windows) < MAX_WINDOWS else None
-        if i < (1 << INV_BITS):
+        if i < (1 << INV_BITS) and (self.units.marked is None or i in self.units.marked):
             try:
                 self.units.push((self.k << INV_BITS) | i)
                 pushed = True

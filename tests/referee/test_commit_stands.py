@@ -1,0 +1,72 @@
+"""The commit step spends as few runs as the evidence needs (issue 34 item 6): a GPU-time verdict whose
+bounds are tight, on the very tree it judged, is not re-measured in process; the out-of-process
+confirmation measures it again (two runs). Where that confirmation cannot stand in (unavailable), the
+in-process re-measure runs after all, so no keep is committed on nothing but its verdict.
+
+The confirmation's measurement is planted here (its measuring is tested in tests/profilers/); the
+runs, the sequencing, the codes and the cost are the referee's."""
+
+from __future__ import annotations
+
+import pytest
+
+import kopt_mcp.referee.commit as commit
+import kopt_mcp.referee.commit_measure as commit_measure
+from kopt_mcp.evidence.confirm import TargetTime
+from kopt_mcp.rules.confirm import decide_confirmation
+from kopt_mcp.testing.toy import set_kernel
+from tests.conftest import BASE_TIMES
+from tests.replay_units import ReplayUnits
+
+UNITS = {"1": 10.0, "2": 20.0}
+
+
+def _commit_runs(r) -> list[str]:
+    return sorted(p.name.split("-", 1)[1] for p in r.store.runs.iterdir() if "-commit-" in p.name)
+
+
+def _planted(best_us: float, cand_us: float | None, calls: list):
+    def confirm(sess, a, claim, by_unit=False):
+        calls.append(by_unit)
+        t = (lambda us: TargetTime(us=us, launches=12, groups=["k"], kernels=["k"]))
+        c = decide_confirmation(100.0 * (claim[0] - claim[1]) / claim[0], claim[2] or 0.2, t(best_us),
+                                t(cand_us) if cand_us is not None else None, "ncu")
+        if cand_us is None:  # BEST not measurable out of process either: unavailable
+            c = decide_confirmation(10.0, 0.2, None, None, "ncu", best_error="ncu: no permission to read counters")
+        c.runs = ["confirm-candidate", "confirm-best"]
+        return c
+    return confirm
+
+
+@pytest.fixture
+def units_win(replayed_ref, monkeypatch):
+    monkeypatch.setattr(commit_measure, "can_confirm", lambda sess: True)
+    r = replayed_ref(ReplayUnits, UNIT_US=UNITS)
+    set_kernel(r.workspace_path, BASE_TIMES, UNIT_US={"1": 9.0, "2": 18.0}, CODE="v2")
+    v = r.save_and_test("global", "10% faster kernel")
+    assert (v.verdict, v.code) == ("improved", "gpu_time_win"), v.reason
+    p = r.state.pending
+    assert p.verdict.gpu_lo_pct is not None and p.verdict.gpu_lo_pct > 2 * p.gpu_floor_pct
+    assert p.gpu_by_unit and p.candidate_run_dir
+    return r
+
+
+def test_a_tight_verdict_commits_on_its_confirmation_alone(units_win, monkeypatch):
+    calls: list = []
+    monkeypatch.setattr(commit, "confirm_out_of_process", _planted(27.0, 24.3, calls))
+    c = units_win.commit_improvement("10% faster kernel")
+    assert c.committed and c.code == "confirmed", c.reason
+    assert _commit_runs(units_win) == []  # no in-process re-measure
+    assert calls == [True]  # measured per harness unit, as the keep was judged
+    assert c.cost is not None and c.cost.runs == 2
+    assert "not re-measured in process" in units_win.repo.commit(c.commit).message
+
+
+def test_an_unavailable_confirmation_falls_back_to_the_in_process_re_measure(units_win, monkeypatch):
+    calls: list = []
+    monkeypatch.setattr(commit, "confirm_out_of_process", _planted(27.0, None, calls))
+    c = units_win.commit_improvement("10% faster kernel")
+    assert c.committed and c.code == "unconfirmed", c.reason
+    assert _commit_runs(units_win) == ["commit-best-1", "commit-candidate-1"]  # measured after all
+    assert calls == [True]  # the confirmation ran once
+    assert c.cost is not None and c.cost.runs == 4
