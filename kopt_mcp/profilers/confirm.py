@@ -125,6 +125,17 @@ class ConfirmNcu:
         self.binary = binary
         self.by_unit = by_unit
 
+    @property
+    def keeps_harness(self) -> bool:
+        """By unit the benchmark runs as it always does (no KOPT_PROFILE: `base.profile_env`), so its
+        harness marks its units; ncu profiles only the marked invocations."""
+        return self.by_unit
+
+    def by_launch_config(self) -> ConfirmNcu:
+        """The same targets, selected by launch configuration instead of by unit (the fallback where a
+        by-unit run found no marked launch)."""
+        return ConfirmNcu(self.kernel_regex, self.target_names, self.launch_count, self.binary, by_unit=False)
+
     def available(self) -> bool:
         """True where `binary` resolves on PATH (or is an executable path)."""
         return shutil.which(self.binary) is not None

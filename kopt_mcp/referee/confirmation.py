@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from kopt_mcp.errors import MeasurementError
 from kopt_mcp.profilers.confirm import (
     DEFAULT_LAUNCH_COUNT,
+    ConfirmNcu,
     ConfirmProfiler,
     RunProfiled,
     confirm_profiler,
@@ -44,6 +45,9 @@ def confirm_keep(run_profiled: RunProfiled, cand_tree: str, best_tree: str, clai
     target kernels), `launch_count`, `by_unit` (measure per marked harness unit, as the keep was
     judged): see `confirm_profiler`; `profiler` overrides the choice.
 
+    By unit, where BEST's run held no marked launch, both trees run again by launch configuration
+    (`ConfirmNcu.by_launch_config`; four runs in all).
+
     Returns a Confirmation (see `decide_confirmation`); `unavailable` without running anything when
     no out-of-process profiler applies. Raises ValueError for an unknown `setting`.
     """
@@ -54,9 +58,16 @@ def confirm_keep(run_profiled: RunProfiled, cand_tree: str, best_tree: str, clai
                             floor_pct=floor_pct, reason=(f"not confirmed out of process: {why}; the keep rests on the "
                                                          f"in-process verdict ({claimed_gain_pct:+.2f}%)"))
     runs = measure_trees(run_profiled, cand_tree, best_tree, prof)
+    labels = ["confirm-candidate", "confirm-best"]
+    if isinstance(prof, ConfirmNcu) and prof.by_unit and runs["confirm-best"][0] is None:
+        # no marked launch in BEST's run (a harness that times differently under a profiler, or none
+        # kopt marks): measure both trees again by launch configuration
+        prof = prof.by_launch_config()
+        runs = measure_trees(run_profiled, cand_tree, best_tree, prof)
+        labels += labels
     (cand, cand_error), (best, best_error) = runs["confirm-candidate"], runs["confirm-best"]
     out = decide_confirmation(claimed_gain_pct, floor_pct, best, cand, prof.name, best_error, cand_error)
-    out.runs = ["confirm-candidate", "confirm-best"]
+    out.runs = labels
     return out
 
 

@@ -137,3 +137,32 @@ def test_recorded_liger_confirmation_by_unit_confirms_the_win_the_launch_groups_
     assert sum("_rms_norm_backward_kernel grid=(132,1,1)" in g for g in gb.groups) == 1
     by_group = decide_confirmation(1.443, 0.494, gb, gc, "ncu")
     assert by_group.status == "refuted" and by_group.gain_pct == pytest.approx(0.20, abs=0.01)
+
+
+def test_by_unit_the_benchmark_runs_its_own_harness_without_kopt_profile():
+    from kopt_mcp.profilers.base import profile_env
+
+    # the Triton example skips do_bench under KOPT_PROFILE=1: by unit ncu then found no marked launch
+    # (H200, 2026-12-02, `kopt-mcp demo --example triton`: "no ncu CSV header ... in 7 lines")
+    assert profile_env(ConfirmNcu(target_names=["softmax"], by_unit=True)) == {}
+    assert profile_env(ConfirmNcu(target_names=["softmax"])) == {"KOPT_PROFILE": "1"}
+
+
+def test_without_marked_launches_both_trees_are_measured_again_by_launch_configuration():
+    from kopt_mcp.errors import ProfilerError
+    from kopt_mcp.referee.confirmation import confirm_keep
+
+    seen: list[tuple[str, bool]] = []
+
+    def run_profiled(tree, prof, label):
+        seen.append((label, prof.by_unit))
+        if prof.by_unit:  # as ncu left it for the demo: a log without one profiled launch
+            raise ProfilerError("ncu.csv: no ncu CSV header (a row starting with \"ID\") in 7 lines")
+        return parse_ncu_csv(FIX / "h200_raw_page_torch_matmul_softmax.csv", groups=True)
+
+    prof = ConfirmNcu(kernel_regex="softmax", by_unit=True)
+    c = confirm_keep(run_profiled, "cand", "best", 5.0, 0.5, vendor="nvidia", profiler=prof)
+    assert seen == [("confirm-candidate", True), ("confirm-best", True),
+                    ("confirm-candidate", False), ("confirm-best", False)]
+    assert c.best is not None and c.best.units == {} and len(c.runs) == 4
+    assert (c.status, c.code) == ("refuted", Code.REFUTED)  # the same recording for both trees: no gain
