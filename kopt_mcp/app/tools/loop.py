@@ -51,11 +51,11 @@ def register(tools: list[Tool]) -> None:
         ctx: Context,
         message: Annotated[str, Field(max_length=500, description="commit title (default: the hypothesis)")] = "",
     ) -> CommitResult:
-        """Commit the exact tree save_and_test ruled improved: format, re-measure against BEST, commit
-        code + performance.md only if still better; BEST_COMMIT moves. If another slot commits meanwhile,
-        re-applies onto the newer BEST and measures again. A re-measure that ran under foreign load and
-        reads worse is measured again; if the device stays busy, an error says so and nothing is lost
-        (the improvement stays pending: call again). Returns committed, reason, commit."""
+        """Commit the exact tree save_and_test ruled improved: format, re-measure with the verdict's
+        metric and rule, confirm a GPU-time gain out of process (ncu / rocprofv3), commit code +
+        performance.md only if it holds; BEST_COMMIT moves. Another slot's commit meanwhile: re-applied
+        onto the newer BEST and measured again. Device busy: an error, the improvement stays pending
+        (call again). Returns committed, reason, code, commit, cost."""
         return await _call_and_announce(ctx, referee(ctx).commit_improvement, message)
 
     @tool(tools, "End the session on purpose", destructive_hint=True, idempotent_hint=False, **CHANGES)
