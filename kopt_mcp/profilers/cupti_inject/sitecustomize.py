@@ -386,29 +386,12 @@ def _is_helper():
     return any(os.path.realpath(a) in entries for a in argv)
 
 
-def _start_nvtx(setting):
-    """NVTX mode (KOPT_NVTX_UNITS="first,count", set by profilers/confirm.py's ConfirmNcu; no CUPTI, no
-    trace written): invocations first..first+count-1 of each harness unit run inside the NVTX range
-    "kopt/u<unit>/i<invocation>" (torch.cuda.nvtx: the harness has imported torch by then), so Nsight
-    Compute, the benchmark's parent, profiles only those launches and names each one's unit and
-    invocation. The timing stays ncu's; these ranges only say which config each launch belonged to."""
-    try:
-        first, count = (int(x) for x in setting.split(","))
-        units_mod = _load("kopt_units")
-        low = (1 << units_mod.INV_BITS) - 1
-
-        def push(ext):
-            sys.modules["torch"].cuda.nvtx.range_push(f"kopt/u{ext >> units_mod.INV_BITS}/i{ext & low}")
-
-        units_mod.install(units_mod.Units(push, lambda: sys.modules["torch"].cuda.nvtx.range_pop(),
-                                          lambda msg: None, marked=range(first, first + count)))
-    except Exception as exc:  # noqa: BLE001 - never raise into the benchmark: ncu then profiles nothing
-        print(f"kopt-mcp NVTX units unavailable ({exc!r})", file=sys.stderr)
-
-
 _NVTX = os.environ.get("KOPT_NVTX_UNITS", "")
 if (_OUT or _SOCK) and not _is_helper():
     _start()
-elif _NVTX and not _is_helper():
-    _start_nvtx(_NVTX)
+elif _NVTX and not _is_helper():  # ncu's confirming run: NVTX ranges only, no CUPTI (kopt_nvtx.py)
+    try:
+        _load("kopt_nvtx").start(_NVTX, _load("kopt_units"))
+    except Exception as exc:  # noqa: BLE001 - never raise into the benchmark: ncu then profiles nothing
+        print(f"kopt-mcp NVTX units unavailable ({exc!r})", file=sys.stderr)
 _chain_next_sitecustomize()
