@@ -52,9 +52,9 @@ def register(tools: list[Tool]) -> None:
         message: Annotated[str, Field(max_length=500, description="commit title (default: the hypothesis)")] = "",
     ) -> CommitResult:
         """Commit the exact tree save_and_test ruled improved: format, re-measure with the verdict's
-        metric and rule, confirm a GPU-time gain out of process (ncu / rocprofv3), commit code +
+        metric and rule, on a GPU device confirm the gain out of process (ncu / rocprofv3), commit code +
         performance.md only if it holds; BEST_COMMIT moves. Another slot's commit meanwhile: re-applied
-        onto the newer BEST and measured again. Device busy: an error, the improvement stays pending
+        onto the newer BEST and measured again. The device busy: an error, the improvement stays pending
         (call again). Returns committed, reason, code, commit, cost."""
         return await _call_and_announce(ctx, referee(ctx).commit_improvement, message)
 
