@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from pydantic import BaseModel, Field
 
 
@@ -30,3 +32,11 @@ class HarnessUnit(BaseModel):
     def kernels(self) -> list[str]:
         """The kernel names launched inside this unit's invocations, in name order."""
         return sorted(self.per_invocation)
+
+    def invocations_of(self, kernels: Collection[str]) -> list[int]:
+        """The invocations (sorted) in which one of `kernels` launched."""
+        return sorted({i for k in kernels for i in self.per_invocation.get(k, {})})
+
+    def invocation_us(self, kernels: Collection[str], i: int) -> float:
+        """The GPU time (us) of `kernels`' launches in invocation i, per statement (divided by weights[i])."""
+        return sum(self.per_invocation.get(k, {}).get(i, 0.0) for k in kernels) / self.weights.get(i, 1)

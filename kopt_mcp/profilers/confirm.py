@@ -56,7 +56,7 @@ from kopt_mcp.evidence.trace import KernelTrace, trace_groups
 from kopt_mcp.profilers.base import Profiler
 from kopt_mcp.profilers.cupti import INJECT_DIR, keep_injector
 from kopt_mcp.profilers.ncu import LOG_NAME, parse_ncu_csv
-from kopt_mcp.profilers.ncu_units import RANGE_PREFIX
+from kopt_mcp.profilers.ncu_units import NVTX_INCLUDE
 from kopt_mcp.profilers.rocprof import OUTPUT_NAME, parse_rocprof_dir
 
 __all__ = ["DEFAULT_LAUNCH_COUNT", "ConfirmNcu", "ConfirmRocprof", "confirm_profiler", "function_names",
@@ -157,8 +157,8 @@ class ConfirmNcu:
         raw-page CSV into `out_dir/ncu.csv`."""
         log = Path(out_dir) / LOG_NAME
         if self.by_unit:
-            select = ["--nvtx", "--nvtx-push-pop-scope", "process", "--nvtx-include",
-                      f"regex:{RANGE_PREFIX.split('/')[0]}/", "--launch-count", str(UNIT_LAUNCH_BOUND)]
+            select = ["--nvtx", "--nvtx-push-pop-scope", "process", "--nvtx-include", NVTX_INCLUDE,
+                      "--launch-count", str(UNIT_LAUNCH_BOUND)]
         else:
             select = [*(["--filter-mode", self.filter_mode] if self.filter_mode else []),
                       "--launch-count", str(self.launch_count)]
@@ -277,16 +277,8 @@ def target_time(trace: KernelTrace, kernel_regex: str | None) -> TargetTime:
 def _unit_medians(trace: KernelTrace, kernels: set[str]) -> dict[int, float]:
     """Unit index -> median over its invocations of `kernels`' summed GPU time per invocation (us),
     for the units whose invocations launched one of them; {} without units."""
-    out: dict[int, float] = {}
-    for u in trace.units or []:
-        per: dict[int, float] = {}
-        for name, times in u.per_invocation.items():
-            if name in kernels:
-                for i, us in times.items():
-                    per[i] = per.get(i, 0.0) + us
-        if per:
-            out[u.index] = statistics.median(per.values())
-    return out
+    return {u.index: statistics.median(u.invocation_us(kernels, i) for i in hit)
+            for u in trace.units or [] if (hit := u.invocations_of(kernels))}
 
 
 RunProfiled = Callable[[str, Profiler, str], KernelTrace]

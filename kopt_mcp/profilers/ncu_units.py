@@ -15,10 +15,11 @@ from collections.abc import Callable, Sequence
 
 from kopt_mcp.evidence.units import HarnessUnit
 
-__all__ = ["RANGE_PREFIX", "nvtx_units"]
+__all__ = ["NVTX_INCLUDE", "nvtx_units"]
 
-#: the range names the injector opens; ncu's `--nvtx-include regex:kopt/` selects their launches
-RANGE_PREFIX = "kopt/u"
+#: ncu's `--nvtx-include` filter that selects the launches inside the ranges the injector opens
+#: ("kopt/u<unit>/i<invocation>", cupti_inject/kopt_nvtx.py)
+NVTX_INCLUDE = "regex:kopt/"
 _MARK = re.compile(r"kopt/u(\d+)/i(\d+)")
 _COLUMN = "Push/Pop_Range"
 

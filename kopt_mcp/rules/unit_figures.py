@@ -64,16 +64,12 @@ def _median_se(values: list[float]) -> tuple[float | None, float]:
 
 def figures(unit: HarnessUnit, target: re.Pattern) -> UnitFigures:
     """The figures of `unit` for the target kernels `target` (re.search on the kernel name)."""
-    invs = sorted({i for per in unit.per_invocation.values() for i in per})
+    invs = unit.invocations_of(unit.per_invocation)
     targets = [k for k in unit.per_invocation if target.search(k)]
     ops = [k for k in unit.per_invocation if not is_utility_kernel(k)]
-    hit = [i for i in invs if any(i in unit.per_invocation[k] for k in targets)]
-
-    def per_inv(kernels: list[str], i: int) -> float:
-        return sum(unit.per_invocation[k].get(i, 0.0) for k in kernels) / unit.weights.get(i, 1)
-
-    target_us, target_se = _median_se([per_inv(targets, i) for i in hit])
-    op_us, op_se = _median_se([per_inv(ops, i) for i in hit])
+    hit = unit.invocations_of(targets)
+    target_us, target_se = _median_se([unit.invocation_us(targets, i) for i in hit])
+    op_us, op_se = _median_se([unit.invocation_us(ops, i) for i in hit])
     kernel_us = {k: statistics.median(v / unit.weights.get(i, 1) for i, v in per.items())
                  for k, per in unit.per_invocation.items() if per}
     seen = max(unit.invocations, len(invs))
