@@ -1,5 +1,11 @@
-"""Issue 36's friction points 6, 7, 8 and 10, replayed by an MCP client on the CPU toy (with a pytest
+"""Issue 36's friction points 1, 6, 7, 8 and 10, replayed by an MCP client on the CPU toy (with a pytest
 [correctness] command), each checked on what the client itself received:
+
+1. the CPU profile named the protected reference provider (benchmark/scripts/) the hottest own function, with
+   imports mixed in and one line per function: kernel_trace_analysis, replaying a real py-spy recording of a planted
+   numpy kernel whose reference is 4x hotter (tests/fixtures/pyspy/softmax_ref, source.txt says how it was made),
+   gives the kernel's row_softmax as the hottest own function, the reference apart, imports apart, the 6 runs and
+   418 samples behind it, and the kernel's lines ranked by their sample counts;
 
 6. no way to end a session on purpose: `end_session` measures the gain (the toy's exact 2x) and
    commits the Stop Summary; candidate tools then refuse with `ended by the agent`;
@@ -20,7 +26,10 @@ from mcp import Client
 
 from kopt_mcp.app.cli import open_session
 from kopt_mcp.app.server import build_server
+from kopt_mcp.profilers import PySpyProfiler, make_profiler
+from kopt_mcp.profilers.pyspy import parse_speedscope
 from kopt_mcp.referee import Referee
+from kopt_mcp.referee.services import Services
 from kopt_mcp.testing.toy import make_toy_repo, set_kernel
 
 TESTS = "import kernel\ndef test_no_errors():\n    assert not kernel.ERRORS\ndef test_positive():\n" \
@@ -94,3 +103,64 @@ def test_10_status_answers_on_a_session_that_cannot_open(tmp_path):
     s = status.structured_content
     assert not status.is_error and s["phase"] == "unconfigured" and "not a git repository" in s["problem"]
     assert "git init" in s["fix"] and run.is_error
+
+
+RECORDED = Path(__file__).resolve().parents[1] / "fixtures" / "pyspy" / "softmax_ref"
+
+
+class _RecordedPySpy(PySpyProfiler):
+    """py-spy replayed: the benchmark runs as usual, then the recorded run's files (py-spy's output and the
+    wrapper's) land in the run's folder; scoping and parsing are the real PySpyProfiler's."""
+
+    def available(self) -> bool:
+        return True
+
+    def scoped(self, protect):
+        return _RecordedPySpy(protect)
+
+    def wrap(self, command: str, out_dir: Path) -> str:
+        return f"( {command} ) && cp {RECORDED}/pyspy.* {out_dir}/"
+
+
+def test_1_the_cpu_profile_keeps_the_protected_reference_and_imports_apart(tmp_path):
+    repo = make_toy_repo(tmp_path / "repo", {"1": 100.0, "2": 200.0})
+    cfg = repo / "kopt.toml"  # the recorded repository's harness: benchmark/ (bench.py and scripts/reference.py)
+    cfg.write_text(cfg.read_text().replace('paths = ["bench.py"]', 'paths = ["bench.py", "benchmark/"]'))
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@l", "commit", "-qam", "harness"], cwd=repo, check=True)
+    recorded = Services(profiler=lambda b, v, detail: _RecordedPySpy() if detail else make_profiler(b, v, detail))
+    ref = Referee(repo, tag="t", lease_dir=tmp_path / "leases", services=recorded)
+
+    async def trace():
+        async with Client(build_server(ref)) as c:
+            await c.call_tool("run_benchmark", {})
+            return (await c.call_tool("kernel_trace_analysis", {"top": 10})).structured_content
+
+    try:
+        t = anyio.run(trace)
+    finally:
+        ref.close()
+    p = t["cpu"]
+    assert (t["available"], t["backend"], p["runs"], p["samples"]) == (True, "py-spy", 6, 48 + 61 + 44 + 40 + 59 + 166)
+    parts = ("own", "library", "harness", "import", "no_python")
+    assert [p[f"{k}_samples"] for k in parts] == [27, 32, 208, 94, 57] and sum(p[f"{k}_samples"] for k in parts) == 418
+    assert (p["harness_pct"], p["import_pct"]) == (49.76, 22.49)
+    h = p["harness_functions"][0]
+    assert (h["function"], h["file"], h["self_samples"], h["own"]) == (
+        "reference_softmax.<locals>.<listcomp>", "benchmark/scripts/reference.py", 110, False)
+    assert not any(f["file"].startswith("benchmark/") for f in p["functions"])
+    top = next(f for f in p["functions"] if f["own"])
+    assert (top["function"], top["file"], top["self_samples"], top["total_samples"]) == ("row_softmax", "kernel.py", 26, 58)
+    assert [(ln["line"], ln["samples"]) for ln in top["lines"]] == [(10, 13), (9, 11), (6, 1), (8, 1)]
+    assert [(ln["file"], ln["line"], ln["samples"]) for ln in p["lines"]][:2] == [("kernel.py", 10, 13), ("kernel.py", 9, 11)]
+    imports = [f for f in p["functions"] if f["file"].startswith("<frozen importlib")]
+    assert imports and not any(f["own"] for f in imports)
+    assert t["bottleneck"]["evidence"]["hottest_own_self_samples"] == 26
+    assert any("ran 6 times" in n and "418 samples" in n for n in t["notes"])
+
+
+def test_1_without_the_harness_apart_the_reference_would_be_the_hottest_own_function():
+    files = sorted(RECORDED.glob("pyspy.*.speedscope.json"))
+    bare = parse_speedscope(files, (RECORDED / "pyspy.cwd").read_text(), runs=6)
+    top = next(f for f in bare.functions if f.own)
+    assert (top.function, top.file, top.self_samples, bare.harness_samples) == (
+        "reference_softmax.<locals>.<listcomp>", "benchmark/scripts/reference.py", 110, 0)
