@@ -45,6 +45,17 @@ def _tool_list(text: str) -> list[str]:
     return names
 
 
+def _check_config_options(sub) -> None:
+    """`kopt-mcp check-config`'s options: --repo, --config and --run (kopt_mcp/commands/check_config.py)."""
+    c = sub.add_parser("check-config", help="validate a config against the repository and print what it found",
+                       description="Validate a config against the repository and print what it found; "
+                       "exit 0 when usable, 2 otherwise.")
+    _repo_options(c)
+    c.add_argument("--run", action="store_true", help="run the benchmark once in place (result files put back as they "
+                   "were) and preview only the rows it writes; warn about classes the result files hold that it never "
+                   "writes (without it, committed or older result files are not previewed)")
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kopt-mcp", description="MCP server that referees GPU-kernel optimization loops.")
     p.add_argument("--version", action="version", version=f"kopt-mcp {__version__}")
@@ -82,10 +93,7 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--agents", type=int, default=1, metavar="N",
                    help="3: three scripted agents at once, one candidate slot each, on the CPU example "
                    "(default 1: the single-agent demo)")
-    c = sub.add_parser("check-config", help="validate a config against the repository and print what it found",
-                       description="Validate a config against the repository and print what it found; "
-                       "exit 0 when usable, 2 otherwise.")
-    _repo_options(c)
+    _check_config_options(sub)
     r = sub.add_parser("report", help="write a session's report as one self-contained HTML page")
     r.add_argument("--repo", type=Path, default=Path.cwd(), help="the kernel repository (default: cwd)")
     r.add_argument("--tag", default=None, help="session tag (default: the most recently active session)")
@@ -327,7 +335,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"kopt-mcp check-config: the repository {args.repo} {what}: pass --repo with the kernel's git "
               "checkout", file=sys.stderr)
         return 2
-    return check_config(args.repo, args.config)
+    return check_config(args.repo, args.config, args.run)
 
 
 if __name__ == "__main__":

@@ -6,10 +6,19 @@ profiler, protected paths, warnings. Problems that make every run fail (a comman
 or the test runner that is not there: kopt_mcp/bench/preflight.py; a workdir that does not
 exist, a result glob that can never match inside the tree, existing results that do not fit) are
 errors: exit code 2.
+
+The classes previewed are only rows the benchmark writes now (issue 36 item 5). With `run` (CLI
+`--run`) the benchmark runs once in place (kopt_mcp/commands/init/runs.py: result files are put back
+as they were) and the preview holds only the rows that run wrote (readers.metrics: a row it left
+unchanged is stale); classes the result files already held that the run never wrote (another
+kernel's, provider's or device's, or gone) are named in a warning. Without it, a result file
+committed to git or older than the config is not previewed (its rows are not from a run of this
+config: stale, another device's); its rows are still checked against the config.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import glob
 from pathlib import Path
 
@@ -18,12 +27,14 @@ from rich.markup import escape
 
 from kopt_mcp.bench.preflight import interpreter_line, preflight_problems, resolved_interpreter
 from kopt_mcp.config import BenchmarkSection, TargetConfig, load_config
-from kopt_mcp.errors import ConfigError, MetricsError
+from kopt_mcp.commands.init.runs import run_twice
+from kopt_mcp.errors import ConfigError, InitError, MetricsError
 from kopt_mcp.gpus import make_probe
 from kopt_mcp.profilers import make_profiler
 from kopt_mcp.profilers.cupti import pythonpath_problems
 from kopt_mcp.readers import resolve_format
-from kopt_mcp.readers.metrics import MetricTable, read_metrics
+from kopt_mcp.readers.base import ResultFile
+from kopt_mcp.readers.metrics import MetricTable, read_metrics, read_results
 
 SHOWN_CLASSES = 10
 
@@ -88,32 +99,43 @@ def stale_files(files: list[Path], config: Path) -> list[Path]:
     return [f for f in files if f.stat().st_mtime < since]
 
 
-def _results(out: Console, repo: Path, b: BenchmarkSection, warnings: list[str], config: Path) -> int:
-    fmt = resolve_format(b)
-    out.print(escape(f"metric: {b.metric} ({'higher' if b.higher_is_better else 'lower'} is better)"
-                     + (f": the {b.value_column} of rows whose {b.metric_name_column} is {b.metric!r}"
-                        if fmt == "csv-long" else "")))
-    out.print(escape(f"results: {b.csv or 'the run log'} (format {fmt}); rows that count: {b.rows or 'all'}"))
-    if fmt == "stdout":
-        out.print("  read from the run log: config classes are found from the first run")
-        return 0
-    files = sorted(Path(p) for p in glob.glob(str(repo / b.workdir / b.csv), recursive=True) if Path(p).is_file())
-    if not files:
-        out.print(f"  no file matching {b.csv!r} yet: config classes are found from the first run")
-        return 0
-    old = stale_files(files, config)
-    if old:
-        warnings.append(f"{', '.join(f.name for f in old)} predate(s) {config.name}: its rows come from an earlier run "
-                        "(stale, or classes of another kernel the benchmark may never run now), so the classes below "
-                        "are only a preview: run the benchmark once (or `kopt-mcp init`) to see what it writes now")
+def tracked_files(repo: Path, files: list[Path]) -> set[Path]:
+    """Those of `files` (under `repo`) that git tracks: committed result rows, maybe of another device."""
+    import git
+
+    try:
+        r = git.Repo(repo, search_parent_directories=True)
+        out = r.git.ls_files("--", *[str(f.resolve()) for f in files]).splitlines()
+    except (git.exc.GitError, ValueError):
+        return set()
+    root = Path(r.working_tree_dir).resolve()
+    return {root / x for x in out}
+
+
+def _class_line(t: MetricTable, what: str) -> str:
+    return (f"  {what}: {sum(c.rows for c in t.classes)} counted row(s), {len(t.classes)} config class(es) over "
+            f"columns {t.config_columns}" + (f", unit {t.unit}" if t.unit else ""))
+
+
+def _existing(out: Console, repo: Path, files: list[Path], b: BenchmarkSection, warnings: list[str],
+              config: Path) -> int:
+    """The result files already there, without a run: previewed only where neither committed nor older
+    than the config; checked against the config either way (2 where they do not fit)."""
+    old = set(stale_files(files, config)) | {f for f in files if f.resolve() in tracked_files(repo, files)}
     try:
         t = read_metrics(files, b)
     except MetricsError as e:
         out.print(f"[red]existing results do not fit the config[/red]: {escape(str(e))}")
         return 2
-    out.print(escape(f"  existing {', '.join(f.name for f in files)}: {sum(c.rows for c in t.classes)} counted "
-                     f"row(s), {len(t.classes)} config class(es) over columns {t.config_columns}"
-                     + (f", unit {t.unit}" if t.unit else "")))
+    names = ", ".join(f.name for f in files)
+    if old:
+        out.print(escape(_class_line(t, f"existing {names} (not previewed: not from a run of this config)")))
+        warnings.append(f"{', '.join(sorted(f.name for f in old))}: committed to git or older than {config.name}, "
+                        "its rows are not what the benchmark writes now (stale, another device's, or classes of another "
+                        "kernel it never runs): `kopt-mcp check-config --run` runs the benchmark once and previews only "
+                        "the rows it writes")
+        return 0
+    out.print(escape(_class_line(t, f"existing {names} (the last run's rows; --run to run it now)")))
     for line in _classes_lines(t):
         out.print(escape(line))
     warnings.extend(t.warnings)
@@ -122,8 +144,71 @@ def _results(out: Console, repo: Path, b: BenchmarkSection, warnings: list[str],
     return 0
 
 
-def check_config(repo: Path, config: Path | None) -> int:
-    """Print the config's summary (rich, to stdout); 0 when usable, 2 with the errors otherwise."""
+def _run_preview(out: Console, repo: Path, b: BenchmarkSection, warnings: list[str]) -> int:
+    """Run the benchmark once in place and preview only the rows it wrote (module docstring); the classes
+    the files held before that the run never wrote are named in a warning. 2 where the run fails or
+    writes no result the config reads."""
+    cwd = repo / b.workdir
+    try:
+        run = run_twice(cwd, b.command, b.timeout_s, runs=1)[0]
+    except InitError as e:
+        out.print(f"[red]the benchmark run failed[/red]: {escape(str(e))}")
+        return 2
+    if resolve_format(b) == "stdout":
+        mine = [ResultFile(path=str(cwd / "benchmark.log"), after=run.log)]
+    else:
+        written = {p: v for p, v in run.files.items() if fnmatch.fnmatch(p, b.csv)}
+        if not written:
+            out.print(f"[red]the run wrote no file matching {escape(repr(b.csv))}[/red] (it wrote: "
+                      f"{escape(', '.join(sorted(run.files)) or 'no .csv or .json file')})")
+            return 2
+        tracked = tracked_files(cwd, [cwd / p for p in written])
+        mine = [ResultFile(path=str(cwd / p), before=bv, after=av, tracked=(cwd / p).resolve() in tracked)
+                for p, (bv, av) in sorted(written.items())]
+    try:
+        t = read_results(mine, b)
+    except MetricsError as e:
+        out.print(f"[red]the run's results do not fit the config[/red]: {escape(str(e))}")
+        return 2
+    out.print(escape(_class_line(t, f"this run ({run.seconds:g} s) wrote") + (
+        f"; {t.stale_rows} row(s) it left unchanged not counted" if t.stale_rows else "")))
+    for line in _classes_lines(t):
+        out.print(escape(line))
+    warnings.extend(t.warnings)
+    before = [ResultFile(path=f.path, after=f.before) for f in mine if f.before]
+    try:
+        held = read_results(before, b).values() if before else {}
+    except MetricsError:
+        held = {}
+    never = [k for k in held if k not in t.values()]
+    if never:
+        warnings.append(f"{len(never)} config class(es) in the result files that this run never wrote (stale rows, or "
+                        f"another kernel's, provider's or device's; never judged): {', '.join(never[:5])}"
+                        + (f" and {len(never) - 5} more" if len(never) > 5 else ""))
+    return 0
+
+
+def _results(out: Console, repo: Path, b: BenchmarkSection, warnings: list[str], config: Path, run: bool) -> int:
+    fmt = resolve_format(b)
+    out.print(escape(f"metric: {b.metric} ({'higher' if b.higher_is_better else 'lower'} is better)"
+                     + (f": the {b.value_column} of rows whose {b.metric_name_column} is {b.metric!r}"
+                        if fmt == "csv-long" else "")))
+    out.print(escape(f"results: {b.csv or 'the run log'} (format {fmt}); rows that count: {b.rows or 'all'}"))
+    if run:
+        return _run_preview(out, repo, b, warnings)
+    if fmt == "stdout":
+        out.print("  read from the run log: config classes are found from the first run (--run to run it now)")
+        return 0
+    files = sorted(Path(p) for p in glob.glob(str(repo / b.workdir / b.csv), recursive=True) if Path(p).is_file())
+    if not files:
+        out.print(f"  no file matching {b.csv!r} yet: config classes are found from the first run (--run to run it now)")
+        return 0
+    return _existing(out, repo, files, b, warnings, config)
+
+
+def check_config(repo: Path, config: Path | None, run: bool = False) -> int:
+    """Print the config's summary (rich, to stdout); 0 when usable, 2 with the errors otherwise. `run`:
+    run the benchmark once and preview only the rows it writes (module docstring)."""
     out = Console(soft_wrap=True)
     path = config or repo / "kopt.toml"
     try:
@@ -143,7 +228,7 @@ def check_config(repo: Path, config: Path | None) -> int:
     out.print(escape(f"correctness: columns {b.correctness_columns or '-'}; condition {b.correctness or '-'}; "
                      f"command {t.correctness.command or '-'}"))
     if not errors:
-        status = max(status, _results(out, repo, b, warnings, Path(cf.path)))
+        status = max(status, _results(out, repo, b, warnings, Path(cf.path), run))
     out.print(_gates_line(t))
     try:
         probe = make_probe(t.gates.gpu_probe)

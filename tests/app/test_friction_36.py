@@ -11,6 +11,10 @@
    only reaped its children: with a neighbour at 49.6% of 2 cores (pid 4243 stress on one core), a benchmark that
    used 1.9 cores has every round under load (limit 12.5%: measured again up to 6 rounds, the neighbour named in
    each), a single-threaded one none (each round's 50% still reported); attribution itself: tests/gpus/test_cpu_attribution.py;
+5. check-config previewed each class from stale rows of a committed results file of another GPU (0.051 ms) and
+   listed classes the benchmark never runs: on the appended-harness example with such a row planted and committed,
+   check-config previews none of the committed rows, `check-config --run` previews only the 3 classes its run wrote
+   and names the 1 it never wrote, and init says 1 of the file's 13 rows was not written by its run;
 6. no way to end a session on purpose: `end_session` measures the gain (the toy's exact 2x) and
    commits the Stop Summary; candidate tools then refuse with `ended by the agent`;
 7. a verdict never said what the correctness command found: `correctness` gives 2 passed, 0 failed;
@@ -227,3 +231,32 @@ def test_4_a_whole_foreign_core_is_load_for_a_multi_core_benchmark_and_reported_
         assert "6 of 6 paired rounds ran under foreign load" in v["reason"] and "all 6 were counted" in v["reason"]
         assert "12.5% of 2 cores for a benchmark using up to 1.9 cores" in v["reason"]
         assert "pid 4243 stress 50%" in v["reason"] and "benchmark used up to 1.9 cores" in v["reason"]
+
+
+FOREIGN_ROW = ('rms_norm,ours,forward,speed,ms,H,hidden size,8192,0.051,0.05,0.06,"{""M"": 32, ""dtype"": ""float64""}",'
+               'NVIDIA H100,2026-11-20 10:00:00,0.1.0\n')
+
+
+def test_5_check_config_and_init_preview_only_the_rows_the_benchmark_writes_now(tmp_path, capsys):
+    from kopt_mcp.app.cli import main
+    from kopt_mcp.commands.demo import prepare_repo
+    from kopt_mcp.commands.init.propose import propose
+
+    repo = prepare_repo(Path(__file__).resolve().parents[2] / "examples" / "appended_harness", tmp_path / "repo")
+    with (repo / "data" / "all_benchmark_data.csv").open("a") as f:  # another GPU's row of a class never run here
+        f.write(FOREIGN_ROW)
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@l", "commit", "-qam", "h100 row"], cwd=repo, check=True)
+    assert main(["check-config", "--repo", str(repo)]) == 0
+    out = capsys.readouterr().out
+    assert "4 counted row(s), 4 config class(es)" in out and "not previewed" in out and "x_value=" not in out
+    assert "all_benchmark_data.csv: committed to git or older than kopt.toml" in out
+    assert main(["check-config", "--repo", str(repo), "--run"]) == 0
+    out = capsys.readouterr().out
+    assert "wrote: 3 counted row(s), 3 config class(es) over columns ['x_value'], unit ms" in out
+    shown = [ln.split(":")[0].strip() for ln in out.splitlines() if ln.startswith("  x_value=")]
+    assert shown == ["x_value=256", "x_value=1024", "x_value=2048"]
+    assert "1 config class(es) in the result files that this run never wrote" in out and "x_value=8192" in out
+    assert subprocess.run(["git", "status", "--porcelain"], cwd=repo, capture_output=True, text=True).stdout == ""
+    (repo / "kopt.toml").unlink()
+    p = propose(repo, "python benchmark/benchmark_rms_norm.py --overwrite", profile=False, run_tests=False)
+    assert any("1 of its 13 rows were not written by the run" in f for f in p.findings)

@@ -104,14 +104,31 @@ def test_check_config_on_the_appended_harness_example(capsys):
 
 
 def test_check_config_warns_about_results_older_than_the_config(toy_repo, capsys):
-    """Rows a run wrote before this config may be another kernel's (issue 35): a preview, said so."""
+    """Rows a run wrote before this config may be another kernel's (issue 35): not previewed (issue 36 item 5)."""
     import os
 
     subprocess.run(["python", "bench.py"], cwd=toy_repo, check=True, capture_output=True)
     csv = toy_repo / "results" / "bench.csv"
     assert main(["check-config", "--repo", str(toy_repo)]) == 0
-    assert "predate" not in capsys.readouterr().out  # written after kopt.toml: fresh
+    out = capsys.readouterr().out
+    assert "older than" not in out and "  n=1: 100 (1 row(s))" in out  # written after kopt.toml: the last run's
     st = (toy_repo / "kopt.toml").stat()
     os.utime(csv, (st.st_atime - 60, st.st_mtime - 60))
     assert main(["check-config", "--repo", str(toy_repo)]) == 0
-    assert "bench.csv predate(s) kopt.toml: its rows come from an earlier run" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "bench.csv: committed to git or older than kopt.toml" in out and "n=1:" not in out
+
+
+def test_check_config_run_previews_the_run_and_fails_when_it_cannot(toy_repo, capsys):
+    """--run (issue 36 item 5): the classes of the run it makes; 2 for a run that fails or writes nothing read."""
+    assert main(["check-config", "--repo", str(toy_repo), "--run"]) == 0
+    out = capsys.readouterr().out
+    assert "wrote: 2 counted row(s), 2 config class(es)" in out and "  n=1: 100 (1 row(s))" in out
+    assert list(toy_repo.glob("results/*.csv")) == []  # the run's files are put back as they were: none
+    _set(toy_repo, 'csv = "results/*.csv"', 'csv = "out/*.csv"')
+    assert main(["check-config", "--repo", str(toy_repo), "--run"]) == 2
+    assert "the run wrote no file matching 'out/*.csv'" in capsys.readouterr().out
+    _set(toy_repo, 'command = "python bench.py"', 'command = "python -c \'raise SystemExit(3)\'"')
+    assert main(["check-config", "--repo", str(toy_repo), "--run"]) == 2
+    out = capsys.readouterr().out
+    assert "the benchmark run failed" in out and "exited 3" in out

@@ -67,6 +67,14 @@ def _fresh(bench: BenchmarkSection, name: str, before: bytes | None, after: byte
     return df[keep]
 
 
+def _left_out(path: str, rows: int, fresh: int) -> list[str]:
+    """The finding for a result file of `rows` rows of which the run wrote only `fresh` (the rest left out)."""
+    if rows <= fresh:
+        return []
+    return [f"{path}: {rows - fresh} of its {rows} rows were not written by the run (stale, or another kernel's, "
+            "provider's or device's): only the rows the run wrote are read"]
+
+
 def _pick(df, names: tuple[str, ...]) -> str | None:
     lower = {str(c).lower(): str(c) for c in df.columns}
     return next((lower[n] for n in names if n in lower), None)
@@ -178,7 +186,6 @@ def analyse(runs: list[Run], log_name: str = "benchmark.log", results: str | Non
     own = own or Ownership()
     findings: list[str] = []
     comparisons: list[str] = []
-    whole = None
     written = [p for p in runs[0].files if results is None or Path(p).match(results) or p == results]
     shared = _shared_glob(written, runs[0])
     if shared:
@@ -202,8 +209,9 @@ def analyse(runs: list[Run], log_name: str = "benchmark.log", results: str | Non
             findings.append(f"{path}: the run left every row unchanged (it keeps old rows): pass the benchmark's "
                             "overwrite flag in the command, or every run will be judged stale")
             frames = [after]
+        findings += _left_out(path, len(after), len(frames[0]))  # rows the run never wrote
     else:
-        keys = {"csv": "", "format": "stdout"}
+        keys, whole = {"csv": "", "format": "stdout"}, None
         probe = BenchmarkSection(command="x", metric="x", format="stdout")
         frames = [_frame(probe, log_name, r.log) for r in runs]
         findings.append("the benchmark wrote no .csv or .json file: its printed table is read from the run log")
