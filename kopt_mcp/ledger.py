@@ -46,10 +46,14 @@ from kopt_mcp.events import (  # PerfRow re-exported: performance.md rows are bu
 from kopt_mcp.testing import faults
 
 PERF_HEADER = (
-    "| Date | Commit | Status | Benchmark command | Target config class | Kernel | {metric} | GPU time (us) "
+    "| Date | Commit | Status | Benchmark command | Target config class | Kernel | {metric} | {time} "
     "| change vs previous best | explanation |\n"
     "|---|---|---|---|---|---|---|---|---|---|\n"
 )
+#: performance.md's profiler-time column: GPU time of the target kernels on a GPU; on the CPU, where no
+#: kernel profiler measures (the script metric decides), the device-neutral name (issue 36 item 3)
+TIME_COLUMN_GPU = "GPU time (us)"
+TIME_COLUMN_CPU = "profiler time (us)"
 PERF_TITLE = ("# performance.md\n\nWritten by kopt-mcp from its ledger: the baseline, every kept improvement "
               "and the Stop Summary. Every attempt is in the session's ledger (resource kopt://ledger.jsonl).\n\n")
 #: `prev` of the ledger's first record
@@ -322,17 +326,18 @@ def perf_row_line(r: PerfRow | dict) -> str:
     return "| " + " | ".join(_cell(c) for c in cells) + " |\n"
 
 
-def render_performance(events: list, metric: str) -> str:
+def render_performance(events: list, metric: str, time_column: str = TIME_COLUMN_GPU) -> str:
     """performance.md as a function of ledger events (oldest first; typed events or raw records,
     read with `events.as_events`): the text the session started from (the first
-    `session_started.performance_md`, else title + table header), then the `rows` of every
+    `session_started.performance_md`, else title + table header, its profiler-time column named
+    `time_column`: TIME_COLUMN_CPU on a CPU session), then the `rows` of every
     `baseline` and `commit` record in order, then each `stopped` record's `summary`. Records without
     those fields add nothing, nor does a record that does not fit its model; a candidate's edit of
     the file cannot survive a re-render."""
     typed = as_events(events)
     base = next((e.performance_md for e in typed if isinstance(e, SessionStarted) and e.performance_md is not None),
                 None)
-    text = base if base is not None else PERF_TITLE + PERF_HEADER.format(metric=metric)
+    text = base if base is not None else PERF_TITLE + PERF_HEADER.format(metric=metric, time=time_column)
     for e in typed:
         if isinstance(e, (Baseline, Commit)):
             text += "".join(perf_row_line(r) for r in e.rows)
@@ -341,9 +346,11 @@ def render_performance(events: list, metric: str) -> str:
     return text
 
 
-def append_perf_rows(path: Path, metric: str, rows: list[PerfRow]) -> None:
-    """Append rows to performance.md, creating it with its title and table header if missing."""
-    text = path.read_text(encoding="utf-8") if path.exists() else PERF_TITLE + PERF_HEADER.format(metric=metric)
+def append_perf_rows(path: Path, metric: str, rows: list[PerfRow], time_column: str = TIME_COLUMN_GPU) -> None:
+    """Append rows to performance.md, creating it with its title and table header (its profiler-time
+    column named `time_column`) if missing."""
+    text = (path.read_text(encoding="utf-8") if path.exists()
+            else PERF_TITLE + PERF_HEADER.format(metric=metric, time=time_column))
     for r in rows:
         text += perf_row_line(r)
     atomic_write(path, text)

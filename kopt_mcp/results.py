@@ -32,6 +32,7 @@ def _finite_or_none(v: object) -> object:
 MaybeFloat = Annotated[float | None, BeforeValidator(_finite_or_none)]
 """A float that is null where the value is not a finite number (inf, NaN)."""
 
+GpuOnly = Annotated[MaybeFloat, Field(exclude_if=lambda v: v is None)]  # left out where no GPU profiler measured it
 
 class Omitted(BaseModel):
     """What a tool result left out to stay small (MCP clients cap a result at about 25k tokens): per
@@ -100,7 +101,7 @@ class DeviceInfo(BaseModel):
 
 
 class GpuResult(BaseModel):
-    """find_idle_gpu: the leased device, or why none could be leased (then the session stopped)."""
+    """find_idle_device (find_idle_gpu: deprecated): the leased device, or why none could be (the session stopped)."""
 
     leased: bool
     device: DeviceInfo | None
@@ -173,10 +174,10 @@ class TraceResult(BaseModel):
     backend: str
     device: DeviceInfo
     available: bool
-    total_gpu_us: float
+    total_gpu_us: GpuOnly = None
     kernels: list[KernelRow]
     target_kernels: list[str]
-    target_gpu_us: MaybeFloat
+    target_gpu_us: GpuOnly = None
     notes: list[str]
     log_path: str
     bottleneck: BottleneckOut | None = Field(
@@ -238,11 +239,11 @@ class VerdictResult(BaseModel):
     divergent_classes: list[str]
     #: incorrect: per failing config class, each error column's largest |value| (null when not finite)
     class_errors: dict[str, dict[str, MaybeFloat]] = {}
-    gpu_best_us: MaybeFloat
-    gpu_candidate_us: MaybeFloat
-    gpu_delta_pct: MaybeFloat
-    #: the GPU-time floor (%) the gain had to clear (rules/floor.py); null without a profiler
-    gpu_floor_pct: MaybeFloat = None
+    gpu_best_us: GpuOnly = None
+    gpu_candidate_us: GpuOnly = None
+    gpu_delta_pct: GpuOnly = None
+    #: the GPU-time floor (%) the gain had to clear (rules/floor.py); absent without a GPU profiler
+    gpu_floor_pct: GpuOnly = None
     rounds: int
     rounds_under_load: int = Field(0, description="paired rounds that ran under foreign load on the device (other "
                                    "processes at or above [gates] idle_cpu_pct, or another compute process on the GPU): "
@@ -329,10 +330,9 @@ class SessionGainResult(BaseModel):
     classes: list[ClassChange]
     rounds_under_load: int = Field(0, description="paired rounds that ran under foreign load on the device: measured "
                                    "again within [gates] max_rounds and left out, as save_and_test does (rules/load.py)")
-    gpu_base_us: MaybeFloat = None
-    gpu_head_us: MaybeFloat = None
-    gpu_gain_pct: MaybeFloat = Field(default=None, description="profiler GPU time of the target kernels: + = "
-                                     "less GPU time; null without a profiler or comparable profiles")
+    gpu_base_us: GpuOnly = None
+    gpu_head_us: GpuOnly = None
+    gpu_gain_pct: GpuOnly = Field(None, description="the target kernels' profiler GPU time, + = less (GPU only)")
     gpu_note: str = ""
     headline: str = Field(description="the result in one line, as the Stop Summary and the report show it")
     device: DeviceInfo | None
@@ -378,7 +378,7 @@ class StatusResult(BaseModel):
     workspace: str
     best_commit: str
     best_metrics: dict[str, float]
-    best_gpu_us: MaybeFloat
+    best_gpu_us: GpuOnly = None
     metric: str
     benchmark_command: str
     attempts: int

@@ -8,7 +8,15 @@ import stat
 
 import pytest
 
-from kopt_mcp.ledger import PERF_HEADER, PerfRow, Store, append_perf_rows, append_perf_text, atomic_write
+from kopt_mcp.ledger import (
+    PERF_HEADER,
+    TIME_COLUMN_GPU,
+    PerfRow,
+    Store,
+    append_perf_rows,
+    append_perf_text,
+    atomic_write,
+)
 from kopt_mcp.rules.repair import RepairState
 from kopt_mcp.rules.stop import RegressionCounter, RegressionNote
 from kopt_mcp.session import Best, Phase, SessionState
@@ -162,7 +170,7 @@ def test_perf_file_is_created_with_title_and_header(tmp_path):
     append_perf_rows(p, "us_per_call", [row(status="baseline")])
     text = p.read_text()
     assert text.startswith("# performance.md\n")
-    assert PERF_HEADER.format(metric="us_per_call") in text
+    assert PERF_HEADER.format(metric="us_per_call", time=TIME_COLUMN_GPU) in text
     assert text.rstrip().splitlines()[-1].startswith("| 2025-01-01T00:00:00+00:00 | 0123456789ab | baseline |")
 
 
@@ -375,7 +383,7 @@ def test_performance_md_is_a_function_of_the_ledger_records(tmp_path):
 def test_performance_md_keeps_the_text_the_session_started_from(tmp_path):
     from kopt_mcp.ledger import render_performance
 
-    old = "# performance.md\n\nan earlier session\n\n" + PERF_HEADER.format(metric="us")
+    old = "# performance.md\n\nan earlier session\n\n" + PERF_HEADER.format(metric="us", time=TIME_COLUMN_GPU)
     text = render_performance([{"event": "session_started", "performance_md": old},
                                {"event": "baseline", "rows": [row(status="baseline").model_dump()]}], "us")
     assert text.startswith(old) and text.count("| baseline |") == 1

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kopt_mcp.app.program import render_program
+from kopt_mcp.app.program import TRACE_CPU, device_words, render_program
 from kopt_mcp.app.trace_age import trace_age
 from kopt_mcp.events import Attempt, Trace, last
 from kopt_mcp.referee import Referee
@@ -61,18 +61,42 @@ def _attempts_block(events: list) -> str:
     return "\n".join(lines)
 
 
+#: how a hypothesis names its bottleneck and which rewrites to weigh, per device (research_directions)
+RETURN_GPU = """the trace that point to it (memory-bound: DRAM throughput near peak; compute-bound: SM throughput
+near peak; latency/occupancy-bound: both low, occupancy limited by registers or shared memory);
+the change; which config class it targets (or global); the expected gain and why; the risk to
+correctness. Consider, besides tuning (tile sizes, warps, stages, vector width): fusing the
+target kernel with its neighbours in the trace, a different algorithm (single-pass/online,
+persistent, split-K), and another backend where it fits the hardware (Triton, CUDA/CUTLASS-CuTe,
+CK, TileLang, FlyDSL, hand-written ASM)."""
+RETURN_CPU = """the profile that point to it (cpu-bound: the own functions and lines holding the samples, with
+their sample counts: a Python loop over rows, temporaries, one busy core; time in the harness or
+in imports is not the kernel's);
+the change; which config class it targets (or global); the expected gain and why; the risk to
+correctness. Consider: vectorization (whole-array numpy instead of a Python loop), reduced-precision
+compute where the tolerance allows, in-place buffers and fewer temporaries, a different algorithm
+(single-pass/online), threads over blocks or compiled code (Numba, Cython) where the machine has
+cores to spare, cache blocking for large inputs."""
+
+
 def research_directions(ref: Referee) -> str:
     """A request for ranked, advisory optimization hypotheses from the latest trace, the per-class
-    table and past attempts. The text says they are advice, never orders."""
+    table and past attempts. The text says they are advice, never orders. On a CPU session it speaks
+    of the sampled profile, functions and lines, never GPU time, DRAM/SM throughput or occupancy."""
     s, cfg = ref.state, ref.cfg
     events = ref.store.events()
+    cpu = device_words(ref)[1] is TRACE_CPU
     best = "\n".join(f"| {k} | {_fmt(v)} |" for k, v in s.best.metrics.items()) or "| (no baseline yet) | - |"
+    judged = ("the script metric: no kernel profiler on the CPU" if cpu
+              else "profiler GPU time on a GPU, the script metric without a profiler")
+    best_line = (f"BEST_COMMIT {s.best.commit[:12]}." if cpu else f"BEST_COMMIT {s.best.commit[:12]}; GPU time of the "
+                 f"target kernel(s): {_fmt(s.best.gpu_us)} us (\"-\": none measured).")
     return f"""You are advising a kernel engineer's optimization loop. Propose research directions.
 
 Your output is ADVICE: a ranked list of hypotheses the optimizing agent weighs against its own
 profile and judgement. None of it is an order, and none of it changes the rules: every candidate is
 still judged by save_and_test (correctness, noise threshold {cfg.gates.noise_pct:g}%, per-class verdicts,
-profiler GPU time on a GPU, the script metric on the CPU).
+{judged}).
 
 ## Current best per config class ({cfg.benchmark.metric}, {'higher' if cfg.benchmark.higher_is_better else 'lower'} is better)
 
@@ -80,9 +104,9 @@ profiler GPU time on a GPU, the script metric on the CPU).
 |---|---|
 {best}
 
-BEST_COMMIT {s.best.commit[:12]}; GPU time of the target kernel(s): {_fmt(s.best.gpu_us)} us ("-": none measured).
+{best_line}
 
-## Latest trace (hottest first)
+## Latest {'profile' if cpu else 'trace'} (hottest first)
 
 {_age_line(events, s.best.commit)}{_trace_block(events)}
 
@@ -94,16 +118,7 @@ BEST_COMMIT {s.best.commit[:12]}; GPU time of the target kernel(s): {_fmt(s.best
 
 If the trace above is marked STALE, say so first and offer to refresh it (kernel_trace_analysis) before
 the ranking leans on its numbers. Up to 6 hypotheses, most promising first. For each: the bottleneck it addresses and the numbers in
-the trace that point to it (memory-bound: DRAM throughput near peak; compute-bound: SM throughput
-near peak; latency/occupancy-bound: both low, occupancy limited by registers or shared memory;
-cpu-bound: the functions and lines holding the samples, e.g. a Python loop over rows, temporaries,
-one busy core);
-the change; which config class it targets (or global); the expected gain and why; the risk to
-correctness. Consider, besides tuning (tile sizes, warps, stages, vector width): fusing the
-target kernel with its neighbours in the trace, a different algorithm (single-pass/online,
-persistent, split-K), and another backend where it fits the hardware (Triton, CUDA/CUTLASS-CuTe,
-CK, TileLang, FlyDSL, hand-written ASM); on a CPU: vectorization, in-place buffers, threads over
-blocks, cache blocking, compiled code (Numba, Cython). Do not repeat an idea the attempts table shows as
+{RETURN_CPU if cpu else RETURN_GPU} Do not repeat an idea the attempts table shows as
 regressed or tie unless you say what is different; a `divergent` result suggests a specialised
 kernel for its target class behind a dispatch on the config.
 """

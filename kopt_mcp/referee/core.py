@@ -63,7 +63,7 @@ from kopt_mcp.config import ConfigFile, TargetConfig
 from kopt_mcp.errors import Cancelled, LedgerEventError, RefereeError, StateSaveError
 from kopt_mcp.evidence.trace import exact_names_regex
 from kopt_mcp.gpus.gate import GateOutcome
-from kopt_mcp.ledger import Store, atomic_write, new_record, render_performance
+from kopt_mcp.ledger import TIME_COLUMN_CPU, TIME_COLUMN_GPU, Store, atomic_write, new_record, render_performance
 from kopt_mcp.paths import kopt_dir, session_dir
 from kopt_mcp.profilers.base import Profiler
 from kopt_mcp.referee.services import Services
@@ -192,7 +192,10 @@ class Session:
         """Render performance.md from the ledger, the queued records and `extra` records (the ones
         about to be committed) into the workspace (atomic)."""
         events = shared_events(self) + list(self.state.outbox) + list(extra or [])
-        atomic_write(self.workspace_path / "performance.md", render_performance(events, self.cfg.benchmark.metric))
+        vendor = self.device.vendor if self.device is not None else None
+        cpu = vendor == "cpu" or (vendor is None and self.cfg.gates.gpu_probe == "none")
+        atomic_write(self.workspace_path / "performance.md", render_performance(
+            events, self.cfg.benchmark.metric, TIME_COLUMN_CPU if cpu else TIME_COLUMN_GPU))
 
     # -- small helpers shared by the operations ---------------------------------------------
 

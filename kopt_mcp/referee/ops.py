@@ -103,8 +103,8 @@ CPU_INSTEAD = ("Instead: read the code the benchmark calls and look for Python l
 
 
 def _no_trace(sess: Session, backend: str, notes: list[str]) -> TraceResult:
-    return TraceResult(backend=backend, device=sess.device, available=False, total_gpu_us=0.0, kernels=[],
-                       target_kernels=[], target_gpu_us=None, log_path="", notes=notes)
+    return TraceResult(backend=backend, device=sess.device, available=False, kernels=[], target_kernels=[],
+                       log_path="", notes=notes)
 
 
 def _no_profiler_notes(sess: Session) -> list[str]:
@@ -195,12 +195,11 @@ def _cpu_trace(sess: Session, trace: KernelTrace, top: int, notes: list[str], ru
                                        "harness_functions": trace.cpu.harness_functions[:top]})
     bottleneck = classify_cpu(trace.cpu)
     sess.store.log("trace", **(origin or {}), run_dir=str(run_dir), device=sess.device_id, backend=trace.backend,
-                   bottleneck=bottleneck.model_dump(), total_gpu_us=0.0,
+                   bottleneck=bottleneck.model_dump(),
                    functions=[{"function": f.function, "file": f.file, "line": f.line, "self_pct": f.self_pct,
                                "total_pct": f.total_pct} for f in cpu.functions])
-    return TraceResult(backend=trace.backend, device=sess.device, available=True, total_gpu_us=0.0, kernels=[],
-                       target_kernels=[], target_gpu_us=None, notes=notes, log_path=log_path,
-                       bottleneck=bottleneck, cpu=cpu)
+    return TraceResult(backend=trace.backend, device=sess.device, available=True, kernels=[], target_kernels=[],
+                       notes=notes, log_path=log_path, bottleneck=bottleneck, cpu=cpu)  # no GPU figures on the CPU
 
 
 def warm_up_harness(sess: Session, progress: Progress | None = None) -> WarmupResult:

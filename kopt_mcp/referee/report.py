@@ -85,8 +85,9 @@ def stop_summary(state: SessionState, metric: str, gain: dict | None = None, gai
         + (f" (script only: {state.kept_script_only})" if state.kept_script_only else ""),
         f"- best {metric} per config class: "
         + (", ".join(f"{k} = {fmt(v)}" for k, v in state.best.metrics.items()) or "-"),
-        f"- best profiler GPU time (us): {fmt(state.best.gpu_us)} (target kernels)"
-        + (f", {fmt(state.best.op_us)} (whole operation)" if state.best.op_us is not None else ""),
+        *([f"- best profiler GPU time (us): {fmt(state.best.gpu_us)} (target kernels)"
+           + (f", {fmt(state.best.op_us)} (whole operation)" if state.best.op_us is not None else "")]
+          if state.best.gpu_us is not None else []),  # a GPU figure only where a GPU profiler measured one
         *landing_lines(state.tag),
         "",
         "Last regressions:",

@@ -11,6 +11,9 @@
    only reaped its children: with a neighbour at 49.6% of 2 cores (pid 4243 stress on one core), a benchmark that
    used 1.9 cores has every round under load (limit 12.5%: measured again up to 6 rounds, the neighbour named in
    each), a single-threaded one none (each round's 50% still reported); attribution itself: tests/gpus/test_cpu_attribution.py;
+3. GPU words on a CPU target (the rest is tests/app/test_friction_replay.py test_5): research_directions on the
+   CPU asks about the sampled functions and lines, never DRAM/SM throughput, occupancy or GPU time; status
+   carries no best_gpu_us;
 5. check-config previewed each class from stale rows of a committed results file of another GPU (0.051 ms) and
    listed classes the benchmark never runs: on the appended-harness example with such a row planted and committed,
    check-config previews none of the committed rows, `check-config --run` previews only the 3 classes its run wrote
@@ -54,6 +57,7 @@ async def _replay(ref) -> dict:
         out["verdict"] = (await c.call_tool("save_and_test", {"hypothesis": "halve"})).structured_content
         out["commit"] = (await c.call_tool("commit_improvement", {})).structured_content
         out["program"] = (await c.read_resource("kopt://program.md")).contents[0].text
+        out["directions"] = (await c.get_prompt("research_directions", {})).messages[0].content.text
         out["end"] = (await c.call_tool("end_session", {"why": "2x is enough"})).structured_content
         out["after"] = await c.call_tool("save_and_test", {"hypothesis": "more"})
         out["status"] = (await c.call_tool("status", {})).structured_content
@@ -260,3 +264,25 @@ def test_5_check_config_and_init_preview_only_the_rows_the_benchmark_writes_now(
     (repo / "kopt.toml").unlink()
     p = propose(repo, "python benchmark/benchmark_rms_norm.py --overwrite", profile=False, run_tests=False)
     assert any("1 of its 13 rows were not written by the run" in f for f in p.findings)
+
+
+def test_3_research_directions_and_status_speak_of_the_cpu_on_a_cpu_session(replay, monkeypatch):
+    text = replay["directions"]
+    for gpu_word in ("DRAM", "SM throughput", "occupancy", "GPU time", "warps"):
+        assert gpu_word not in text, gpu_word
+    assert "the script metric: no kernel profiler on the CPU" in text and "vectorization" in text
+    assert "best_gpu_us" not in replay["status"] and "gpu_base_us" not in replay["end"]["gain"]
+
+
+def test_3_on_a_gpu_the_directions_keep_their_gpu_words(tmp_path, monkeypatch):
+    from kopt_mcp.app import prompts
+    from kopt_mcp.app.program import TRACE_GPU
+
+    ref = Referee(make_toy_repo(tmp_path / "repo", {"1": 100.0}), tag="t", lease_dir=tmp_path / "leases")
+    try:
+        monkeypatch.setattr(prompts, "device_words", lambda r: ("nvidia GPU (H100)", TRACE_GPU))
+        text = prompts.research_directions(ref)
+    finally:
+        ref.close()
+    assert "DRAM throughput near peak" in text and "GPU time of the target kernel(s): - us" in text
+    assert "vectorization (whole-array numpy" not in text

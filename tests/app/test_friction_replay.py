@@ -6,7 +6,7 @@ test checks that one friction point is gone, on what the client itself received:
 2. load during a round was invisible;
 3. no measured answer to "what did the session achieve?";
 4. numbers an agent cannot read (99.8333%, per-class values against the mean, no baseline spread);
-5. GPU words and no next step on a CPU device;
+5. GPU words and no next step on a CPU device (issue 36 item 3: no GPU-only fields, columns or lines);
 6. nothing said how to land the branch, or why `formatted: false`.
 
 The toy's metrics are exact numbers, so every figure below is exact; its CPU gate is off
@@ -126,6 +126,14 @@ def test_5_a_cpu_session_hears_cpu_words_and_gets_a_next_step(session):
     assert "GPU wait" not in out["program"] and "CPU gate wait 60 s" in out["program"]
     for name, text in out["tools"].items():
         assert "GPU" not in text or "device" in text or "CPU" in text, name
+    # issue 36 item 3: GPU figures only where a GPU measured them, device-neutral columns
+    gpu_only = {"total_gpu_us", "target_gpu_us", "gpu_best_us", "gpu_candidate_us", "gpu_delta_pct", "gpu_floor_pct",
+                "best_gpu_us", "gpu_base_us", "gpu_head_us", "gpu_gain_pct"}
+    for name in ("trace", "verdict", "regression", "gain", "baseline"):
+        assert gpu_only.isdisjoint(out[name]), name
+    header = next(x for x in out["performance"].splitlines() if x.startswith("| Date |"))
+    assert "| us_per_call | profiler time (us) |" in header and "GPU" not in out["performance"]
+    assert "find_idle_device" in out["tools"] and out["tools"]["find_idle_gpu"].startswith("Deprecated")
 
 
 def test_6_landing_is_spelled_out_and_formatted_says_why(session):

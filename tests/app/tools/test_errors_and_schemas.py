@@ -156,7 +156,8 @@ async def test_every_tool_result_validates_against_its_output_schema_with_baseli
             return _validate(tools, name, await c.call_tool(name, args or {}))
 
         await run("status")
-        await run("find_idle_gpu")
+        await run("find_idle_device")
+        await run("find_idle_gpu")  # its deprecated name, the same result
         assert (await run("run_benchmark"))["baseline_recorded"]
         await run("kernel_trace_analysis", {"top": 3})
         await run("warm_up_harness")
