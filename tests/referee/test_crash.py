@@ -78,9 +78,9 @@ def assert_ledger_consistent(sd: Path) -> None:
 
 
 def render_of(sd: Path) -> str:
-    from kopt_mcp.ledger import Store, render_performance
+    from kopt_mcp.ledger import TIME_COLUMN_CPU, Store, render_performance
 
-    return render_performance(Store(sd).ledger(), "us_per_call")
+    return render_performance(Store(sd).ledger(), "us_per_call", TIME_COLUMN_CPU)  # the toy measures on the CPU
 
 
 async def _restart(repo: Path, then) -> tuple[dict, object]:

@@ -19,7 +19,7 @@ from pathlib import Path
 import anyio
 
 from kopt_mcp.events import Commit, last
-from kopt_mcp.ledger import render_performance
+from kopt_mcp.ledger import TIME_COLUMN_CPU, render_performance
 from kopt_mcp.referee.slots import shared_events
 from tests.referee.test_slots import KERNEL, _kernel, _line, _slot_params, repo, until_killed  # noqa: F401 - fixtures
 
@@ -115,7 +115,7 @@ def test_a_keep_committed_after_an_overtaken_round_is_adopted_once_with_its_over
     perf = subprocess.run(["git", "show", "kernel-opt/t:performance.md"], cwd=repo, capture_output=True,
                           text=True, check=True).stdout
     assert perf.count("| keep |") == 4 and perf.count("attempt 1: b (") == 2  # a row per class, per keep
-    assert perf == render_performance(shared_events(b), "us_per_call")
+    assert perf == render_performance(shared_events(b), "us_per_call", TIME_COLUMN_CPU)  # a CPU session's column
     # the session goes on: the main slot follows b's adopted keep
     assert a.run_benchmark().ok and a.state.best.commit == stale
     assert (a.workspace_path / "performance.md").read_text() == perf
