@@ -117,7 +117,7 @@ class AgentsDemo:
                             tg.start_soon(self._agent, agent, clients[agent], steps)
                 st = {}
                 for agent, cl in clients.items():  # each slot follows the final BEST before it answers
-                    await cl.call_tool("find_idle_gpu", {})
+                    await cl.call_tool("find_idle_device", {})
                     st[agent] = _data(await cl.call_tool("status", {}))
                 perf = (await main.read_resource("kopt://performance.md")).contents[0].text
         self._check(st, perf)
@@ -129,7 +129,7 @@ class AgentsDemo:
             for e in step.wait:
                 await self.events[e].wait()
             if step.wait:
-                await c.call_tool("find_idle_gpu", {})  # a cheap call: the slot follows the moved BEST first
+                await c.call_tool("find_idle_device", {})  # a cheap call: the slot follows the moved BEST first
             if not await self._step(agent, c, ws, step):
                 # never leave another agent waiting for ever: this step's and every later step's signal
                 for e in filter(None, (s.signal for s in steps[i:])):
