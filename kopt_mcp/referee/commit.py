@@ -110,6 +110,8 @@ class Kept:
     outputs: dict[str, bytes] | None = None
     code: Code = Code.STILL_BETTER
     cost: Cost | None = None
+    #: the out-of-process confirmation's figure where it confirmed, e.g. "ncu out of process +16.67%"
+    confirmed: str = ""
 
 
 def _commit(sess: Session, message: str, progress: Progress | None, overtaken: int = 0) -> CommitResult | None:
@@ -175,7 +177,7 @@ def _commit(sess: Session, message: str, progress: Progress | None, overtaken: i
         return _write_commit(sess, a, Kept(rm, metrics, gpu_us, formatted, reapplied, note, overtaken,
                                            claim[0] if (formatted or reapplied) and gpu_us is not None else None,
                                            _included(sess, rm.cand_run_dir), code,
-                                           cost=_cost(sess, rm, t0)),
+                                           cost=_cost(sess, rm, t0), confirmed=got.confirmed),
                              message, progress)
 
 
@@ -190,6 +192,7 @@ class _Measured:
     claim: tuple[float | None, float | None, float | None]
     note: str
     code: Code
+    confirmed: str = ""  # the out-of-process confirmation's figure where it confirmed
 
 
 def _measure(sess: Session, a: Attempt, formatted: bool, reapplied: bool, progress: Progress | None,
@@ -238,9 +241,12 @@ def _measure(sess: Session, a: Attempt, formatted: bool, reapplied: bool, progre
         if code == Code.VERDICT_STANDS and (conf is None or conf.status != "confirmed"):
             stand = False  # nothing measured it again: re-measure in process after all
             continue
+        confirmed = ""
         if conf is not None:
             note, code = f"{note} Out-of-process confirmation: {conf.reason}", conf.code
-        return _Measured(rm, gpu_us, claim, note, code)
+            if conf.status == "confirmed" and conf.gain_pct is not None:
+                confirmed = f"{conf.backend or 'the profiler'} out of process {conf.gain_pct:+.2f}%"
+        return _Measured(rm, gpu_us, claim, note, code, confirmed)
 
 
 def _cost(sess: Session, rm: Remeasure, t0: float) -> Cost:
@@ -272,7 +278,8 @@ def _write_commit(sess: Session, a: Attempt, k: Kept, message: str, progress: Pr
     title = message.strip() or p.hypothesis.strip() or f"kopt attempt {p.attempt}"
     rows = [r.model_dump() for r in perf_rows(
         "keep", "(this commit)", cfg.benchmark.command, p.target, p.kernels, metrics, gpu_us,
-        changes, keep_note(p, title, rm.at_commit_pct(), gpu_us), class_gpu_us=a.class_gpu_us,
+        changes, keep_note(p, title, None if rm.decision.code == Code.VERDICT_STANDS else rm.at_commit_pct(), gpu_us,
+                           k.confirmed), class_gpu_us=a.class_gpu_us,
         class_op_us=a.class_op_us)]
     # what recovery adopts after a crash; the rows go into the `commit` record
     s.in_progress.update(metrics=metrics, gpu_us=gpu_us, rows=rows, overtaken_rounds=k.overtaken_rounds)

@@ -102,10 +102,13 @@ def stop_summary(state: SessionState, metric: str, gain: dict | None = None, gai
     return "\n".join(lines) + "\n"
 
 
-def keep_note(p: PendingImprovement, title: str, commit_delta_pct: float, gpu_us: float | None) -> str:
-    """The note of a keep's performance.md rows: what kept it and both script-metric deltas of its
-    target (% better: the save_and_test verdict's mean as the verdict showed it, `p.verdict.target_pct`,
-    the geometric mean ratio's change; and the commit's one-round re-measure), e.g.
+def keep_note(p: PendingImprovement, title: str, commit_delta_pct: float | None, gpu_us: float | None,
+              confirmed: str = "") -> str:
+    """The note of a keep's performance.md rows: what kept it and both deltas of its target (% better:
+    the save_and_test verdict's mean as the verdict showed it, `p.verdict.target_pct`, the geometric mean
+    ratio's change; and the commit's re-measure, `commit_delta_pct`; None where the commit did not
+    re-measure in process: rules/commit.py verdict_stands), then `confirmed`, the out-of-process
+    confirmation's figure where it confirmed (e.g. "ncu out of process +16.67%"), e.g.
     `attempt 3: fuse (kept on profiler GPU time, -12.0% GPU time; n=1 +11.80% at the verdict,
     +11.20% re-measured at commit)`. The commit's own one-round decision reason is not used: one
     round is never a significant win, and the row would say `tie` for a keep."""
@@ -114,8 +117,10 @@ def keep_note(p: PendingImprovement, title: str, commit_delta_pct: float, gpu_us
     if gpu and p.verdict is not None and p.verdict.op_gain_pct is not None:
         gpu += f" (whole operation {-p.verdict.op_gain_pct:+.1f}%)"
     at_verdict = p.verdict.target_pct if p.verdict is not None else p.target_delta_pct
+    at_commit = ("not re-measured in process at commit" if commit_delta_pct is None
+                 else f"{commit_delta_pct:+.2f}% re-measured at commit")
     return (f"attempt {p.attempt}: {title} (kept on {p.metric_used}{gpu}; {p.target} {at_verdict:+.2f}% "
-            f"at the verdict, {commit_delta_pct:+.2f}% re-measured at commit)")
+            f"at the verdict, {at_commit}{', confirmed by ' + confirmed if confirmed else ''})")
 
 
 def format_note(command: str, formatted: bool, ran: bool = True) -> dict[str, str]:
