@@ -413,13 +413,11 @@ class Confirmation(_OnSlot):
     """commit_improvement's out-of-process confirmation of a GPU-time keep (profilers.confirm):
     confirmed / refuted / unavailable, why, the profiler, the claimed and measured gains (%), the
     floor and tolerance (%), and each side's time per step (us) as measured out of process."""
-
     required = ("attempt", "status")
     event: Literal["confirmation"]
     attempt: int | None = None
     status: Literal["confirmed", "refuted", "unavailable"]
-    #: why, stable (kopt_mcp.rules.decision.Code: confirmed / refuted / unconfirmed)
-    code: str | None = None
+    code: str | None = None  # why, stable (kopt_mcp.rules.decision.Code: confirmed / refuted / unconfirmed)
     reason: str = ""
     backend: str | None = None
     claimed_gain_pct: float | None = None
@@ -429,6 +427,8 @@ class Confirmation(_OnSlot):
     candidate: dict[str, Any] | None = None
     gain_pct: float | None = None
     runs: list[str] = []
+    selection: str | None = None  # the target selection (profilers/confirm.py selection_key)
+    best_reused: bool = False  # BEST's figure is the stored one of its tree (no run)
 
 
 class SessionGain(_OnSlot):

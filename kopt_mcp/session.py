@@ -20,6 +20,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from kopt_mcp.errors import SessionError
+from kopt_mcp.evidence.confirm import StoredTargetTime
 from kopt_mcp.rules.decision import Verdict
 from kopt_mcp.rules.percent import spread_pct
 from kopt_mcp.rules.repair import RepairState
@@ -174,6 +175,9 @@ class SessionState(BaseModel):
     #: BEST_COMMIT): ignored by the post-run check and the diff guard, never committed (a commit
     #: keeps BEST's version). A protected file is never one.
     benchmark_outputs: list[str] = Field(default_factory=list)
+    #: the last confirmed commit's out-of-process measurement of its tree (referee/confirmation.py):
+    #: BEST's figure at the next confirmation where still valid (rules/confirm.py reusable_best)
+    confirmed_tree: StoredTargetTime | None = None
 
     # -- phase transitions (the referee calls these; it never assigns phase or counters itself) --
 

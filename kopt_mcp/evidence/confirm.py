@@ -23,3 +23,20 @@ class TargetTime(BaseModel):
     groups: list[str]
     kernels: list[str]
     units: dict[int, float] = Field(default_factory=dict)
+
+
+class StoredTargetTime(BaseModel):
+    """A tree's out-of-process TargetTime kept by the referee (session state) so that the next commit's
+    confirmation, whose BEST is that tree, need not run BEST again: `tree` (git tree hash measured),
+    `commit` (the BEST_COMMIT that holds it once committed: the tree plus performance.md; None before),
+    `selection` (the confirming profiler's target selection: backend, by unit or by launch
+    configuration, kernel regex, target names, launch count), `device` (the measuring device's id),
+    `at` (time.time() of the measurement, s), `time` (what was measured). Written by kopt from the
+    profiler's own output, never by the benchmark's process."""
+
+    tree: str
+    commit: str | None = None
+    selection: str
+    device: str | None = None
+    at: float
+    time: TargetTime

@@ -41,6 +41,7 @@ Pieces:
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import shutil
@@ -60,7 +61,7 @@ from kopt_mcp.profilers.ncu_units import NVTX_INCLUDE
 from kopt_mcp.profilers.rocprof import OUTPUT_NAME, parse_rocprof_dir
 
 __all__ = ["DEFAULT_LAUNCH_COUNT", "ConfirmNcu", "ConfirmRocprof", "confirm_profiler", "function_names",
-           "measure_trees", "target_time"]
+           "measure_trees", "selection_key", "target_time"]
 
 #: launches ncu profiles per launch configuration (grid, block, shared memory) of the target: the
 #: median of this many is the group's time; ncu serializes each one, so this bounds the cost
@@ -284,18 +285,30 @@ def _unit_medians(trace: KernelTrace, kernels: set[str]) -> dict[int, float]:
 RunProfiled = Callable[[str, Profiler, str], KernelTrace]
 
 
-def measure_trees(run_profiled: RunProfiled, cand_tree: str, best_tree: str, prof: ConfirmProfiler
-                  ) -> dict[str, tuple[TargetTime | None, str | None]]:
+def selection_key(prof: ConfirmProfiler) -> str:
+    """The confirming profiler's target selection as one string (backend, by unit or by launch
+    configuration, kernel regex, target names, launch count): two measurements compare only under the
+    same key (rules/confirm.py reusable_best)."""
+    return json.dumps([prof.name, bool(getattr(prof, "by_unit", False)), getattr(prof, "kernel_regex", None),
+                       list(getattr(prof, "target_names", [])), getattr(prof, "launch_count", None)])
+
+
+def measure_trees(run_profiled: RunProfiled, cand_tree: str, best_tree: str, prof: ConfirmProfiler,
+                  best_known: TargetTime | None = None) -> dict[str, tuple[TargetTime | None, str | None]]:
     """Run the candidate's tree, then BEST's, under the confirming profiler `prof` and measure each
     (`target_time` with `prof.target_regex`). `run_profiled(tree, profiler, label)`: runs the fixed
     benchmark of snapshot `tree` under `profiler` and returns `profiler.parse(run_dir)`, raising
-    ProfilerError / MeasurementError where the run failed or left no trace.
+    ProfilerError / MeasurementError where the run failed or left no trace. `best_known`: BEST's
+    measurement under the same selection, stored from an earlier run of its tree: BEST is not run.
 
     Returns label ("confirm-candidate", "confirm-best": run folder names) -> (TargetTime, None), or
     (None, why) where that run gave no measurement (ProfilerError, MeasurementError, a bad regex).
     Any other exception (e.g. the referee's Tampered) propagates."""
     out: dict[str, tuple[TargetTime | None, str | None]] = {}
     for label, tree in (("confirm-candidate", cand_tree), ("confirm-best", best_tree)):
+        if label == "confirm-best" and best_known is not None:
+            out[label] = (best_known, None)
+            continue
         try:
             trace = run_profiled(tree, prof, label)
             out[label] = (target_time(trace, prof.target_regex(trace)), None)

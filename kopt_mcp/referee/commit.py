@@ -22,7 +22,7 @@ from kopt_mcp import vcs
 from kopt_mcp.bench.measure import included_outputs, raise_if_cancelled
 from kopt_mcp.errors import RefereeError, Tampered
 from kopt_mcp.referee.commit_measure import Remeasure, remeasure
-from kopt_mcp.referee.confirmation import by_marked_units, confirm_out_of_process
+from kopt_mcp.referee.confirmation import bind_confirmed, by_marked_units, confirm_out_of_process
 from kopt_mcp.referee.core import Progress, Session
 from kopt_mcp.referee.guards import protected_paths, workspace_moved
 from kopt_mcp.referee.reapply import reapply
@@ -110,8 +110,7 @@ class Kept:
     outputs: dict[str, bytes] | None = None
     code: Code = Code.STILL_BETTER
     cost: Cost | None = None
-    #: the out-of-process confirmation's figure where it confirmed, e.g. "ncu out of process +16.67%"
-    confirmed: str = ""
+    confirmed: str = ""  # the out-of-process confirmation's figure where it confirmed, e.g. "ncu out of process +1.2%"
 
 
 def _commit(sess: Session, message: str, progress: Progress | None, overtaken: int = 0) -> CommitResult | None:
@@ -298,6 +297,7 @@ def _write_commit(sess: Session, a: Attempt, k: Kept, message: str, progress: Pr
     text = commit_message(title, p, rm.shown(p.target), notes)
     sha = vcs.commit_snapshot(sess.ws, a.tree, {**outputs, "performance.md": perf.read_bytes()}, s.best.commit, text)
     faults.point("commit_improvement.after_git_commit")
+    bind_confirmed(s, a.tree, sha)  # the confirmation's measurement of this tree now stands for BEST
     if not k.reapplied:  # the runs of this very tree (formatting aside): the new BEST's first noise group
         s.record_best_runs([*p.candidate_run_metrics, *rm.cand_runs])
     code = Code.SCRIPT_ONLY if p.script_only else k.code  # a script-only keep says so (rules/script_only.py)

@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from kopt_mcp.evidence.confirm import TargetTime
+from kopt_mcp.evidence.confirm import StoredTargetTime, TargetTime
 from kopt_mcp.rules.decision import Code
 
 Status = Literal["confirmed", "refuted", "unavailable"]
@@ -21,6 +21,9 @@ Status = Literal["confirmed", "refuted", "unavailable"]
 #: serializes launches (no overlap with the neighbours the CUPTI run had) and sees a few launches per
 #: unit or launch configuration only, so a real 30% win may read 27%
 AGREE_FRACTION = 0.25
+#: how old (s) a tree's stored out-of-process measurement may be to stand for BEST at the next commit's
+#: confirmation (`reusable_best`); the device gate checks the GPU is idle before every run either way
+BEST_REUSE_MAX_AGE_S = 3600.0
 
 
 class Confirmation(BaseModel):
@@ -45,6 +48,10 @@ class Confirmation(BaseModel):
     runs: list[str] = Field(default_factory=list)
     #: why (kopt_mcp.rules.decision.Code): confirmed, refuted or unconfirmed
     code: Code
+    #: the confirming profiler's target selection (profilers/confirm.py selection_key); True where
+    #: BEST's figure was a stored one of the same tree (rules/confirm.py reusable_best), not a new run
+    selection: str | None = None
+    best_reused: bool = False
 
     @property
     def blocks_commit(self) -> bool:
@@ -122,4 +129,17 @@ def decide_confirmation(claimed_gain_pct: float, floor_pct: float, best: TargetT
                         reason=f"confirmed: {numbers}{more}")
 
 
-__all__ = ["AGREE_FRACTION", "Confirmation", "TargetTime", "decide_confirmation", "gain_pct"]
+def reusable_best(stored: StoredTargetTime | None, best_commit: str, selection: str, device: str | None, now: float,
+                  max_age_s: float = BEST_REUSE_MAX_AGE_S) -> TargetTime | None:
+    """BEST's out-of-process measurement without a run (pure): the stored measurement of a tree (the
+    candidate's run of the last confirmed commit) stands for BEST where BEST_COMMIT (`best_commit`) is the
+    commit that holds the tree it measured, with the same target selection on the same device, at most `max_age_s`
+    seconds before `now` (time.time(), s). Else None: BEST runs again. Saves one of the two runs of
+    every confirmation after the first (issue 34 item 6: a commit <= 1.5x one plain run). Never raises."""
+    if stored is None or stored.commit != best_commit or stored.selection != selection or stored.device != device:
+        return None
+    return stored.time if 0.0 <= now - stored.at <= max_age_s else None
+
+
+__all__ = ["AGREE_FRACTION", "BEST_REUSE_MAX_AGE_S", "Confirmation", "TargetTime", "decide_confirmation", "gain_pct",
+           "reusable_best"]
