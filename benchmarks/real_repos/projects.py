@@ -508,8 +508,10 @@ PROJECTS = {p.name: p for p in (LIGER, TRITON_KERNELS, FLAGGEMS)}
 def _more() -> None:
     """Projects kept in modules of their own (one module per project from here on)."""
     from fla import FLA  # lazy: fla.py imports this module's Project and Candidate
+    from fla_ln import FLA_LN_PROJECT
 
     PROJECTS[FLA.name] = FLA
+    PROJECTS[FLA_LN_PROJECT.name] = FLA_LN_PROJECT
 
 
 _more()
