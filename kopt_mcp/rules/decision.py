@@ -47,6 +47,12 @@ class Code(StrEnum):
     GPU_TIME_MISSING = "gpu_time_missing"          # a profile failed or lacks the target / per-launch times
     GPU_TIME_UNREPRODUCIBLE = "gpu_time_unreproducible"  # BEST's own profiles launched different work
     SKIPPED_WORK = "skipped_work"                  # fewer launches than the fixed benchmark makes
+    REPLAYED_RESULT = "replayed_result"            # target absent from timed invocations where BEST ran it (copies
+                                                   # of a cached result, or a few calls skipped): rules/replay.py
+    PERSISTING_L2 = "persisting_l2"                # the candidate set an L2 access policy window or persisting-L2
+                                                   # limit: the harness's L2 flush no longer evicts (rules/hacks.py)
+    BEYOND_SPEED_OF_LIGHT = "beyond_speed_of_light"  # ncu: DRAM bandwidth over the device's peak (rules/light.py)
+    TOO_FEW_BYTES = "too_few_bytes"                # ncu: far fewer DRAM bytes than BEST's for the same unit
     OTHER_KERNEL_GREW = "other_kernel_grew"        # the operation got slower: another kernel of the timed call grew
     GPU_TIME_DIVERGENT = "gpu_time_divergent"      # faster overall, one config class significantly slower
     OPERATION_DIVERGENT = "operation_divergent"    # target kernels faster, the whole operation of some class slower
