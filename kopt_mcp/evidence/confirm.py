@@ -23,6 +23,17 @@ class TargetTime(BaseModel):
     groups: list[str]
     kernels: list[str]
     units: dict[int, float] = Field(default_factory=dict)
+    #: DRAM traffic where ncu measured dram__bytes_read/write.sum (issue 38 item 3): bytes per step (the
+    #: quantity of `us`: per unit the median bytes per invocation, summed; else per target kernel its mean
+    #: bytes per launch, summed), per unit (`unit_bytes`), the achieved bandwidth (GB/s, the highest of
+    #: the units' or kernels' total bytes / total GPU time), the device's peak DRAM bandwidth (GB/s) and
+    #: where it came from, and the largest persisting-L2 size a target launch ran with (bytes)
+    dram_bytes: float | None = None
+    unit_bytes: dict[int, float] = Field(default_factory=dict)
+    gbps: float | None = None
+    peak_gbps: float | None = None
+    peak_source: str | None = None
+    persisting_l2_bytes: float | None = None
 
 
 class StoredTargetTime(BaseModel):

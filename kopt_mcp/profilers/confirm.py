@@ -56,7 +56,7 @@ from kopt_mcp.evidence.names import function_name, short_kernel_name
 from kopt_mcp.evidence.trace import KernelTrace, trace_groups
 from kopt_mcp.profilers.base import Profiler
 from kopt_mcp.profilers.cupti import INJECT_DIR, keep_injector
-from kopt_mcp.profilers.ncu import LOG_NAME, parse_ncu_csv
+from kopt_mcp.profilers.ncu import DRAM_METRICS, LOG_NAME, parse_ncu_csv
 from kopt_mcp.profilers.ncu_units import NVTX_INCLUDE
 from kopt_mcp.profilers.rocprof import OUTPUT_NAME, parse_rocprof_dir
 
@@ -70,6 +70,10 @@ DEFAULT_LAUNCH_COUNT = 50
 #: call that also compiles, is skipped), and a bound on all profiled launches of the run
 UNIT_INVOCATIONS = (1, 6)
 UNIT_LAUNCH_BOUND = 20000
+
+
+#: what the confirming ncu run measures: each target launch's GPU time and its DRAM traffic (speed of light)
+CONFIRM_METRICS: tuple[str, ...] = ("gpu__time_duration.sum", *DRAM_METRICS)
 
 
 def function_names(names: Sequence[str]) -> list[str]:
@@ -165,7 +169,7 @@ class ConfirmNcu:
                       "--launch-count", str(self.launch_count)]
         parts = [shlex.quote(self.binary), "--clock-control", "none", "--cache-control", "none",
                  "--target-processes", "all", *map(shlex.quote, self.kernel_filter()), *select,
-                 "--metrics", "gpu__time_duration.sum", "--csv", "--page", "raw",
+                 "--metrics", ",".join(CONFIRM_METRICS), "--csv", "--page", "raw",
                  "--log-file", shlex.quote(str(log)), "bash", "-c"]
         if not self.by_unit:
             return " ".join([*parts, shlex.quote(command)])
@@ -272,7 +276,39 @@ def target_time(trace: KernelTrace, kernel_regex: str | None) -> TargetTime:
     units = _unit_medians(trace, set(kernels))
     return TargetTime(us=sum(units.values()) if units else sum(g.median_us for g in groups),
                       launches=sum(g.calls for g in groups), groups=[g.label() for g in groups],
-                      kernels=list(dict.fromkeys(short_kernel_name(k, 60) for k in kernels)), units=units)
+                      kernels=list(dict.fromkeys(short_kernel_name(k, 60) for k in kernels)), units=units,
+                      **_dram(trace, kernels, groups))
+
+
+def _dram(trace: KernelTrace, kernels: list[str], groups: list[LaunchGroup]) -> dict:
+    """TargetTime's DRAM fields (evidence/confirm.py) for the target `kernels`; {} where ncu measured no
+    DRAM bytes (an older command line, rocprofv3)."""
+    stats = [k for k in trace.kernels if k.name in set(kernels)]
+    out: dict = {}
+    peaks = [k.extra["dram_peak_gbps"] for k in stats if "dram_peak_gbps" in k.extra]
+    if peaks:
+        out.update(peak_gbps=max(peaks), peak_source="ncu: device memory bus width x memory clock x 2")
+    persisting = [k.extra["persisting_l2_bytes"] for k in stats if "persisting_l2_bytes" in k.extra]
+    if persisting:
+        out["persisting_l2_bytes"] = max(persisting)
+    measured = [k for k in stats if "dram_bytes" in k.extra]
+    if not measured:
+        return out
+    rates = [k.extra["dram_bytes"] / k.avg_us / 1e3 for k in measured if k.avg_us > 0]
+    by_bytes = {u.index: u for u in trace.unit_bytes or []}
+    unit_bytes, unit_rates = {}, []
+    for u in trace.units or []:
+        b, hit = by_bytes.get(u.index), u.invocations_of(kernels)
+        if b is None or not hit:
+            continue
+        unit_bytes[u.index] = statistics.median(b.invocation_us(kernels, i) for i in hit)
+        moved, took = sum(b.invocation_us(kernels, i) for i in hit), sum(u.invocation_us(kernels, i) for i in hit)
+        if took > 0:
+            unit_rates.append(moved / took / 1e3)
+    per_launch = {k.name: k.extra["dram_bytes"] for k in measured}
+    step = sum(unit_bytes.values()) if unit_bytes else sum(per_launch.get(g.kernel, 0.0) for g in groups)
+    out.update(dram_bytes=step, unit_bytes=unit_bytes, gbps=max(unit_rates or rates or [0.0]))
+    return out
 
 
 def _unit_medians(trace: KernelTrace, kernels: set[str]) -> dict[int, float]:
