@@ -304,7 +304,7 @@ def _unit_of(index: int, u: dict, names: dict[str, str]) -> HarnessUnit:
     return HarnessUnit(index=index, harness=str(u.get("harness") or "unknown"), label=str(u.get("label") or ""),
                        invocations=int(u.get("invocations") or 0),
                        weights={int(i): int(w) for i, w in (u.get("weights") or {}).items()},
-                       per_invocation=per, launches=counts)
+                       per_invocation=per, launches=counts, l2=u.get("l2") or None)
 
 
 def _group_of(kernel: dict, group: dict | None) -> dict:

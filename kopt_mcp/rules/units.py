@@ -13,7 +13,8 @@ Rule (`judge_units`), with per unit k the medians b1, c, b2 (unit_figures.figure
 1. Comparable: the same number of units in the three runs (where the counts differ, units are
    paired by their launch signature: rules/unit_pairing.py), and each target unit's invocations
    launch the target in the candidate too; else not kept (gpu_time_unreproducible / gpu_time_missing).
-2. Replayed results: a candidate unit whose target is absent from invocations where BEST launched
+2. Persisting L2: the candidate set an L2 access policy window or the persisting-L2 limit where
+   BEST did not (rules/hacks.py): not kept (persisting_l2, naming the calls). Replayed results: a candidate unit whose target is absent from invocations where BEST launched
    it, those invocations running only copies or few of them (rules/replay.py): not kept
    (replayed_result, with the counts). Skipped work: a candidate unit whose share of invocations
    without a target launch exceeds BEST's by more than SKIPPED_SHARE (results cached across calls, an
@@ -48,6 +49,7 @@ from kopt_mcp.evidence.units import HarnessUnit
 from kopt_mcp.rules.class_split import class_margin_pct
 from kopt_mcp.rules.decision import Code, MeasuredOutcome
 from kopt_mcp.rules.floor import GainFloor, gpu_gain_floor
+from kopt_mcp.rules.hacks import persisting_l2
 from kopt_mcp.rules.keep_totals import KeepDecision
 from kopt_mcp.rules.policy import Policy
 from kopt_mcp.rules.replay import replayed_units
@@ -164,6 +166,9 @@ def judge_units(before: Sequence[HarnessUnit], candidate: Sequence[HarnessUnit],
         return _not_kept(Code.GPU_TIME_UNREPRODUCIBLE, (
             f"the harness ran {len(before)}, {len(candidate)} and {len(after)} measurement units in BEST's, the "
             "candidate's and BEST's runs: they cannot be paired config by config: not kept"))
+    l2 = persisting_l2(before, candidate, after)
+    if l2 is not None:
+        return _not_kept(l2.code, l2.reason)
     fb, fc, fa = ([figures(u, target) for u in runs] for runs in (before, candidate, after))
     pick = [k for k in range(len(fb)) if fb[k].target_invocations >= 3 and fa[k].target_invocations >= 3]
     if not pick:

@@ -129,6 +129,8 @@ class Trace:
             u["invocations"] = int(msg.get("invocations", 0))
             u["weights"] = {int(i): int(w) for i, w in (msg.get("weights") or {}).items()}
             u["windows"].extend((int(i), int(a), int(b)) for i, a, b in (msg.get("windows") or []))
+            if isinstance(msg.get("l2"), dict):  # kopt_l2.PersistingL2.unit_doc: the process so far
+                u["l2"] = msg["l2"]
 
     def add_windows(self, k, windows):
         """More of unit k's invocation windows ([invocation, start ns, end ns]; streamed in chunks)."""
@@ -196,7 +198,8 @@ class Trace:
                 invs = sorted(per)
                 kernels[name] = {"inv": invs, "ns": [per[i][0] for i in invs], "n": [per[i][1] for i in invs]}
             out.append({"k": k, "harness": u["harness"], "label": u["label"], "invocations": u["invocations"],
-                        "weights": {str(i): w for i, w in u["weights"].items()}, "kernels": kernels})
+                        "weights": {str(i): w for i, w in u["weights"].items()}, "kernels": kernels,
+                        **({"l2": u["l2"]} if u.get("l2") else {})})
         return out
 
     def doc(self, pid=None, argv=None, **extra):
