@@ -42,6 +42,11 @@ class HarnessUnit(BaseModel):
     per_invocation: dict[str, dict[int, float]] = Field(default_factory=dict)
     launches: dict[str, dict[int, int]] = Field(default_factory=dict)
     source: str = "marked"
+    #: launches made between two of the unit's invocations, outside both (no invocation's external id,
+    #: host start in no window: a thread the timed call left running, work deferred past its window):
+    #: kernel -> GPU time (us, summed) and launches
+    between_us: dict[str, float] = Field(default_factory=dict)
+    between_launches: dict[str, int] = Field(default_factory=dict)
     #: the injector's persisting-L2 guard (None: not run, an older trace, ncu)
     l2: PersistingL2Report | None = None
 

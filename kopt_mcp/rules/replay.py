@@ -48,6 +48,8 @@ class InvocationCounts(BaseModel):
     invocations: int
     target: int
     copy_only: int
+    #: target launches between invocations, outside them (deferred work: HarnessUnit.between_launches)
+    between: int = 0
 
     @property
     def missing_share(self) -> float:
@@ -72,7 +74,8 @@ class ReplayedUnit(BaseModel):
         b, c, a = self.best_before, self.candidate, self.best_after
         return (f"{self.name}: target launched in {c.target}/{c.invocations} invocations, BEST {b.target}/"
                 f"{b.invocations} and {a.target}/{a.invocations}; {c.copy_only} ran only copies (BEST "
-                f"{b.copy_only} and {a.copy_only})")
+                f"{b.copy_only} and {a.copy_only})" + (f"; {c.between} target launch(es) between invocations, outside "
+                                                       "the timed window" if c.between else ""))
 
 
 def invocation_counts(unit: HarnessUnit, target: re.Pattern) -> InvocationCounts:
@@ -82,7 +85,9 @@ def invocation_counts(unit: HarnessUnit, target: re.Pattern) -> InvocationCounts
     others = [k for k in unit.per_invocation if k not in targets and k not in copies]
     hit, any_ = set(unit.invocations_of(targets)), unit.invocations_of(unit.per_invocation)
     copy_only = set(unit.invocations_of(copies)) - hit - set(unit.invocations_of(others))
-    return InvocationCounts(invocations=max(unit.invocations, len(any_)), target=len(hit), copy_only=len(copy_only))
+    between = sum(n for k, n in unit.between_launches.items() if target.search(k))
+    return InvocationCounts(invocations=max(unit.invocations, len(any_)), target=len(hit), copy_only=len(copy_only),
+                            between=between)
 
 
 def _replayed(b: InvocationCounts, c: InvocationCounts, a: InvocationCounts, skipped_share: float) -> bool:
