@@ -91,8 +91,9 @@ def _function_regex(functions: Sequence[str]) -> str:
 
 
 class ConfirmNcu:
-    """Nsight Compute as the parent of the benchmark, cheap: `gpu__time_duration.sum` only (one
-    pass, no replay), the target kernels only (`--kernel-name`), the first `launch_count` launches
+    """Nsight Compute as the parent of the benchmark, cheap: CONFIRM_METRICS (`gpu__time_duration.sum`
+    and the DRAM bytes read and written, for the speed of light: rules/light.py; the few passes ncu
+    needs for them replay the kernel with its memory restored), the target kernels only (`--kernel-name`), the first `launch_count` launches
     of each launch configuration (`--filter-mode per-launch-config`, so every config class is
     sampled), caches left as the previous kernel left them (`--cache-control none`, like the CUPTI
     run) and clocks never touched (`--clock-control none`).
