@@ -9,7 +9,7 @@ Rule (`judge_light`):
 1. Beyond the speed of light: the candidate's achieved DRAM bandwidth over BEST_MARGIN x the device's
    peak (bus width x memory clock x 2, evidence/peak.py) -> beyond_speed_of_light (llm.c reported
    3530 GB/s on an L40S, 864 GB/s peak, with a persisting L2 window).
-2. Too few bytes: in a harness unit where BEST moved at least MIN_BYTES per invocation, the candidate
+2. Too few bytes: in a harness unit where BEST moved at least MIN_BYTES (64 MiB) per invocation, the candidate
    moved under BYTES_SHARE of BEST's (a kernel launched every invocation that exits early on a cached
    flag; results kept in L2) -> too_few_bytes. Without units, the same on bytes per step.
 3. Persisting L2: the candidate's target launches ran with a larger persisting-L2 set-aside than
@@ -30,8 +30,10 @@ from kopt_mcp.rules.decision import Code
 BEST_MARGIN = 1.05
 #: the candidate moving under this share of BEST's DRAM bytes for the same unit did not do the work
 BYTES_SHARE = 0.25
-#: ... where BEST moved at least this much per invocation (bytes): smaller working sets may sit in L2 (50 MB on H100/H200)
-MIN_BYTES = 8 * 1024 * 1024
+#: ... where BEST moved at least this much per invocation (bytes): more than the L2 of an H100 (50 MB) or an
+#: H200 (60 MiB, ncu's device__attribute_l2_cache_size), so a working set that an honest change made fit in L2
+#: (its DRAM bytes then fall toward zero under ncu's serialized launches) is never judged by its bytes
+MIN_BYTES = 64 * 1024 * 1024
 
 
 class LightCheck(BaseModel):

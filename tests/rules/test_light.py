@@ -20,7 +20,7 @@ from kopt_mcp.profilers.confirm import CONFIRM_METRICS, ConfirmNcu, target_time
 from kopt_mcp.profilers.ncu import parse_ncu_csv
 from kopt_mcp.rules.confirm import decide_confirmation
 from kopt_mcp.rules.decision import Code
-from kopt_mcp.rules.light import judge_light
+from kopt_mcp.rules.light import MIN_BYTES, judge_light
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "ncu"
 TARGETS = ["_rms_norm_forward_kernel", "_rms_norm_backward_kernel"]
@@ -88,8 +88,9 @@ def test_cheat_early_exit_on_a_cached_flag_moves_too_few_bytes(tmp_path):
     cand = _time(_with_dram("candidate", tmp_path, 3000.0, bytes_scale=0.02 / 0.3, time_scale=0.3))
     d = judge_light(best, cand)
     assert d.code == Code.TOO_FEW_BYTES
-    # only units where BEST moved >= 8 MiB per invocation are judged: the large-T ones
-    assert d.units and all(best.unit_bytes[k] >= 8 * 2**20 for k in d.units)
+    # only units where BEST moved >= 64 MiB per invocation (more than the L2) are judged: the large-T ones
+    assert d.units and all(best.unit_bytes[k] >= MIN_BYTES for k in d.units)
+    assert len(d.units) < len(best.unit_bytes)  # the small ones are left out
     c = decide_confirmation(70.0, 0.494, best, cand, "ncu")
     assert (c.status, c.code) == ("refuted", Code.TOO_FEW_BYTES)
 
