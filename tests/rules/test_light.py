@@ -108,3 +108,52 @@ def test_without_dram_columns_the_confirmation_is_as_before():
     c = decide_confirmation(1.443, 0.494, best, cand, "ncu")
     assert (c.status, c.code) == ("confirmed", Code.CONFIRMED) and c.pct_of_peak is None
     assert c.gain_pct == pytest.approx(1.19, abs=0.01)
+
+
+# ---- the REAL recording with DRAM bytes: the Triton example on an H200 (the lead's, 2026-12-02; .source.txt) ----
+
+SOFTMAX = FIX / "h200_triton_softmax_dobench_dram_raw.csv"
+
+
+def test_real_h200_dram_bytes_parse_and_the_peak_agrees_with_nvml():
+    from kopt_mcp.profilers.ncu import parse_ncu_csv
+
+    trace = parse_ncu_csv(SOFTMAX, groups=True)
+    (k,) = trace.kernels
+    assert k.calls == 40 and k.extra["persisting_l2_bytes"] == 11_796_480
+    # NVML on the same device: 6,016 bits x 3,201 MHz (nvml_membus.txt) -> the raw page's own figure
+    assert k.extra["dram_peak_gbps"] == pytest.approx(peak_from_interface(6016, 3201 * 1000))
+    t = target_time(trace, "softmax_kernel")
+    assert t.peak_gbps == pytest.approx(4814.3, abs=0.1) and t.persisting_l2_bytes == 11_796_480
+    # 302592 x 197 fp16 read once: 119.2 MB per launch, the first launch's bytes read as recorded
+    assert 32 * 119.2e6 < k.extra["dram_bytes"] * 40 and 0 < t.gbps < t.peak_gbps
+
+
+def test_real_h200_honest_runs_pass_with_their_percent_of_peak():
+    """The profile-mode and do_bench-mode recordings of the same kernel, as BEST and candidate: the
+    same work, under the peak, bytes alike: no refusal. Averaged over a kernel's launches (no units in
+    these runs) the do_bench run reads 28.2% of the DRAM peak (32 of its 40 launches are the per-CTA-bound
+    short rows, 1,136-1,155 GB/s; the wide and long rows 2,772-2,893 GB/s), the profile run 42.8%."""
+    best, cand = _time(SOFTMAX), _time(FIX / "h200_triton_softmax_profile_dram_raw.csv")
+    d = judge_light(best, cand)
+    assert d.code is None and d.pct_of_peak == pytest.approx(42.8, abs=0.1)
+    assert best.gbps / best.peak_gbps * 100 == pytest.approx(28.2, abs=0.1)
+    assert best.dram_bytes == pytest.approx(950.3e6, rel=0.01)  # bytes per step: 4 launch groups' mean bytes
+
+
+def test_cheat_derived_from_the_real_recording_beyond_the_peak_is_refuted(tmp_path):
+    # the recorded launches with their GPU time cut 5x, bytes as recorded: 6,800 GB/s on a 4,814 GB/s device
+    lines = SOFTMAX.read_text().splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.startswith('"ID"'))
+    rows = list(csv.reader(lines[start:]))
+    cols = [j for j, h in enumerate(rows[0]) if h.startswith("gpu__time_duration")]
+    for r in rows[2:]:
+        for j in cols:
+            r[j] = f"{float(r[j].replace(',', '')) / 5:,.0f}"
+    path = tmp_path / "cheat.csv"
+    with path.open("w", newline="") as f:
+        f.write("\n".join(lines[:start]) + "\n")
+        csv.writer(f, quoting=csv.QUOTE_ALL).writerows(rows)
+    best, cand = _time(SOFTMAX), _time(path)
+    c = decide_confirmation(80.0, 0.5, best, cand, "ncu")
+    assert (c.status, c.code) == ("refuted", Code.BEYOND_SPEED_OF_LIGHT) and c.pct_of_peak > 105.0
