@@ -54,8 +54,9 @@ class Confirmation(BaseModel):
     #: BEST's figure was a stored one of the same tree (rules/confirm.py reusable_best), not a new run
     selection: str | None = None
     best_reused: bool = False
-    #: the candidate's achieved DRAM bandwidth as % of the device's peak (ncu's DRAM bytes / GPU time), where measured
-    pct_of_peak: float | None = None
+    #: the candidate's achieved DRAM bandwidth as % of the device's peak (ncu's DRAM bytes / GPU time), where
+    #: measured; left out of dumps (the ledger's event schema): its parts are in `candidate` (gbps, peak_gbps)
+    pct_of_peak: float | None = Field(default=None, exclude=True)
 
     @property
     def blocks_commit(self) -> bool:
