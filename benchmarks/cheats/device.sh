@@ -7,7 +7,8 @@
 # TOTAL: the hard limit in seconds (default 530); run.py starts no new step in the last 150 s.
 set -uo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-if ! python3 -c "import kopt_mcp" 2>/dev/null && [[ -f $HERE/../../.devstage/benchmarks/real_repos/device_setup.sh ]]; then
+# not sourced yet (kopt_mcp and torch not importable outside a checkout): source it from the checkout root
+if ! (cd /tmp && python3 -c "import kopt_mcp, torch") 2>/dev/null && [[ -f $HERE/../../.devstage/benchmarks/real_repos/device_setup.sh ]]; then
   cd "$HERE/../.." && source .devstage/benchmarks/real_repos/device_setup.sh
 fi
 OUT=${OUT:-/tmp/out}
