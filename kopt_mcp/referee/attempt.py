@@ -23,7 +23,8 @@ from kopt_mcp.referee.profiled import judge_profiled
 from kopt_mcp.referee.recovery import stop as stop_session
 from kopt_mcp.referee.runs import Attempt, measure_run
 from kopt_mcp.referee.state_guard import ensure_patch
-from kopt_mcp.results import Cost, VerdictResult
+from kopt_mcp.results import VerdictResult
+from kopt_mcp.results_change import Cost
 from kopt_mcp.rules.decision import Code
 from kopt_mcp.rules.load import LOAD_EXTRA_ROUNDS, RoundLoad, can_measure_more, decide_counted
 from kopt_mcp.rules.protect import touched_protected, unsafe_symlinks
@@ -269,7 +270,8 @@ def finish(sess: Session, a: Attempt, verdict: str, reason: str, revert: bool, r
     elif reset:
         s.reset_regressions()
     s.ruled(n, verdict, a.target, reason)
-    cost = Cost.of(len(a.runs), time.monotonic() - a.t0, s.plain_run_s)  # issue 34 item 6
+    cost = Cost.of(len(a.runs), time.monotonic() - a.t0, s.plain_run_s,  # issue 34 item 6
+                   test_s=a.correctness.wall_s if a.correctness else 0.0)
     # queued, not written: the verdict record, the phase and the end of the job are committed
     # together by the next save (see referee/core.py), so a kill never leaves a verdict in the
     # ledger that recovery would contradict with `interrupted`
@@ -292,6 +294,7 @@ def finish(sess: Session, a: Attempt, verdict: str, reason: str, revert: bool, r
         attempt=n, verdict=verdict, code=code, reason=reason, target=a.target, metric=sess.cfg.benchmark.metric,
         metric_used=keep.metric_used if keep else ("script metric" if d else "none"),
         classes=d.classes if d else [], target_deltas_pct=d.target_deltas_pct if d else [],
+        target_interval=(d.shown_interval or d.target_interval) if d else None,
         divergent_classes=d.worse_classes if d else [], class_errors=a.class_errors,
         gpu_best_us=keep.gpu_best_us if keep else None, gpu_candidate_us=keep.gpu_candidate_us if keep else None,
         gpu_delta_pct=keep.gpu_delta_pct if keep else None, gpu_floor_pct=a.gpu_floor_pct, rounds=a.rounds, reverted=revert,

@@ -30,7 +30,8 @@ from kopt_mcp.referee.recovery import adopt_best, lease_or_stop, recover
 from kopt_mcp.referee.report import commit_message, format_note, keep_note, perf_rows
 from kopt_mcp.referee.runs import Attempt
 from kopt_mcp.referee.slots import best_lock, read_shared, sync
-from kopt_mcp.results import CommitResult, Cost
+from kopt_mcp.results import CommitResult
+from kopt_mcp.results_change import Cost
 from kopt_mcp.rules.commit import pooled_best
 from kopt_mcp.rules.decision import Code
 from kopt_mcp.rules.protect import touched_protected, unsafe_symlinks
