@@ -123,8 +123,8 @@ class Detectable(BaseModel):
     df: int
     rounds: int
     power: float
-    min_effect_pct: float
-    min_effect_x: float
+    min_effect_pct: MaybeFloat
+    min_effect_x: MaybeFloat
     rounds_for: list[RoundsFor]
     max_rounds_asked: int
     note: str

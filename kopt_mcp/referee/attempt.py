@@ -33,15 +33,22 @@ from kopt_mcp.rules.script import GLOBAL, Round
 from kopt_mcp.rules.script_only import script_only_keeps_allowed, script_only_note
 from kopt_mcp.rules.stop import RegressionNote, should_stop
 from kopt_mcp.rules.verdict import attempt_verdict, clear_script_win
-from kopt_mcp.session import PendingImprovement, Phase, VerdictSummary, next_actions, require
+from kopt_mcp.session import PendingImprovement, Phase, TieCandidate, VerdictSummary, next_actions, require
 from kopt_mcp.testing import faults
 
 
 def save_and_test(sess: Session, target: str = GLOBAL, hypothesis: str = "",
-                  progress: Progress | None = None) -> VerdictResult:
+                  progress: Progress | None = None, rounds: int | None = None) -> VerdictResult:
     """Test the workspace's candidate against BEST_COMMIT and rule on it (see module docstring).
-    Raises SessionError in a phase that does not allow it, RefereeError for an unknown target or
-    a workspace without changes, Cancelled when the client cancels (the tree stays as it was)."""
+    `rounds`: the most candidate runs this verdict may take, in place of [gates] max_rounds (None:
+    that), within [gates] max_rounds_asked (Session.rounds_asked). Raises SessionError in a phase
+    that does not allow it, RefereeError for an unknown target, rounds out of bounds or a workspace
+    without changes, Cancelled when the client cancels (the tree stays as it was)."""
+    with sess.rounds_asked(rounds):
+        return _save_and_test(sess, target, hypothesis, progress)
+
+
+def _save_and_test(sess: Session, target: str, hypothesis: str, progress: Progress | None) -> VerdictResult:
     s = sess.state
     require(s, "save_and_test")
     keys = list(s.best.metrics)
@@ -269,7 +276,7 @@ def finish(sess: Session, a: Attempt, verdict: str, reason: str, revert: bool, r
                                    change_pct=change))
     elif reset:
         s.reset_regressions()
-    s.ruled(n, verdict, a.target, reason)
+    s.ruled(n, verdict, a.target, reason, tie=_tie(sess, a) if verdict == "tie" and d else None)
     cost = Cost.of(len(a.runs), time.monotonic() - a.t0, s.plain_run_s,  # issue 34 item 6
                    test_s=a.correctness.wall_s if a.correctness else 0.0)
     # queued, not written: the verdict record, the phase and the end of the job are committed
@@ -303,6 +310,16 @@ def finish(sess: Session, a: Attempt, verdict: str, reason: str, revert: bool, r
         consecutive_regressions=s.regressions.consecutive, stopped=s.phase == Phase.stopped,
         stop_reason=s.stop_reason, warnings=a.warnings, next_actions=next_actions(s), cost=cost,
         correctness=a.correctness)
+
+
+def _tie(sess: Session, a: Attempt) -> TieCandidate:
+    """A `tie`'s candidate as commit_improvement(neutral_reason=...) may keep it (session.TieCandidate)."""
+    d = a.decision
+    iv = d.shown_interval or d.target_interval
+    return TieCandidate(attempt=a.n, tree=a.tree, base=sess.state.best.commit, target=a.target,
+                        hypothesis=a.hypothesis, classes=[c.model_dump() for c in d.classes],
+                        target_pct=iv.mean_pct if iv is not None else None,
+                        candidate_run_metrics=[dict(v) for v in a.cand_run_values])
 
 
 def _left_out_warning(paths: list[str]) -> str:

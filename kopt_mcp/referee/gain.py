@@ -227,6 +227,8 @@ def _gain_or_why(sess: Session, progress: Progress | None) -> tuple[SessionGainR
         return None, "none: no baseline was measured (run_benchmark never ran), so nothing to compare"
     if _commit(sess, base) == _commit(sess, sess.state.best.commit):
         return None, "none: no keep in this session (BEST_COMMIT is the baseline commit)"
+    if sess.state.kept == 0 and sess.state.kept_neutral:  # issue 36 item 9: a neutral keep is never a gain
+        return None, f"none: only neutral keeps ({sess.state.kept_neutral}), which are never a gain"
     try:
         return measure_session_gain(sess, progress=progress), ""
     except RefereeError as e:
