@@ -223,7 +223,8 @@ class CommitResult(BaseModel):
         "confirmation ran. Not committed: no_longer_better, refuted, conflict, tampered, protected_path / "
         "unsafe_symlink (the format command), the failed re-measure's gate code (run_crashed, results_stale, ...) "
         "or the re-profiled keep metric's (gpu_time_below_floor, ...); script_only when only the script metric decided "
-        "the keep: committed where [gates] allow_script_only_keeps allows, refused otherwise"))
+        "the keep: committed where [gates] allow_script_only_keeps allows, refused otherwise. With neutral_reason: "
+        "neutral_kept, or neutral_refused_no_reason / _not_tie / _best_moved / _worse_class (rules/commit.py)"))
     commit: str | None
     best_commit: str
     neutral: bool = Field(False, description=(

@@ -33,13 +33,11 @@ def register(tools: list[Tool]) -> None:
             "longer; run_benchmark's baseline `detectable.rounds_for` says how many a gain needs); at most [gates] "
             "max_rounds_asked"))] = None,
     ) -> VerdictResult:
-        """Submit the workspace's edits as a candidate. The server archives the diff, rejects edits to
-        protected files, measures candidate and BEST in one device lease and applies correctness, noise and
-        keep-metric (profiler GPU time on a GPU, else the script metric) rules. Verdicts: improved (call commit_improvement), incorrect
-        (repair, call again), tie/regressed/divergent/failed/rejected/abandoned (reverted). Returns
-        per-class deltas (+% = better) and ratios (x = how many times better), the target's interval
-        (the numbers the reason shows), the reason and next_actions. A tie that is a correctness or
-        robustness fix can be kept as neutral: commit_improvement(neutral_reason=...).
+        """Submit the workspace's edits as a candidate: archived, protected files refused, candidate
+        and BEST measured in one device lease under the correctness, noise and keep-metric rules. Verdicts: improved (call commit_improvement), incorrect (repair, call again),
+        tie/regressed/divergent/failed/rejected/abandoned (reverted; a tie that fixes correctness:
+        commit_improvement(neutral_reason=...)). Returns per-class deltas (+% = better) and ratios (x),
+        the target's interval, next_actions.
         """
         return await _call_and_announce(ctx, referee(ctx).save_and_test, target, hypothesis, rounds=rounds)
 
@@ -61,12 +59,10 @@ def register(tools: list[Tool]) -> None:
             "committed only where no class is worse beyond the noise threshold; never counted as a gain"))] = "",
     ) -> CommitResult:
         """Commit the exact tree save_and_test ruled improved: format, re-measure with the verdict's
-        metric and rule, on a GPU device confirm the gain out of process (ncu / rocprofv3), commit code +
-        performance.md only if it holds; BEST_COMMIT moves. Another slot's commit meanwhile: re-applied
-        onto the newer BEST and measured again. The device busy: an error, the improvement stays pending
-        (call again). With `neutral_reason`, after a `tie` instead: the tested tree is committed as
-        it is (no re-measure), marked neutral in the commit and the ledger (code neutral_kept, or a
-        neutral_refused_* code). Returns committed, neutral, reason, code, commit, cost."""
+        metric and rule, on a GPU confirm the gain out of process (ncu / rocprofv3), commit code +
+        performance.md only if it holds; BEST_COMMIT moves. Device busy: an error, call again. With `neutral_reason` after a `tie`: the
+        tested tree kept as neutral, never a gain (code neutral_kept / neutral_refused_*). Returns
+        committed, neutral, reason, code, commit, cost."""
         return await _call_and_announce(ctx, referee(ctx).commit_improvement, message, neutral_reason=neutral_reason)
 
     @tool(tools, "End the session on purpose", destructive_hint=True, idempotent_hint=False, **CHANGES)
