@@ -94,13 +94,18 @@ class ClassGain(BaseModel):
     mean_pct: MaybeFloat
     ratio_x: MaybeFloat = None
     interval: Interval | None = None
+    best: float | None = Field(None, deprecated=True, description="deprecated alias of `base` (its name before "
+                               "2026-12-02), kept for one release")
+    candidate: float | None = Field(None, deprecated=True, description="deprecated alias of `head` (its name before "
+                                    "2026-12-02), kept for one release")
 
     @classmethod
     def of(cls, c: object) -> ClassGain:
         """A ClassDelta (best = base, candidate = head) as a class of the gain."""
         iv = getattr(c, "interval", None)
         return cls(key=c.key, base=c.best, head=c.candidate, deltas_pct=list(c.deltas_pct), mean_pct=c.mean_pct,
-                   ratio_x=getattr(c, "ratio_x", None), interval=Interval.model_validate(iv) if iv else None)
+                   ratio_x=getattr(c, "ratio_x", None), interval=Interval.model_validate(iv) if iv else None,
+                   best=c.best, candidate=c.candidate)
 
 
 class RoundsFor(BaseModel):
