@@ -170,8 +170,8 @@ class VerdictResult(BaseModel):
     classes: list[ClassChange]
     target_deltas_pct: list[MaybeFloat]
     target_interval: Interval | None = Field(None, description=(
-        "the target's paired interval whose numbers the reason shows (mean_pct, ratio_x, lo/hi, confidence per "
-        "look, looks, overall_confidence); null where the script metric did not decide"))
+        "the script metric's paired interval of the target, the one the reason's script-metric numbers are (mean_pct, "
+        "ratio_x, lo/hi, confidence per look, looks, overall_confidence); null where no round was measured"))
     divergent_classes: list[str]
     #: incorrect: per failing config class, each error column's largest |value| (null when not finite)
     class_errors: dict[str, dict[str, MaybeFloat]] = {}
