@@ -29,7 +29,8 @@ def keep_neutral(sess: Session, neutral_reason: str, message: str = "") -> Commi
     Raises SessionError outside phase ready (a candidate pending or under repair, the session stopped),
     RefereeError when the workspace holds edits or is on another branch."""
     s = sess.state
-    require(s, "save_and_test")  # stopped: the stop's words
+    if s.phase == Phase.stopped:
+        require(s, "commit_improvement")  # raises with the stop's words
     if s.phase != Phase.ready:
         raise SessionError(f"a neutral keep needs phase ready (phase {s.phase.value}): commit or revert the pending "
                            "candidate first; without neutral_reason commit_improvement keeps an improved one")
