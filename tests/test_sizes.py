@@ -25,8 +25,6 @@ MODULES = {
     "events.py": 645,
     "readers/metrics.py": 498,
     "bench/cluster/ray_executor.py": 430,
-    "results.py": 421,
-    "rules/script.py": 414,
     "rules/keep.py": 403,
     "gpus/gate.py": 401,
 }

@@ -17,10 +17,13 @@ from kopt_mcp.referee.guards import judge_run_changes, protected_paths
 from kopt_mcp.referee.report import perf_rows
 from kopt_mcp.referee.slots import best_lock, publish
 from kopt_mcp.results import BenchmarkResult, ClassMetric
+from kopt_mcp.results_change import Detectable, RoundsFor
 from kopt_mcp.rules.clocks import same_clock
+from kopt_mcp.rules.detectable import POWER, detectable, rounds_for
 from kopt_mcp.rules.keep import class_gpu_times, group_spread_pct, launch_counts_differ, target_median_us
 from kopt_mcp.rules.percent import improvement_pct, spread_pct
 from kopt_mcp.rules.protect import FileChange, describe, touched_protected
+from kopt_mcp.rules.script import GLOBAL, target_value
 from kopt_mcp.rules.stats import noise_from_groups
 from kopt_mcp.rules.units import unit_gpu_times, unit_spread_pct
 from kopt_mcp.session import next_actions
@@ -185,4 +188,35 @@ def bench_result(sess: Session, what: str, m: Measurement, recorded: bool,
         what=what, device=sess.device, ok=m.gate.kind == "ok", gate=m.gate.kind, reason=m.gate.reason,
         metric=sess.cfg.benchmark.metric, classes=classes, vs_best_pct=vs, exit_code=m.run.exit_code,
         duration_s=m.run.duration_s, log_path=m.run.log_path, log_tail=m.run.log_tail[-2000:],
-        baseline_recorded=recorded, best_commit=sess.state.best.commit, next_actions=next_actions(sess.state))
+        baseline_recorded=recorded, best_commit=sess.state.best.commit, next_actions=next_actions(sess.state),
+        detectable=_detectable(sess, runs) if recorded and runs else None)
+
+
+#: the gains (%) the baseline's `detectable.rounds_for` says the rounds of
+WANTED_GAINS_PCT = (2.0, 5.0, 10.0, 25.0, 50.0)
+
+
+def _detectable(sess: Session, runs: list[dict[str, float]]) -> Detectable | None:
+    """What a verdict can detect (rules/detectable.py) with the baseline runs' spread of the global
+    target (the geometric mean of the classes); None where it is not measurable (one run, a value <= 0)."""
+    try:
+        est = noise_from_groups([[target_value(r, GLOBAL) for r in runs]])
+    except (ValueError, KeyError):
+        return None
+    if est.df == 0:
+        return None
+    pol, hib, g = sess.policy, sess.cfg.benchmark.higher_is_better, sess.cfg.gates
+    bound = max(g.max_rounds, g.max_rounds_asked)
+    d = detectable(est.run_sd_pct, est.df, pol.script_rounds, pol, hib)
+    wanted = [RoundsFor(effect_pct=e, ratio_x=round(1 + e / 100 if hib else 100 / (100 - e), 3),
+                        rounds=rounds_for(e, est.run_sd_pct, est.df, pol, bound, hib)) for e in WANTED_GAINS_PCT]
+    shown = f"{d.effect_pct:+.2f}% ({d.ratio_x:.2f}x)" if d.effect_pct is not None else "nothing"
+    return Detectable(
+        target=GLOBAL, spread_pct=round(est.run_sd_pct, 3), df=est.df, rounds=pol.script_rounds, power=POWER,
+        min_effect_pct=None if d.effect_pct is None else round(d.effect_pct, 3),
+        min_effect_x=None if d.ratio_x is None else round(d.ratio_x, 3),
+        rounds_for=wanted, max_rounds_asked=bound,
+        note=(f"with a run-to-run spread of {est.run_sd_pct:.2f}% ({est.df} df) and {pol.script_rounds} paired rounds, "
+              f"a verdict keeps a gain of {shown} or more {POWER:.0%} of the time (the script metric's keep test"
+              f"{'; on a GPU the profiler GPU time decides' if pol.profiler_confirms else ''}); more rounds "
+              f"detect less: save_and_test(rounds=N), N <= {bound} ([gates] max_rounds_asked)"))

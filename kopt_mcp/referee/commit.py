@@ -25,12 +25,14 @@ from kopt_mcp.referee.commit_measure import Remeasure, remeasure
 from kopt_mcp.referee.confirmation import bind_confirmed, by_marked_units, confirm_out_of_process
 from kopt_mcp.referee.core import Progress, Session
 from kopt_mcp.referee.guards import protected_paths, workspace_moved
+from kopt_mcp.referee.neutral import keep_neutral
 from kopt_mcp.referee.reapply import reapply
 from kopt_mcp.referee.recovery import adopt_best, lease_or_stop, recover
 from kopt_mcp.referee.report import commit_message, format_note, keep_note, perf_rows
 from kopt_mcp.referee.runs import Attempt
 from kopt_mcp.referee.slots import best_lock, read_shared, sync
-from kopt_mcp.results import CommitResult, Cost
+from kopt_mcp.results import CommitResult
+from kopt_mcp.results_change import Cost
 from kopt_mcp.rules.commit import pooled_best
 from kopt_mcp.rules.decision import Code
 from kopt_mcp.rules.protect import touched_protected, unsafe_symlinks
@@ -39,13 +41,17 @@ from kopt_mcp.session import next_actions, require
 from kopt_mcp.testing import faults
 
 
-def commit_improvement(sess: Session, message: str = "", progress: Progress | None = None) -> CommitResult:
-    """Commit the pending improvement if it survives formatting and a re-measure. Cancelled, or
+def commit_improvement(sess: Session, message: str = "", progress: Progress | None = None,
+                       neutral_reason: str = "") -> CommitResult:
+    """Commit the pending improvement if it survives formatting and a re-measure; with `neutral_reason`,
+    keep the latest `tie` as neutral instead (referee/neutral.py). Cancelled, or
     any error: finished or undone exactly as a restart would (a commit that exists is adopted,
     else the exact tested tree restored; the phase stays `improved`). Raises SessionError outside
     phase improved, RefereeError when the workspace changed since the verdict or the format
     command fails. The result's `overtaken_rounds` (also in the ledger's `commit` record) counts
     the earlier rounds another slot's commit overtook (0 to ROUNDS - 1)."""
+    if neutral_reason.strip():
+        return keep_neutral(sess, neutral_reason, message)
     try:
         for n in range(1, ROUNDS + 1):
             with best_lock(sess) if n == ROUNDS else nullcontext():  # the last round cannot be overtaken

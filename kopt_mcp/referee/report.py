@@ -74,7 +74,7 @@ def gain_line(gain: dict | None, best_commit: str, note: str = "") -> str:
 def stop_summary(state: SessionState, metric: str, gain: dict | None = None, gain_note: str = "") -> str:
     """The Stop Summary block: time, reason, the session's measured gain (`gain`: the latest
     `session_gain` ledger record, or None; `gain_note`: why none was measured), BEST_COMMIT, kept improvements (the script-only ones
-    counted apart), best metrics, how to land the branch, and the last regressions table."""
+    counted apart; neutral keeps apart, never a gain), best metrics, how to land the branch, and the last regressions table."""
     lines = [
         "## Stop Summary", "",
         f"- time: {state.stopped_at or now_iso()}",
@@ -82,7 +82,8 @@ def stop_summary(state: SessionState, metric: str, gain: dict | None = None, gai
         gain_line(gain, state.best.commit, gain_note),
         f"- BEST_COMMIT: {state.best.commit}",
         f"- kept improvements: {state.kept}"
-        + (f" (script only: {state.kept_script_only})" if state.kept_script_only else ""),
+        + (f" (script only: {state.kept_script_only})" if state.kept_script_only else "")
+        + (f"; neutral keeps (not a gain): {state.kept_neutral}" if state.kept_neutral else ""),
         f"- best {metric} per config class: "
         + (", ".join(f"{k} = {fmt(v)}" for k, v in state.best.metrics.items()) or "-"),
         f"- best profiler GPU time (us): {fmt(state.best.gpu_us)} (target kernels)"

@@ -89,6 +89,12 @@ class Code(StrEnum):
     REFUTED = "refuted"
     UNCONFIRMED = "unconfirmed"                    # no out-of-process profiler applies here
     CONFLICT = "conflict"                          # re-applying onto a newer BEST overlapped
+    # a neutral keep: a `tie` kept by name (rules/commit.py neutral_keep), never a gain
+    NEUTRAL_KEPT = "neutral_kept"                  # the tie committed as neutral
+    NEUTRAL_REFUSED_NO_REASON = "neutral_refused_no_reason"  # no reason given by name
+    NEUTRAL_REFUSED_NOT_TIE = "neutral_refused_not_tie"      # the latest verdict is no tie
+    NEUTRAL_REFUSED_BEST_MOVED = "neutral_refused_best_moved"  # BEST_COMMIT moved since the tie was judged
+    NEUTRAL_REFUSED_WORSE_CLASS = "neutral_refused_worse_class"  # a class (or the target) worse beyond noise
     # ledger-only ends of an attempt (AttemptVerdict)
     INTERRUPTED = "interrupted"                    # the server stopped mid-attempt: recovery archived it
     CANCELLED = "cancelled"                        # the client cancelled the call: the tree stays as it was
