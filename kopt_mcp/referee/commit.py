@@ -26,7 +26,7 @@ from kopt_mcp.referee.confirmation import bind_confirmed, by_marked_units, confi
 from kopt_mcp.referee.core import Progress, Session
 from kopt_mcp.referee.guards import protected_paths, workspace_moved
 from kopt_mcp.referee.neutral import keep_neutral
-from kopt_mcp.referee.reapply import reapply
+from kopt_mcp.referee.commit_reapply import reapply_onto_best
 from kopt_mcp.referee.recovery import adopt_best, lease_or_stop, recover
 from kopt_mcp.referee.report import commit_message, format_note, keep_note, perf_rows
 from kopt_mcp.referee.runs import Attempt
@@ -142,7 +142,7 @@ def _commit(sess: Session, message: str, progress: Progress | None, overtaken: i
         return _not_kept(sess, refused.reason, False, [], code=refused.code)
     reapplied = bool(p.base and p.base != s.best.commit)
     if reapplied:  # BEST moved since the verdict (another slot committed): onto the newest BEST first
-        refused = _reapply(sess, a, p.base)
+        refused = reapply_onto_best(sess, a, p.base)
         if refused is not None:
             return refused
     formatted = False
@@ -319,50 +319,6 @@ def _write_commit(sess: Session, a: Attempt, k: Kept, message: str, progress: Pr
                         + k.note, code=code, commit=sha, best_commit=sha, formatted=k.formatted, classes=classes,
                         next_actions=next_actions(s), included=sorted(outputs), cost=k.cost,
                         **format_note(cfg.format.command, k.formatted))
-
-
-def _reapply(sess: Session, a: Attempt, judged_against: str) -> CommitResult | None:
-    """BEST moved from `judged_against` since the verdict: merge the attempt's frozen snapshot onto
-    the newest BEST (referee.reapply). Clean: the workspace holds the merged tree, frozen as
-    `.../attempts/NNNN-reapplied` and measured against the newest BEST by the caller (None is
-    returned). Overlapping edits: the verdict `conflict` (candidate archived, workspace reset to
-    the newest BEST, phase ready), returned as a not-committed CommitResult."""
-
-    s, n = sess.state, a.n
-    frozen = sess.ws.git.rev_parse(sess.attempt_ref(n)).strip()
-    out = reapply(sess.ws, frozen, s.best.commit)
-    if out.tree is None:
-        return _conflict(sess, a, judged_against, out.conflicts)
-    vcs.reset_to(sess.ws, s.best.commit)
-    vcs.restore_tree(sess.ws, out.tree)
-    faults.point("commit_improvement.after_reapply")
-    ref = sess.attempt_ref(n, "-reapplied")
-    vcs.freeze(sess.ws, out.tree, s.best.commit, ref, f"kopt-mcp attempt {n}: re-applied onto the newest BEST")
-    sess.store.log("snapshot", attempt=n, tree=out.tree, ref=ref, reapplied=True, judged_against=judged_against,
-                   best_commit=s.best.commit)
-    a.tree = out.tree
-    return None
-
-
-def _conflict(sess: Session, a: Attempt, judged_against: str, paths: list[str]) -> CommitResult:
-    """The verdict `conflict`: the candidate (its diff against the BEST it was judged against) is
-    archived, the workspace reset to the newest BEST, the pending improvement dropped."""
-    s = sess.state
-    patch, _ = vcs.diff_tree(sess.ws, judged_against, a.tree)
-    path = sess.store.archive(a.n, "conflict", patch)
-    vcs.reset_to(sess.ws, s.best.commit)
-    reason = (f"BEST moved from {judged_against[:12]} to {s.best.commit[:12]} since attempt {a.n} was judged, and "
-              f"its change overlaps the newer BEST in {', '.join(paths) or 'some files'}: not committed (archived as "
-              f"{path.name}). Start again from the newest BEST (the workspace is reset to it)")
-    s.ruled(a.n, "conflict", a.target, reason)
-    s.commit_refused()
-    sess.record("attempt", attempt=a.n, verdict="conflict", code=str(Code.CONFLICT), reason=reason, target=a.target,
-                hypothesis=a.hypothesis, changed=paths, patch=str(path), reverted=True, judged_against=judged_against,
-                best_commit=s.best.commit)
-    sess.save()
-    return CommitResult(committed=False, reason=reason, code=Code.CONFLICT, commit=None, best_commit=s.best.commit,
-                        formatted=False, classes=[], next_actions=next_actions(s),
-                        **format_note(sess.cfg.format.command, False, ran=False))
 
 
 def _formatted_snapshot(sess: Session, a: Attempt, tree: str) -> tuple[str, Code] | None:
