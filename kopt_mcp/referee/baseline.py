@@ -12,6 +12,7 @@ from kopt_mcp.bench.measure import Measurement
 from kopt_mcp.errors import ProfilerError, RefereeError
 from kopt_mcp.evidence.segment import trace_units
 from kopt_mcp.evidence.trace import exact_names_regex, target_gpu_time
+from kopt_mcp.referee.baseline_adopt import Adoption, adopt_init_runs
 from kopt_mcp.referee.core import BASELINE_MESSAGE, Progress, Session
 from kopt_mcp.referee.guards import judge_run_changes, protected_paths
 from kopt_mcp.referee.report import perf_rows
@@ -43,23 +44,8 @@ def baseline(sess: Session, progress: Progress | None) -> BenchmarkResult:
     prof = sess.profiler()
     profiles_due = BASELINE_PROFILES if prof.name != "none" else 0
     steps = runs + profiles_due  # the progress total
-    group, m, walls = [], None, []
     best_tree = vcs.tree_of(sess.ws, sess.state.best.commit)
-    for i in range(runs):
-        if progress:
-            progress(i, steps, f"baseline: run {i + 1} of {runs} of unmodified BEST_COMMIT")
-        label = "baseline" if i == 0 else f"baseline-r{i + 1}"
-        # the [correctness] command once, with the first run
-        mi = sess.measure(best_tree, sess.store.run_dir(0, label), check=i == 0)
-        _baseline_changes(sess, mi.changes)
-        if mi.gate.kind != "ok":
-            sess.store.log("baseline_failed", reason=mi.gate.reason, run_dir=mi.run_dir)
-            raise RefereeError(
-                f"the unmodified benchmark does not pass the correctness gate ({mi.gate.reason}); fix the "
-                f"repository or kopt.toml and start again. Log: {mi.run.log_path}")
-        m = m or mi  # the first run is the one shown in the result
-        group.append(mi.values())
-        walls.append(mi.run.duration_s)
+    group, m, walls, adoption = _plain_runs(sess, progress, steps, best_tree)
     baseline_values = {k: statistics.median(g[k] for g in group) for k in group[0]}
     sess.state.plain_run_s = statistics.median(walls)  # the unit of every cost (results.Cost)
     gpu_us, kernels, note = None, [], "no profiler: the script metric is the keep metric"
@@ -121,7 +107,40 @@ def baseline(sess: Session, progress: Progress | None) -> BenchmarkResult:
     with best_lock(sess):
         publish(sess)  # the session's BEST, for every candidate slot
     sess.save()  # the commit point: the baseline record is committed with the phase
-    return bench_result(sess, "baseline (BEST_COMMIT)", m, recorded=True, runs=group)
+    res = bench_result(sess, "baseline (BEST_COMMIT)", m, recorded=True, runs=group)
+    return res.model_copy(update={"reason": "; ".join(x for x in (res.reason, adoption.reason) if x)})
+
+
+def _plain_runs(sess: Session, progress: Progress | None, steps: int,
+                best_tree: str) -> tuple[list[dict[str, float]], Measurement, list[float], Adoption]:
+    """The baseline's `[gates] baseline_runs` plain runs of `best_tree`: init's runs where they may
+    stand for the first ones (referee/baseline_adopt.py), the rest measured here, the [correctness]
+    command with the first measured one unless init's run of it is adopted. Returns each run's
+    metric per class, the run shown in the result, the wall times (s) and the adoption. Raises
+    RefereeError as `baseline` does."""
+    runs = sess.cfg.gates.baseline_runs
+    adoption = adopt_init_runs(sess, best_tree, runs)
+    group = [a.values() for a in adoption.runs]
+    walls = [a.run.duration_s for a in adoption.runs]
+    m = adoption.runs[0] if adoption.runs else None
+    check_due = not adoption.tests
+    for i in range(len(adoption.runs), runs):
+        if progress:
+            progress(i, steps, f"baseline: run {i + 1} of {runs} of unmodified BEST_COMMIT")
+        label = "baseline" if i == 0 else f"baseline-r{i + 1}"
+        # the [correctness] command once, with the first run measured here (unless init's run of it stands)
+        mi = sess.measure(best_tree, sess.store.run_dir(0, label), check=check_due)
+        check_due = False
+        _baseline_changes(sess, mi.changes)
+        if mi.gate.kind != "ok":
+            sess.store.log("baseline_failed", reason=mi.gate.reason, run_dir=mi.run_dir)
+            raise RefereeError(
+                f"the unmodified benchmark does not pass the correctness gate ({mi.gate.reason}); fix the "
+                f"repository or kopt.toml and start again. Log: {mi.run.log_path}")
+        m = m or mi  # the first run is the one shown in the result
+        group.append(mi.values())
+        walls.append(mi.run.duration_s)
+    return group, m, walls, adoption
 
 
 def _baseline_changes(sess: Session, changes: list[FileChange]) -> None:

@@ -47,10 +47,11 @@ from kopt_mcp.commands.init.protect import protected_paths
 from kopt_mcp.commands.init.pytest_report import summary_line
 from kopt_mcp.commands.init.read import HIGHER_IS_BETTER, TEST_FILE, TIME_NAME, analyse, result_unit
 from kopt_mcp.commands.init.render import Proposal, render
-from kopt_mcp.commands.init.runs import SKIP_DIRS, Run, installed_copy_hint, run_twice
+from kopt_mcp.commands.init.runs import SKIP_DIRS, Run, installed_copy_hint, keep_for_baseline, run_twice
 from kopt_mcp.errors import InitError
 from kopt_mcp.evidence.trace import exact_names_regex
 from kopt_mcp.gpus import make_probe
+from kopt_mcp.init_runs import worktree_identity
 from kopt_mcp.profilers import make_profiler
 from kopt_mcp.profilers.base import profile_env
 
@@ -164,7 +165,7 @@ def _run_given(repo: Path, cmd: str, timeout_s: float, budget: Budget, progress:
         if r.timed_out or r.exit_code != 0:
             raise InitError(f"--correctness `{cmd}` {'timed out' if r.timed_out else f'exited {r.exit_code}'} on the "
                             f"unmodified tree in {repo}: it must pass there. Log tail: {r.log_tail[-1200:]}")
-    return Checked(command=cmd, ran=True, summary=summary_line(r.log_tail), seconds=round(r.duration_s, 1))
+    return Checked(command=cmd, ran=True, summary=summary_line(r.log_tail), seconds=round(r.duration_s, 1), runs=1)
 
 
 def propose_correctness(repo: Path, command: str | None, bench: list[str], found: list[str], kernel: str | None,
@@ -257,6 +258,7 @@ def propose(repo: Path, command: str | None, results: str | None = None, kernel:
     repo = repo.resolve()
     budget = Budget(budget_s)
     progress = Progress(budget, console=progress.console, quiet=progress.quiet) if progress else Progress(budget, quiet=True)
+    tree = worktree_identity(repo) if command else None  # what the runs measure: the baseline may adopt them
     runs = _read_runs(repo, command, results, timeout_s, budget, progress)
     found, bench = find_test_files(repo), (benchmark_files(repo, command) if command else [])
     own = ownership(repo, bench, command or "")
@@ -280,8 +282,11 @@ def propose(repo: Path, command: str | None, results: str | None = None, kernel:
             else (None, "not profiled"))
     progress.say(f"target kernels: {kern[0] or '-'} ({kern[1]})")
     unchecked = list(budget.unchecked)
-    return Proposal(toml=render(command, keys, unit, checked, protect, kern, findings, unchecked), findings=findings,
-                    correctness=checked, unchecked=unchecked)
+    toml = render(command, keys, unit, checked, protect, kern, findings, unchecked)
+    if command and keep_for_baseline(repo, command, tree, runs, checked, toml, _probe_s(budget)):
+        progress.say(f"kept {len(runs)} benchmark run(s) and the tests' outcome for the baseline (it adopts them while "
+                     "the tree, command, config and interpreter stay the same)")
+    return Proposal(toml=toml, findings=findings, correctness=checked, unchecked=unchecked)
 
 
 def run_init(repo: Path, command: str | None, results: str | None, kernel: str | None, provider: str | None,
