@@ -79,6 +79,8 @@ class InitRecord(BaseModel):
     config_sha256: str
     interpreter: tuple[str, str] | None
     host: str
+    #: the names of the GPUs init's probe saw (its runs used the default one); [] on a host without
+    gpus: list[str] = []
     runs: list[InitRun]
     tests: InitTests | None = None
 
@@ -160,13 +162,14 @@ def load(repo: Path | git.Repo) -> tuple[InitRecord | None, str]:
 
 
 def why_not(rec: InitRecord, *, tree: str | None, command: str, config_sha: str,
-            interpreter: tuple[str, str] | None, here: str, now: float | None = None,
+            interpreter: tuple[str, str] | None, here: str, device: str | None = None, now: float | None = None,
             max_age_s: float = MAX_AGE_S) -> tuple[str, str]:
     """Why init's runs in `rec` cannot stand for the baseline's first rounds: (code, text), or
     ('', '') where they can: the same tree (`worktree_identity` of BEST), command, config hash,
-    interpreter (path, version) and host (`here`), and at most `max_age_s` seconds old (`now`:
-    epoch s). Codes: version, no_runs, tree_changed, command_changed, config_changed,
-    interpreter_changed, other_host, too_old. Pure."""
+    interpreter (path, version) and host (`here`); on a GPU (`device`: the leased GPU's name, None
+    for the CPU) every GPU init saw of that name (its runs used the default one); at most
+    `max_age_s` seconds old (`now`: epoch s). Codes: version, no_runs, tree_changed,
+    command_changed, config_changed, interpreter_changed, other_host, other_device, too_old. Pure."""
     age = (time.time() if now is None else now) - rec.written_at
     checks = [
         (rec.version == RECORD_VERSION, "version", "init's record is of another kopt-mcp version"),
@@ -179,6 +182,8 @@ def why_not(rec: InitRecord, *, tree: str | None, command: str, config_sha: str,
         (interpreter is not None and rec.interpreter == interpreter, "interpreter_changed",
          f"the interpreter differs from init's ({_interp(rec.interpreter)} then, {_interp(interpreter)} now)"),
         (rec.host == here, "other_host", f"init ran on another host ({rec.host})"),
+        (device is None or (bool(rec.gpus) and set(rec.gpus) == {device}), "other_device",
+         f"the leased GPU ({device}) may not be the one init's runs used (init saw {', '.join(rec.gpus) or 'none'})"),
         (0 <= age <= max_age_s, "too_old", f"init's runs are {age / 3600:.1f} h old (adopted up to "
          f"{max_age_s / 3600:g} h)"),
     ]

@@ -17,7 +17,6 @@ FUNCTIONS = {
     "app/cli.py:_parser": 108,
     "profilers/rocprof.py:_read_one": 98,
     "referee/attempt.py:_judge": 89,
-    "referee/baseline.py:baseline": 88,
     "readers/metrics.py:read_results": 83,
     "profilers/cupti_collect.py:collect": 81,
 }

@@ -71,7 +71,8 @@ def _why_not(sess: Session, rec: init_runs.InitRecord, best_tree: str) -> tuple[
     found = resolved_interpreter(b.command, cwd, None, 30.0)
     return init_runs.why_not(rec, tree=init_runs.tree_without(sess.ws, best_tree, [rec.config_path]),
                              command=b.command, config_sha=sess.config.sha256,
-                             interpreter=(found[0], found[1]) if found else None, here=init_runs.host())
+                             interpreter=(found[0], found[1]) if found else None, here=init_runs.host(),
+                             device=sess.device.name if sess.device and sess.device.vendor != "cpu" else None)
 
 
 def _tests_adoptable(sess: Session, rec: init_runs.InitRecord) -> str:

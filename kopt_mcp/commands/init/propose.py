@@ -15,7 +15,8 @@ named with why), and the target kernels from one profiled run where a profiler i
 
 Running the benchmark (`run_twice`) is kopt_mcp/commands/init/runs.py and reading it (`analyse`:
 format, metric, config columns) kopt_mcp/commands/init/read.py, both re-exported here; the budget
-and the progress lines are kopt_mcp/commands/init/progress.py; this module writes the proposal: correctness tests and
+and the progress lines are kopt_mcp/commands/init/progress.py; the runs and the tests' outcome are
+kept for the baseline to adopt (`keep_for_baseline`, kopt_mcp/init_runs.py); this module writes the proposal: correctness tests and
 protected paths from the repository's files, the target kernel from one profiled run, and the
 commented kopt.toml text. Pure parts (`analyse`, `render`) take contents; `run_init` does the I/O.
 """
@@ -142,10 +143,15 @@ def kernel_regex(repo: Path, command: str, timeout_s: float = 1200.0, profiler=N
 
 def gpu_count() -> int:
     """GPUs this machine's `auto` probe sees (0 where none, or where the probe fails)."""
+    return len(gpu_names())
+
+
+def gpu_names() -> list[str]:
+    """The names of the GPUs this machine's `auto` probe sees ([] where none, or where the probe fails)."""
     try:
-        return len(make_probe("auto").read())
-    except Exception:  # a count for the reasons of dropped tests, never a reason to stop
-        return 0
+        return [g.name for g in make_probe("auto").read()]
+    except Exception:  # a count for the reasons of dropped tests and a record, never a reason to stop
+        return []
 
 
 def _run_given(repo: Path, cmd: str, timeout_s: float, budget: Budget, progress: Progress) -> Checked:
@@ -283,7 +289,7 @@ def propose(repo: Path, command: str | None, results: str | None = None, kernel:
     progress.say(f"target kernels: {kern[0] or '-'} ({kern[1]})")
     unchecked = list(budget.unchecked)
     toml = render(command, keys, unit, checked, protect, kern, findings, unchecked)
-    if command and keep_for_baseline(repo, command, tree, runs, checked, toml, _probe_s(budget)):
+    if command and keep_for_baseline(repo, command, tree, runs, checked, toml, _probe_s(budget), gpu_names()):
         progress.say(f"kept {len(runs)} benchmark run(s) and the tests' outcome for the baseline (it adopts them while "
                      "the tree, command, config and interpreter stay the same)")
     return Proposal(toml=toml, findings=findings, correctness=checked, unchecked=unchecked)
