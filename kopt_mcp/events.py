@@ -42,9 +42,6 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Tag, ValidationError,
 from kopt_mcp.errors import LedgerEventError
 from kopt_mcp.rules.decision import AttemptVerdict
 
-#: the verdicts an `attempt` record carries: the session's, plus `interrupted` (recovery after a
-#: kill), `cancelled` (the client cancelled) and `conflict` (another slot moved BEST first)
-
 
 # -- nested payloads (their producers own the full shape) -------------------------------------
 
@@ -199,6 +196,9 @@ class Baseline(_OnSlot):
     device_id: str | None = None  # the job lease's device, e.g. "nvidia:0:GPU-<uuid>"
     run_dir: str = ""
     rows: list[PerfRow] = []
+    adopted_runs: int = 0  # of `runs`, `kopt-mcp init`'s (referee/baseline_adopt.py)
+    adopted_tests: bool = False  # init's run of the [correctness] command stood for the baseline's
+    adoption_code: str = ""  # why init's runs were not adopted ('' where they were): Adoption.code
 
 
 class Attempt(_OnSlot):

@@ -95,8 +95,8 @@ def baseline(sess: Session, progress: Progress | None) -> BenchmarkResult:
     # queued with its performance.md rows; performance.md is rendered from the ledger
     rec = sess.record("baseline", best_commit=s.best.commit, metrics=s.best.metrics, runs=group, gpu_us=gpu_us,
                       kernels=kernels, gpu_profiles_us=profiles, device=sess.device.model_dump(),
-                      device_id=sess.device_id,
-                      run_dir=m.run_dir, rows=rows)
+                      device_id=sess.device_id, run_dir=m.run_dir, rows=rows, adopted_runs=len(adoption.runs),
+                      adopted_tests=adoption.tests, adoption_code=adoption.code)
     sess.write_performance()
     faults.point("baseline.after_perf_written")
     commit = rec["best_commit"] = vcs.commit_paths(sess.ws, ["performance.md"], BASELINE_MESSAGE)

@@ -51,16 +51,14 @@ class Adoption:
 def adopt_init_runs(sess: Session, best_tree: str, wanted: int) -> Adoption:
     """Init's runs that may stand for up to `wanted - 1` of the baseline's `wanted` plain runs of
     `best_tree` (module docstring), with the reason either way; nothing where the record is missing
-    or any check fails. Logged as `baseline_adoption`."""
+    or any check fails. The baseline's ledger record says how many runs it adopted and why not."""
     rec, why = init_runs.load(sess.repo)
     code = "no_record" if rec is None else ""
     if rec is not None:
         code, why = _why_not(sess, rec, best_tree)
-    out = _adopt(sess, rec, best_tree, wanted) if rec is not None and not code else \
-        Adoption(reason=f"init's runs not adopted: {why}; the baseline measured every run", code=code)
-    sess.store.log("baseline_adoption", adopted_runs=len(out.runs), adopted_tests=out.tests, wanted_runs=wanted,
-                   code=out.code, reason=out.reason, run_dirs=[m.run_dir for m in out.runs])
-    return out
+    if rec is not None and not code:
+        return _adopt(sess, rec, best_tree, wanted)
+    return Adoption(reason=f"init's runs not adopted: {why}; the baseline measured every run", code=code)
 
 
 def _why_not(sess: Session, rec: init_runs.InitRecord, best_tree: str) -> tuple[str, str]:
