@@ -17,6 +17,7 @@ baseline's own plain runs, never toward the profiled runs' spreads.
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -95,10 +96,15 @@ def _adopt(sess: Session, rec: init_runs.InitRecord, best_tree: str, wanted: int
     runs = []
     for k in range(n):
         m, why = _adopted_run(sess, rec, k, tracked, best_tree, check=k == 0 and not tests_why)
-        if m is None:
+        if m is None:  # nothing of init's runs stands: their folders go
+            for done in runs:
+                shutil.rmtree(done.run_dir, ignore_errors=True)
             return Adoption(reason=f"init's runs not adopted: {why}; the baseline measured every run",
                             code="run_unusable")
         runs.append(m)
+    for k, m in enumerate(runs):  # marked only once every run stands: a folder without it was measured or dropped
+        (Path(m.run_dir) / ADOPTED_FILE).write_text(json.dumps({
+            "record": str(init_runs.where(sess.repo)), "run": k + 1, "written_at": rec.written_at, "tree": rec.tree}) + "\n")
     tests = not tests_why and bool(sess.cfg.correctness.command)
     said = (f"{n} of {wanted} baseline run(s) adopted from `kopt-mcp init` (same tree, command, config and "
             f"interpreter, {_age(rec)} old)" if n else
@@ -125,8 +131,6 @@ def _adopted_run(sess: Session, rec: init_runs.InitRecord, k: int, tracked: set[
         if k and before is not None and before != first[p][0] and len(after) > len(before) and after.startswith(before):
             return None, f"init's run {k + 1} appended to {p} after its run 1 (a fresh checkout starts without those rows)"
     d = sess.store.run_dir(0, f"baseline-init{k + 1}")
-    (d / ADOPTED_FILE).write_text(json.dumps({"record": str(init_runs.where(sess.repo)), "run": k + 1,
-                                              "written_at": rec.written_at, "tree": rec.tree}) + "\n")
     (d / "benchmark.log").write_bytes(run.log)
     for p, (_, after) in run.files.items():
         (d / "files" / p).parent.mkdir(parents=True, exist_ok=True)
@@ -140,10 +144,12 @@ def _adopted_run(sess: Session, rec: init_runs.InitRecord, k: int, tracked: set[
                                 after=h.read_bytes(), tracked=str(h.relative_to(d / "files")) in tracked) for h in hits]
         table = read_results(files, b)
     except MetricsError as e:
+        shutil.rmtree(d, ignore_errors=True)
         return None, f"init's run {k + 1} cannot be read under this config ({e})"
     gate = correctness_gate(RunFacts(exit_code=0, timed_out=False, timeout_s=b.timeout_s,
                                      failing_classes=table.failing(), check_exit=0 if check else None))
     if gate.kind != "ok":
+        shutil.rmtree(d, ignore_errors=True)
         return None, f"init's run {k + 1} does not pass the correctness gate under this config ({gate.reason})"
     t = rec.tests
     chk = CorrectnessRun(command=t.command, exit_code=0, ok=True, timed_out=False, wall_s=t.seconds,

@@ -107,6 +107,34 @@ def test_an_uncommitted_edit_after_init_leaves_best_as_init_measured_it(tmp_path
     assert (c["code"], c["adopted"], c["measured"]) == ("", 2, 1)
 
 
+APPENDING_BENCH = """import os
+os.makedirs("results", exist_ok=True)
+new = not os.path.exists("results/r.csv")
+with open("results/r.csv", "a") as f:
+    f.write("n,us_per_call,err_count\\n" if new else "")
+    for n in (1, 2):
+        f.write(f"{n},{100 * n},0\\n")
+"""
+
+
+def test_init_runs_that_appended_to_each_other_are_not_adopted(tmp_path, make_referee):
+    """Init's second run appends to what its first wrote (the file is put back only after both); a
+    fresh checkout starts without those rows, so no run of init stands and no folder says adopted."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "bench.py").write_text(APPENDING_BENCH)
+    for cmd in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "bench"]):
+        subprocess.run([*GIT, *cmd], cwd=repo, check=True)
+    _init(repo, "python bench.py")
+    rec, _ = init_runs.load(repo)
+    assert len(rec.runs) == 2 and rec.runs[1].files["results/r.csv"][0] == rec.runs[0].files["results/r.csv"][1]
+    ref = _referee(make_referee, repo)
+    assert ref.run_benchmark().baseline_recorded
+    c = _counts(ref)
+    assert (c["code"], c["adopted"], c["measured"], c["ledger_adopted"]) == ("run_unusable", 0, 3, 0)
+    assert not any(d.name.startswith("0000-baseline-init") for d in ref.store.runs.iterdir())
+
+
 def test_target_fresh_clone_to_baseline_within_eight_plain_runs(tmp_path, make_referee):
     """Issue 35 item 4's target on examples/cpu_softmax: from a fresh clone through init's unedited
     proposal to the baseline's end, at most 8 plain runs and one test run, counted by every benchmark
