@@ -1,8 +1,9 @@
 """The baseline: `baseline_runs` runs and (with a profiler) BASELINE_PROFILES profiled runs of
 unmodified BEST_COMMIT; their median is BEST's metric, the profiles' spreads the first noise
 estimate of GPU time. The first plain runs may be `kopt-mcp init`'s runs of the same tree, command,
-config and interpreter (referee/baseline_adopt.py; the result's `reason` says whether and why). Recorded in the ledger, rendered into performance.md and committed
-(`kopt: baseline`); BEST_COMMIT moves to that commit and the phase to ready."""
+config and interpreter (referee/baseline_adopt.py; the result's `reason` says whether and why).
+Recorded in the ledger, rendered into performance.md and committed (`kopt: baseline`); BEST_COMMIT
+moves to that commit and the phase to ready."""
 
 from __future__ import annotations
 
