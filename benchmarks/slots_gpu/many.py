@@ -55,6 +55,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks.decision_quality.run import make_repo, set_work  # noqa: E402
+from benchmarks.slots_gpu.gpus import gpu_uuids  # noqa: E402
 from benchmarks.throughput.run import double_bookings  # noqa: E402
 
 TAG = "many"
@@ -68,16 +69,6 @@ def plan(slot_index: int, per_slot: int) -> list[str]:
     """The effects slot `slot_index` plays: the effects in turn, rotated by the slot's index."""
     names = list(EFFECTS)
     return [names[(slot_index + i) % len(names)] for i in range(per_slot)]
-
-
-def gpu_uuids() -> dict[str, int]:
-    """uuid -> index of every NVIDIA GPU nvidia-smi lists ({} without nvidia-smi: `--repo cpu`)."""
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=index,uuid", "--format=csv,noheader"],
-                             capture_output=True, text=True, check=True).stdout
-    except (OSError, subprocess.CalledProcessError):
-        return {}
-    return {u.strip(): int(i) for i, u in (line.split(",") for line in out.splitlines() if line.strip())}
 
 
 def best_work(repo: Path) -> int:
