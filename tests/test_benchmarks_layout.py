@@ -117,3 +117,9 @@ def test_graph_reads_sibling_and_package_imports():
 
 def test_no_import_cycles_in_benchmarks():
     assert cycles(import_graph()) == []
+
+
+def test_one_folder_per_question():
+    """benchmarks/' root holds folders (one per question) and its README index, no loose scripts."""
+    loose = sorted(p.name for p in BENCH.iterdir() if p.is_file() and p.name != "README.md")
+    assert loose == []
