@@ -10,6 +10,8 @@ lazy import closes a circle as surely as a top-level one), in both spellings the
 from __future__ import annotations
 
 import ast
+import fnmatch
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -123,3 +125,46 @@ def test_one_folder_per_question():
     """benchmarks/' root holds folders (one per question) and its README index, no loose scripts."""
     loose = sorted(p.name for p in BENCH.iterdir() if p.is_file() and p.name != "README.md")
     assert loose == []
+
+
+def _index() -> list[tuple[str, list[str], list[str]]]:
+    """benchmarks/README.md's index: (question, paths named in its folder/script/device cells, result globs)."""
+    text = (BENCH / "README.md").read_text().split("## Index", 1)[1]
+    rows = []
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 5 or cells[0] in ("question", "---"):
+            continue
+        paths = [tok.split()[0] for cell in cells[1:4] for tok in re.findall(r"`([^`]+)`", cell) if "/" in tok.split()[0]]
+        rows.append((cells[0], paths, re.findall(r"`([^`]+)`", cells[4])))
+    return rows
+
+
+def claims(entries: list[str], index: list[tuple[str, list[str], list[str]]]) -> dict[str, list[str]]:
+    """entry of benchmarks/results/ -> the questions whose globs match it."""
+    return {e: [q for q, _, globs in index if any(fnmatch.fnmatchcase(e, g) for g in globs)] for e in entries}
+
+
+def test_claims_catch_unclaimed_and_doubly_claimed():
+    """The claim check itself: an entry no glob matches and one two questions match are both seen."""
+    index = [("a", [], ["*-chaos*"]), ("b", [], ["*-cpu-*"])]
+    got = claims(["2026-11-23-cpu-chaos.md", "2026-11-23-h100-x.md", "2026-11-23-cpu-y.md"], index)
+    assert got == {"2026-11-23-cpu-chaos.md": ["a", "b"], "2026-11-23-h100-x.md": [], "2026-11-23-cpu-y.md": ["b"]}
+
+
+def test_every_result_claimed_by_exactly_one_question():
+    index = _index()
+    assert len(index) >= 20
+    entries = sorted(p.name for p in (BENCH / "results").iterdir() if p.name != "README.md")
+    bad = {e: qs for e, qs in claims(entries, index).items() if len(qs) != 1}
+    assert bad == {}
+
+
+def test_index_names_existing_paths_and_every_question_folder():
+    index = _index()
+    missing = sorted({p for _, paths, _ in index for p in paths if not (ROOT / p).exists()})
+    assert missing == []
+    named = {p.rstrip("/") for _, paths, _ in index for p in paths}
+    folders = sorted(f"benchmarks/{d.name}" for d in BENCH.iterdir()
+                     if d.is_dir() and d.name not in ("results", "__pycache__"))
+    assert [f for f in folders if f not in named] == []
