@@ -2,7 +2,7 @@
 # On the GPU machine (no network), from the root of a checkout that carries .whl/ (gpu_suite.sh's
 # wheels) and .devstage/ (whl/: this branch's kopt_mcp wheel + the liger_kernel wheel; src/liger,
 # src/tk: the projects' snapshots and their commit shas (liger.sha, tk.sha); benchmarks/real_repos/,
-# benchmarks/decision_quality/: the drivers, copied from this repository; not under the checkout's
+# benchmarks/decision_quality/, benchmarks/common.py: the drivers, copied from this repository; not under the checkout's
 # own root, whose kopt_mcp/ they would import instead of the wheel's):
 #   bash .devstage/benchmarks/real_repos/device.sh PHASE:SECONDS ...
 # PHASE: liger | tk | fg | fla | flaln (benchmarks/real_repos/run.py on Liger-Kernel, triton-kernels, FlagGems,

@@ -35,7 +35,7 @@ run to run +-20%): its numbers move with the CPU, the GPU kernel time is what de
 from __future__ import annotations
 
 from fla import FLA_LN, FLA_NS
-from projects import Candidate, Project
+from model import Candidate, Project
 
 #: the provider kept: FLA's LayerNorm forward + backward (the persistent backward's path at D = 1024)
 FLA_LN_PROVIDER = "fused_ln_bwd"
