@@ -98,6 +98,9 @@ class GatesSection(_Section):
                                     "spread in the attempt and its recent spreads: rules.floor.gpu_gain_floor)")
     max_rounds: int = Field(3, ge=1, description="most candidate runs per verdict (the repeat budget): paired script "
                             "rounds, less one for the profiled run where a per-launch profiler confirms")
+    max_rounds_asked: int = Field(10, ge=1, description="most candidate runs per verdict an agent may ask for with "
+                                  "save_and_test's `rounds` (a promising tie measured longer; the keep's test is split "
+                                  "over the looks, so more rounds keep an identical candidate no more often)")
     baseline_runs: int = Field(3, ge=1, description="runs of unmodified BEST_COMMIT at the baseline (noise estimate)")
     max_repairs: int = Field(3, ge=0)
     max_consecutive_regressions: int = Field(5, ge=1)

@@ -42,9 +42,6 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Tag, ValidationError,
 from kopt_mcp.errors import LedgerEventError
 from kopt_mcp.rules.decision import AttemptVerdict
 
-#: the verdicts an `attempt` record carries: the session's, plus `interrupted` (recovery after a
-#: kill), `cancelled` (the client cancelled) and `conflict` (another slot moved BEST first)
-
 
 # -- nested payloads (their producers own the full shape) -------------------------------------
 
@@ -199,6 +196,9 @@ class Baseline(_OnSlot):
     device_id: str | None = None  # the job lease's device, e.g. "nvidia:0:GPU-<uuid>"
     run_dir: str = ""
     rows: list[PerfRow] = []
+    adopted_runs: int = 0  # of `runs`, `kopt-mcp init`'s (referee/baseline_adopt.py)
+    adopted_tests: bool = False  # init's run of the [correctness] command stood for the baseline's
+    adoption_code: str = ""  # why init's runs were not adopted ('' where they were): Adoption.code
 
 
 class Attempt(_OnSlot):
@@ -413,13 +413,11 @@ class Confirmation(_OnSlot):
     """commit_improvement's out-of-process confirmation of a GPU-time keep (profilers.confirm):
     confirmed / refuted / unavailable, why, the profiler, the claimed and measured gains (%), the
     floor and tolerance (%), and each side's time per step (us) as measured out of process."""
-
     required = ("attempt", "status")
     event: Literal["confirmation"]
     attempt: int | None = None
     status: Literal["confirmed", "refuted", "unavailable"]
-    #: why, stable (kopt_mcp.rules.decision.Code: confirmed / refuted / unconfirmed)
-    code: str | None = None
+    code: str | None = None  # why, stable (kopt_mcp.rules.decision.Code: confirmed / refuted / unconfirmed)
     reason: str = ""
     backend: str | None = None
     claimed_gain_pct: float | None = None
@@ -429,6 +427,8 @@ class Confirmation(_OnSlot):
     candidate: dict[str, Any] | None = None
     gain_pct: float | None = None
     runs: list[str] = []
+    selection: str | None = None  # the target selection (profilers/confirm.py selection_key)
+    best_reused: bool = False  # BEST's figure is the stored one of its tree (no run)
 
 
 class SessionGain(_OnSlot):

@@ -11,10 +11,9 @@ the field is `MaybeFloat`: null in the schema, with a text saying why where it m
 
 from __future__ import annotations
 
-import math
-from typing import Annotated, Literal
+from typing import Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from kopt_mcp.evidence.trace import CpuProfile, KernelStat
 from kopt_mcp.gpus.gate import GpuCheck
@@ -22,15 +21,7 @@ from kopt_mcp.knowledge import Hit
 from kopt_mcp.profilers.bottleneck import BottleneckKind
 from kopt_mcp.readers.test_summary import CorrectnessRun
 from kopt_mcp.rules.decision import Code, MeasuredOutcome, Verdict
-from kopt_mcp.rules.stats import PooledFrom
-
-
-def _finite_or_none(v: object) -> object:
-    return None if isinstance(v, float) and not math.isfinite(v) else v
-
-
-MaybeFloat = Annotated[float | None, BeforeValidator(_finite_or_none)]
-"""A float that is null where the value is not a finite number (inf, NaN)."""
+from kopt_mcp.results_change import ClassChange, ClassGain, Cost, Detectable, Interval, MaybeFloat
 
 GpuOnly = Annotated[MaybeFloat, Field(exclude_if=lambda v: v is None)]  # left out where no GPU profiler measured it
 
@@ -45,49 +36,6 @@ class Omitted(BaseModel):
 
 
 OMITTED = "per-class lists cut to stay small: how many entries were left out, which were kept, where all are"
-
-
-class Interval(BaseModel):
-    """The paired interval behind a verdict (rules.stats.PairedInterval as output): n paired deltas
-    (%, + = better), their mean, the SD of one delta (%), degrees of freedom, one-sided `confidence`
-    bounds lo/hi (%). Bounds are null while the noise is not measurable yet (df 0); `note` says so."""
-
-    model_config = ConfigDict(from_attributes=True)
-
-    n: int
-    mean_pct: MaybeFloat
-    sd_delta_pct: MaybeFloat = None
-    df: int
-    confidence: float
-    lo_pct: MaybeFloat
-    hi_pct: MaybeFloat
-    note: str = ""
-    pooled: PooledFrom | None = Field(None, description="the runs of unchanged trees the spread was pooled from: "
-                                      "this attempt's BEST and candidate runs, and BEST's runs of earlier leases")
-    own_df: int = Field(0, description="degrees of freedom from the deltas' own scatter (0: their runs are in `pooled`)")
-    looks: int = Field(1, description="a keep tested after each of this many rounds: `confidence` is each look's "
-                       "share of the overall level (Bonferroni)")
-
-    @model_validator(mode="after")
-    def _say_why(self) -> Interval:
-        if (self.lo_pct is None or self.hi_pct is None) and not self.note:
-            self.note = (f"bounds unknown: noise not yet measurable (n={self.n}, df={self.df}); more runs "
-                         "(baseline_runs >= 2, or confirming rounds) give them")
-        return self
-
-
-class ClassChange(BaseModel):
-    """One config class's change (rules.script.ClassDelta as output): metric of BEST and candidate,
-    improvement in % per round (+ = better; null against a zero metric), its mean and the interval."""
-
-    model_config = ConfigDict(from_attributes=True)
-
-    key: str
-    best: float
-    candidate: float
-    deltas_pct: list[MaybeFloat]
-    mean_pct: MaybeFloat
-    interval: Interval | None = None
 
 
 class DeviceInfo(BaseModel):
@@ -143,6 +91,9 @@ class BenchmarkResult(BaseModel):
     log_path: str
     log_tail: str
     baseline_recorded: bool = False
+    detectable: Detectable | None = Field(None, description=(
+        "the baseline: the smallest gain a verdict can detect with the measured spread and the configured rounds, "
+        "and the rounds that would detect other gains (save_and_test's `rounds`, within [gates] max_rounds_asked)"))
     best_commit: str
     next_actions: list[str]
     omitted: Omitted | None = Field(None, description=OMITTED)
@@ -203,23 +154,6 @@ class WarmupResult(BaseModel):
     log_tail: str
 
 
-class Cost(BaseModel):
-    """What a verdict or a commit spent (issue 34 item 6): benchmark runs (profiled or plain, the
-    out-of-process confirmation's included), their wall time (s) and that time as a multiple of one
-    plain run of the benchmark (`plain_run_s`, the baseline's median run; None before one)."""
-
-    runs: int = Field(ge=0)
-    wall_s: float = Field(ge=0.0)
-    plain_run_s: float | None = None
-    x_plain_run: float | None = Field(None, description="wall_s / plain_run_s: the cost in plain runs")
-
-    @classmethod
-    def of(cls, runs: int, wall_s: float, plain_run_s: float | None) -> Cost:
-        """The cost of `runs` runs taking `wall_s` seconds against one plain run of `plain_run_s` s."""
-        x = round(wall_s / plain_run_s, 2) if plain_run_s and plain_run_s > 0 else None
-        return cls(runs=runs, wall_s=round(wall_s, 3), plain_run_s=plain_run_s, x_plain_run=x)
-
-
 class VerdictResult(BaseModel):
     """save_and_test: the verdict on the candidate, the numbers behind it, and what to do next."""
 
@@ -236,6 +170,9 @@ class VerdictResult(BaseModel):
     metric_used: str
     classes: list[ClassChange]
     target_deltas_pct: list[MaybeFloat]
+    target_interval: Interval | None = Field(None, description=(
+        "the script metric's paired interval of the target, the one the reason's script-metric numbers are (mean_pct, "
+        "ratio_x, lo/hi, confidence per look, looks, overall_confidence); null where no round was measured"))
     divergent_classes: list[str]
     #: incorrect: per failing config class, each error column's largest |value| (null when not finite)
     class_errors: dict[str, dict[str, MaybeFloat]] = {}
@@ -287,9 +224,13 @@ class CommitResult(BaseModel):
         "confirmation ran. Not committed: no_longer_better, refuted, conflict, tampered, protected_path / "
         "unsafe_symlink (the format command), the failed re-measure's gate code (run_crashed, results_stale, ...) "
         "or the re-profiled keep metric's (gpu_time_below_floor, ...); script_only when only the script metric decided "
-        "the keep: committed where [gates] allow_script_only_keeps allows, refused otherwise"))
+        "the keep: committed where [gates] allow_script_only_keeps allows, refused otherwise. With neutral_reason: "
+        "neutral_kept, or neutral_refused_no_reason / _not_tie / _best_moved / _worse_class (rules/commit.py)"))
     commit: str | None
     best_commit: str
+    neutral: bool = Field(False, description=(
+        "a neutral keep (code neutral_kept): a `tie` kept because the agent asked by name (`neutral_reason`: a "
+        "correctness or robustness fix), no class worse beyond the noise threshold; never counted as a gain"))
     formatted: bool
     classes: list[ClassChange]
     next_actions: list[str]
@@ -313,8 +254,8 @@ class CommitResult(BaseModel):
 class SessionGainResult(BaseModel):
     """measure_session_gain / `kopt-mcp compare`: commit `head_commit` measured against `base_commit`
     (default: the session's baseline commit against BEST_COMMIT) in one paired run on one lease under
-    the session's rules. Changes in % (+ = head better); in `classes`, `best` is the base commit's
-    metric and `candidate` the head's, each with its paired interval; GPU time in us."""
+    the session's rules. Changes in % (+ = head better), ratios in x (how many times better head is);
+    `classes`: each class's base and head metric, with its ratio and paired interval; GPU time in us."""
 
     base_commit: str
     head_commit: str
@@ -327,7 +268,7 @@ class SessionGainResult(BaseModel):
     target_hi_pct: MaybeFloat
     confidence: float = Field(description="one-sided confidence of the bounds ([gates] confidence)")
     ratio_x: MaybeFloat = Field(description="how many times better head is on the target (2.0: twice as fast)")
-    classes: list[ClassChange]
+    classes: list[ClassGain]
     rounds_under_load: int = Field(0, description="paired rounds that ran under foreign load on the device: measured "
                                    "again within [gates] max_rounds and left out, as save_and_test does (rules/load.py)")
     gpu_base_us: GpuOnly = None
@@ -356,7 +297,8 @@ class EndSessionResult(BaseModel):
                                            "null where none was measured (`gain_note` says why)")
     gain_note: str = Field("", description="why no gain was measured: no baseline, no keep (BEST_COMMIT is the "
                            "baseline commit), no device, a failed run; \"\" when measured")
-    kept: int = Field(description="improvements kept in the session")
+    kept: int = Field(description="improvements kept in the session (neutral keeps not counted)")
+    kept_neutral: int = Field(0, description="neutral keeps (commit_improvement's `neutral_reason`): never a gain")
 
 
 class AttemptResult(BaseModel):

@@ -20,6 +20,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from kopt_mcp.errors import SessionError
+from kopt_mcp.evidence.confirm import StoredTargetTime
 from kopt_mcp.rules.decision import Verdict
 from kopt_mcp.rules.percent import spread_pct
 from kopt_mcp.rules.repair import RepairState
@@ -118,6 +119,22 @@ class PendingImprovement(BaseModel):
     verdict_rounds: list[Round] = Field(default_factory=list)
 
 
+class TieCandidate(BaseModel):
+    """The latest `tie` verdict's candidate, which commit_improvement(neutral_reason=...) may keep as
+    neutral (rules/commit.py neutral_keep): its attempt, the exact tested tree, the BEST_COMMIT it was
+    judged against, target and hypothesis, the verdict's per-class changes (ClassDelta dumps: mean %
+    + = better, ratio, interval), the target's mean change (%) and the candidate's runs (class -> metric)."""
+
+    attempt: int
+    tree: str
+    base: str
+    target: str
+    hypothesis: str
+    classes: list[dict] = Field(default_factory=list)
+    target_pct: float | None = None
+    candidate_run_metrics: list[dict[str, float]] = Field(default_factory=list)
+
+
 class LastVerdict(BaseModel):
     """The latest verdict, for status. `commit`: what commit_improvement then did with an `improved`
     verdict ("refused": not committed, the candidate reverted; None: nothing yet, or committed, when
@@ -152,6 +169,10 @@ class SessionState(BaseModel):
     kept: int = 0
     #: of `kept`, the keeps only the script metric decided (PendingImprovement.script_only)
     kept_script_only: int = 0
+    #: neutral keeps (a `tie` kept by name: rules/commit.py neutral_keep), not in `kept`: never a gain
+    kept_neutral: int = 0
+    #: the latest verdict's candidate where it was a `tie` (None otherwise): what a neutral keep commits
+    tie: TieCandidate | None = None
     stop_reason: str | None = None
     stopped_at: str | None = None
     in_progress: dict | None = None
@@ -174,6 +195,9 @@ class SessionState(BaseModel):
     #: BEST_COMMIT): ignored by the post-run check and the diff guard, never committed (a commit
     #: keeps BEST's version). A protected file is never one.
     benchmark_outputs: list[str] = Field(default_factory=list)
+    #: the last confirmed commit's out-of-process measurement of its tree (referee/confirmation.py):
+    #: BEST's figure at the next confirmation where still valid (rules/confirm.py reusable_best)
+    confirmed_tree: StoredTargetTime | None = None
 
     # -- phase transitions (the referee calls these; it never assigns phase or counters itself) --
 
@@ -231,15 +255,21 @@ class SessionState(BaseModel):
         """A verdict or commit that resets the consecutive-regression counter (its window stays)."""
         self.regressions = self.regressions.reset()
 
-    def ruled(self, attempt: int, verdict: Verdict, target: str, reason: str) -> None:
-        """Remember the latest verdict (for status)."""
+    def ruled(self, attempt: int, verdict: Verdict, target: str, reason: str, tie: TieCandidate | None = None) -> None:
+        """Remember the latest verdict (for status) and, for a `tie`, its candidate (`tie`)."""
         self.last = LastVerdict(attempt=attempt, verdict=verdict, target=target, reason=reason)
+        self.tie = tie if verdict == "tie" else None
 
-    def adopted(self, commit: str, metrics: dict[str, float], gpu_us: float | None) -> str:
+    def adopted(self, commit: str, metrics: dict[str, float], gpu_us: float | None, neutral: bool = False) -> str:
         """A keep was committed as `commit`: BEST_COMMIT moves there with its metrics (GPU time in
         us), the pending improvement is done, counters reset, `kept` +1 (and `kept_script_only` for a
-        script-only one). Returns the old BEST_COMMIT."""
+        script-only one); a `neutral` keep counts in `kept_neutral` instead. Returns the old BEST_COMMIT."""
         old = self.best.commit
+        self.tie = None
+        if neutral:
+            self.best.commit, self.best.metrics, self.best.gpu_us = commit, dict(metrics), gpu_us
+            self.kept_neutral += 1
+            return old
         self.kept_script_only += int(bool(self.pending and self.pending.script_only))
         self.best.commit, self.best.metrics, self.best.gpu_us = commit, dict(metrics), gpu_us
         self.phase, self.pending, self.repair = Phase.ready, None, None

@@ -6,9 +6,9 @@
 #                                  `kopt-mcp demo` on the Triton example and the gpu-marked tests;
 #   scripts/gpu_suite.sh tests     ... the gpu-marked tests alone
 #   scripts/gpu_suite.sh accuracy  ... profiler GPU time vs CUDA events and profiling overhead
-#                                  (benchmarks/profiler_accuracy.py; ACCURACY_QUICK=1: no ncu)
+#                                  (benchmarks/profiler_accuracy/run.py; ACCURACY_QUICK=1: no ncu)
 #   scripts/gpu_suite.sh trace     ... the trace report alone: kernel_trace_analysis on the Triton example's
-#                                  baseline (benchmarks/trace_report.py -> trace_report.md / .json)
+#                                  baseline (benchmarks/trace_report/run.py -> trace_report.md / .json)
 #   scripts/gpu_suite.sh slots     ... two candidate slots sharing the GPU on the Triton example
 #                                  (benchmarks/slots_gpu/run.py -> slots_gpu.md / .json)
 #   scripts/gpu_suite.sh many [PER_SLOT] [REPO]  ... 1, N and 2N candidate slots on the host's N GPUs
@@ -20,7 +20,7 @@
 #                                  (benchmarks/end_of_loop/run.py -> end_of_loop.md / .json;
 #                                  LOOPEND_FLAGS=--no-compare: the demos alone)
 #   scripts/gpu_suite.sh sandbox   ... the Triton example with every run in bubblewrap and without
-#                                  (benchmarks/sandbox_gpu.py -> sandbox_gpu.md / .json; `prepare` brings
+#                                  (benchmarks/sandbox_gpu/run.py -> sandbox_gpu.md / .json; `prepare` brings
 #                                  Debian's bubblewrap .deb along for an image without bwrap)
 #   scripts/gpu_suite.sh decisions [TRIALS]  ... the decision-quality benchmark (planted effects;
 #                                  DQ_MAX_SECONDS=S: start no round of trials that would end past S s)
@@ -86,17 +86,17 @@ gpu_tests() {
 
 accuracy() {
   setup
-  python3 benchmarks/profiler_accuracy.py "$OUT" ${ACCURACY_QUICK:+--quick} 2>&1 | tee "$OUT/profiler_accuracy.log"
+  python3 benchmarks/profiler_accuracy/run.py "$OUT" ${ACCURACY_QUICK:+--quick} 2>&1 | tee "$OUT/profiler_accuracy.log"
 }
 
 trace_report() {
   setup
-  python3 benchmarks/trace_report.py "$OUT" 2>&1 | tee "$OUT/trace_report.log"
+  python3 benchmarks/trace_report/run.py "$OUT" 2>&1 | tee "$OUT/trace_report.log"
 }
 
 sandbox() {
   setup
-  python3 benchmarks/sandbox_gpu.py "$OUT" 2>&1 | tee "$OUT/sandbox_gpu.log"
+  python3 benchmarks/sandbox_gpu/run.py "$OUT" 2>&1 | tee "$OUT/sandbox_gpu.log"
 }
 
 slots() {

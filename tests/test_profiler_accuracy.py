@@ -1,4 +1,4 @@
-"""benchmarks/profiler_accuracy.py without a GPU: the arithmetic on per-launch durations (synthetic
+"""benchmarks/profiler_accuracy/run.py without a GPU: the arithmetic on per-launch durations (synthetic
 duration lists: this is arithmetic, not a tool's output) and the report it writes from given numbers."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "profiler_accuracy.py"
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "profiler_accuracy" / "run.py"
 _spec = importlib.util.spec_from_file_location("profiler_accuracy", SCRIPT)
 pa = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(pa)

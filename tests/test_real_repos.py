@@ -36,7 +36,7 @@ def test_an_edit_whose_anchor_is_missing_or_repeated_is_refused(tmp_path):
 
 def test_every_gpu_project_tries_the_four_verdicts():
     four = {("identical", "tie"), ("win", "improved"), ("slowdown", "regressed"), ("broken", "incorrect")}
-    for name in ("liger", "triton-kernels", "flaggems"):
+    for name in ("liger", "triton-kernels", "flaggems", "fla", "fla-ln"):
         got = {(c.name, c.expected) for c in PROJECTS[name].candidates}
         assert four <= got
         # more candidates (triton-kernels' wins inside the target kernels) expect one of the four verdicts, or
@@ -129,3 +129,27 @@ def test_an_init_command_is_the_command_the_finished_kopt_toml_runs():
     assert "donated_buffer = False" in tk.init_command
     assert PROJECTS["flaggems"].init_command == PROJECTS["flaggems"].command  # its documented command runs
     assert PROJECTS["liger"].init_command.startswith("PYTHONPATH=src")  # not the installed copy
+
+
+def test_fla_ln_runs_the_projects_benchmark_narrowed_to_the_metrics_provider():
+    """fla-ln's command runs flash-linear-attention's own module benchmark with one of its 16 providers
+    (the script takes no arguments): the provider kept is the one whose perf_report column is the metric,
+    init gets that same command, and the code given to `python -c` parses."""
+    import ast
+    import shlex
+    import tomllib
+
+    p = PROJECTS["fla-ln"]
+    toml = tomllib.loads(p.toml)
+    argv = shlex.split(toml["benchmark"]["command"])
+    assert argv[1:3] == ["python", "-c"] and len(argv) == 4
+    code = ast.parse(argv[3])
+    kept = [[e.value for e in n.elts] for n in ast.walk(code) if isinstance(n, ast.List)]
+    assert kept == [["fused_ln_bwd"]]
+    assert toml["benchmark"]["metric"] == "fused_ln_bwd (Execution Time (ms))"  # "<line_name> (<ylabel>)"
+    assert "benchmark_layernorm" in argv[3] and "run_module_benchmark" in argv[3]
+    assert p.init_command == toml["benchmark"]["command"] != p.command
+    assert p.command.endswith("python benchmarks/modules/benchmark_layernorm.py")  # the documented one
+    # the edits of NS (the persistent grid) are different lines; `broken` is the D > 512 kernel's mask
+    ns_edits = {c.name: c.new for c in p.candidates if c.old.lstrip().startswith("NS = ")}
+    assert set(ns_edits) == {"win", "more-programs", "slowdown"} and len(set(ns_edits.values())) == 3

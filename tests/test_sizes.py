@@ -17,7 +17,6 @@ FUNCTIONS = {
     "app/cli.py:_parser": 108,
     "profilers/rocprof.py:_read_one": 98,
     "referee/attempt.py:_judge": 89,
-    "referee/baseline.py:baseline": 88,
     "readers/metrics.py:read_results": 83,
     "profilers/cupti_collect.py:collect": 81,
 }
@@ -25,8 +24,6 @@ MODULES = {
     "events.py": 645,
     "readers/metrics.py": 498,
     "bench/cluster/ray_executor.py": 430,
-    "results.py": 421,
-    "rules/script.py": 414,
     "rules/keep.py": 403,
     "gpus/gate.py": 401,
 }

@@ -1,4 +1,4 @@
-"""benchmarks/trace_report.py without a GPU: it refuses clearly, and its report renders a real
+"""benchmarks/trace_report/run.py without a GPU: it refuses clearly, and its report renders a real
 TraceResult (the toy referee's kernel_trace_analysis replaying the recorded ncu raw page) and a
 real baseline of the toy benchmark."""
 
@@ -15,7 +15,7 @@ import pytest
 from kopt_mcp.commands.demo import gpu_example_possible
 from tests.profilers.test_trace_analysis_merged import ReplayNcu
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "trace_report.py"
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "trace_report" / "run.py"
 _spec = importlib.util.spec_from_file_location("trace_report", SCRIPT)
 tr = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(tr)

@@ -30,7 +30,6 @@ import os
 import platform
 import random
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -47,6 +46,10 @@ from kopt_mcp.session import SessionState
 from kopt_mcp.testing.toy import kernel_source, make_toy_repo
 
 ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.common import git  # noqa: E402
 #: fault points passed only while a session begins (its creation and its baseline)
 SESSION_START = {"ledger.after_append:session_started", "baseline.after_perf_written", "baseline.after_git_commit",
                  "baseline.after_best_worktree", "ledger.after_append:baseline"}
@@ -92,10 +95,6 @@ class Chaos:
             return None
 
 
-def _git(cwd: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True).stdout
-
-
 def _data(r) -> dict:
     return r.structured_content or {}
 
@@ -132,11 +131,11 @@ def check_invariants(ch: Chaos, st: dict) -> list[str]:
                 bad.append(f"{e['event']} record of attempt {e.get('attempt')} names a missing patch {e[key]}")
     start = next((e["best_commit"] for e in events if e.get("event") == "session_started"), None)
     branch = f"refs/heads/{st['branch']}"
-    shas = _git(ch.repo, "rev-list", "--reverse", f"{start}..{branch}").split() if start else []
+    shas = git(ch.repo, "rev-list", "--reverse", f"{start}..{branch}").split() if start else []
     kept = {e["commit"]: e for e in commits}
     base = [e["best_commit"] for e in events if e.get("event") == "baseline"]
     for sha in shas:
-        subject, body = _git(ch.repo, "log", "-1", "--format=%s%n%b", sha).split("\n", 1)
+        subject, body = git(ch.repo, "log", "-1", "--format=%s%n%b", sha).split("\n", 1)
         if subject == "kopt: baseline":
             if sha not in base:
                 bad.append(f"baseline commit {sha[:12]} has no baseline record")
@@ -150,12 +149,12 @@ def check_invariants(ch: Chaos, st: dict) -> list[str]:
             bad.append(f"commit {sha[:12]} ({subject!r}) is neither baseline, keep nor stop summary")
     if len([s for s in shas if s in kept]) != len(kept):
         bad.append("a commit record names a commit that is not on the branch")
-    head = _git(ch.repo, "rev-parse", branch).strip()
+    head = git(ch.repo, "rev-parse", branch).strip()
     if head != state.best.commit and not (state.phase.value == "stopped"
-                                          and _git(ch.repo, "rev-parse", f"{head}^").strip() == state.best.commit):
+                                          and git(ch.repo, "rev-parse", f"{head}^").strip() == state.best.commit):
         bad.append(f"BEST_COMMIT {state.best.commit[:12]} is not the branch head {head[:12]}")
     if base:
-        committed = _git(ch.repo, "show", f"{head}:performance.md")
+        committed = git(ch.repo, "show", f"{head}:performance.md")
         if committed != render_performance(events, "us_per_call"):
             bad.append("performance.md at the branch head differs from the ledger's rendering")
         if (ws / "performance.md").read_text() != committed:

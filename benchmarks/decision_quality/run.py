@@ -42,6 +42,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.common import git, init_repo  # noqa: E402
+
 # effect: % change of work (- = less work = faster); target: minimum kept share, or None = never kept
 GPU_EFFECTS = {"identical": (0.0, None), "-0.5%": (-0.5, 0.80), "-1%": (-1.0, 0.95), "-2%": (-2.0, 0.95),
                "-5%": (-5.0, 0.95), "+1%": (1.0, None), "+2%": (2.0, None)}
@@ -68,10 +70,14 @@ def make_repo(kind: str, dest: Path) -> Path:
     """A fresh git repository holding the planted-effect example (repo_gpu, repo_gpu_dobench or repo_cpu)."""
     shutil.copytree(HERE / f"repo_{kind.replace('-', '_')}", dest)
     (dest / ".gitignore").write_text("results/\n__pycache__/\n")
-    for args in (["init", "-q", "-b", "main"], ["add", "-A"],
-                 ["-c", "user.name=bench", "-c", "user.email=bench@localhost", "commit", "-q", "-m", "planted"]):
-        subprocess.run(["git", *args], cwd=dest, check=True)
-    return dest
+    return init_repo(dest, "planted")
+
+
+def best_work(repo: Path) -> int:
+    """BEST's WORK, read from the committed kernel.py of a planted repository (an arithmetic literal such
+    as 64 * 2**20)."""
+    expr = re.search(r"^WORK = (.*)$", git(repo, "show", "HEAD:kernel.py"), re.M).group(1)
+    return int(eval(expr, {"__builtins__": {}}))
 
 
 def run_bench(work: Path, env: dict[str, str]) -> float:
@@ -121,10 +127,7 @@ def main() -> int:
     resumed = (tmp / "repo" / ".git").is_dir()
     repo = tmp / "repo" if resumed else make_repo(a.device, tmp / "repo")
     # BEST's WORK, read from the committed kernel (a resumed workspace holds the last candidate's)
-    best_kernel = subprocess.run(["git", "show", "HEAD:kernel.py"], cwd=repo, check=True, capture_output=True,
-                                 text=True).stdout
-    expr = re.search(r"^WORK = (.*)$", best_kernel, re.M).group(1)
-    base = int(eval(expr, {"__builtins__": {}}))  # an arithmetic literal such as 64 * 2**20
+    base = best_work(repo)
     ref = Referee(repo, tag="dq", lease_dir=a.lease_dir or tmp / "leases")
     # where a resumed run goes on: "TRIAL EFFECT_INDEX" of the next verdict, and the profiler the
     # baseline resolved (a resumed session holds no device lease until its first run)

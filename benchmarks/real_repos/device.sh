@@ -2,15 +2,15 @@
 # On the GPU machine (no network), from the root of a checkout that carries .whl/ (gpu_suite.sh's
 # wheels) and .devstage/ (whl/: this branch's kopt_mcp wheel + the liger_kernel wheel; src/liger,
 # src/tk: the projects' snapshots and their commit shas (liger.sha, tk.sha); benchmarks/real_repos/,
-# benchmarks/decision_quality/: the drivers, copied from this repository; not under the checkout's
+# benchmarks/decision_quality/, benchmarks/common.py: the drivers, copied from this repository; not under the checkout's
 # own root, whose kopt_mcp/ they would import instead of the wheel's):
 #   bash .devstage/benchmarks/real_repos/device.sh PHASE:SECONDS ...
-# PHASE: liger | tk | fg | fla (benchmarks/real_repos/run.py on Liger-Kernel, triton-kernels, FlagGems,
-# flash-linear-attention) | fresh (init_fresh.py: `kopt-mcp init --write` on a fresh clone of FRESH_PROJECT,
+# PHASE: liger | tk | fg | fla | flaln (benchmarks/real_repos/run.py on Liger-Kernel, triton-kernels, FlagGems,
+# flash-linear-attention, its LayerNorm backward alone: fla_ln.py) | fresh (init_fresh.py: `kopt-mcp init --write` on a fresh clone of FRESH_PROJECT,
 # unedited, then baseline and an identical candidate; FRESH_FLAGS e.g. --work /tmp/w-fresh) | dq (the do_bench decision-quality
 # benchmark) | clk (benchmarks/clocks/levels.py: the harness's time against the SM clock, CLK_RUNS runs). SECONDS: the phase's hard limit (timeout kills it; its drivers stop starting new steps
 # about 100 s before), or `rest`: until TOTAL (default 570) seconds after the start. Results go to
-# $OUT/<phase>/. LIGER_FLAGS / TK_FLAGS / FG_FLAGS / FLA_FLAGS: more run.py flags (e.g. --skip-init, --only win,broken,
+# $OUT/<phase>/. LIGER_FLAGS / TK_FLAGS / FG_FLAGS / FLA_FLAGS / FLALN_FLAGS: more run.py flags (e.g. --skip-init, --only win,broken,
 # --work /tmp/w-tk: a later call while the machine is warm goes on without a new baseline);
 # DQ_EFFECTS: the decision-quality effects (default identical,-1%,+1%); DQ_FLAGS: more run.py flags (--work
 # /tmp/w-dq: a later call while the machine is warm resumes the session, no new baseline).
@@ -36,6 +36,8 @@ for spec in "$@"; do
           --commit "$(cat "$STAGE/src/fg.sha")" --out "$OUT/fg" --deadline-s $((secs - 100)) ${FG_FLAGS:-} ;;
     fla) timeout -k 10 "$secs" python3 "$STAGE/benchmarks/real_repos/run.py" --project fla --src "$STAGE/src/p5" \
           --commit "$(cat "$STAGE/src/p5.sha")" --out "$OUT/fla" --deadline-s $((secs - 100)) ${FLA_FLAGS:-} ;;
+    flaln) timeout -k 10 "$secs" python3 "$STAGE/benchmarks/real_repos/run.py" --project fla-ln --src "$STAGE/src/p5" \
+          --commit "$(cat "$STAGE/src/p5.sha")" --out "$OUT/flaln" --deadline-s $((secs - 60)) ${FLALN_FLAGS:-} ;;
     fresh) timeout -k 10 "$secs" python3 "$STAGE/benchmarks/real_repos/init_fresh.py" --project "${FRESH_PROJECT:-liger}" \
              --src "$STAGE/src" --out "$OUT/fresh" --deadline-s $((secs - 200)) ${FRESH_FLAGS:-} ;;
     clk) timeout -k 10 "$secs" python3 "$STAGE/benchmarks/clocks/levels.py" --runs "${CLK_RUNS:-12}" --out "$OUT/clk" ;;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On a GPU machine with several GPUs (no network), from the checkout root carrying .whl/ and .devstage/
 # (see device.sh): several real-repository sessions at once, one GPU lease each, as lanes of
-# benchmarks/device_lanes.sh (one shared lease folder, so the kopt gate gives each measuring call a
+# benchmarks/real_repos/device_lanes.sh (one shared lease folder, so the kopt gate gives each measuring call a
 # GPU of its own):
 #   TOTAL=560 bash .devstage/benchmarks/real_repos/device_parallel.sh NAME:PROJECT[:RUN_FLAGS] ...
 # PROJECT: liger | triton-kernels | flaggems | fla; RUN_FLAGS: more run.py flags (e.g.
@@ -17,4 +17,4 @@ for spec in "$@"; do
 --commit \$(cat \$STAGE/src/$src.sha) --out \$OUT --deadline-s $((TOTAL - 130)) --lease-dir \$LEASES --poll-s 5 \
 --keep-runs ${flags:-}")
 done
-TOTAL=$TOTAL exec bash "$PWD/benchmarks/device_lanes.sh" "${lanes[@]}"
+TOTAL=$TOTAL exec bash "$PWD/benchmarks/real_repos/device_lanes.sh" "${lanes[@]}"

@@ -5,7 +5,7 @@ Staging and the edits' reasoning: benchmarks/real_repos/README.md."""
 
 from __future__ import annotations
 
-from projects import Candidate, Project
+from model import Candidate, Project
 
 FLA_LN = "fla/modules/layernorm.py"
 FLA_NS = "    NS = min(triton.cdiv(get_multiprocessor_count(x.device.index), G), T // G) * G\n"

@@ -16,7 +16,7 @@ again once, with the W0 that the slope says gives TARGET_SHARE, then baseline an
 
 `--work DIR` keeps the repository, the session and dq_state.json (W0, the slope, the next trial) in
 DIR: a later call on a warm machine goes on with no baseline and no calibration. Several lanes on one
-host (benchmarks/device_lanes.sh) each run their own session on their own GPU; `--merge A.json B.json`
+host (benchmarks/real_repos/device_lanes.sh) each run their own session on their own GPU; `--merge A.json B.json`
 pools their trials into one table. Writes OUT/liger_dq.json and OUT/liger_dq.md after every verdict.
 Exit 1 while a target is missed (or too few trials), 2 when the session could not start.
 

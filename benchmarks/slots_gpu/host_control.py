@@ -27,7 +27,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks.decision_quality.run import make_repo, run_bench  # noqa: E402
-from benchmarks.slots_gpu.many import gpu_uuids  # noqa: E402
+from benchmarks.common import gpu_uuids  # noqa: E402
 
 
 def runs_on(gpu: int, repo: Path, k: int) -> list[float]:

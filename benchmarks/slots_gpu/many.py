@@ -38,10 +38,7 @@ keep the issue's 0.9 N target, not the host's bound).
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing as mp
-import re
-import subprocess
 import sys
 import tempfile
 import threading
@@ -54,7 +51,8 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.decision_quality.run import make_repo, set_work  # noqa: E402
+from benchmarks.common import gpu_uuids, write_json  # noqa: E402
+from benchmarks.decision_quality.run import best_work, make_repo, set_work  # noqa: E402
 from benchmarks.throughput.run import double_bookings  # noqa: E402
 
 TAG = "many"
@@ -68,23 +66,6 @@ def plan(slot_index: int, per_slot: int) -> list[str]:
     """The effects slot `slot_index` plays: the effects in turn, rotated by the slot's index."""
     names = list(EFFECTS)
     return [names[(slot_index + i) % len(names)] for i in range(per_slot)]
-
-
-def gpu_uuids() -> dict[str, int]:
-    """uuid -> index of every NVIDIA GPU nvidia-smi lists ({} without nvidia-smi: `--repo cpu`)."""
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=index,uuid", "--format=csv,noheader"],
-                             capture_output=True, text=True, check=True).stdout
-    except (OSError, subprocess.CalledProcessError):
-        return {}
-    return {u.strip(): int(i) for i, u in (line.split(",") for line in out.splitlines() if line.strip())}
-
-
-def best_work(repo: Path) -> int:
-    """BEST's WORK, read from the committed kernel (an arithmetic literal such as 64 * 2**20)."""
-    text = subprocess.run(["git", "show", "HEAD:kernel.py"], cwd=repo, check=True, capture_output=True,
-                          text=True).stdout
-    return int(eval(re.search(r"^WORK = (.*)$", text, re.M).group(1), {"__builtins__": {}}))
 
 
 def play(repo: str, slot: str, names: list[str], lease_dir: str, base: int, deadline: float) -> list[dict]:
@@ -284,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
                "checks": checks, "double_bookings": booked, "job_leases": len(spans),
                "most_processes_per_gpu": most, "smi_samples": sampler.samples, "quality": dq,
                "fairness": fair, "records": records, "total_s": round(time.time() - start, 1)}
-    (a.out / "many_slots.json").write_text(json.dumps(summary, indent=1, default=str))
+    write_json(a.out / "many_slots.json", summary)
     text = report(summary)
     (a.out / "many_slots.md").write_text(text)
     print(text)

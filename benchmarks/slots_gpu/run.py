@@ -32,6 +32,8 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from benchmarks.common import git, write_json  # noqa: E402
+
 TAG = "slots"
 PLAN = {"a": ["four-rows-per-program-everywhere", "rename-and-launch-helper"],
         "b": ["eight-warps-for-long-rows", "multi-row-short-rows", "multi-row-short-rows-fix"]}
@@ -102,10 +104,8 @@ def main() -> int:
                 records += f.result()
         t2 = time.time()
     most = max(sampler.most.values(), default=0)  # per GPU: slots on two GPUs at once are no double booking
-    line = subprocess.run(["git", "log", "--format=%h %p %s", f"kernel-opt/{TAG}"], cwd=repo,
-                          capture_output=True, text=True, check=True).stdout.splitlines()
-    merges = subprocess.run(["git", "rev-list", "--min-parents=2", f"kernel-opt/{TAG}"], cwd=repo,
-                            capture_output=True, text=True, check=True).stdout.split()
+    line = git(repo, "log", "--format=%h %p %s", f"kernel-opt/{TAG}").splitlines()
+    merges = git(repo, "rev-list", "--min-parents=2", f"kernel-opt/{TAG}").split()
     wrong = [r for r in records if "expect" in r and r["verdict"] != r["expect"]]
     ledgers = {}
     for p in sorted((repo / ".git" / "kopt" / TAG).rglob("ledger.jsonl")):
@@ -117,7 +117,7 @@ def main() -> int:
                "most_processes_per_gpu": dict(sampler.most),
                "merge_commits": merges, "best_line": line, "ledgers": ledgers,
                "records": records}
-    (out / "slots_gpu.json").write_text(json.dumps(summary, indent=1, default=str))
+    write_json(out / "slots_gpu.json", summary)
     md = ["# Two candidate slots on one GPU (Triton example)", "",
           f"main slot (baseline + step 1): {t1 - t0:.0f} s; two slots at once: {t2 - t1:.0f} s", "",
           "| slot | step | expected | verdict | GPU delta % | committed | start-end (s from slots' start) |",

@@ -31,7 +31,6 @@ import json
 import multiprocessing as mp
 import os
 import re
-import subprocess
 import sys
 import tempfile
 import time
@@ -40,6 +39,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+from benchmarks.common import git  # noqa: E402
 
 SPACER = "#\n#\n#\n"  # three lines between two classes' lines: git merges edits of two classes cleanly
 TAG = "t"
@@ -64,8 +65,7 @@ def make_repo(path: Path, n: int, sleep_s: float) -> Path:
     repo = make_toy_repo(path, {"1": 1.0}, timeout_s=120,
                          extra_gates="gpu_wait_s = 300.0\ngpu_poll_s = 0.5")
     (repo / "kernel.py").write_text(kernel_text(n, sleep_s))
-    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@localhost", "commit", "-qam", "N classes"],
-                   cwd=repo, check=True)
+    git(repo, "commit", "-qam", "N classes")
     return repo
 
 
@@ -240,8 +240,7 @@ def one(n: int, rounds: int, sleep_s: float, base: Path, commit: bool = True, sh
     if commit and sum(bool(s.get("committed")) for s in steps) != n * rounds:
         wrong.append(f"{sum(bool(s.get('committed')) for s in steps)} commits, expected {n * rounds}")
     run_spans = [json.loads(line) for line in spans.read_text().splitlines() if line.strip()]
-    line = subprocess.run(["git", "log", "--format=%s", f"kernel-opt/{TAG}"], cwd=repo, capture_output=True,
-                          text=True, check=True).stdout.splitlines()
+    line = git(repo, "log", "--format=%s", f"kernel-opt/{TAG}").splitlines()
     busy = sum(s["end"] - s["start"] for s in run_spans)
     # time a commit waited for the best lock (or did git work) beyond its own re-measure runs
     commit_runs = sum(s["end"] - s["start"] for s in run_spans if "commit-" in Path(s["run_dir"]).name)

@@ -62,12 +62,13 @@ def compare_command(repo: Path, tag: str | None, base: str | None, head: str | N
         print(result.model_dump_json(indent=1))
         return 0
     print(result.headline)
-    print(f"{'config class':<24} {'base':>12} {'head':>12} {'change':>9}  bounds")
+    print(f"{'config class':<24} {'base':>12} {'head':>12} {'change':>9} {'ratio':>8}  bounds")
     for c in result.classes:
         iv = c.interval
         bounds = (f"{iv.lo_pct:+.2f}% .. {iv.hi_pct:+.2f}%" if iv and iv.lo_pct is not None and iv.hi_pct is not None
                   else "unknown")
-        print(f"{c.key:<24} {c.best:>12.4g} {c.candidate:>12.4g} {c.mean_pct:>+8.2f}%  {bounds}")
+        ratio = f"{c.ratio_x:.2f}x" if c.ratio_x is not None else "-"
+        print(f"{c.key:<24} {c.base:>12.4g} {c.head:>12.4g} {c.mean_pct:>+8.2f}% {ratio:>8}  {bounds}")
     print(f"GPU time: {result.gpu_note}")
     for w in result.warnings:
         print(f"warning: {w}")

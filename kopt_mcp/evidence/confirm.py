@@ -23,3 +23,31 @@ class TargetTime(BaseModel):
     groups: list[str]
     kernels: list[str]
     units: dict[int, float] = Field(default_factory=dict)
+    #: DRAM traffic where ncu measured dram__bytes_read/write.sum (issue 38 item 3): bytes per step (the
+    #: quantity of `us`: per unit the median bytes per invocation, summed; else per target kernel its mean
+    #: bytes per launch, summed), per unit (`unit_bytes`), the achieved bandwidth (GB/s, the highest of
+    #: the units' or kernels' total bytes / total GPU time), the device's peak DRAM bandwidth (GB/s) and
+    #: where it came from, and the largest persisting-L2 size a target launch ran with (bytes)
+    dram_bytes: float | None = None
+    unit_bytes: dict[int, float] = Field(default_factory=dict)
+    gbps: float | None = None
+    peak_gbps: float | None = None
+    peak_source: str | None = None
+    persisting_l2_bytes: float | None = None
+
+
+class StoredTargetTime(BaseModel):
+    """A tree's out-of-process TargetTime kept by the referee (session state) so that the next commit's
+    confirmation, whose BEST is that tree, need not run BEST again: `tree` (git tree hash measured),
+    `commit` (the BEST_COMMIT that holds it once committed: the tree plus performance.md; None before),
+    `selection` (the confirming profiler's target selection: backend, by unit or by launch
+    configuration, kernel regex, target names, launch count), `device` (the measuring device's id),
+    `at` (time.time() of the measurement, s), `time` (what was measured). Written by kopt from the
+    profiler's own output, never by the benchmark's process."""
+
+    tree: str
+    commit: str | None = None
+    selection: str
+    device: str | None = None
+    at: float
+    time: TargetTime

@@ -127,6 +127,9 @@ class KernelTrace(BaseModel):
     #: the harness's measurement units where the CUPTI injector marked them (HarnessUnit); None
     #: where it did not (no known timer, an older trace): kopt_mcp/evidence/segment.py finds them
     units: list[HarnessUnit] | None = Field(default=None, exclude=True)
+    #: the same units with DRAM bytes (read + written) in place of GPU time (`per_invocation` in bytes),
+    #: where ncu measured dram__bytes_* by unit (profilers/ncu.py); None otherwise
+    unit_bytes: list[HarnessUnit] | None = Field(default=None, exclude=True)
     #: compiled-code provenance: kernel name -> SHA-256 of each module (cubin) that defines it
     code: dict[str, list[str]] | None = None
     #: what the in-process injector could not do (harness units, provenance): diagnostics for the run's log

@@ -7,6 +7,20 @@ from collections.abc import Collection
 from pydantic import BaseModel, Field
 
 
+class PersistingL2Report(BaseModel):
+    """What the injector's persisting-L2 guard saw in the unit's process up to the unit's end
+    (cupti_inject/kopt_l2.py): the largest persisting-L2 limit found as a unit began (bytes; the
+    driver's default or the benchmark's, set to 0 then), the times the benchmark raised it during a
+    unit, the guard's resets, and the benchmark's calls of the functions that set an access policy
+    window or the limit, by name (CUPTI API callbacks; "cudaStreamSetAttribute": 3)."""
+
+    limit_found: int = 0
+    raised: int = 0
+    resets: int = 0
+    api: dict[str, int] = Field(default_factory=dict)
+    errors: list[str] = Field(default_factory=list)
+
+
 class HarnessUnit(BaseModel):
     """One measurement unit of the benchmark's own harness in one profiled run (a do_bench call, a
     torch.utils.benchmark Timer measurement, a pytest-benchmark case), in the harness's order
@@ -28,6 +42,13 @@ class HarnessUnit(BaseModel):
     per_invocation: dict[str, dict[int, float]] = Field(default_factory=dict)
     launches: dict[str, dict[int, int]] = Field(default_factory=dict)
     source: str = "marked"
+    #: launches made between two of the unit's invocations, outside both (no invocation's external id,
+    #: host start in no window: a thread the timed call left running, work deferred past its window):
+    #: kernel -> GPU time (us, summed) and launches
+    between_us: dict[str, float] = Field(default_factory=dict)
+    between_launches: dict[str, int] = Field(default_factory=dict)
+    #: the injector's persisting-L2 guard (None: not run, an older trace, ncu)
+    l2: PersistingL2Report | None = None
 
     def kernels(self) -> list[str]:
         """The kernel names launched inside this unit's invocations, in name order."""

@@ -41,6 +41,7 @@ Pieces:
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import shutil
@@ -55,12 +56,12 @@ from kopt_mcp.evidence.names import function_name, short_kernel_name
 from kopt_mcp.evidence.trace import KernelTrace, trace_groups
 from kopt_mcp.profilers.base import Profiler
 from kopt_mcp.profilers.cupti import INJECT_DIR, keep_injector
-from kopt_mcp.profilers.ncu import LOG_NAME, parse_ncu_csv
+from kopt_mcp.profilers.ncu import DRAM_METRICS, LOG_NAME, parse_ncu_csv
 from kopt_mcp.profilers.ncu_units import NVTX_INCLUDE
 from kopt_mcp.profilers.rocprof import OUTPUT_NAME, parse_rocprof_dir
 
 __all__ = ["DEFAULT_LAUNCH_COUNT", "ConfirmNcu", "ConfirmRocprof", "confirm_profiler", "function_names",
-           "measure_trees", "target_time"]
+           "measure_trees", "selection_key", "target_time"]
 
 #: launches ncu profiles per launch configuration (grid, block, shared memory) of the target: the
 #: median of this many is the group's time; ncu serializes each one, so this bounds the cost
@@ -69,6 +70,10 @@ DEFAULT_LAUNCH_COUNT = 50
 #: call that also compiles, is skipped), and a bound on all profiled launches of the run
 UNIT_INVOCATIONS = (1, 6)
 UNIT_LAUNCH_BOUND = 20000
+
+
+#: what the confirming ncu run measures: each target launch's GPU time and its DRAM traffic (speed of light)
+CONFIRM_METRICS: tuple[str, ...] = ("gpu__time_duration.sum", *DRAM_METRICS)
 
 
 def function_names(names: Sequence[str]) -> list[str]:
@@ -86,8 +91,9 @@ def _function_regex(functions: Sequence[str]) -> str:
 
 
 class ConfirmNcu:
-    """Nsight Compute as the parent of the benchmark, cheap: `gpu__time_duration.sum` only (one
-    pass, no replay), the target kernels only (`--kernel-name`), the first `launch_count` launches
+    """Nsight Compute as the parent of the benchmark, cheap: CONFIRM_METRICS (`gpu__time_duration.sum`
+    and the DRAM bytes read and written, for the speed of light: rules/light.py; the few passes ncu
+    needs for them replay the kernel with its memory restored), the target kernels only (`--kernel-name`), the first `launch_count` launches
     of each launch configuration (`--filter-mode per-launch-config`, so every config class is
     sampled), caches left as the previous kernel left them (`--cache-control none`, like the CUPTI
     run) and clocks never touched (`--clock-control none`).
@@ -164,7 +170,7 @@ class ConfirmNcu:
                       "--launch-count", str(self.launch_count)]
         parts = [shlex.quote(self.binary), "--clock-control", "none", "--cache-control", "none",
                  "--target-processes", "all", *map(shlex.quote, self.kernel_filter()), *select,
-                 "--metrics", "gpu__time_duration.sum", "--csv", "--page", "raw",
+                 "--metrics", ",".join(CONFIRM_METRICS), "--csv", "--page", "raw",
                  "--log-file", shlex.quote(str(log)), "bash", "-c"]
         if not self.by_unit:
             return " ".join([*parts, shlex.quote(command)])
@@ -271,7 +277,39 @@ def target_time(trace: KernelTrace, kernel_regex: str | None) -> TargetTime:
     units = _unit_medians(trace, set(kernels))
     return TargetTime(us=sum(units.values()) if units else sum(g.median_us for g in groups),
                       launches=sum(g.calls for g in groups), groups=[g.label() for g in groups],
-                      kernels=list(dict.fromkeys(short_kernel_name(k, 60) for k in kernels)), units=units)
+                      kernels=list(dict.fromkeys(short_kernel_name(k, 60) for k in kernels)), units=units,
+                      **_dram(trace, kernels, groups))
+
+
+def _dram(trace: KernelTrace, kernels: list[str], groups: list[LaunchGroup]) -> dict:
+    """TargetTime's DRAM fields (evidence/confirm.py) for the target `kernels`; {} where ncu measured no
+    DRAM bytes (an older command line, rocprofv3)."""
+    stats = [k for k in trace.kernels if k.name in set(kernels)]
+    out: dict = {}
+    peaks = [k.extra["dram_peak_gbps"] for k in stats if "dram_peak_gbps" in k.extra]
+    if peaks:
+        out.update(peak_gbps=max(peaks), peak_source="ncu: device memory bus width x memory clock x 2")
+    persisting = [k.extra["persisting_l2_bytes"] for k in stats if "persisting_l2_bytes" in k.extra]
+    if persisting:
+        out["persisting_l2_bytes"] = max(persisting)
+    measured = [k for k in stats if "dram_bytes" in k.extra]
+    if not measured:
+        return out
+    rates = [k.extra["dram_bytes"] / k.avg_us / 1e3 for k in measured if k.avg_us > 0]
+    by_bytes = {u.index: u for u in trace.unit_bytes or []}
+    unit_bytes, unit_rates = {}, []
+    for u in trace.units or []:
+        b, hit = by_bytes.get(u.index), u.invocations_of(kernels)
+        if b is None or not hit:
+            continue
+        unit_bytes[u.index] = statistics.median(b.invocation_us(kernels, i) for i in hit)
+        moved, took = sum(b.invocation_us(kernels, i) for i in hit), sum(u.invocation_us(kernels, i) for i in hit)
+        if took > 0:
+            unit_rates.append(moved / took / 1e3)
+    per_launch = {k.name: k.extra["dram_bytes"] for k in measured}
+    step = sum(unit_bytes.values()) if unit_bytes else sum(per_launch.get(g.kernel, 0.0) for g in groups)
+    out.update(dram_bytes=step, unit_bytes=unit_bytes, gbps=max(unit_rates or rates or [0.0]))
+    return out
 
 
 def _unit_medians(trace: KernelTrace, kernels: set[str]) -> dict[int, float]:
@@ -284,18 +322,30 @@ def _unit_medians(trace: KernelTrace, kernels: set[str]) -> dict[int, float]:
 RunProfiled = Callable[[str, Profiler, str], KernelTrace]
 
 
-def measure_trees(run_profiled: RunProfiled, cand_tree: str, best_tree: str, prof: ConfirmProfiler
-                  ) -> dict[str, tuple[TargetTime | None, str | None]]:
+def selection_key(prof: ConfirmProfiler) -> str:
+    """The confirming profiler's target selection as one string (backend, by unit or by launch
+    configuration, kernel regex, target names, launch count): two measurements compare only under the
+    same key (rules/confirm.py reusable_best)."""
+    return json.dumps([prof.name, bool(getattr(prof, "by_unit", False)), getattr(prof, "kernel_regex", None),
+                       list(getattr(prof, "target_names", [])), getattr(prof, "launch_count", None)])
+
+
+def measure_trees(run_profiled: RunProfiled, cand_tree: str, best_tree: str, prof: ConfirmProfiler,
+                  best_known: TargetTime | None = None) -> dict[str, tuple[TargetTime | None, str | None]]:
     """Run the candidate's tree, then BEST's, under the confirming profiler `prof` and measure each
     (`target_time` with `prof.target_regex`). `run_profiled(tree, profiler, label)`: runs the fixed
     benchmark of snapshot `tree` under `profiler` and returns `profiler.parse(run_dir)`, raising
-    ProfilerError / MeasurementError where the run failed or left no trace.
+    ProfilerError / MeasurementError where the run failed or left no trace. `best_known`: BEST's
+    measurement under the same selection, stored from an earlier run of its tree: BEST is not run.
 
     Returns label ("confirm-candidate", "confirm-best": run folder names) -> (TargetTime, None), or
     (None, why) where that run gave no measurement (ProfilerError, MeasurementError, a bad regex).
     Any other exception (e.g. the referee's Tampered) propagates."""
     out: dict[str, tuple[TargetTime | None, str | None]] = {}
     for label, tree in (("confirm-candidate", cand_tree), ("confirm-best", best_tree)):
+        if label == "confirm-best" and best_known is not None:
+            out[label] = (best_known, None)
+            continue
         try:
             trace = run_profiled(tree, prof, label)
             out[label] = (target_time(trace, prof.target_regex(trace)), None)

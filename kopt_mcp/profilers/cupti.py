@@ -304,7 +304,9 @@ def _unit_of(index: int, u: dict, names: dict[str, str]) -> HarnessUnit:
     return HarnessUnit(index=index, harness=str(u.get("harness") or "unknown"), label=str(u.get("label") or ""),
                        invocations=int(u.get("invocations") or 0),
                        weights={int(i): int(w) for i, w in (u.get("weights") or {}).items()},
-                       per_invocation=per, launches=counts)
+                       per_invocation=per, launches=counts, l2=u.get("l2") or None,
+                       between_us={names.get(n, n): int(c[0]) / 1e3 for n, c in (u.get("between") or {}).items()},
+                       between_launches={names.get(n, n): int(c[1]) for n, c in (u.get("between") or {}).items()})
 
 
 def _group_of(kernel: dict, group: dict | None) -> dict:

@@ -18,10 +18,11 @@ from pathlib import Path
 
 from kopt_mcp.errors import ProfilerError
 from kopt_mcp.evidence.groups import build_groups, launch_median_us
+from kopt_mcp.evidence.peak import peak_from_interface
 from kopt_mcp.evidence.trace import KernelStat, KernelTrace
 from kopt_mcp.profilers.ncu_units import nvtx_units
 
-__all__ = ["LOG_NAME", "NcuProfiler", "parse_ncu_csv"]
+__all__ = ["DRAM_METRICS", "LOG_NAME", "NcuProfiler", "dram_bytes", "parse_ncu_csv"]
 
 LOG_NAME = "ncu.csv"
 
@@ -51,6 +52,15 @@ _SMEM_STATIC = ("launch__shared_mem_per_block_static", "Static Shared Memory Per
 _SMEM_DYNAMIC = ("launch__shared_mem_per_block_dynamic", "Dynamic Shared Memory Per Block")
 _BLOCK = ("launch__block_size", "Block Size")
 _GRID = ("launch__grid_size", "Grid Size")
+# DRAM traffic and the device's memory interface (issue 38 item 3: speed of light). The device__attribute_*
+# and launch__persisting_l2_cache_size columns come with every raw page (recorded on an H200:
+# tests/fixtures/ncu/h200_liger_rmsnorm_confirm_best.csv: 6,016 bits, 3,201,000 kHz, 11,796,480 bytes)
+DRAM_METRICS: tuple[str, ...] = ("dram__bytes_read.sum", "dram__bytes_write.sum")
+_DRAM_READ = ("dram__bytes_read.sum", "DRAM Bytes Read")
+_DRAM_WRITE = ("dram__bytes_write.sum", "DRAM Bytes Write")
+_PERSISTING_L2 = ("launch__persisting_l2_cache_size",)
+_MEM_CLOCK_KHZ = ("device__attribute_memory_clock_rate",)
+_BUS_BITS = ("device__attribute_global_memory_bus_width",)
 EXTRA_FIELDS: dict[str, tuple[str, ...]] = {
     "sm_throughput_pct": (DETAIL_METRICS[0], "Compute (SM) Throughput", "SM [%]"),
     # "SOL FB" (frame buffer = device memory) is what ncu 2020 called DRAM throughput.
@@ -169,6 +179,9 @@ def parse_ncu_csv(path: Path, groups: bool = False) -> KernelTrace:
         trace.groups = _launch_groups(launches, path)
         trace.units = nvtx_units([(x.name, x.metrics) for x in launches],
                                  lambda i: _value(launches[i], _TIME, _TO_US, path))
+        if trace.units and any("dram_bytes" in k.extra for k in trace.kernels):
+            trace.unit_bytes = nvtx_units([(x.name, x.metrics) for x in launches],
+                                          lambda i: dram_bytes(launches[i], path))
     return trace
 
 
@@ -270,6 +283,29 @@ def _value(launch: _Launch, names: tuple[str, ...], scale: dict[str, float] | No
     return None
 
 
+def dram_bytes(launch: _Launch, path: Path) -> float | None:
+    """One launch's DRAM bytes read + written (bytes), None where ncu measured neither. Raises
+    ProfilerError for an unknown unit."""
+    read, write = _value(launch, _DRAM_READ, _TO_BYTES, path), _value(launch, _DRAM_WRITE, _TO_BYTES, path)
+    return None if read is None and write is None else (read or 0.0) + (write or 0.0)
+
+
+def _device_fields(launch: _Launch, path: Path) -> dict[str, float]:
+    """The launch's DRAM bytes, persisting-L2 size (bytes) and the device's peak DRAM bandwidth (GB/s:
+    bus width / 8 x memory clock x 2, double data rate) where ncu wrote them."""
+    out: dict[str, float] = {}
+    moved = dram_bytes(launch, path)
+    if moved is not None:
+        out["dram_bytes"] = moved
+    persisting = _value(launch, _PERSISTING_L2, _TO_BYTES, path)
+    if persisting is not None:
+        out["persisting_l2_bytes"] = persisting
+    clock, bus = _value(launch, _MEM_CLOCK_KHZ, None, path), _value(launch, _BUS_BITS, None, path)
+    if clock and bus:
+        out["dram_peak_gbps"] = peak_from_interface(bus, clock)
+    return out
+
+
 @dataclass
 class _Acc:
     calls: int = 0
@@ -314,6 +350,8 @@ def _aggregate(launches: list[_Launch], path: Path, warnings: list[str]) -> Kern
             number = _value(launch, names, None, path)
             if number is not None:
                 acc.extra.setdefault(key, []).append(number)
+        for key, number in _device_fields(launch, path).items():
+            acc.extra.setdefault(key, []).append(number)
     if not accs:
         raise ProfilerError(f"{path}: {untimed} kernel rows but none has a GPU time value. "
                             f"{_NO_ROWS_HINT}")

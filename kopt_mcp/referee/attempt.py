@@ -23,7 +23,8 @@ from kopt_mcp.referee.profiled import judge_profiled
 from kopt_mcp.referee.recovery import stop as stop_session
 from kopt_mcp.referee.runs import Attempt, measure_run
 from kopt_mcp.referee.state_guard import ensure_patch
-from kopt_mcp.results import Cost, VerdictResult
+from kopt_mcp.results import VerdictResult
+from kopt_mcp.results_change import Cost
 from kopt_mcp.rules.decision import Code
 from kopt_mcp.rules.load import LOAD_EXTRA_ROUNDS, RoundLoad, can_measure_more, decide_counted
 from kopt_mcp.rules.protect import touched_protected, unsafe_symlinks
@@ -32,15 +33,22 @@ from kopt_mcp.rules.script import GLOBAL, Round
 from kopt_mcp.rules.script_only import script_only_keeps_allowed, script_only_note
 from kopt_mcp.rules.stop import RegressionNote, should_stop
 from kopt_mcp.rules.verdict import attempt_verdict, clear_script_win
-from kopt_mcp.session import PendingImprovement, Phase, VerdictSummary, next_actions, require
+from kopt_mcp.session import PendingImprovement, Phase, TieCandidate, VerdictSummary, next_actions, require
 from kopt_mcp.testing import faults
 
 
 def save_and_test(sess: Session, target: str = GLOBAL, hypothesis: str = "",
-                  progress: Progress | None = None) -> VerdictResult:
+                  progress: Progress | None = None, rounds: int | None = None) -> VerdictResult:
     """Test the workspace's candidate against BEST_COMMIT and rule on it (see module docstring).
-    Raises SessionError in a phase that does not allow it, RefereeError for an unknown target or
-    a workspace without changes, Cancelled when the client cancels (the tree stays as it was)."""
+    `rounds`: the most candidate runs this verdict may take, in place of [gates] max_rounds (None:
+    that), within [gates] max_rounds_asked (Session.rounds_asked). Raises SessionError in a phase
+    that does not allow it, RefereeError for an unknown target, rounds out of bounds or a workspace
+    without changes, Cancelled when the client cancels (the tree stays as it was)."""
+    with sess.rounds_asked(rounds):
+        return _save_and_test(sess, target, hypothesis, progress)
+
+
+def _save_and_test(sess: Session, target: str, hypothesis: str, progress: Progress | None) -> VerdictResult:
     s = sess.state
     require(s, "save_and_test")
     keys = list(s.best.metrics)
@@ -268,8 +276,9 @@ def finish(sess: Session, a: Attempt, verdict: str, reason: str, revert: bool, r
                                    change_pct=change))
     elif reset:
         s.reset_regressions()
-    s.ruled(n, verdict, a.target, reason)
-    cost = Cost.of(len(a.runs), time.monotonic() - a.t0, s.plain_run_s)  # issue 34 item 6
+    s.ruled(n, verdict, a.target, reason, tie=_tie(sess, a) if verdict == "tie" and d else None)
+    cost = Cost.of(len(a.runs), time.monotonic() - a.t0, s.plain_run_s,  # issue 34 item 6
+                   test_s=a.correctness.wall_s if a.correctness else 0.0)
     # queued, not written: the verdict record, the phase and the end of the job are committed
     # together by the next save (see referee/core.py), so a kill never leaves a verdict in the
     # ledger that recovery would contradict with `interrupted`
@@ -292,6 +301,7 @@ def finish(sess: Session, a: Attempt, verdict: str, reason: str, revert: bool, r
         attempt=n, verdict=verdict, code=code, reason=reason, target=a.target, metric=sess.cfg.benchmark.metric,
         metric_used=keep.metric_used if keep else ("script metric" if d else "none"),
         classes=d.classes if d else [], target_deltas_pct=d.target_deltas_pct if d else [],
+        target_interval=(d.shown_interval or d.target_interval) if d else None,
         divergent_classes=d.worse_classes if d else [], class_errors=a.class_errors,
         gpu_best_us=keep.gpu_best_us if keep else None, gpu_candidate_us=keep.gpu_candidate_us if keep else None,
         gpu_delta_pct=keep.gpu_delta_pct if keep else None, gpu_floor_pct=a.gpu_floor_pct, rounds=a.rounds, reverted=revert,
@@ -300,6 +310,16 @@ def finish(sess: Session, a: Attempt, verdict: str, reason: str, revert: bool, r
         consecutive_regressions=s.regressions.consecutive, stopped=s.phase == Phase.stopped,
         stop_reason=s.stop_reason, warnings=a.warnings, next_actions=next_actions(s), cost=cost,
         correctness=a.correctness)
+
+
+def _tie(sess: Session, a: Attempt) -> TieCandidate:
+    """A `tie`'s candidate as commit_improvement(neutral_reason=...) may keep it (session.TieCandidate)."""
+    d = a.decision
+    iv = d.shown_interval or d.target_interval
+    return TieCandidate(attempt=a.n, tree=a.tree, base=sess.state.best.commit, target=a.target,
+                        hypothesis=a.hypothesis, classes=[c.model_dump() for c in d.classes],
+                        target_pct=iv.mean_pct if iv is not None else None,
+                        candidate_run_metrics=[dict(v) for v in a.cand_run_values])
 
 
 def _left_out_warning(paths: list[str]) -> str:

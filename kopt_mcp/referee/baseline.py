@@ -1,7 +1,9 @@
 """The baseline: `baseline_runs` runs and (with a profiler) BASELINE_PROFILES profiled runs of
 unmodified BEST_COMMIT; their median is BEST's metric, the profiles' spreads the first noise
-estimate of GPU time. Recorded in the ledger, rendered into performance.md and committed
-(`kopt: baseline`); BEST_COMMIT moves to that commit and the phase to ready."""
+estimate of GPU time. The first plain runs may be `kopt-mcp init`'s runs of the same tree, command,
+config and interpreter (referee/baseline_adopt.py; the result's `reason` says whether and why).
+Recorded in the ledger, rendered into performance.md and committed (`kopt: baseline`); BEST_COMMIT
+moves to that commit and the phase to ready."""
 
 from __future__ import annotations
 
@@ -12,15 +14,19 @@ from kopt_mcp.bench.measure import Measurement
 from kopt_mcp.errors import ProfilerError, RefereeError
 from kopt_mcp.evidence.segment import trace_units
 from kopt_mcp.evidence.trace import exact_names_regex, target_gpu_time
+from kopt_mcp.referee.baseline_adopt import Adoption, adopt_init_runs
 from kopt_mcp.referee.core import BASELINE_MESSAGE, Progress, Session
 from kopt_mcp.referee.guards import judge_run_changes, protected_paths
 from kopt_mcp.referee.report import perf_rows
 from kopt_mcp.referee.slots import best_lock, publish
 from kopt_mcp.results import BenchmarkResult, ClassMetric
+from kopt_mcp.results_change import Detectable, RoundsFor
 from kopt_mcp.rules.clocks import same_clock
+from kopt_mcp.rules.detectable import POWER, detectable, rounds_for
 from kopt_mcp.rules.keep import class_gpu_times, group_spread_pct, launch_counts_differ, target_median_us
 from kopt_mcp.rules.percent import improvement_pct, spread_pct
 from kopt_mcp.rules.protect import FileChange, describe, touched_protected
+from kopt_mcp.rules.script import GLOBAL, target_value
 from kopt_mcp.rules.stats import noise_from_groups
 from kopt_mcp.rules.units import unit_gpu_times, unit_spread_pct
 from kopt_mcp.session import next_actions
@@ -40,23 +46,8 @@ def baseline(sess: Session, progress: Progress | None) -> BenchmarkResult:
     prof = sess.profiler()
     profiles_due = BASELINE_PROFILES if prof.name != "none" else 0
     steps = runs + profiles_due  # the progress total
-    group, m, walls = [], None, []
     best_tree = vcs.tree_of(sess.ws, sess.state.best.commit)
-    for i in range(runs):
-        if progress:
-            progress(i, steps, f"baseline: run {i + 1} of {runs} of unmodified BEST_COMMIT")
-        label = "baseline" if i == 0 else f"baseline-r{i + 1}"
-        # the [correctness] command once, with the first run
-        mi = sess.measure(best_tree, sess.store.run_dir(0, label), check=i == 0)
-        _baseline_changes(sess, mi.changes)
-        if mi.gate.kind != "ok":
-            sess.store.log("baseline_failed", reason=mi.gate.reason, run_dir=mi.run_dir)
-            raise RefereeError(
-                f"the unmodified benchmark does not pass the correctness gate ({mi.gate.reason}); fix the "
-                f"repository or kopt.toml and start again. Log: {mi.run.log_path}")
-        m = m or mi  # the first run is the one shown in the result
-        group.append(mi.values())
-        walls.append(mi.run.duration_s)
+    group, m, walls, adoption = _plain_runs(sess, progress, steps, best_tree)
     baseline_values = {k: statistics.median(g[k] for g in group) for k in group[0]}
     sess.state.plain_run_s = statistics.median(walls)  # the unit of every cost (results.Cost)
     gpu_us, kernels, note = None, [], "no profiler: the script metric is the keep metric"
@@ -105,8 +96,8 @@ def baseline(sess: Session, progress: Progress | None) -> BenchmarkResult:
     # queued with its performance.md rows; performance.md is rendered from the ledger
     rec = sess.record("baseline", best_commit=s.best.commit, metrics=s.best.metrics, runs=group, gpu_us=gpu_us,
                       kernels=kernels, gpu_profiles_us=profiles, device=sess.device.model_dump(),
-                      device_id=sess.device_id,
-                      run_dir=m.run_dir, rows=rows)
+                      device_id=sess.device_id, run_dir=m.run_dir, rows=rows, adopted_runs=len(adoption.runs),
+                      adopted_tests=adoption.tests, adoption_code=adoption.code)
     sess.write_performance()
     faults.point("baseline.after_perf_written")
     commit = rec["best_commit"] = vcs.commit_paths(sess.ws, ["performance.md"], BASELINE_MESSAGE)
@@ -118,7 +109,40 @@ def baseline(sess: Session, progress: Progress | None) -> BenchmarkResult:
     with best_lock(sess):
         publish(sess)  # the session's BEST, for every candidate slot
     sess.save()  # the commit point: the baseline record is committed with the phase
-    return bench_result(sess, "baseline (BEST_COMMIT)", m, recorded=True, runs=group)
+    res = bench_result(sess, "baseline (BEST_COMMIT)", m, recorded=True, runs=group)
+    return res.model_copy(update={"reason": "; ".join(x for x in (res.reason, adoption.reason) if x)})
+
+
+def _plain_runs(sess: Session, progress: Progress | None, steps: int,
+                best_tree: str) -> tuple[list[dict[str, float]], Measurement, list[float], Adoption]:
+    """The baseline's `[gates] baseline_runs` plain runs of `best_tree`: init's runs where they may
+    stand for the first ones (referee/baseline_adopt.py), the rest measured here, the [correctness]
+    command with the first measured one unless init's run of it is adopted. Returns each run's
+    metric per class, the run shown in the result, the wall times (s) and the adoption. Raises
+    RefereeError as `baseline` does."""
+    runs = sess.cfg.gates.baseline_runs
+    adoption = adopt_init_runs(sess, best_tree, runs)
+    group = [a.values() for a in adoption.runs]
+    walls = [a.run.duration_s for a in adoption.runs]
+    m = adoption.runs[0] if adoption.runs else None
+    check_due = not adoption.tests
+    for i in range(len(adoption.runs), runs):
+        if progress:
+            progress(i, steps, f"baseline: run {i + 1} of {runs} of unmodified BEST_COMMIT")
+        label = "baseline" if i == 0 else f"baseline-r{i + 1}"
+        # the [correctness] command once, with the first run measured here (unless init's run of it stands)
+        mi = sess.measure(best_tree, sess.store.run_dir(0, label), check=check_due)
+        check_due = False
+        _baseline_changes(sess, mi.changes)
+        if mi.gate.kind != "ok":
+            sess.store.log("baseline_failed", reason=mi.gate.reason, run_dir=mi.run_dir)
+            raise RefereeError(
+                f"the unmodified benchmark does not pass the correctness gate ({mi.gate.reason}); fix the "
+                f"repository or kopt.toml and start again. Log: {mi.run.log_path}")
+        m = m or mi  # the first run is the one shown in the result
+        group.append(mi.values())
+        walls.append(mi.run.duration_s)
+    return group, m, walls, adoption
 
 
 def _baseline_changes(sess: Session, changes: list[FileChange]) -> None:
@@ -185,4 +209,35 @@ def bench_result(sess: Session, what: str, m: Measurement, recorded: bool,
         what=what, device=sess.device, ok=m.gate.kind == "ok", gate=m.gate.kind, reason=m.gate.reason,
         metric=sess.cfg.benchmark.metric, classes=classes, vs_best_pct=vs, exit_code=m.run.exit_code,
         duration_s=m.run.duration_s, log_path=m.run.log_path, log_tail=m.run.log_tail[-2000:],
-        baseline_recorded=recorded, best_commit=sess.state.best.commit, next_actions=next_actions(sess.state))
+        baseline_recorded=recorded, best_commit=sess.state.best.commit, next_actions=next_actions(sess.state),
+        detectable=_detectable(sess, runs) if recorded and runs else None)
+
+
+#: the gains (%) the baseline's `detectable.rounds_for` says the rounds of
+WANTED_GAINS_PCT = (2.0, 5.0, 10.0, 25.0, 50.0)
+
+
+def _detectable(sess: Session, runs: list[dict[str, float]]) -> Detectable | None:
+    """What a verdict can detect (rules/detectable.py) with the baseline runs' spread of the global
+    target (the geometric mean of the classes); None where it is not measurable (one run, a value <= 0)."""
+    try:
+        est = noise_from_groups([[target_value(r, GLOBAL) for r in runs]])
+    except (ValueError, KeyError):
+        return None
+    if est.df == 0:
+        return None
+    pol, hib, g = sess.policy, sess.cfg.benchmark.higher_is_better, sess.cfg.gates
+    bound = max(g.max_rounds, g.max_rounds_asked)
+    d = detectable(est.run_sd_pct, est.df, pol.script_rounds, pol, hib)
+    wanted = [RoundsFor(effect_pct=e, ratio_x=round(1 + e / 100 if hib else 100 / (100 - e), 3),
+                        rounds=rounds_for(e, est.run_sd_pct, est.df, pol, bound, hib)) for e in WANTED_GAINS_PCT]
+    shown = f"{d.effect_pct:+.2f}% ({d.ratio_x:.2f}x)" if d.effect_pct is not None else "nothing"
+    return Detectable(
+        target=GLOBAL, spread_pct=round(est.run_sd_pct, 3), df=est.df, rounds=pol.script_rounds, power=POWER,
+        min_effect_pct=None if d.effect_pct is None else round(d.effect_pct, 3),
+        min_effect_x=None if d.ratio_x is None else round(d.ratio_x, 3),
+        rounds_for=wanted, max_rounds_asked=bound,
+        note=(f"with a run-to-run spread of {est.run_sd_pct:.2f}% ({est.df} df) and {pol.script_rounds} paired rounds, "
+              f"a verdict keeps a gain of {shown} or more {POWER:.0%} of the time (the script metric's keep test"
+              f"{'; on a GPU the profiler GPU time decides' if pol.profiler_confirms else ''}); more rounds "
+              f"detect less: save_and_test(rounds=N), N <= {bound} ([gates] max_rounds_asked)"))

@@ -22,15 +22,17 @@ from kopt_mcp import vcs
 from kopt_mcp.bench.measure import included_outputs, raise_if_cancelled
 from kopt_mcp.errors import RefereeError, Tampered
 from kopt_mcp.referee.commit_measure import Remeasure, remeasure
-from kopt_mcp.referee.confirmation import by_marked_units, confirm_out_of_process
+from kopt_mcp.referee.confirmation import bind_confirmed, by_marked_units, confirm_out_of_process
 from kopt_mcp.referee.core import Progress, Session
 from kopt_mcp.referee.guards import protected_paths, workspace_moved
-from kopt_mcp.referee.reapply import reapply
+from kopt_mcp.referee.neutral import keep_neutral
+from kopt_mcp.referee.commit_reapply import reapply_onto_best
 from kopt_mcp.referee.recovery import adopt_best, lease_or_stop, recover
 from kopt_mcp.referee.report import commit_message, format_note, keep_note, perf_rows
 from kopt_mcp.referee.runs import Attempt
 from kopt_mcp.referee.slots import best_lock, read_shared, sync
-from kopt_mcp.results import CommitResult, Cost
+from kopt_mcp.results import CommitResult
+from kopt_mcp.results_change import Cost
 from kopt_mcp.rules.commit import pooled_best
 from kopt_mcp.rules.decision import Code
 from kopt_mcp.rules.protect import touched_protected, unsafe_symlinks
@@ -39,13 +41,17 @@ from kopt_mcp.session import next_actions, require
 from kopt_mcp.testing import faults
 
 
-def commit_improvement(sess: Session, message: str = "", progress: Progress | None = None) -> CommitResult:
-    """Commit the pending improvement if it survives formatting and a re-measure. Cancelled, or
+def commit_improvement(sess: Session, message: str = "", progress: Progress | None = None,
+                       neutral_reason: str = "") -> CommitResult:
+    """Commit the pending improvement if it survives formatting and a re-measure; with `neutral_reason`,
+    keep the latest `tie` as neutral instead (referee/neutral.py). Cancelled, or
     any error: finished or undone exactly as a restart would (a commit that exists is adopted,
     else the exact tested tree restored; the phase stays `improved`). Raises SessionError outside
     phase improved, RefereeError when the workspace changed since the verdict or the format
     command fails. The result's `overtaken_rounds` (also in the ledger's `commit` record) counts
     the earlier rounds another slot's commit overtook (0 to ROUNDS - 1)."""
+    if neutral_reason.strip():
+        return keep_neutral(sess, neutral_reason, message)
     try:
         for n in range(1, ROUNDS + 1):
             with best_lock(sess) if n == ROUNDS else nullcontext():  # the last round cannot be overtaken
@@ -110,6 +116,7 @@ class Kept:
     outputs: dict[str, bytes] | None = None
     code: Code = Code.STILL_BETTER
     cost: Cost | None = None
+    confirmed: str = ""  # the out-of-process confirmation's figure where it confirmed, e.g. "ncu out of process +1.2%"
 
 
 def _commit(sess: Session, message: str, progress: Progress | None, overtaken: int = 0) -> CommitResult | None:
@@ -135,7 +142,7 @@ def _commit(sess: Session, message: str, progress: Progress | None, overtaken: i
         return _not_kept(sess, refused.reason, False, [], code=refused.code)
     reapplied = bool(p.base and p.base != s.best.commit)
     if reapplied:  # BEST moved since the verdict (another slot committed): onto the newest BEST first
-        refused = _reapply(sess, a, p.base)
+        refused = reapply_onto_best(sess, a, p.base)
         if refused is not None:
             return refused
     formatted = False
@@ -175,7 +182,7 @@ def _commit(sess: Session, message: str, progress: Progress | None, overtaken: i
         return _write_commit(sess, a, Kept(rm, metrics, gpu_us, formatted, reapplied, note, overtaken,
                                            claim[0] if (formatted or reapplied) and gpu_us is not None else None,
                                            _included(sess, rm.cand_run_dir), code,
-                                           cost=_cost(sess, rm, t0)),
+                                           cost=_cost(sess, rm, t0), confirmed=got.confirmed),
                              message, progress)
 
 
@@ -190,6 +197,7 @@ class _Measured:
     claim: tuple[float | None, float | None, float | None]
     note: str
     code: Code
+    confirmed: str = ""  # the out-of-process confirmation's figure where it confirmed
 
 
 def _measure(sess: Session, a: Attempt, formatted: bool, reapplied: bool, progress: Progress | None,
@@ -238,9 +246,12 @@ def _measure(sess: Session, a: Attempt, formatted: bool, reapplied: bool, progre
         if code == Code.VERDICT_STANDS and (conf is None or conf.status != "confirmed"):
             stand = False  # nothing measured it again: re-measure in process after all
             continue
+        confirmed = ""
         if conf is not None:
             note, code = f"{note} Out-of-process confirmation: {conf.reason}", conf.code
-        return _Measured(rm, gpu_us, claim, note, code)
+            if conf.status == "confirmed" and conf.gain_pct is not None:
+                confirmed = f"{conf.backend or 'the profiler'} out of process {conf.gain_pct:+.2f}%"
+        return _Measured(rm, gpu_us, claim, note, code, confirmed)
 
 
 def _cost(sess: Session, rm: Remeasure, t0: float) -> Cost:
@@ -272,7 +283,8 @@ def _write_commit(sess: Session, a: Attempt, k: Kept, message: str, progress: Pr
     title = message.strip() or p.hypothesis.strip() or f"kopt attempt {p.attempt}"
     rows = [r.model_dump() for r in perf_rows(
         "keep", "(this commit)", cfg.benchmark.command, p.target, p.kernels, metrics, gpu_us,
-        changes, keep_note(p, title, rm.at_commit_pct(), gpu_us), class_gpu_us=a.class_gpu_us,
+        changes, keep_note(p, title, None if rm.decision.code == Code.VERDICT_STANDS else rm.at_commit_pct(), gpu_us,
+                           k.confirmed), class_gpu_us=a.class_gpu_us,
         class_op_us=a.class_op_us)]
     # what recovery adopts after a crash; the rows go into the `commit` record
     s.in_progress.update(metrics=metrics, gpu_us=gpu_us, rows=rows, overtaken_rounds=k.overtaken_rounds)
@@ -291,6 +303,7 @@ def _write_commit(sess: Session, a: Attempt, k: Kept, message: str, progress: Pr
     text = commit_message(title, p, rm.shown(p.target), notes)
     sha = vcs.commit_snapshot(sess.ws, a.tree, {**outputs, "performance.md": perf.read_bytes()}, s.best.commit, text)
     faults.point("commit_improvement.after_git_commit")
+    bind_confirmed(s, a.tree, sha)  # the confirmation's measurement of this tree now stands for BEST
     if not k.reapplied:  # the runs of this very tree (formatting aside): the new BEST's first noise group
         s.record_best_runs([*p.candidate_run_metrics, *rm.cand_runs])
     code = Code.SCRIPT_ONLY if p.script_only else k.code  # a script-only keep says so (rules/script_only.py)
@@ -306,50 +319,6 @@ def _write_commit(sess: Session, a: Attempt, k: Kept, message: str, progress: Pr
                         + k.note, code=code, commit=sha, best_commit=sha, formatted=k.formatted, classes=classes,
                         next_actions=next_actions(s), included=sorted(outputs), cost=k.cost,
                         **format_note(cfg.format.command, k.formatted))
-
-
-def _reapply(sess: Session, a: Attempt, judged_against: str) -> CommitResult | None:
-    """BEST moved from `judged_against` since the verdict: merge the attempt's frozen snapshot onto
-    the newest BEST (referee.reapply). Clean: the workspace holds the merged tree, frozen as
-    `.../attempts/NNNN-reapplied` and measured against the newest BEST by the caller (None is
-    returned). Overlapping edits: the verdict `conflict` (candidate archived, workspace reset to
-    the newest BEST, phase ready), returned as a not-committed CommitResult."""
-
-    s, n = sess.state, a.n
-    frozen = sess.ws.git.rev_parse(sess.attempt_ref(n)).strip()
-    out = reapply(sess.ws, frozen, s.best.commit)
-    if out.tree is None:
-        return _conflict(sess, a, judged_against, out.conflicts)
-    vcs.reset_to(sess.ws, s.best.commit)
-    vcs.restore_tree(sess.ws, out.tree)
-    faults.point("commit_improvement.after_reapply")
-    ref = sess.attempt_ref(n, "-reapplied")
-    vcs.freeze(sess.ws, out.tree, s.best.commit, ref, f"kopt-mcp attempt {n}: re-applied onto the newest BEST")
-    sess.store.log("snapshot", attempt=n, tree=out.tree, ref=ref, reapplied=True, judged_against=judged_against,
-                   best_commit=s.best.commit)
-    a.tree = out.tree
-    return None
-
-
-def _conflict(sess: Session, a: Attempt, judged_against: str, paths: list[str]) -> CommitResult:
-    """The verdict `conflict`: the candidate (its diff against the BEST it was judged against) is
-    archived, the workspace reset to the newest BEST, the pending improvement dropped."""
-    s = sess.state
-    patch, _ = vcs.diff_tree(sess.ws, judged_against, a.tree)
-    path = sess.store.archive(a.n, "conflict", patch)
-    vcs.reset_to(sess.ws, s.best.commit)
-    reason = (f"BEST moved from {judged_against[:12]} to {s.best.commit[:12]} since attempt {a.n} was judged, and "
-              f"its change overlaps the newer BEST in {', '.join(paths) or 'some files'}: not committed (archived as "
-              f"{path.name}). Start again from the newest BEST (the workspace is reset to it)")
-    s.ruled(a.n, "conflict", a.target, reason)
-    s.commit_refused()
-    sess.record("attempt", attempt=a.n, verdict="conflict", code=str(Code.CONFLICT), reason=reason, target=a.target,
-                hypothesis=a.hypothesis, changed=paths, patch=str(path), reverted=True, judged_against=judged_against,
-                best_commit=s.best.commit)
-    sess.save()
-    return CommitResult(committed=False, reason=reason, code=Code.CONFLICT, commit=None, best_commit=s.best.commit,
-                        formatted=False, classes=[], next_actions=next_actions(s),
-                        **format_note(sess.cfg.format.command, False, ran=False))
 
 
 def _formatted_snapshot(sess: Session, a: Attempt, tree: str) -> tuple[str, Code] | None:

@@ -4,9 +4,11 @@ BEST's: rules/provenance.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 
 from kopt_mcp.errors import MeasurementError
+from kopt_mcp.evidence.confirm import StoredTargetTime, TargetTime
 from kopt_mcp.profilers.confirm import (
     DEFAULT_LAUNCH_COUNT,
     ConfirmNcu,
@@ -14,18 +16,21 @@ from kopt_mcp.profilers.confirm import (
     RunProfiled,
     confirm_profiler,
     measure_trees,
+    selection_key,
 )
 from kopt_mcp.referee.core import Session
 from kopt_mcp.referee.runs import Attempt, profile_run
-from kopt_mcp.rules.confirm import Confirmation, decide_confirmation, gain_pct
+from kopt_mcp.rules.confirm import Confirmation, decide_confirmation, gain_pct, reusable_best
 from kopt_mcp.rules.decision import Code
 from kopt_mcp.rules.units import UnitKeepDecision
+from kopt_mcp.session import SessionState
 
 
 def confirm_keep(run_profiled: RunProfiled, cand_tree: str, best_tree: str, claimed_gain_pct: float,
                  floor_pct: float, vendor: str, setting: str = "auto", kernel_regex: str | None = None,
                  target_names: Sequence[str] = (), launch_count: int = DEFAULT_LAUNCH_COUNT,
-                 profiler: ConfirmProfiler | None = None, by_unit: bool = False) -> Confirmation:
+                 profiler: ConfirmProfiler | None = None, by_unit: bool = False,
+                 best_known: Callable[[str], TargetTime | None] | None = None) -> Confirmation:
     """Confirm a keep with one out-of-process measurement of the candidate and of BEST.
 
     Where: in commit_improvement, inside the re-measure's GPU lease, after the re-measure found the
@@ -48,6 +53,10 @@ def confirm_keep(run_profiled: RunProfiled, cand_tree: str, best_tree: str, clai
     By unit, where BEST's run held no marked launch, both trees run again by launch configuration
     (`ConfirmNcu.by_launch_config`; four runs in all).
 
+    `best_known(selection)`: BEST's stored measurement under that target selection (`selection_key`;
+    rules/confirm.py reusable_best), or None: where it gives one, BEST is not run (one run in all) and
+    the Confirmation says `best_reused`.
+
     Returns a Confirmation (see `decide_confirmation`); `unavailable` without running anything when
     no out-of-process profiler applies. Raises ValueError for an unknown `setting`.
     """
@@ -57,17 +66,19 @@ def confirm_keep(run_profiled: RunProfiled, cand_tree: str, best_tree: str, clai
         return Confirmation(status="unavailable", code=Code.UNCONFIRMED, claimed_gain_pct=claimed_gain_pct,
                             floor_pct=floor_pct, reason=(f"not confirmed out of process: {why}; the keep rests on the "
                                                          f"in-process verdict ({claimed_gain_pct:+.2f}%)"))
-    runs = measure_trees(run_profiled, cand_tree, best_tree, prof)
-    labels = ["confirm-candidate", "confirm-best"]
+    known = best_known(selection_key(prof)) if best_known is not None else None
+    runs = measure_trees(run_profiled, cand_tree, best_tree, prof, known)
+    labels = ["confirm-candidate"] + ([] if known is not None else ["confirm-best"])
     if isinstance(prof, ConfirmNcu) and prof.by_unit and runs["confirm-best"][0] is None:
         # no marked launch in BEST's run (a harness that times differently under a profiler, or none
         # kopt marks): measure both trees again by launch configuration
         prof = prof.by_launch_config()
-        runs = measure_trees(run_profiled, cand_tree, best_tree, prof)
-        labels += labels
+        known = best_known(selection_key(prof)) if best_known is not None else None
+        runs = measure_trees(run_profiled, cand_tree, best_tree, prof, known)
+        labels += ["confirm-candidate"] + ([] if known is not None else ["confirm-best"])
     (cand, cand_error), (best, best_error) = runs["confirm-candidate"], runs["confirm-best"]
     out = decide_confirmation(claimed_gain_pct, floor_pct, best, cand, prof.name, best_error, cand_error)
-    out.runs = labels
+    out.runs, out.selection, out.best_reused = labels, selection_key(prof), known is not None
     return out
 
 
@@ -108,9 +119,24 @@ def confirm_out_of_process(sess: Session, a: Attempt, claim: tuple[float | None,
         return pr.trace
 
     vendor = sess.device.vendor if sess.device else "cpu"
+    stored, device = sess.state.confirmed_tree, sess.device_id
     conf = confirm_keep(run_profiled, a.tree, a.best_tree, claimed_gain_pct=gain_pct(best_us, cand_us),
                         floor_pct=floor if floor is not None else sess.policy.min_gpu_gain_pct, vendor=vendor,
                         setting=sess.cfg.profiler.confirm, kernel_regex=sess.cfg.profiler.kernel or None,
-                        target_names=sess.state.best.kernels, by_unit=by_unit)
+                        target_names=sess.state.best.kernels, by_unit=by_unit,
+                        best_known=lambda sel: reusable_best(stored, sess.state.best.commit, sel, device, time.time()))
     sess.store.log("confirmation", attempt=a.n, **conf.model_dump(mode="json"))
+    if conf.status == "confirmed" and conf.candidate is not None and conf.selection is not None:
+        # the candidate's tree becomes BEST when this commit lands (commit.py binds the commit): its
+        # measurement stands for BEST next time
+        sess.state.confirmed_tree = StoredTargetTime(tree=a.tree, selection=conf.selection, device=device,
+                                                     at=time.time(), time=conf.candidate)
     return conf
+
+
+def bind_confirmed(state: SessionState, tree: str, commit: str) -> None:
+    """Bind the stored out-of-process measurement of `tree` (`confirm_out_of_process`) to `commit`, the
+    BEST_COMMIT that now holds that tree (plus performance.md): the next confirmation reuses it for BEST
+    (rules/confirm.py reusable_best). Nothing where the stored measurement is of another tree."""
+    if state.confirmed_tree is not None and state.confirmed_tree.tree == tree:
+        state.confirmed_tree.commit = commit

@@ -45,6 +45,7 @@ ledger whose hash chain does not verify, is listed in `problems` (shown by `stat
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -311,6 +312,24 @@ class Session:
         """The rules' thresholds, built once from the frozen `[gates]` (kopt_mcp/rules/policy.py);
         `policy.screen()` where a per-launch profiler test follows the script metric."""
         return Policy.from_gates(self.cfg.gates)
+
+    @contextlib.contextmanager
+    def rounds_asked(self, rounds: int | None):
+        """`policy` with `max_rounds` = `rounds` for one verdict (save_and_test's `rounds`), then back.
+        Raises RefereeError for rounds outside 1 .. [gates] max_rounds_asked (at least max_rounds)."""
+        if rounds is None:
+            yield self.policy
+            return
+        bound = max(self.cfg.gates.max_rounds, self.cfg.gates.max_rounds_asked)
+        if not 1 <= rounds <= bound:
+            raise RefereeError(f"rounds={rounds} is outside 1 .. {bound} ([gates] max_rounds_asked in kopt.toml, set "
+                               "by the human): ask for fewer rounds, or ask the human to raise the bound")
+        old = self.policy
+        self.__dict__["policy"] = old.model_copy(update={"max_rounds": rounds})
+        try:
+            yield self.policy
+        finally:
+            self.__dict__["policy"] = old
 
     @property
     def target_regex(self) -> str | None:

@@ -32,9 +32,11 @@ from kopt_mcp.referee.recovery import stop
 from kopt_mcp.referee.runs import Attempt, measure_run
 from kopt_mcp.referee.slots import shared_events
 from kopt_mcp.results import EndSessionResult, SessionGainResult
+from kopt_mcp.results_change import ClassGain
 from kopt_mcp.rules.gpu_time import judge_profiles
 from kopt_mcp.rules.keep_totals import KeepDecision
 from kopt_mcp.rules.load import RoundLoad, can_measure_more, decide_counted
+from kopt_mcp.rules.percent import ratio_shown
 from kopt_mcp.rules.script import GLOBAL, Round, ScriptDecision
 from kopt_mcp.session import Phase
 
@@ -157,7 +159,7 @@ def _result(sess: Session, a: Attempt, d: ScriptDecision, gpu: KeepDecision | No
     x = ratio_x(mean, hib)
     bounds = (f"{confidence * 100:g}% bounds {lo:+.2f}% .. {hi:+.2f}%" if math.isfinite(lo) and math.isfinite(hi)
               else "bounds unknown: noise not yet measurable")
-    per_class = ", ".join(f"{c.key} {c.mean_pct:+.2f}%" for c in d.classes)
+    per_class = ", ".join(f"{c.key} {ratio_shown(c.mean_pct, c.ratio_x)}" for c in d.classes)
     gpu_text, gpu_gain = "", None
     if gpu is not None and gpu.gpu_best_us is not None and gpu.gpu_candidate_us is not None:
         gpu_gain = gpu.gpu_delta_pct
@@ -171,7 +173,7 @@ def _result(sess: Session, a: Attempt, d: ScriptDecision, gpu: KeepDecision | No
     return SessionGainResult(
         base_commit=base_sha, head_commit=head_sha, metric=sess.cfg.benchmark.metric, outcome=d.outcome,
         rounds=a.rounds, target=GLOBAL, target_pct=mean, target_lo_pct=lo, target_hi_pct=hi, confidence=confidence,
-        ratio_x=x, classes=d.classes, rounds_under_load=d.rounds_under_load,
+        ratio_x=x, classes=[ClassGain.of(c) for c in d.classes], rounds_under_load=d.rounds_under_load,
         gpu_base_us=gpu.gpu_best_us if gpu else None, gpu_head_us=gpu.gpu_candidate_us if gpu else None,
         gpu_gain_pct=gpu_gain, gpu_note=gpu.reason if gpu else "no profiler on this device: script metric only",
         headline=headline, device=sess.device, run_dirs=list(a.runs), warnings=list(a.warnings))
@@ -214,7 +216,7 @@ def end_session(sess: Session, why: str = "", progress: Progress | None = None) 
     return EndSessionResult(
         stopped=True, stop_reason=s.stop_reason or reason, best_commit=s.best.commit, branch=s.branch,
         summary_commit=head.hexsha if head.message.startswith(STOP_MESSAGE) else None, summary=summary,
-        gain=gain, gain_note=note, kept=s.kept)
+        gain=gain, gain_note=note, kept=s.kept, kept_neutral=s.kept_neutral)
 
 
 def _gain_or_why(sess: Session, progress: Progress | None) -> tuple[SessionGainResult | None, str]:
@@ -225,6 +227,8 @@ def _gain_or_why(sess: Session, progress: Progress | None) -> tuple[SessionGainR
         return None, "none: no baseline was measured (run_benchmark never ran), so nothing to compare"
     if _commit(sess, base) == _commit(sess, sess.state.best.commit):
         return None, "none: no keep in this session (BEST_COMMIT is the baseline commit)"
+    if sess.state.kept == 0 and sess.state.kept_neutral:  # issue 36 item 9: a neutral keep is never a gain
+        return None, f"none: only neutral keeps ({sess.state.kept_neutral}), which are never a gain"
     try:
         return measure_session_gain(sess, progress=progress), ""
     except RefereeError as e:

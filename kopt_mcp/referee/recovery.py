@@ -147,15 +147,16 @@ def _recover_baseline(sess: Session, base: str) -> str:
 
 
 def adopt_best(sess: Session, attempt: int, sha: str, metrics: dict[str, float], gpu_us: float | None,
-               **log_fields) -> None:
+               neutral: bool = False, **log_fields) -> None:
     """A keep is committed as `sha`: BEST_COMMIT moves there with its metrics (SessionState.adopted),
     the BEST worktree follows, counters reset, the `commit` record (with `rows`, its performance.md
-    rows; `code`: why it was kept, script_only for a keep only the script metric decided) is queued. The caller saves
+    rows; `code`: why it was kept, script_only for a keep only the script metric decided) is queued; a
+    `neutral` keep (referee/neutral.py) counts as one, never as a kept improvement. The caller saves
     the state (the commit point)."""
     vcs.ensure_best_worktree(sess.repo, sess.best_path, sha)
     faults.point("commit_improvement.after_best_worktree")
     script_only = bool(sess.state.pending and sess.state.pending.script_only)
-    old = sess.state.adopted(sha, metrics, gpu_us)
+    old = sess.state.adopted(sha, metrics, gpu_us, neutral=neutral)
     with best_lock(sess):
         publish(sess)  # the session's BEST: the BEST line's branch and best.json
     code = Code.SCRIPT_ONLY.value if script_only else log_fields.pop("code", None)

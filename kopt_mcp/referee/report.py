@@ -74,7 +74,7 @@ def gain_line(gain: dict | None, best_commit: str, note: str = "") -> str:
 def stop_summary(state: SessionState, metric: str, gain: dict | None = None, gain_note: str = "") -> str:
     """The Stop Summary block: time, reason, the session's measured gain (`gain`: the latest
     `session_gain` ledger record, or None; `gain_note`: why none was measured), BEST_COMMIT, kept improvements (the script-only ones
-    counted apart), best metrics, how to land the branch, and the last regressions table."""
+    counted apart; neutral keeps apart, never a gain), best metrics, how to land the branch, and the last regressions table."""
     lines = [
         "## Stop Summary", "",
         f"- time: {state.stopped_at or now_iso()}",
@@ -82,7 +82,8 @@ def stop_summary(state: SessionState, metric: str, gain: dict | None = None, gai
         gain_line(gain, state.best.commit, gain_note),
         f"- BEST_COMMIT: {state.best.commit}",
         f"- kept improvements: {state.kept}"
-        + (f" (script only: {state.kept_script_only})" if state.kept_script_only else ""),
+        + (f" (script only: {state.kept_script_only})" if state.kept_script_only else "")
+        + (f"; neutral keeps (not a gain): {state.kept_neutral}" if state.kept_neutral else ""),
         f"- best {metric} per config class: "
         + (", ".join(f"{k} = {fmt(v)}" for k, v in state.best.metrics.items()) or "-"),
         *([f"- best profiler GPU time (us): {fmt(state.best.gpu_us)} (target kernels)"
@@ -103,10 +104,13 @@ def stop_summary(state: SessionState, metric: str, gain: dict | None = None, gai
     return "\n".join(lines) + "\n"
 
 
-def keep_note(p: PendingImprovement, title: str, commit_delta_pct: float, gpu_us: float | None) -> str:
-    """The note of a keep's performance.md rows: what kept it and both script-metric deltas of its
-    target (% better: the save_and_test verdict's mean as the verdict showed it, `p.verdict.target_pct`,
-    the geometric mean ratio's change; and the commit's one-round re-measure), e.g.
+def keep_note(p: PendingImprovement, title: str, commit_delta_pct: float | None, gpu_us: float | None,
+              confirmed: str = "") -> str:
+    """The note of a keep's performance.md rows: what kept it and both deltas of its target (% better:
+    the save_and_test verdict's mean as the verdict showed it, `p.verdict.target_pct`, the geometric mean
+    ratio's change; and the commit's re-measure, `commit_delta_pct`; None where the commit did not
+    re-measure in process: rules/commit.py verdict_stands), then `confirmed`, the out-of-process
+    confirmation's figure where it confirmed (e.g. "ncu out of process +16.67%"), e.g.
     `attempt 3: fuse (kept on profiler GPU time, -12.0% GPU time; n=1 +11.80% at the verdict,
     +11.20% re-measured at commit)`. The commit's own one-round decision reason is not used: one
     round is never a significant win, and the row would say `tie` for a keep."""
@@ -115,8 +119,10 @@ def keep_note(p: PendingImprovement, title: str, commit_delta_pct: float, gpu_us
     if gpu and p.verdict is not None and p.verdict.op_gain_pct is not None:
         gpu += f" (whole operation {-p.verdict.op_gain_pct:+.1f}%)"
     at_verdict = p.verdict.target_pct if p.verdict is not None else p.target_delta_pct
+    at_commit = ("not re-measured in process at commit" if commit_delta_pct is None
+                 else f"{commit_delta_pct:+.2f}% re-measured at commit")
     return (f"attempt {p.attempt}: {title} (kept on {p.metric_used}{gpu}; {p.target} {at_verdict:+.2f}% "
-            f"at the verdict, {commit_delta_pct:+.2f}% re-measured at commit)")
+            f"at the verdict, {at_commit}{', confirmed by ' + confirmed if confirmed else ''})")
 
 
 def format_note(command: str, formatted: bool, ran: bool = True) -> dict[str, str]:

@@ -31,6 +31,7 @@ from __future__ import annotations
 import statistics
 
 from kopt_mcp.rules.decision import Code, Decision
+from kopt_mcp.rules.percent import ratio_shown
 
 #: pairs measured again at commit in place of one that ran under foreign load and was no longer better
 LOAD_REMEASURES = 2
@@ -116,4 +117,42 @@ def pooled_best(runs: list[dict[str, float]]) -> dict[str, float]:
     keys = dict.fromkeys(k for r in runs for k in r)
     return {k: statistics.median(r[k] for r in runs if k in r) for k in keys}
 
-__all__ = ["COMMIT_PAIRS", "LOAD_REMEASURES", "commit_decision", "commit_under_load", "pooled_best"]
+def neutral_keep(neutral_reason: str, verdict: str | None, same_best: bool, classes: dict[str, float],
+                 target_pct: float | None, noise_pct: float, ratios: dict[str, float | None] | None = None) -> Decision:
+    """May commit_improvement keep the latest verdict's candidate as neutral (issue 36 item 9: a
+    speed-neutral correctness fix was `tie` and reverted)? `neutral_reason`: why, by name (the agent's
+    words); `verdict`: the latest verdict's outcome (None: none); `same_best`: BEST_COMMIT is still the
+    one it was judged against; `classes`: each config class's mean change (%, + = better) in that
+    verdict; `target_pct`: the target's (None: unknown); `noise_pct`: the noise threshold (%);
+    `ratios`: each class's ratio (x), for the words.
+
+    Outcome "commit" (code neutral_kept) only for a `tie` with a reason, against the same BEST, where
+    no class and not the target is worse beyond the noise threshold (mean <= -noise_pct); else
+    "not_kept" with neutral_refused_no_reason / _not_tie / _best_moved / _worse_class, in that order.
+    A neutral keep is never a gain. Never raises."""
+    worse = {k: v for k, v in classes.items() if v <= -noise_pct}
+    if target_pct is not None and target_pct <= -noise_pct:
+        worse["target"] = target_pct
+    numbers = {"noise_pct": noise_pct, "worse_classes": len(worse), "target_pct": target_pct}
+    if not neutral_reason.strip():
+        return Decision(outcome="not_kept", code=Code.NEUTRAL_REFUSED_NO_REASON, numbers=numbers, reason=(
+            "a neutral keep needs its reason by name (neutral_reason, e.g. \"correctness fix: ...\")"))
+    if verdict != "tie":
+        return Decision(outcome="not_kept", code=Code.NEUTRAL_REFUSED_NOT_TIE, numbers=numbers, reason=(
+            f"only a `tie` can be kept as neutral; the latest verdict is {verdict or 'none'}: an improved one is "
+            "committed without neutral_reason, anything else is not kept"))
+    if not same_best:
+        return Decision(outcome="not_kept", code=Code.NEUTRAL_REFUSED_BEST_MOVED, numbers=numbers, reason=(
+            "BEST_COMMIT moved since the tie was judged: apply the change again and call save_and_test"))
+    shown = ", ".join(f"{k} {ratio_shown(v, (ratios or {}).get(k))}" for k, v in classes.items())
+    if worse:
+        return Decision(outcome="not_kept", code=Code.NEUTRAL_REFUSED_WORSE_CLASS, numbers=numbers, reason=(
+            f"not kept as neutral: {', '.join(f'{k} {v:+.2f}%' for k, v in worse.items())} worse beyond the "
+            f"{noise_pct:g}% noise threshold (per class {shown})"))
+    return Decision(outcome="commit", code=Code.NEUTRAL_KEPT, numbers=numbers, reason=(
+        f"kept as neutral ({' '.join(neutral_reason.split())}): the verdict was a tie and no class is worse beyond the "
+        f"{noise_pct:g}% noise threshold (per class {shown}); not a gain: the session gain, performance.md and the "
+        "Stop Summary do not count it as one"))
+
+
+__all__ = ["COMMIT_PAIRS", "LOAD_REMEASURES", "commit_decision", "commit_under_load", "neutral_keep", "pooled_best"]

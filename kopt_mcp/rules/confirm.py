@@ -12,8 +12,9 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from kopt_mcp.evidence.confirm import TargetTime
+from kopt_mcp.evidence.confirm import StoredTargetTime, TargetTime
 from kopt_mcp.rules.decision import Code
+from kopt_mcp.rules.light import judge_light
 
 Status = Literal["confirmed", "refuted", "unavailable"]
 
@@ -21,6 +22,9 @@ Status = Literal["confirmed", "refuted", "unavailable"]
 #: serializes launches (no overlap with the neighbours the CUPTI run had) and sees a few launches per
 #: unit or launch configuration only, so a real 30% win may read 27%
 AGREE_FRACTION = 0.25
+#: how old (s) a tree's stored out-of-process measurement may be to stand for BEST at the next commit's
+#: confirmation (`reusable_best`); the device gate checks the GPU is idle before every run either way
+BEST_REUSE_MAX_AGE_S = 3600.0
 
 
 class Confirmation(BaseModel):
@@ -43,8 +47,16 @@ class Confirmation(BaseModel):
     gain_pct: float | None = None
     #: the run folders' labels, for the ledger
     runs: list[str] = Field(default_factory=list)
-    #: why (kopt_mcp.rules.decision.Code): confirmed, refuted or unconfirmed
+    #: why (kopt_mcp.rules.decision.Code): confirmed, refuted or unconfirmed; refuted by the speed of
+    #: light (rules/light.py): beyond_speed_of_light, too_few_bytes or persisting_l2
     code: Code
+    #: the confirming profiler's target selection (profilers/confirm.py selection_key); True where
+    #: BEST's figure was a stored one of the same tree (rules/confirm.py reusable_best), not a new run
+    selection: str | None = None
+    best_reused: bool = False
+    #: the candidate's achieved DRAM bandwidth as % of the device's peak (ncu's DRAM bytes / GPU time), where
+    #: measured; left out of dumps (the ledger's event schema): its parts are in `candidate` (gbps, peak_gbps)
+    pct_of_peak: float | None = Field(default=None, exclude=True)
 
     @property
     def blocks_commit(self) -> bool:
@@ -73,6 +85,8 @@ def decide_confirmation(claimed_gain_pct: float, floor_pct: float, best: TargetT
       out-of-process profiler: a crash, or no target launch).
     - by harness unit (both runs carry `units`): a unit of BEST where the candidate launched no target
       kernel: `refuted` (skipped work); else best and candidate are the sums over BEST's units.
+    - speed of light (rules/light.py, where ncu measured DRAM bytes): beyond the device's peak, far
+      fewer bytes than BEST's, or a larger persisting-L2 set-aside: `refuted` with that code;
     - gain g = (best - candidate) / best * 100; tolerance = floor + agree_fraction x claimed gain.
       g <= 0: `refuted` (no gain); g < claimed - tolerance: `refuted` (the claim is not reproduced);
       else `confirmed` (a gain above the claim too: the reason says so).
@@ -96,6 +110,11 @@ def decide_confirmation(claimed_gain_pct: float, floor_pct: float, best: TargetT
             f"{backend} (out of process) measured the target in {len(best.units)} harness unit(s) of BEST_COMMIT, "
             f"but the candidate launched no target kernel in unit(s) {', '.join(map(str, lost[:8]))}: work the "
             "candidate skips is not a gain"))
+    light = judge_light(best, candidate)
+    if light.code is not None:
+        return Confirmation(status="refuted", code=light.code, **base, tolerance_pct=tol, pct_of_peak=light.pct_of_peak,
+                            reason=f"{backend} (out of process): {light.reason}")
+    base["pct_of_peak"] = light.pct_of_peak
     best_us, cand_us, how = best.us, candidate.us, "median launch per launch group"
     if best.units and candidate.units:
         best_us = sum(best.units.values())
@@ -119,7 +138,20 @@ def decide_confirmation(claimed_gain_pct: float, floor_pct: float, best: TargetT
     more = ("; the out-of-process gain exceeds the claim by more than the tolerance (reported only)"
             if gain > claimed_gain_pct + tol else "")
     return Confirmation(status="confirmed", code=Code.CONFIRMED, **base, tolerance_pct=tol, gain_pct=gain,
-                        reason=f"confirmed: {numbers}{more}")
+                        reason=f"confirmed: {numbers}{more}" + (f"; {light.shown()}" if light.shown() else ""))
 
 
-__all__ = ["AGREE_FRACTION", "Confirmation", "TargetTime", "decide_confirmation", "gain_pct"]
+def reusable_best(stored: StoredTargetTime | None, best_commit: str, selection: str, device: str | None, now: float,
+                  max_age_s: float = BEST_REUSE_MAX_AGE_S) -> TargetTime | None:
+    """BEST's out-of-process measurement without a run (pure): the stored measurement of a tree (the
+    candidate's run of the last confirmed commit) stands for BEST where BEST_COMMIT (`best_commit`) is the
+    commit that holds the tree it measured, with the same target selection on the same device, at most `max_age_s`
+    seconds before `now` (time.time(), s). Else None: BEST runs again. Saves one of the two runs of
+    every confirmation after the first (issue 34 item 6: a commit <= 1.5x one plain run). Never raises."""
+    if stored is None or stored.commit != best_commit or stored.selection != selection or stored.device != device:
+        return None
+    return stored.time if 0.0 <= now - stored.at <= max_age_s else None
+
+
+__all__ = ["AGREE_FRACTION", "BEST_REUSE_MAX_AGE_S", "Confirmation", "TargetTime", "decide_confirmation", "gain_pct",
+           "reusable_best"]

@@ -47,6 +47,12 @@ class Code(StrEnum):
     GPU_TIME_MISSING = "gpu_time_missing"          # a profile failed or lacks the target / per-launch times
     GPU_TIME_UNREPRODUCIBLE = "gpu_time_unreproducible"  # BEST's own profiles launched different work
     SKIPPED_WORK = "skipped_work"                  # fewer launches than the fixed benchmark makes
+    REPLAYED_RESULT = "replayed_result"            # target absent from timed invocations where BEST ran it (copies
+                                                   # of a cached result, or a few calls skipped): rules/replay.py
+    PERSISTING_L2 = "persisting_l2"                # the candidate set an L2 access policy window or persisting-L2
+                                                   # limit: the harness's L2 flush no longer evicts (rules/hacks.py)
+    BEYOND_SPEED_OF_LIGHT = "beyond_speed_of_light"  # ncu: DRAM bandwidth over the device's peak (rules/light.py)
+    TOO_FEW_BYTES = "too_few_bytes"                # ncu: far fewer DRAM bytes than BEST's for the same unit
     OTHER_KERNEL_GREW = "other_kernel_grew"        # the operation got slower: another kernel of the timed call grew
     GPU_TIME_DIVERGENT = "gpu_time_divergent"      # faster overall, one config class significantly slower
     OPERATION_DIVERGENT = "operation_divergent"    # target kernels faster, the whole operation of some class slower
@@ -83,6 +89,12 @@ class Code(StrEnum):
     REFUTED = "refuted"
     UNCONFIRMED = "unconfirmed"                    # no out-of-process profiler applies here
     CONFLICT = "conflict"                          # re-applying onto a newer BEST overlapped
+    # a neutral keep: a `tie` kept by name (rules/commit.py neutral_keep), never a gain
+    NEUTRAL_KEPT = "neutral_kept"                  # the tie committed as neutral
+    NEUTRAL_REFUSED_NO_REASON = "neutral_refused_no_reason"  # no reason given by name
+    NEUTRAL_REFUSED_NOT_TIE = "neutral_refused_not_tie"      # the latest verdict is no tie
+    NEUTRAL_REFUSED_BEST_MOVED = "neutral_refused_best_moved"  # BEST_COMMIT moved since the tie was judged
+    NEUTRAL_REFUSED_WORSE_CLASS = "neutral_refused_worse_class"  # a class (or the target) worse beyond noise
     # ledger-only ends of an attempt (AttemptVerdict)
     INTERRUPTED = "interrupted"                    # the server stopped mid-attempt: recovery archived it
     CANCELLED = "cancelled"                        # the client cancelled the call: the tree stays as it was

@@ -92,6 +92,8 @@ class PairedInterval(BaseModel):
     own_df: int = 0
     looks: int = 1
     widened: bool = False
+    #: the mean as a ratio, how many times better (exp(mean / 100) on the log scale; `as_improvement` sets it)
+    ratio_x: float | None = None
 
     @property
     def overall_confidence(self) -> float:
@@ -125,10 +127,11 @@ class PairedInterval(BaseModel):
         bounds +0.21% .. +0.83%; spread of one round's change 0.3%, pooled from 6 runs of unchanged
         trees (...), 4 degrees of freedom'."""
         rounds = f"over {self.n} paired round{'s' if self.n != 1 else ''}"
+        mean = f"{self.mean_pct:+.2f}%" + (f" ({self.ratio_x:.2f}x)" if self.ratio_x is not None else "")
         if math.isinf(self.lo_pct) or self.sd_delta_pct is None:
-            return (f"mean {self.mean_pct:+.2f}% {rounds}; no bounds yet: the run-to-run spread is not yet measurable "
+            return (f"mean {mean} {rounds}; no bounds yet: the run-to-run spread is not yet measurable "
                     "(no repeated run of an unchanged tree)")
-        return (f"mean {self.mean_pct:+.2f}% {rounds}, {self.test_shown()}: bounds {self.lo_pct:+.2f}% .. "
+        return (f"mean {mean} {rounds}, {self.test_shown()}: bounds {self.lo_pct:+.2f}% .. "
                 f"{self.hi_pct:+.2f}%; {self.spread_shown()}")
 
 
@@ -264,10 +267,12 @@ def as_improvement(iv: PairedInterval, higher_is_better: bool) -> PairedInterval
     """`iv` on the log scale (log_delta_pct) shown as improvement % (metrics.improvement_pct):
     mean, lo and hi mapped by 100 * (1 - exp(-x / 100)) (lower is better) or 100 * (exp(x / 100) - 1),
     a monotone map with 0 -> 0, so every sign test reads the same; the mean becomes the geometric
-    mean ratio's improvement. The SD stays on the log scale (% of one run)."""
+    mean ratio's improvement, and `ratio_x` that ratio (how many times better). The SD stays on the
+    log scale (% of one run)."""
     def f(x: float) -> float:
         if math.isinf(x):  # no noise estimate yet: the bounds stay infinite
             return x
         return 100.0 * (math.exp(x / 100.0) - 1.0) if higher_is_better else 100.0 * (1.0 - math.exp(-x / 100.0))
 
-    return iv.model_copy(update={"mean_pct": f(iv.mean_pct), "lo_pct": f(iv.lo_pct), "hi_pct": f(iv.hi_pct)})
+    return iv.model_copy(update={"mean_pct": f(iv.mean_pct), "lo_pct": f(iv.lo_pct), "hi_pct": f(iv.hi_pct),
+                                 "ratio_x": math.exp(iv.mean_pct / 100.0)})

@@ -9,6 +9,10 @@ statements of a timed block; 1 for do_bench and pytest-benchmark):
   target kernels still counts;
 - per kernel: each kernel's GPU time.
 
+Launches between two invocations of the unit, outside both (HarnessUnit.between_us: a thread the
+timed call left running, work deferred past its window) add their time spread over the unit's
+invocations, so deferred work is not free (issue 38 item 4).
+
 A unit's figure is the median over the invocations that launched a target kernel: robust to
 do_bench's warm-up calls and its first call, and unlike a launch group's median it sums every
 launch of one call (forward and backward in one step, a persistent grid whose launch shape is the
@@ -68,11 +72,14 @@ def figures(unit: HarnessUnit, target: re.Pattern) -> UnitFigures:
     targets = [k for k in unit.per_invocation if target.search(k)]
     ops = [k for k in unit.per_invocation if not is_utility_kernel(k)]
     hit = unit.invocations_of(targets)
-    target_us, target_se = _median_se([unit.invocation_us(targets, i) for i in hit])
-    op_us, op_se = _median_se([unit.invocation_us(ops, i) for i in hit])
+    seen = max(unit.invocations, len(invs))
+    # launches between invocations (work deferred past the timed window) count too, spread over them all
+    t_between = sum(us for k, us in unit.between_us.items() if target.search(k)) / max(seen, 1)
+    o_between = sum(us for k, us in unit.between_us.items() if not is_utility_kernel(k)) / max(seen, 1)
+    target_us, target_se = _median_se([unit.invocation_us(targets, i) + t_between for i in hit])
+    op_us, op_se = _median_se([unit.invocation_us(ops, i) + o_between for i in hit])
     kernel_us = {k: statistics.median(v / unit.weights.get(i, 1) for i, v in per.items())
                  for k, per in unit.per_invocation.items() if per}
-    seen = max(unit.invocations, len(invs))
     return UnitFigures(index=unit.index, label=unit.label, target_us=target_us, target_se_rel=target_se, op_us=op_us,
                        op_se_rel=op_se, kernel_us=kernel_us, invocations=seen, target_invocations=len(hit))
 

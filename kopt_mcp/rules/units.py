@@ -13,8 +13,12 @@ Rule (`judge_units`), with per unit k the medians b1, c, b2 (unit_figures.figure
 1. Comparable: the same number of units in the three runs (where the counts differ, units are
    paired by their launch signature: rules/unit_pairing.py), and each target unit's invocations
    launch the target in the candidate too; else not kept (gpu_time_unreproducible / gpu_time_missing).
-2. Skipped work: a candidate unit whose share of invocations without a target launch exceeds
-   BEST's by more than SKIPPED_SHARE (results cached across calls, an early return): not kept.
+2. Persisting L2: the candidate set an L2 access policy window or the persisting-L2 limit where
+   BEST did not (rules/hacks.py): not kept (persisting_l2, naming the calls). Replayed results: a candidate unit whose target is absent from invocations where BEST launched
+   it, those invocations running only copies or few of them (rules/replay.py): not kept
+   (replayed_result, with the counts). Skipped work: a candidate unit whose share of invocations
+   without a target launch exceeds BEST's by more than SKIPPED_SHARE (results cached across calls, an
+   early return): not kept.
 3. Gain: r_k = c_k / mean(b1_k, b2_k), weights w_k = BEST's time share; gain = (1 - sum w r) x 100;
    the A/A shift = sum w (b2 - b1) / mean x 100; a bound gain -/+ z x SE from the medians' errors.
    The same for the operation time (every non-utility kernel of the invocation).
@@ -45,8 +49,10 @@ from kopt_mcp.evidence.units import HarnessUnit
 from kopt_mcp.rules.class_split import class_margin_pct
 from kopt_mcp.rules.decision import Code, MeasuredOutcome
 from kopt_mcp.rules.floor import GainFloor, gpu_gain_floor
+from kopt_mcp.rules.hacks import persisting_l2
 from kopt_mcp.rules.keep_totals import KeepDecision
 from kopt_mcp.rules.policy import Policy
+from kopt_mcp.rules.replay import replayed_units
 from kopt_mcp.rules.unit_classes import sum_by_class, unit_classes
 from kopt_mcp.rules.unit_figures import UnitFigures, figures
 from kopt_mcp.rules.unit_pairing import pair_units
@@ -160,12 +166,20 @@ def judge_units(before: Sequence[HarnessUnit], candidate: Sequence[HarnessUnit],
         return _not_kept(Code.GPU_TIME_UNREPRODUCIBLE, (
             f"the harness ran {len(before)}, {len(candidate)} and {len(after)} measurement units in BEST's, the "
             "candidate's and BEST's runs: they cannot be paired config by config: not kept"))
+    l2 = persisting_l2(before, candidate, after)
+    if l2 is not None:
+        return _not_kept(l2.code, l2.reason)
     fb, fc, fa = ([figures(u, target) for u in runs] for runs in (before, candidate, after))
     pick = [k for k in range(len(fb)) if fb[k].target_invocations >= 3 and fa[k].target_invocations >= 3]
     if not pick:
         return _not_kept(Code.GPU_TIME_MISSING, f"no unit of BEST's runs launched a kernel matching {kernel_regex!r} "
                          "in several invocations: not kept")
     names = _class_names(len(pick), classes, [fb[k] for k in pick])
+    replayed = replayed_units(before, candidate, after, pick, names, target, SKIPPED_SHARE)
+    if replayed:
+        return _not_kept(Code.REPLAYED_RESULT, "replayed result: " + "; ".join(r.shown() for r in replayed[:4]) +
+                         ": BEST launched the target in those invocations; a result cached across calls and copied "
+                         "or returned is not faster work: not kept")
     skipped = [f"{names[j]}: {fc[k].empty_share:.0%} of its invocations launched no target kernel, BEST's "
                f"{fb[k].empty_share:.0%}" for j, k in enumerate(pick)
                if fc[k].target_us is None or fc[k].empty_share > max(fb[k].empty_share, fa[k].empty_share) + SKIPPED_SHARE]

@@ -141,7 +141,8 @@ def test_ncu_is_the_parent_and_the_benchmark_gets_no_injector():
              for i, w in enumerate(opts) if w.startswith("--")}
     assert pairs["--csv"] is True and pairs["--page"] == "raw"
     assert pairs["--clock-control"] == "none" and pairs["--cache-control"] == "none"
-    assert pairs["--metrics"] == "gpu__time_duration.sum"
+    # GPU time and DRAM traffic (the speed of light, rules/light.py)
+    assert pairs["--metrics"] == "gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum"
     assert pairs["--filter-mode"] == "per-launch-config" and pairs["--launch-count"] == "50"
     assert pairs["--kernel-name-base"] == "function"
     assert pairs["--kernel-name"] == "regex:^(triton_softmax_kernel)$"

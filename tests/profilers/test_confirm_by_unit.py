@@ -166,3 +166,24 @@ def test_without_marked_launches_both_trees_are_measured_again_by_launch_configu
                     ("confirm-candidate", False), ("confirm-best", False)]
     assert c.best is not None and c.best.units == {} and len(c.runs) == 4
     assert (c.status, c.code) == ("refuted", Code.REFUTED)  # the same recording for both trees: no gain
+
+
+def test_a_stored_best_measurement_leaves_one_run_the_candidates():
+    """BEST's measurement stored from the last confirmed commit (rules/confirm.py reusable_best) stands
+    in for BEST's run: the recorded Liger confirmation gives the same +1.19% from the candidate's run alone."""
+    from kopt_mcp.profilers.confirm import selection_key
+    from kopt_mcp.referee.confirmation import confirm_keep
+
+    best, seen, asked = _liger("best", True), [], []
+
+    def run_profiled(tree, prof, label):
+        seen.append(label)
+        return parse_ncu_csv(FIX / "h200_liger_rmsnorm_confirm_candidate.csv", groups=True)
+
+    prof = ConfirmNcu(target_names=["_rms_norm_backward_kernel", "_rms_norm_forward_kernel"], by_unit=True)
+    c = confirm_keep(run_profiled, "cand", "best", 1.443, 0.494, vendor="nvidia", profiler=prof,
+                     best_known=lambda sel: asked.append(sel) or best)
+    assert seen == ["confirm-candidate"] and c.runs == ["confirm-candidate"] and c.best_reused
+    assert asked == [selection_key(prof)] and c.selection == selection_key(prof)
+    assert (c.status, c.code) == ("confirmed", Code.CONFIRMED)
+    assert c.gain_pct == pytest.approx(1.19, abs=0.01)

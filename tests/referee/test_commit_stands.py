@@ -70,3 +70,34 @@ def test_an_unavailable_confirmation_falls_back_to_the_in_process_re_measure(uni
     assert _commit_runs(units_win) == ["commit-best-1", "commit-candidate-1"]  # measured after all
     assert calls == [True]  # the confirmation ran once
     assert c.cost is not None and c.cost.runs == 4
+
+
+def test_the_next_commits_confirmation_reuses_the_last_confirmed_tree_as_best(units_win, monkeypatch):
+    """The first keep's confirmation runs both trees and stores the candidate's measurement; the second
+    keep's BEST is that very tree, so its confirmation gets it back without running BEST (one run)."""
+    import kopt_mcp.referee.confirmation as confirmation
+
+    got: list = []
+
+    def confirm_keep(run_profiled, cand_tree, best_tree, claimed_gain_pct, floor_pct, vendor, **kw):
+        known = kw["best_known"]("sel")
+        got.append((best_tree, known.us if known is not None else None))
+        t = (lambda us: TargetTime(us=us, launches=12, groups=["k"], kernels=["k"]))
+        best = known or t(27.0)
+        c = decide_confirmation(claimed_gain_pct, floor_pct, best, t(best.us * (1 - claimed_gain_pct / 100)), "ncu")
+        c.runs, c.selection, c.best_reused = ["confirm-candidate"] + ([] if known else ["confirm-best"]), "sel", bool(known)
+        return c
+
+    monkeypatch.setattr(confirmation, "confirm_keep", confirm_keep)
+    first = units_win.commit_improvement("10% faster kernel")
+    assert first.committed and first.code == "confirmed" and first.cost.runs == 2, first.reason
+    stored = units_win.state.confirmed_tree
+    assert stored is not None and stored.selection == "sel" and stored.time.us == pytest.approx(24.3, rel=0.02)
+    set_kernel(units_win.workspace_path, BASE_TIMES, UNIT_US={"1": 8.0, "2": 16.0}, CODE="v3")
+    v = units_win.save_and_test("global", "another 11% faster")
+    assert (v.verdict, v.code) == ("improved", "gpu_time_win"), v.reason
+    second = units_win.commit_improvement("another 11% faster")
+    assert second.committed and second.code == "confirmed", second.reason
+    assert stored.commit == first.commit  # bound to the BEST_COMMIT that holds the measured tree
+    assert got[0][1] is None and got[1][1] == stored.time.us  # BEST: the first keep
+    assert second.cost.runs == 1  # the candidate's run only

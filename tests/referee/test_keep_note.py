@@ -34,3 +34,14 @@ def test_the_verdict_delta_is_the_one_the_verdict_showed():
     geo = 100 * (1 - math.sqrt((1 - 0.697) * (1 - 0.781)))
     p = _pending(target_delta_pct=73.9, verdict=VerdictSummary(rounds=2, target_pct=geo))
     assert f"n=1 {geo:+.2f}% at the verdict" in keep_note(p, "fuse", 72.0, None) and f"{geo:+.2f}" == "+74.24"
+
+
+def test_a_keep_that_stood_says_it_was_not_re_measured_and_gives_the_confirmations_figure():
+    """On the H200 (2026-12-02, Triton demo) a verdict that stood (rules/commit.py verdict_stands) was
+    written "+0.00% re-measured at commit" though nothing re-measured it in process; ncu had confirmed
+    +16.67% out of process."""
+    p = _pending(metric_used="profiler GPU time", candidate_gpu_us=6949.6, gpu_best_us=8438.7)
+    note = keep_note(p, "warps", None, 6949.6, "ncu out of process +16.67%")
+    assert note.endswith("at the verdict, not re-measured in process at commit, confirmed by ncu out of "
+                         "process +16.67%)")
+    assert "re-measured at commit" not in note.replace("not re-measured in process at commit", "")

@@ -35,7 +35,7 @@ def test_the_baseline_against_best_measures_the_planted_2x_and_changes_nothing(r
     assert g.head_commit == ref.state.best.commit == ws_head
     assert (g.outcome, g.rounds, g.target) == ("improved", 2, "global")
     assert g.target_pct == pytest.approx(50.0) and g.ratio_x == pytest.approx(2.0)
-    assert {c.key: (c.best, c.candidate, c.mean_pct) for c in g.classes} == {
+    assert {c.key: (c.base, c.head, c.mean_pct) for c in g.classes} == {
         "n=1": (100.0, 50.0, pytest.approx(50.0)), "n=2": (200.0, 100.0, pytest.approx(50.0))}
     assert all(c.interval.lo_pct == pytest.approx(50.0) for c in g.classes)  # exact toy numbers: no spread
     assert g.gpu_gain_pct is None and g.device.vendor == "cpu"

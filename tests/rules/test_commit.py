@@ -4,7 +4,7 @@ says; a loaded pair that is no longer better is measured again, then the commit 
 
 from __future__ import annotations
 
-from kopt_mcp.rules.commit import LOAD_REMEASURES, commit_under_load
+from kopt_mcp.rules.commit import LOAD_REMEASURES, commit_under_load, neutral_keep
 from kopt_mcp.rules.decision import Code, Decision
 
 PASS = Decision(outcome="commit", code=Code.STILL_BETTER, reason="re-measured at commit: +10.00%")
@@ -52,3 +52,28 @@ def test_a_verdict_is_measured_again_when_its_bound_is_loose_the_tree_new_or_not
              verdict_stands(1.232, None, False, True),
              verdict_stands(1.232, 0.0, False, True)]
     assert [(d.outcome, d.code) for d in cases] == [("measure_again", Code.NEEDS_ROUND)] * 6
+
+
+# a neutral keep (issue 36 item 9): a tie kept by name, no class worse beyond the 1% noise threshold
+FIX = "correctness fix: non-1-D weights"
+
+
+def test_a_tie_with_a_reason_and_no_class_worse_beyond_noise_is_kept_as_neutral():
+    d = neutral_keep(FIX, "tie", True, {"n=1": -0.6, "n=2": 0.4}, -0.1, 1.0, {"n=1": 0.994, "n=2": 1.004})
+    assert (d.outcome, d.code, d.numbers["worse_classes"]) == ("commit", Code.NEUTRAL_KEPT, 0)
+    assert "(0.99x)" in d.reason  # the ratio beside the percent
+
+
+def test_a_class_worse_beyond_the_noise_threshold_refuses_the_neutral_keep():
+    d = neutral_keep(FIX, "tie", True, {"n=1": -1.5, "n=2": 3.0}, 0.7, 1.0)
+    assert (d.outcome, d.code, d.numbers["worse_classes"]) == ("not_kept", Code.NEUTRAL_REFUSED_WORSE_CLASS, 1)
+    # the target alone worse beyond noise refuses too; exactly at -noise counts as worse
+    assert neutral_keep(FIX, "tie", True, {"a": 0.0}, -1.0, 1.0).code == Code.NEUTRAL_REFUSED_WORSE_CLASS
+    assert neutral_keep(FIX, "tie", True, {"a": -0.99}, None, 1.0).code == Code.NEUTRAL_KEPT
+
+
+def test_a_neutral_keep_needs_a_reason_a_tie_and_the_same_best_in_that_order():
+    assert neutral_keep("  ", "tie", True, {}, 0.0, 1.0).code == Code.NEUTRAL_REFUSED_NO_REASON
+    for verdict in ("regressed", "divergent", "incorrect", "improved", None):
+        assert neutral_keep(FIX, verdict, True, {}, 0.0, 1.0).code == Code.NEUTRAL_REFUSED_NOT_TIE
+    assert neutral_keep(FIX, "tie", False, {"a": 5.0}, 0.0, 1.0).code == Code.NEUTRAL_REFUSED_BEST_MOVED

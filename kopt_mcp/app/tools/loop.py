@@ -28,14 +28,18 @@ def register(tools: list[Tool]) -> None:
         target: Annotated[str, Field(min_length=1, max_length=200, description=(
             'config class aimed at, e.g. "n=4096,dtype=float16" (keys as in status), or "global"'))] = "global",
         hypothesis: Annotated[str, Field(max_length=1000, description="why it should be faster, one sentence")] = "",
+        rounds: Annotated[int | None, Field(ge=1, le=100, description=(
+            "most candidate runs for this verdict, in place of [gates] max_rounds (e.g. a promising tie measured "
+            "longer; run_benchmark's baseline `detectable.rounds_for` says how many a gain needs); at most [gates] "
+            "max_rounds_asked"))] = None,
     ) -> VerdictResult:
-        """Submit the workspace's edits as a candidate. The server archives the diff, rejects edits to
-        protected files, measures candidate and BEST in one device lease and applies correctness, noise and
-        keep-metric (profiler GPU time on a GPU, else the script metric) rules. Verdicts: improved (call commit_improvement), incorrect
-        (repair, call again), tie/regressed/divergent/failed/rejected/abandoned (reverted). Returns
-        per-class deltas (+% = better), the reason and next_actions.
+        """Submit the workspace's edits as a candidate: archived, protected files refused, candidate
+        and BEST measured in one device lease under the correctness, noise and keep-metric rules. Verdicts: improved (call commit_improvement), incorrect (repair, call again),
+        tie/regressed/divergent/failed/rejected/abandoned (reverted; a tie that fixes correctness:
+        commit_improvement(neutral_reason=...)). Returns per-class deltas (+% = better) and ratios (x),
+        the target's interval, next_actions.
         """
-        return await _call_and_announce(ctx, referee(ctx).save_and_test, target, hypothesis)
+        return await _call_and_announce(ctx, referee(ctx).save_and_test, target, hypothesis, rounds=rounds)
 
     @tool(tools, "Revert the workspace to BEST_COMMIT", destructive_hint=True, idempotent_hint=True, **CHANGES)
     async def revert_to_best(
@@ -50,13 +54,16 @@ def register(tools: list[Tool]) -> None:
     async def commit_improvement(
         ctx: Context,
         message: Annotated[str, Field(max_length=500, description="commit title (default: the hypothesis)")] = "",
+        neutral_reason: Annotated[str, Field(max_length=500, description=(
+            'keep the latest `tie` as neutral, saying why by name (e.g. "correctness fix: non-1-D weights"): '
+            "committed only where no class is worse beyond the noise threshold; never counted as a gain"))] = "",
     ) -> CommitResult:
         """Commit the exact tree save_and_test ruled improved: format, re-measure with the verdict's
-        metric and rule, on a GPU device confirm the gain out of process (ncu / rocprofv3), commit code +
-        performance.md only if it holds; BEST_COMMIT moves. Another slot's commit meanwhile: re-applied
-        onto the newer BEST and measured again. The device busy: an error, the improvement stays pending
-        (call again). Returns committed, reason, code, commit, cost."""
-        return await _call_and_announce(ctx, referee(ctx).commit_improvement, message)
+        metric and rule, on a GPU confirm the gain out of process (ncu / rocprofv3), commit code +
+        performance.md only if it holds; BEST_COMMIT moves. Device busy: an error, call again. With `neutral_reason` after a `tie`: the
+        tested tree kept as neutral, never a gain (code neutral_kept / neutral_refused_*). Returns
+        committed, neutral, reason, code, commit, cost."""
+        return await _call_and_announce(ctx, referee(ctx).commit_improvement, message, neutral_reason=neutral_reason)
 
     @tool(tools, "End the session on purpose", destructive_hint=True, idempotent_hint=False, **CHANGES)
     async def end_session(

@@ -69,7 +69,7 @@ class Checked(BaseModel):
     """The correctness command as proposed and what init's runs of it showed.
 
     `ran`: init ran `command` itself on the unmodified tree; `summary`: pytest's last line of that
-    run ("38 passed, 2 skipped in 41.20s"); `seconds`: that run's wall time; `drops`: what was left
+    run ("38 passed, 2 skipped in 41.20s"); `seconds`: that run's wall time; `runs`: how many runs it took; `drops`: what was left
     out; `notes`: what the run showed but kept (tests skipped here for a multi-GPU host);
     `not_checked`: why init's budget left the command unchecked ('' when it was checked or not run)."""
 
@@ -78,6 +78,8 @@ class Checked(BaseModel):
     not_checked: str = ""
     summary: str = ""
     seconds: float = 0.0
+    #: how many times init ran it (each narrowing is one more run)
+    runs: int = 0
     drops: list[Drop] = []
     notes: list[str] = []
 
@@ -324,7 +326,7 @@ def check_correctness(repo: Path, prefix: str, python: str, files: list[str], se
     progress = progress or Progress(budget, quiet=True)
     files, deselect, drops = list(files[:MAX_FILES]), [], []
     with tempfile.TemporaryDirectory(prefix="kopt-init-tests-") as tmp:
-        for _ in range(MAX_ROUNDS):
+        for done in range(MAX_ROUNDS):
             if not budget.can_start():
                 return _unchecked(prefix, python, files, select, deselect, drops, budget, "before it could run")
             report, limit = Path(tmp) / "junit.xml", budget.limit(timeout_s)
@@ -357,7 +359,8 @@ def check_correctness(repo: Path, prefix: str, python: str, files: list[str], se
                 skipped = [o for o in outcomes if o.outcome == "skipped" and MULTI_GPU.search(o.message)]
                 notes = [f"{len(skipped)} test(s) skip here for a multi-GPU host ({skipped[0].message[:120]})"] if skipped else []
                 return Checked(command=command_text(prefix, python, files, select, deselect), ran=True,
-                               summary=summary_line(log), seconds=round(secs, 1), drops=drops, notes=notes)
+                               summary=summary_line(log), seconds=round(secs, 1), runs=done + 1, drops=drops,
+                               notes=notes)
             if not grouped and code == 5:
                 raise InitError(f"pytest collected no test with `{command_text(prefix, python, files, select, deselect)}` "
                                 "on the unmodified tree: pass --correctness CMD with tests of the kernel")

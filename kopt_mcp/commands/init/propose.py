@@ -15,7 +15,8 @@ named with why), and the target kernels from one profiled run where a profiler i
 
 Running the benchmark (`run_twice`) is kopt_mcp/commands/init/runs.py and reading it (`analyse`:
 format, metric, config columns) kopt_mcp/commands/init/read.py, both re-exported here; the budget
-and the progress lines are kopt_mcp/commands/init/progress.py; this module writes the proposal: correctness tests and
+and the progress lines are kopt_mcp/commands/init/progress.py; the runs and the tests' outcome are
+kept for the baseline to adopt (`keep_for_baseline`, kopt_mcp/init_runs.py); this module writes the proposal: correctness tests and
 protected paths from the repository's files, the target kernel from one profiled run, and the
 commented kopt.toml text. Pure parts (`analyse`, `render`) take contents; `run_init` does the I/O.
 """
@@ -47,10 +48,11 @@ from kopt_mcp.commands.init.protect import protected_paths
 from kopt_mcp.commands.init.pytest_report import summary_line
 from kopt_mcp.commands.init.read import HIGHER_IS_BETTER, TEST_FILE, TIME_NAME, analyse, result_unit
 from kopt_mcp.commands.init.render import Proposal, render
-from kopt_mcp.commands.init.runs import SKIP_DIRS, Run, installed_copy_hint, run_twice
+from kopt_mcp.commands.init.runs import SKIP_DIRS, Run, installed_copy_hint, keep_for_baseline, run_twice
 from kopt_mcp.errors import InitError
 from kopt_mcp.evidence.trace import exact_names_regex
 from kopt_mcp.gpus import make_probe
+from kopt_mcp.init_runs import worktree_identity
 from kopt_mcp.profilers import make_profiler
 from kopt_mcp.profilers.base import profile_env
 
@@ -141,10 +143,15 @@ def kernel_regex(repo: Path, command: str, timeout_s: float = 1200.0, profiler=N
 
 def gpu_count() -> int:
     """GPUs this machine's `auto` probe sees (0 where none, or where the probe fails)."""
+    return len(gpu_names())
+
+
+def gpu_names() -> list[str]:
+    """The names of the GPUs this machine's `auto` probe sees ([] where none, or where the probe fails)."""
     try:
-        return len(make_probe("auto").read())
-    except Exception:  # a count for the reasons of dropped tests, never a reason to stop
-        return 0
+        return [g.name for g in make_probe("auto").read()]
+    except Exception:  # a count for the reasons of dropped tests and a record, never a reason to stop
+        return []
 
 
 def _run_given(repo: Path, cmd: str, timeout_s: float, budget: Budget, progress: Progress) -> Checked:
@@ -164,7 +171,7 @@ def _run_given(repo: Path, cmd: str, timeout_s: float, budget: Budget, progress:
         if r.timed_out or r.exit_code != 0:
             raise InitError(f"--correctness `{cmd}` {'timed out' if r.timed_out else f'exited {r.exit_code}'} on the "
                             f"unmodified tree in {repo}: it must pass there. Log tail: {r.log_tail[-1200:]}")
-    return Checked(command=cmd, ran=True, summary=summary_line(r.log_tail), seconds=round(r.duration_s, 1))
+    return Checked(command=cmd, ran=True, summary=summary_line(r.log_tail), seconds=round(r.duration_s, 1), runs=1)
 
 
 def propose_correctness(repo: Path, command: str | None, bench: list[str], found: list[str], kernel: str | None,
@@ -257,6 +264,7 @@ def propose(repo: Path, command: str | None, results: str | None = None, kernel:
     repo = repo.resolve()
     budget = Budget(budget_s)
     progress = Progress(budget, console=progress.console, quiet=progress.quiet) if progress else Progress(budget, quiet=True)
+    tree = worktree_identity(repo) if command else None  # what the runs measure: the baseline may adopt them
     runs = _read_runs(repo, command, results, timeout_s, budget, progress)
     found, bench = find_test_files(repo), (benchmark_files(repo, command) if command else [])
     own = ownership(repo, bench, command or "")
@@ -280,8 +288,11 @@ def propose(repo: Path, command: str | None, results: str | None = None, kernel:
             else (None, "not profiled"))
     progress.say(f"target kernels: {kern[0] or '-'} ({kern[1]})")
     unchecked = list(budget.unchecked)
-    return Proposal(toml=render(command, keys, unit, checked, protect, kern, findings, unchecked), findings=findings,
-                    correctness=checked, unchecked=unchecked)
+    toml = render(command, keys, unit, checked, protect, kern, findings, unchecked)
+    if command and keep_for_baseline(repo, command, tree, runs, checked, toml, _probe_s(budget), gpu_names()):
+        progress.say(f"kept {len(runs)} benchmark run(s) and the tests' outcome for the baseline (it adopts them while "
+                     "the tree, command, config and interpreter stay the same)")
+    return Proposal(toml=toml, findings=findings, correctness=checked, unchecked=unchecked)
 
 
 def run_init(repo: Path, command: str | None, results: str | None, kernel: str | None, provider: str | None,

@@ -8,11 +8,15 @@ from __future__ import annotations
 import os
 import re
 import tempfile
+import time
 from pathlib import Path
 
 from pydantic import BaseModel
 
+from kopt_mcp import init_runs
+from kopt_mcp.bench.preflight import resolved_interpreter
 from kopt_mcp.bench.runner import run_command
+from kopt_mcp.commands.init.correctness import Checked
 from kopt_mcp.commands.init.progress import Budget, Progress
 from kopt_mcp.errors import InitError
 
@@ -121,6 +125,25 @@ def run_twice(repo: Path, command: str, timeout_s: float = 600.0, runs: int = 2,
             if (repo / p).read_bytes() != content:
                 (repo / p).write_bytes(content)
     return out
+
+
+def keep_for_baseline(repo: Path, command: str, tree: str | None, runs: list[Run], checked: Checked | None,
+                      toml: str, probe_s: float = 30.0, gpus: list[str] = ()) -> Path | None:
+    """Record init's plain `runs` and its correctness run (`checked`) for the baseline to adopt
+    (kopt_mcp/init_runs.py): `tree` is `init_runs.worktree_identity` taken before the runs, `toml`
+    the proposal's text (its sha256 must match the session's kopt.toml), `gpus` the names of the
+    GPUs this host shows (the runs used the default one). The record's path, or None
+    where nothing was recorded (no tree identity, no run, a record too large)."""
+    if tree is None or not runs:
+        return None
+    found = resolved_interpreter(command, repo, None, probe_s)
+    rec = init_runs.InitRecord(
+        written_at=time.time(), tree=tree, command=command, config_sha256=init_runs.config_sha256(toml),
+        interpreter=(found[0], found[1]) if found else None, host=init_runs.host(), gpus=list(gpus),
+        runs=[init_runs.InitRun(files=r.files, log=r.log, seconds=r.seconds) for r in runs],
+        tests=init_runs.InitTests(command=checked.command, passed=checked.ran and not checked.not_checked,
+                                  seconds=checked.seconds, summary=checked.summary, runs=checked.runs) if checked else None)
+    return init_runs.save(repo, rec)
 
 
 def _last_duration(runs: list[Run]) -> float:

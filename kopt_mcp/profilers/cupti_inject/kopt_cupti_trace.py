@@ -129,6 +129,8 @@ class Trace:
             u["invocations"] = int(msg.get("invocations", 0))
             u["weights"] = {int(i): int(w) for i, w in (msg.get("weights") or {}).items()}
             u["windows"].extend((int(i), int(a), int(b)) for i, a, b in (msg.get("windows") or []))
+            if isinstance(msg.get("l2"), dict):  # kopt_l2.PersistingL2.unit_doc: the process so far
+                u["l2"] = msg["l2"]
 
     def add_windows(self, k, windows):
         """More of unit k's invocation windows ([invocation, start ns, end ns]; streamed in chunks)."""
@@ -173,20 +175,31 @@ class Trace:
 
         windows = sorted((a, b, (k << INV_BITS) | i) for k, u in self.units.items() for i, a, b in u["windows"])
         starts = [w[0] for w in windows]
+        last_end = {}  # unit -> the end of its last invocation window (ns)
+        for a, b, ext in windows:
+            last_end[ext >> INV_BITS] = max(last_end.get(ext >> INV_BITS, b), b)
         for k in self.units:
-            self.units[k]["kernels"] = {}
+            self.units[k]["kernels"], self.units[k]["between"] = {}, {}
         for name, dur, corr, host in self.launches:
             ext = self.ext.get(corr)
             if ext is None and host is not None and windows:
                 j = bisect.bisect_right(starts, host) - 1
                 if j >= 0 and host <= windows[j][1]:
                     ext = windows[j][2]
+                elif j >= 0 and host <= last_end[windows[j][2] >> INV_BITS]:
+                    # launched between two invocations of a unit, outside both (a thread the timed call
+                    # left running, work deferred past its window): the unit's, not an invocation's
+                    cell = self.units[windows[j][2] >> INV_BITS]["between"].setdefault(name, [0, 0])
+                    cell[0] += dur
+                    cell[1] += 1
             if ext is not None:
                 self._attribute(name, dur, ext)
 
     def units_doc(self):
         """The harness units in the harness's order: [{"k", "harness", "label", "invocations",
-        "weights": {inv: calls}, "kernels": {name: {"inv": [...], "ns": [...], "n": [...]}}}]."""
+        "weights": {inv: calls}, "kernels": {name: {"inv": [...], "ns": [...], "n": [...]}}}], with
+        "between": {name: [ns, launches]} where launches came between its invocations, outside them, and
+        "l2" where the persisting-L2 guard reported (kopt_l2.py)."""
         self._attribute_all()
         out = []
         for k in sorted(self.units):
@@ -196,7 +209,9 @@ class Trace:
                 invs = sorted(per)
                 kernels[name] = {"inv": invs, "ns": [per[i][0] for i in invs], "n": [per[i][1] for i in invs]}
             out.append({"k": k, "harness": u["harness"], "label": u["label"], "invocations": u["invocations"],
-                        "weights": {str(i): w for i, w in u["weights"].items()}, "kernels": kernels})
+                        "weights": {str(i): w for i, w in u["weights"].items()}, "kernels": kernels,
+                        **({"l2": u["l2"]} if u.get("l2") else {}),
+                        **({"between": u["between"]} if u.get("between") else {})})
         return out
 
     def doc(self, pid=None, argv=None, **extra):

@@ -40,8 +40,11 @@ class Units:
     CUPTI's timestamp (ns, the activity records' clock), `send` reports a finished unit
     ({"k", "harness", "label", "invocations", "weights", "windows": [[i, start ns, end ns], ...]})."""
 
-    def __init__(self, push, pop, send, clock=None, code=None, hasher=None, marked=None):
+    def __init__(self, push, pop, send, clock=None, code=None, hasher=None, marked=None, l2=None):
         self.push, self.pop, self.send, self.clock = push, pop, send, clock
+        #: kopt_l2.PersistingL2 (persisting L2 off around units and invocations; its report goes into
+        #: each unit's message as "l2"), or None
+        self.l2 = l2
         #: the invocation numbers pushed (a range; None: every one below 1 << INV_BITS): ncu's
         #: confirming run marks a few per unit, so it profiles a bounded number of launches
         self.marked = marked
@@ -69,13 +72,18 @@ class _Unit:
     def __enter__(self):
         self.outer = self.units.current()
         self.units.local.unit = self
+        if self.units.l2 is not None:
+            self.units.l2.unit_start()
         return self
 
     def __exit__(self, *exc):
         self.units.local.unit = self.outer
         try:
-            self.units.send({"k": self.k, "harness": self.harness, "label": self.label,
-                             "invocations": self.invocations, "weights": self.weights, "windows": self.windows})
+            msg = {"k": self.k, "harness": self.harness, "label": self.label,
+                   "invocations": self.invocations, "weights": self.weights, "windows": self.windows}
+            if self.units.l2 is not None:
+                msg["l2"] = self.units.l2.unit_doc()
+            self.units.send(msg)
         except Exception:  # noqa: BLE001 - never raise into the benchmark
             pass
         return False
@@ -87,6 +95,8 @@ class _Unit:
         if weight != 1:
             self.weights[str(i)] = int(weight)
         pushed, clock = False, self.units.clock
+        if self.units.l2 is not None:
+            self.units.l2.invocation()  # before the push: its driver calls belong to no invocation
         t0 = clock() if clock is not None and len(self.windows) < MAX_WINDOWS else None
         if i < (1 << INV_BITS) and (self.units.marked is None or i in self.units.marked):
             try:

@@ -318,7 +318,8 @@ class _Tracer:
                 lambda ext: cupti.activity_push_external_correlation_id(custom0, ext),
                 lambda: cupti.activity_pop_external_correlation_id(custom0), sink.unit,
                 getattr(cupti, "get_timestamp", None),
-                (lambda name, sha: sink.code(name, [sha])) if self.code is not None else None, self.hasher))
+                (lambda name, sha: sink.code(name, [sha])) if self.code is not None else None, self.hasher,
+                l2=_load("kopt_l2").guard(cupti, os.environ)))  # persisting L2 off (KOPT_CUPTI_L2=0: not)
         except Exception as exc:  # noqa: BLE001 - the trace goes on without units
             sink.note(f"harness units unavailable: {exc!r}")
             print(f"kopt-mcp CUPTI trace: harness units unavailable ({exc!r})", file=sys.stderr)

@@ -6,7 +6,7 @@ launches, per-launch times uniform within the recording's min/max) plus a per-pr
 SD `--shift-sd` % (clock state). Each trial: BEST, candidate (planted effect), BEST again;
 the session's recent spreads accumulate as in a session (last 9 + this attempt's own).
 
-    PYTHONPATH=$PWD python benchmarks/keep_groups_replay.py --trials 40 --shift-sd 0.03
+    PYTHONPATH=$PWD python benchmarks/keep_groups_replay/run.py --trials 40 --shift-sd 0.03
 """
 
 from __future__ import annotations

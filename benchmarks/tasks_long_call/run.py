@@ -14,8 +14,8 @@ tests/clients/tasks_ext.py, protocol 2026-07-28):
 Prints a JSON summary (durations, polls, statuses, the verdict, processes left) and exits 1 when a
 check fails. The 10-minute version the issue asks for:
 
-    PYTHONPATH=$PWD python benchmarks/tasks_long_call.py --minutes 10
-    PYTHONPATH=$PWD python benchmarks/tasks_long_call.py --minutes 0.5 --cancel-after 5   # a quick look
+    PYTHONPATH=$PWD python benchmarks/tasks_long_call/run.py --minutes 10
+    PYTHONPATH=$PWD python benchmarks/tasks_long_call/run.py --minutes 0.5 --cancel-after 5   # a quick look
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ import anyio
 import httpx2
 import psutil
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 

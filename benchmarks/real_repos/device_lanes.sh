@@ -3,7 +3,7 @@
 # (benchmarks/real_repos/device.sh says what they hold): independent jobs ("lanes") at once, each its
 # own shell command, all sharing one kopt-mcp GPU lease folder (KOPT_LEASE_DIR, and `--lease-dir` for
 # the real-repository drivers) so that every measuring call of every lane still gets a GPU of its own:
-#   TOTAL=560 bash benchmarks/device_lanes.sh 'NAME=COMMAND' ...
+#   TOTAL=560 bash benchmarks/real_repos/device_lanes.sh 'NAME=COMMAND' ...
 # Each COMMAND runs in /tmp under `timeout TOTAL`, with the staged wheels' environment and OUT=$OUT/NAME,
 # ROOT (the checkout), STAGE (.devstage), LEASES (the shared lease folder) set. The wheels are installed
 # once, before any lane starts. What comes back is at most 8 files: per lane NAME.tar.gz (its OUT, the

@@ -2,7 +2,7 @@
 
 Ready = the official mcp client's connection is initialized (the server answered); then one
 tools/list. Measured for a first start (creates the worktrees) and a resumed session, N times
-each, on a toy repository. Usage: python benchmarks/startup.py [N] [--out FILE.md]
+each, on a toy repository. Usage: python benchmarks/startup/run.py [N] [--out FILE.md]
 """
 
 from __future__ import annotations

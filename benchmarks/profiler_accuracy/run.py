@@ -1,8 +1,8 @@
 """Profiler GPU time vs CUDA events for the same kernel, and the wall-time cost of profiling.
 
 Needs an NVIDIA GPU, torch, triton, ncu and cupti-python. Usage:
-    python benchmarks/profiler_accuracy.py OUT_DIR [--quick]
-    python benchmarks/profiler_accuracy.py OUT_DIR --perturbation K   (see `perturbation`)
+    python benchmarks/profiler_accuracy/run.py OUT_DIR [--quick]
+    python benchmarks/profiler_accuracy/run.py OUT_DIR --perturbation K   (see `perturbation`)
 Writes OUT_DIR/profiler_accuracy.md, rewritten after each config class (scratch files go to a
 temporary folder). `--quick`: no ncu (CUDA events and the CUPTI trace only).
 
@@ -45,7 +45,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # this checkout's kopt_mcp, also when an older copy is installed
     sys.path.insert(0, str(ROOT))
 EXAMPLE = ROOT / "examples" / "triton_softmax"
@@ -206,7 +206,7 @@ def wall(cmd: str, cwd: Path) -> float:
 # -- the report ---------------------------------------------------------------------------
 
 HEAD = ["# Profiler GPU time vs CUDA events; profiling overhead", "",
-        "Columns: see the docstring of benchmarks/profiler_accuracy.py. Times in us per launch.", ""]
+        "Columns: see the docstring of benchmarks/profiler_accuracy/run.py. Times in us per launch.", ""]
 T1 = ["## 1. CUPTI vs CUDA events, the same launches (events child run under the CUPTI trace)", "",
       "| config class (fp16) | events batch | events single | (a) CUPTI batch | vs events batch | (b) CUPTI single "
       "| vs events single | (c) CUPTI median, all | vs events batch | (d) CUPTI mean, all incl. warm-up "

@@ -2,7 +2,7 @@
 
 Needs an NVIDIA GPU with torch and triton (ncu and cupti-python for the full "cupti+ncu" report;
 with one of them, that one alone). Usage:
-    python benchmarks/trace_report.py OUT_DIR [--keep]
+    python benchmarks/trace_report/run.py OUT_DIR [--keep]
 Copies examples/triton_softmax into a fresh git repository (in a temporary folder; `--keep` leaves
 it there, with the session's ledger and run logs), opens a Referee on it with the default GPU probe
 (NVML), calls run_benchmark (records the baseline) and kernel_trace_analysis(top=5), and writes:
@@ -22,7 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # this checkout's kopt_mcp, also when an older copy is installed
     sys.path.insert(0, str(ROOT))
 
@@ -108,6 +108,6 @@ def main(out: Path, keep: bool = False) -> int:
 if __name__ == "__main__":
     args = [a for a in sys.argv[1:] if a != "--keep"]
     if len(args) != 1:
-        print("usage: python benchmarks/trace_report.py OUT_DIR [--keep]", file=sys.stderr)
+        print("usage: python benchmarks/trace_report/run.py OUT_DIR [--keep]", file=sys.stderr)
         sys.exit(2)
     sys.exit(main(Path(args[0]), keep="--keep" in sys.argv[1:]))

@@ -7,7 +7,7 @@ each round until it stops asking; the earlier BEST groups of the session (`--his
 right after a commit, no group at the new level; "5" = one group of 5 runs; "3,3,3") are drawn the
 same way. The [gates] are the defaults but for `--noise` (the threshold, %).
 
-    PYTHONPATH=$PWD python benchmarks/script_rule_simulation.py --trials 8000 --sd 1.0 --noise 7
+    PYTHONPATH=$PWD python benchmarks/script_rule_simulation/run.py --trials 8000 --sd 1.0 --noise 7
 
 Prints a markdown table: history, then the % of verdicts `improved` per effect. An identical
 candidate (effect 0) should be kept at most 1 - confidence (0.5%) of the time.
@@ -21,7 +21,7 @@ import random
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 

@@ -4,7 +4,7 @@ Model-visible = per tool the JSON of {name, description, inputSchema} (what a cl
 model's context; outputSchema and annotations are counted apart). Both servers are spawned over stdio
 with the official client and asked tools/list. mcp-server-git lives in its own venv:
     python -m venv /tmp/gitvenv && /tmp/gitvenv/bin/pip install mcp-server-git
-Usage: python benchmarks/tools_list_size.py [--git-server /tmp/gitvenv/bin/mcp-server-git] [--out FILE.md]
+Usage: python benchmarks/tools_list_size/run.py [--git-server /tmp/gitvenv/bin/mcp-server-git] [--out FILE.md]
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def main() -> int:
     out_schema = sum(len(json.dumps(t.get("outputSchema") or {}, separators=(",", ":"))) for t in kopt)
     lines = [f"# tools/list size, model-visible part ({date.today().isoformat()})", "",
              "Per tool: compact JSON of {name, description, inputSchema}, as spawned over stdio by the official "
-             "client (`python benchmarks/tools_list_size.py`).", "",
+             "client (`python benchmarks/tools_list_size/run.py`).", "",
              f"- kopt-mcp: **{kt}** characters ({len(kopt)} tools)",
              f"- mcp-server-git: **{gt}** characters ({len(git)} tools)",
              f"- ratio: **{ratio:.2f}x** (target <= {TARGET_RATIO}x: {'met' if ratio <= TARGET_RATIO else 'NOT met'})",

@@ -2,7 +2,7 @@
 
 Usage (takes a few minutes, needs the package index):
     python -m venv /tmp/fpvenv && /tmp/fpvenv/bin/pip install .
-    /tmp/fpvenv/bin/python benchmarks/dependency_footprint.py [--out FILE.md]
+    /tmp/fpvenv/bin/python benchmarks/dependency_footprint/run.py [--out FILE.md]
 Sizes are the sum of the files each distribution's RECORD lists; "pulled in by" names the
 distributions that require it (no extras), so a direct dependency's whole subtree can be read off.
 """

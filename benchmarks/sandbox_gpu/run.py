@@ -3,7 +3,7 @@ with every run in bubblewrap as without it?
 
 Needs an NVIDIA GPU with torch and triton, bwrap (scripts/gpu_suite.sh prepare/sandbox bring a
 Debian bubblewrap along) and cupti-python / ncu where present. Usage:
-    python benchmarks/sandbox_gpu.py OUT_DIR
+    python benchmarks/sandbox_gpu/run.py OUT_DIR
 For KOPT_SANDBOX unset (bwrap) and then "off", on a fresh copy of examples/triton_softmax: status's
 `sandbox` line, run_benchmark (the baseline, its wall time), kernel_trace_analysis (backend, whether
 the target kernels and ncu's metrics came back, notes), and save_and_test of an identical kernel
@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # this checkout's kopt_mcp, also when an older copy is installed
     sys.path.insert(0, str(ROOT))
 
@@ -91,6 +91,6 @@ def main(out: Path) -> int:
 
 if __name__ == "__main__":
     if len(sys.argv) != 2:
-        print("usage: python benchmarks/sandbox_gpu.py OUT_DIR", file=sys.stderr)
+        print("usage: python benchmarks/sandbox_gpu/run.py OUT_DIR", file=sys.stderr)
         sys.exit(2)
     sys.exit(main(Path(sys.argv[1])))

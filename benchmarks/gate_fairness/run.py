@@ -10,8 +10,8 @@ JOB_POLL_S), for the comparison.
 
 Measured per slot: grants, the longest wait (s; one still waiting at the end counts to the end), and the longest run of grants in a row by one slot.
 
-    PYTHONPATH=$PWD python benchmarks/gate_fairness.py --seconds 30 --hold 1
-    PYTHONPATH=$PWD python benchmarks/gate_fairness.py --seconds 30 --hold 1 --no-queue
+    PYTHONPATH=$PWD python benchmarks/gate_fairness/run.py --seconds 30 --hold 1
+    PYTHONPATH=$PWD python benchmarks/gate_fairness/run.py --seconds 30 --hold 1 --no-queue
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
