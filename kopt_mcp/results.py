@@ -11,7 +11,7 @@ the field is `MaybeFloat`: null in the schema, with a text saying why where it m
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -24,6 +24,7 @@ from kopt_mcp.rules.decision import Code, MeasuredOutcome, Verdict
 from kopt_mcp.results_change import ClassChange, ClassGain, Cost, Detectable, Interval, MaybeFloat
 
 GpuOnly = Annotated[MaybeFloat, Field(exclude_if=lambda v: v is None)]  # left out where no GPU profiler measured it
+
 
 class Omitted(BaseModel):
     """What a tool result left out to stay small (MCP clients cap a result at about 25k tokens): per
