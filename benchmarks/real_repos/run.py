@@ -123,9 +123,9 @@ def write(out: Path, project: Project, result: dict) -> None:
     for r in result["verdicts"]:
         ds = [d for d in r["target_deltas_pct"] if d is not None]
         mean = f"{sum(ds) / len(ds):+.2f}%" if ds else "n/a"
-        gpu = (f"{r['gpu_best_us']:.1f} -> {r['gpu_candidate_us']:.1f}"
-               if r["gpu_best_us"] is not None and r["gpu_candidate_us"] is not None else "n/a")
-        gd = f"{r['gpu_delta_pct']:+.2f}%" if r["gpu_delta_pct"] is not None else "n/a"
+        gpu = (f"{r['gpu_best_us']:.1f} -> {r['gpu_candidate_us']:.1f}"  # GPU-only fields: absent on a CPU
+               if r.get("gpu_best_us") is not None and r.get("gpu_candidate_us") is not None else "n/a")
+        gd = f"{r['gpu_delta_pct']:+.2f}%" if r.get("gpu_delta_pct") is not None else "n/a"
         fl = f"{r['gpu_floor_pct']:.2f}%" if r.get("gpu_floor_pct") is not None else "n/a"
         times = f"{r['seconds'] / plain:.1f}" if plain else "n/a"
         lines.append(f"| {r['candidate']} | {r['expected']} | {r['verdict']} | {r.get('code')} | "
