@@ -68,25 +68,16 @@ def _gpu_present() -> bool:
     return NvmlProbe.available()
 
 
-def pytest_collection_modifyitems(config, items):
-    """Skip `gpu`-marked tests where no NVIDIA GPU answers NVML; mark `alone` the tests of ALONE."""
-    gpu_items = [i for i in items if "gpu" in i.keywords]
-    if gpu_items and not _gpu_present():
-        skip = pytest.mark.skip(reason="needs an NVIDIA GPU (run scripts/gpu_suite.sh on one)")
-        for item in gpu_items:
-            item.add_marker(skip)
-    for item in items:
-        if item.nodeid.startswith(ALONE):
-            item.add_marker(pytest.mark.alone)
-
-
 # ---- parallel runs (pytest-xdist) ----------------------------------------------------------------
 # The README's test command (`python -m pytest -q`, no paths) runs on WORKERS processes where
-# pytest-xdist is installed (the `test` extra); `-n N` given, or paths named, it does as told
+# pytest-xdist is installed (the `test` extra); with `-n N` given, or paths named, it does as told
 # (`-n 0`: one process). A test marked `alone` runs with no other test beside it: it reads other
-# processes' CPU load (a second worker would be foreign load to it), plants load of its own, or times
-# real CPU work. The other tests take a shared lock around each test, an `alone` test the exclusive one
-# (a gate lock first, so a waiting `alone` test is not starved by the shared holders).
+# processes' CPU load (a second worker is foreign load to it), plants load of its own, or times real
+# CPU work. Each test holds a lock over the run's workers, shared, or exclusive when `alone` (a gate
+# lock first, so a waiting `alone` test is not starved). Work goes out a file at a time (a module's
+# fixtures are built once); the `alone` tests and test_chaos.py (a long test beside which an `alone`
+# test would wait for minutes) go, first, to one worker as one group, while the other worker runs
+# the rest.
 
 #: workers for the README's command: one per core, at most 4 (the 2-core CI machine: 2)
 WORKERS = max(1, min(4, os.cpu_count() or 1))
@@ -109,6 +100,30 @@ ALONE = (
     "tests/bench/cluster/test_ray_executor.py",
     "tests/bench/test_liger_dq.py",
 )
+#: the group that runs first, on one worker: the `alone` tests and the longest test
+FIRST_GROUP = "alone"
+LONG = ("tests/test_chaos.py",)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Skip `gpu`-marked tests where no NVIDIA GPU answers NVML. Mark `alone` the tests of ALONE; on an
+    xdist worker, group the tests for --dist loadgroup (a file each; the `alone` ones and LONG in
+    FIRST_GROUP, which comes first). tryfirst: before xdist reads the groups."""
+    gpu_items = [i for i in items if "gpu" in i.keywords]
+    if gpu_items and not _gpu_present():
+        skip = pytest.mark.skip(reason="needs an NVIDIA GPU (run scripts/gpu_suite.sh on one)")
+        for item in gpu_items:
+            item.add_marker(skip)
+    for item in items:
+        if item.nodeid.startswith(ALONE):
+            item.add_marker(pytest.mark.alone)
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    for item in items:
+        first = item.get_closest_marker("alone") is not None or item.nodeid.startswith(LONG)
+        item.add_marker(pytest.mark.xdist_group(FIRST_GROUP if first else item.nodeid.split("::")[0]))
+    items.sort(key=lambda i: next(m.args[0] for m in i.iter_markers("xdist_group")) != FIRST_GROUP)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -119,7 +134,7 @@ def pytest_cmdline_main(config):
             and not os.environ.get("PYTEST_XDIST_WORKER") and WORKERS > 1 and not opt.collectonly):
         opt.numprocesses = WORKERS
         if opt.dist == "no":
-            opt.dist = "worksteal"
+            opt.dist = "loadgroup"
 
 
 class _RunAlone:
