@@ -20,6 +20,12 @@ from kopt_mcp.testing.toy import make_toy_repo
 # a test that captures with capsys, it would be that test's in-memory stream, and every later stdio
 # client in the run fails with "io.UnsupportedOperation: fileno".
 
+# No HTML report after every verdict (kopt_mcp.referee.auto_report): its charts cost a second or more of
+# CPU per operation, in every test that drives a session (servers started by a test inherit this). The
+# hook never raises, so no test could see it fail; tests/referee/test_report_hook.py checks it is written
+# when on, tests/views/ check what it holds.
+os.environ.setdefault("KOPT_HTML_REPORT", "0")
+
 FIXTURES = Path(__file__).parent / "fixtures"
 BASE_TIMES = {"1": 100.0, "2": 200.0}
 
