@@ -66,6 +66,9 @@ class Chaos:
     trace: Path
     repo: Path = field(init=False)
     tag_no: int = 1
+    #: the benchmark's sleep (s) in a slow candidate (about 1 move in 8), so a random kill can land
+    #: mid-run; 0 where no random kill comes (the traced pre-run, aimed kills): only time there
+    sleep_s: float = 2.5
     episodes: list[dict] = field(default_factory=list)
     leftovers: list[dict] = field(default_factory=list)
 
@@ -211,7 +214,7 @@ async def _step(ch: Chaos, c: Client, bias: str) -> str:
     if phase == "stopped":
         return "stopped"
     best = st["best_metrics"]
-    flags = {"SLEEP_S": 2.5} if rng.random() < 0.12 else {}
+    flags = {"SLEEP_S": ch.sleep_s} if rng.random() < 0.12 and ch.sleep_s else {}
     if phase == "improved":
         if rng.random() < (0.95 if bias.startswith("commit") else 0.2 if bias.startswith("revert") else 0.8):
             await c.call_tool("commit_improvement", {"message": "chaos keep"})
@@ -347,7 +350,7 @@ async def run_chaos(workdir: Path, random_kills: int, aimed: int, seed: int, max
     ch = Chaos(workdir, random.Random(seed), workdir / "trace.txt")
     t0 = time.monotonic()
     # 1. a traced pre-run without kills lists the fault points the loop passes
-    pre = Chaos(workdir / "pre", random.Random(seed + 1), workdir / "pre-trace.txt")
+    pre = Chaos(workdir / "pre", random.Random(seed + 1), workdir / "pre-trace.txt", sleep_s=0.0)
     for _ in range(3):
         r = await episode(pre, None, None, max_steps=14)
         ch.episodes.append({**r, "phase": "trace"})
@@ -358,6 +361,7 @@ async def run_chaos(workdir: Path, random_kills: int, aimed: int, seed: int, max
     done = {"aimed": 0, "random": 0}
     for i, (kind, target) in enumerate(plan):
         delay = None if kind == "aimed" else round(ch.rng.uniform(0.05, max_delay_s), 3)
+        ch.sleep_s = 0.0 if kind == "aimed" else 2.5
         if kind == "aimed" and target.split("#")[0] in SESSION_START:
             ch.tag_no += 1  # reached only while a session begins: start a fresh one (the old one stays checked)
         for _ in range(4 if kind == "aimed" else 2):
@@ -375,6 +379,7 @@ async def run_chaos(workdir: Path, random_kills: int, aimed: int, seed: int, max
         if r["violations"] or (i % 10 == 0):
             log(f"[{i + 1}/{len(plan)}] {kind} {target or delay}: died={r['died']} steps={r['steps'][-3:]} "
                 f"violations={r['violations'][:3]}")
+    ch.sleep_s = 2.5
     while done["random"] < random_kills and len(ch.episodes) < 3 * len(plan) + 10:  # random delays that missed
         delay = round(ch.rng.uniform(0.05, max_delay_s), 3)
         r = await episode(ch, None, delay, max_steps=60)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -70,6 +71,13 @@ def operation(fn):
     return run
 
 
+def auto_report() -> bool:
+    """Whether the HTML report is written after every operation of REPORTED: yes unless
+    $KOPT_HTML_REPORT is "0" (the test suite sets it, tests/conftest.py: its charts cost a second or
+    more of CPU per verdict; kopt://report.html and `kopt-mcp report` still render it on demand)."""
+    return os.environ.get("KOPT_HTML_REPORT", "1") != "0"
+
+
 def _locked(self: Session, fn, cancel: threading.Event, args, kwargs):
     """`fn` under the session lock (see `operation`)."""
     with self.lock:
@@ -92,7 +100,7 @@ def _locked(self: Session, fn, cancel: threading.Event, args, kwargs):
             raise
         finally:
             self.release_job()  # per-job leases: no device is held between calls
-        if fn.__name__ in REPORTED:  # the HTML report follows every verdict, commit, revert and stop
+        if fn.__name__ in REPORTED and auto_report():  # the HTML report follows every verdict, commit, revert, stop
             # lazy: matplotlib (the report's charts) loads only once a report is written
             from kopt_mcp.views.report_html import write_session_report
 
