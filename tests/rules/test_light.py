@@ -95,6 +95,15 @@ def test_cheat_early_exit_on_a_cached_flag_moves_too_few_bytes(tmp_path):
     assert (c.status, c.code) == ("refuted", Code.TOO_FEW_BYTES)
 
 
+def test_an_honest_fusion_that_moves_a_fifth_of_bests_bytes_is_not_too_few(tmp_path):
+    # an intermediate no longer written and read back: 1/5 of BEST's bytes in 1/5 of its time (same GB/s)
+    best = _time(_with_dram("best", tmp_path, 3000.0))
+    cand = _time(_with_dram("candidate", tmp_path, 3000.0, bytes_scale=0.2, time_scale=0.2))
+    d = judge_light(best, cand)
+    assert d.code is None and d.units == []
+    assert min(cand.unit_bytes[k] / best.unit_bytes[k] for k in best.unit_bytes) == pytest.approx(0.2, rel=0.05)
+
+
 def test_cheat_persisting_l2_window_seen_out_of_process_is_refuted(tmp_path):
     best = _time(_with_dram("best", tmp_path, 3000.0))
     cand = _time(_with_dram("candidate", tmp_path, 3000.0))
