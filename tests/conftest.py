@@ -94,6 +94,7 @@ ALONE = (
     "tests/commands/test_demo_agents.py",
     "tests/commands/test_init_example.py",
     "tests/commands/test_init_budget.py",  # asserts init ends within its budget + 8 s of wall time
+    "tests/referee/test_crash.py::test_a_stale_index_lock",  # reads which git processes run
     "tests/test_decision_quality.py",
     "tests/test_real_repos.py",
     "tests/test_appended_harness.py",
@@ -106,10 +107,27 @@ ALONE = (
     "tests/rules/test_verdict_replay.py",
     "tests/bench/cluster/test_ray_executor.py",
     "tests/bench/test_liger_dq.py",
+    # its SIGKILLed servers' benchmark runs can outlive a kill for a moment: load for a test beside it
+    "tests/test_chaos.py",
 )
 #: the group that runs first, on one worker: the `alone` tests and the longest test
 FIRST_GROUP = "alone"
 LONG = ("tests/test_chaos.py",)
+
+
+#: pytest-xdist's worker variables, taken out of this worker's environment (`pytest_configure`)
+_XDIST: dict[str, str] = {}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config):
+    """On an xdist worker, keep xdist's environment variables here and take them out of os.environ: the
+    processes a test starts inherit the environment, and pytest-benchmark turns itself off wherever it
+    sees PYTEST_XDIST_WORKER (a benchmark harness run by a test then timed nothing)."""
+    if hasattr(config, "workerinput"):
+        for key in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
+            if key in os.environ:
+                _XDIST[key] = os.environ.pop(key)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -125,7 +143,7 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.nodeid.startswith(ALONE):
             item.add_marker(pytest.mark.alone)
-    if not os.environ.get("PYTEST_XDIST_WORKER"):
+    if not _XDIST.get("PYTEST_XDIST_WORKER"):
         return
     for item in items:
         first = item.get_closest_marker("alone") is not None or item.nodeid.startswith(LONG)
@@ -172,7 +190,7 @@ _run_alone: _RunAlone | None = None
 def pytest_runtest_protocol(item, nextitem):
     """Under pytest-xdist: each test holds the run's lock, shared, or exclusive when marked `alone`."""
     global _run_alone
-    run_id = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    run_id = _XDIST.get("PYTEST_XDIST_TESTRUNUID")
     if not run_id:
         return (yield)
     if _run_alone is None:

@@ -40,7 +40,7 @@ import anyio
 import psutil
 from mcp import Client, StdioServerParameters
 
-from kopt_mcp.ledger import Store, render_performance
+from kopt_mcp.ledger import TIME_COLUMN_CPU, Store, render_performance
 from kopt_mcp.paths import kopt_dir
 from kopt_mcp.session import SessionState
 from kopt_mcp.testing.toy import kernel_source, make_toy_repo
@@ -158,7 +158,7 @@ def check_invariants(ch: Chaos, st: dict) -> list[str]:
         bad.append(f"BEST_COMMIT {state.best.commit[:12]} is not the branch head {head[:12]}")
     if base:
         committed = git(ch.repo, "show", f"{head}:performance.md")
-        if committed != render_performance(events, "us_per_call"):
+        if committed != render_performance(events, "us_per_call", TIME_COLUMN_CPU):  # the toy measures on the CPU
             bad.append("performance.md at the branch head differs from the ledger's rendering")
         if (ws / "performance.md").read_text() != committed:
             bad.append("the workspace's performance.md differs from the committed one")

@@ -241,6 +241,8 @@ def clear_stale_locks(sess: Session) -> None:
         if proc.info.get("name") == "git" and "cat-file" not in (proc.info.get("cmdline") or [])[1:2]:
             try:
                 busy.append(Path(proc.cwd()).resolve())
+            except (psutil.NoSuchProcess, psutil.ZombieProcess, FileNotFoundError):
+                continue  # it ended meanwhile (another test's or tool's short git command): it holds no lock
             except (psutil.Error, OSError):
                 busy.append(Path("/"))  # unknown: treat as running everywhere
 
