@@ -20,9 +20,7 @@ benchmark process wrote decides it. Anything else is measured as before, with th
 from __future__ import annotations
 
 import hashlib
-import os
 import socket
-import tempfile
 import time
 from pathlib import Path
 
@@ -31,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from kopt_mcp.ledger import atomic_write
 from kopt_mcp.paths import kopt_dir
-from kopt_mcp.vcs import snapshot
+from kopt_mcp.vcs import snapshot, temp_index
 
 #: how old (s) init's runs may be for the baseline to adopt them: the machine, its load and its
 #: installed packages drift; a later session measures afresh
@@ -101,21 +99,13 @@ def host() -> str:
 
 
 def tree_without(repo: git.Repo, tree: str, paths: list[str]) -> str:
-    """Tree object `tree` with `paths` (repo-relative) left out, as a tree id (a temporary index;
-    the real one untouched). Raises git.GitCommandError for an unknown tree."""
-    fd, index = tempfile.mkstemp(prefix="kopt-index-")
-    os.close(fd)
-    os.unlink(index)  # git creates it
-    env = {"GIT_INDEX_FILE": index}
-    try:
+    """Tree object `tree` with `paths` (repo-relative) left out, as a tree id (a temporary index,
+    vcs.temp_index; the real one untouched). Raises git.GitCommandError for an unknown tree."""
+    with temp_index() as env:
         repo.git.read_tree(tree, env=env)
         if paths:
             repo.git.rm("--cached", "-q", "--ignore-unmatch", "--", *paths, env=env)
         return repo.git.write_tree(env=env).strip()
-    finally:
-        for p in (index, index + ".lock"):
-            if os.path.exists(p):
-                os.unlink(p)
 
 
 def worktree_identity(repo: Path, config_path: str = "kopt.toml") -> str | None:

@@ -161,7 +161,7 @@ def snapshot(ws: git.Repo, base: str = "HEAD", keep_from_base: Iterable[str] = (
     Uses a temporary index so the real index is untouched; identical trees give identical hashes.
     """
     keep = sorted(set(keep_from_base))
-    with _temp_index() as env:
+    with temp_index() as env:
         ws.git.read_tree("HEAD", env=env)
         ws.git.add("-A", env=env)
         if keep:
@@ -179,7 +179,7 @@ def snapshot(ws: git.Repo, base: str = "HEAD", keep_from_base: Iterable[str] = (
         return Snapshot(ws.git.write_tree(env=env), sorted(drop))
 
 
-class _temp_index:
+class temp_index:
     """Context manager: env {GIT_INDEX_FILE: a fresh path} for git commands, removed afterwards."""
 
     def __enter__(self) -> dict[str, str]:
@@ -227,7 +227,7 @@ def export(ws: git.Repo, tree: str, dest: Path) -> None:
     """Write the files of tree object `tree` into the new folder `dest` (symlinks and executable bits
     as recorded; no `.git`, no index). Raises FileExistsError if `dest` exists."""
     dest.mkdir(parents=True)
-    with _temp_index() as env:
+    with temp_index() as env:
         ws.git.read_tree(tree, env=env)
         ws.git.checkout_index("-a", "-f", f"--prefix={dest}/", env=env)
 
@@ -241,7 +241,7 @@ def run_changes(ws: git.Repo, tree: str, checkout: Path) -> list[FileChange]:
     ours), so a chmod cannot hide a change or fail the check."""
     _make_readable(checkout)
     g = git.Git(str(checkout))
-    with _temp_index() as env:
+    with temp_index() as env:
         env = {**env, "GIT_DIR": ws.git_dir, "GIT_WORK_TREE": str(checkout)}
         g.read_tree(tree, env=env)
         out = g.status("--porcelain", "-z", "--untracked-files=all", "--no-renames", "--ignore-submodules=all",
@@ -298,7 +298,7 @@ def commit_snapshot(ws: git.Repo, tree: str, files: dict[str, bytes], parent: st
 
     Never `git add`s the working tree: what is committed is exactly the tested snapshot plus the
     server's files. A crash leaves the branch at its old commit or at the complete new one."""
-    with _temp_index() as env:
+    with temp_index() as env:
         ws.git.read_tree(tree, env=env)
         for path, data in files.items():
             fd, tmp = tempfile.mkstemp(prefix="kopt-blob-")
