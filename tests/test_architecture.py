@@ -17,6 +17,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import kopt_mcp
+from tests.import_cycles import cycles
 
 PKG = Path(kopt_mcp.__file__).parent
 #: runs as a standalone script (`python -I`), or inside the benchmark's process: no kopt_mcp imports
@@ -78,49 +79,14 @@ def _graph() -> dict[str, set[str]]:
     return g
 
 
-def _cycles(g: dict[str, set[str]]) -> list[list[str]]:
-    """Strongly connected components with more than one module (Tarjan)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on: set[str] = set()
-    out: list[list[str]] = []
-
-    def visit(v: str) -> None:
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        on.add(v)
-        for w in g.get(v, ()):
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in on:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            comp = []
-            while True:
-                w = stack.pop()
-                on.discard(w)
-                comp.append(w)
-                if w == v:
-                    break
-            if len(comp) > 1:
-                out.append(sorted(comp))
-
-    for v in sorted(g):
-        if v not in index:
-            visit(v)
-    return out
-
-
 def test_the_package_has_no_import_cycle():
-    assert _cycles(_graph()) == []
+    assert cycles(_graph()) == []
 
 
 def test_the_cycle_finder_finds_a_planted_cycle():
     g = {"kopt_mcp.a": {"kopt_mcp.b"}, "kopt_mcp.b": {"kopt_mcp.c"}, "kopt_mcp.c": {"kopt_mcp.a"}}
-    assert _cycles(g) == [["kopt_mcp.a", "kopt_mcp.b", "kopt_mcp.c"]]
-    assert _cycles({"kopt_mcp.a": {"kopt_mcp.b"}, "kopt_mcp.b": set()}) == []
+    assert cycles(g) == [["kopt_mcp.a", "kopt_mcp.b", "kopt_mcp.c"]]
+    assert cycles({"kopt_mcp.a": {"kopt_mcp.b"}, "kopt_mcp.b": set()}) == []
 
 
 def test_bench_and_rules_never_import_the_referee():
