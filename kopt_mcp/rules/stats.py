@@ -29,6 +29,8 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel
 
+from kopt_mcp.rules.percent import ratio_shown
+
 
 def confidence_shown(confidence: float) -> str:
     """A confidence as a reader sees it: percent with at most one decimal, e.g. 0.995 -> "99.5%",
@@ -127,7 +129,7 @@ class PairedInterval(BaseModel):
         bounds +0.21% .. +0.83%; spread of one round's change 0.3%, pooled from 6 runs of unchanged
         trees (...), 4 degrees of freedom'."""
         rounds = f"over {self.n} paired round{'s' if self.n != 1 else ''}"
-        mean = f"{self.mean_pct:+.2f}%" + (f" ({self.ratio_x:.2f}x)" if self.ratio_x is not None else "")
+        mean = ratio_shown(self.mean_pct, self.ratio_x)
         if math.isinf(self.lo_pct) or self.sd_delta_pct is None:
             return (f"mean {mean} {rounds}; no bounds yet: the run-to-run spread is not yet measurable "
                     "(no repeated run of an unchanged tree)")
