@@ -54,12 +54,21 @@ class RawClient:
         return self.reply(rid)["result"]
 
 
+def _cmdline(p: psutil.Process) -> str:
+    """The process's command line, or "" once it has exited or is a zombie (a child of the
+    setup steps can exit between children() and cmdline(); CI hit that on 2026-12-02)."""
+    try:
+        return " ".join(p.cmdline())
+    except psutil.Error:
+        return ""
+
+
 def _benchmark_procs(server: psutil.Process, timeout_s: float = 60.0) -> list[psutil.Process]:
     """The server's descendants once `python bench.py` runs among them."""
     end = time.monotonic() + timeout_s
     while time.monotonic() < end:
         kids = server.children(recursive=True)
-        if any("bench.py" in " ".join(k.cmdline()) for k in kids if k.is_running()):
+        if any("bench.py" in _cmdline(k) for k in kids):
             return kids
         time.sleep(0.1)
     raise AssertionError("the benchmark never started")
@@ -98,7 +107,7 @@ def test_closing_stdin_ends_the_running_benchmark_and_the_server(tmp_path, lease
         while (c.proc.poll() is None or _alive(procs)) and time.monotonic() < end:
             time.sleep(0.1)
         assert c.proc.poll() is not None, f"the server still runs {GONE_WITHIN_S} s after its stdin closed"
-        assert _alive(procs) == [], [p.cmdline() for p in _alive(procs)]
+        assert _alive(procs) == [], [_cmdline(p) for p in _alive(procs)]
         ledger = (session_dir(repo, "eof") / "ledger.jsonl").read_text().splitlines()
         attempts = [json.loads(x) for x in ledger if '"event": "attempt"' in x or '"event":"attempt"' in x]
         assert [a["verdict"] for a in attempts] == ["cancelled"]  # the operation unwound before the exit
