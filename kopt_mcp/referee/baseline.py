@@ -270,8 +270,9 @@ def _detectable_note(sess: Session, sd: float, df: int, effect: float | None, ra
     shown = f"{effect:+.2f}% ({ratio:.2f}x)" if effect is not None else "nothing"
     text = f"with the global target's run-to-run spread target_spread_pct {sd:.2f}% ({df} df"
     if len(classes) > 1:
-        text += (f"; the geometric mean over the {len(classes)} classes, where noise independent between classes "
-                 f"averages out: each class's own, classes[].spread_pct {_span([c.spread_pct for c in classes], '{:.2f}%')}")
+        text += (f"; the geometric mean over the {len(classes)} classes: noise independent between classes averages "
+                 f"out in it, noise they share does not; each class's own, classes[].spread_pct "
+                 f"{_span([c.spread_pct for c in classes], '{:.2f}%')}")
     text += (f") and {pol.script_rounds} paired rounds, a verdict on target global keeps a gain of {shown} or more "
              f"{POWER:.0%} of the time (the script metric's keep test"
              f"{'; on a GPU the profiler GPU time decides' if pol.profiler_confirms else ''})")
