@@ -192,10 +192,10 @@ class _Evidence:
         sds = [c.interval.sd_delta_pct for c in self.classes if c.interval and c.interval.sd_delta_pct is not None]
         if self.target == GLOBAL and sds:  # two spreads in one result: say which is which (issue 36 item 2)
             lo, hi = min(sds), max(sds)
-            text += (f"; spreads: the target's bound uses target_interval.sd_delta_pct, the spread of one round's change "
-                     f"of the geometric mean over the {k} classes (noise independent between classes averages out in it, "
-                     f"noise they share does not); each class on its own, classes[].interval.sd_delta_pct {lo:.1f}%"
-                     + (f" .. {hi:.1f}%" if hi != lo else "")
+            text += (f"; spreads: the target's bound uses target_interval.sd_delta_pct, the spread of one round's "
+                     f"change of the geometric mean over the {k} classes (noise independent between classes averages "
+                     f"out in it, noise they share does not); each class on its own, classes[].interval.sd_delta_pct "
+                     f"{lo:.1f}%" + (f" .. {hi:.1f}%" if hi != lo else "")
                      + f"; the {self.noise:g}% noise threshold is a fixed level, compared with each round's change")
         return text
 
