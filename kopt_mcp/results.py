@@ -73,7 +73,8 @@ class ClassMetric(BaseModel):
     spread_pct: MaybeFloat = Field(None, description=(
         "baseline: the run-to-run spread of this class over `runs`, as the noise estimate measures it: the SD "
         "of 100 x ln(metric) from successive runs (% of one run; rules/stats.py noise_from_groups); null with "
-        "fewer than 2 runs"))
+        "fewer than 2 runs. This class's own: the global target's is `detectable.target_spread_pct`, smaller where "
+        "the classes' noise is independent (their geometric mean averages it out)"))
 
 
 class BenchmarkResult(BaseModel):

@@ -116,15 +116,31 @@ class RoundsFor(BaseModel):
     rounds: int | None
 
 
+class ClassDetectable(BaseModel):
+    """What a verdict targeting one config class (`key`) detects: that class's own run-to-run spread
+    (`spread_pct`, as the baseline's `classes[].spread_pct`, `df` degrees of freedom) and the smallest gain
+    the configured rounds keep with it (null: none measurable)."""
+
+    key: str
+    spread_pct: float
+    df: int
+    min_effect_pct: MaybeFloat
+    min_effect_x: MaybeFloat
+
+
 class Detectable(BaseModel):
     """What a verdict can detect on this machine (rules/detectable.py), from the baseline's run-to-run
-    spread of the target (`spread_pct`: SD of 100 x ln(metric), % of one run, `df` degrees of freedom):
-    the smallest gain (`min_effect_pct`, `min_effect_x`) that the configured `rounds` keep with
-    probability `power` at the keep's test, and the rounds that detect larger or smaller gains
-    (`rounds_for`), within `max_rounds_asked` (save_and_test's `rounds` argument)."""
+    spread of the target (`target_spread_pct`: SD of 100 x ln(metric), % of one run, `df` degrees of
+    freedom; for `global` the spread of the geometric mean over the classes, smaller than each class's
+    own where their noise is independent): the smallest gain (`min_effect_pct`, `min_effect_x`) that the
+    configured `rounds` keep with probability `power` at the keep's test, and the rounds that detect
+    larger or smaller gains (`rounds_for`), within `max_rounds_asked` (save_and_test's `rounds`
+    argument); `classes`: the same for a verdict targeting one class, from that class's own spread."""
 
     target: str
-    spread_pct: float
+    target_spread_pct: float = Field(description=(
+        "the run-to-run spread of the target (global: of the geometric mean over the classes; noise "
+        "independent between classes averages out in it): the spread the keep's bound on that target uses"))
     df: int
     rounds: int
     power: float
@@ -133,6 +149,16 @@ class Detectable(BaseModel):
     rounds_for: list[RoundsFor]
     max_rounds_asked: int
     note: str
+    classes: list[ClassDetectable] = Field(default_factory=list, description=(
+        "per config class: its own spread and the smallest gain a verdict targeting it detects"))
+    spread_pct: float | None = Field(None, deprecated=True, description=(
+        "deprecated alias of `target_spread_pct` (its name before 2026-12-02), kept for one release"))
+
+    @model_validator(mode="after")
+    def _alias(self) -> Detectable:
+        if self.__dict__.get("spread_pct") is None:
+            self.__dict__["spread_pct"] = self.target_spread_pct
+        return self
 
 
 class Cost(BaseModel):

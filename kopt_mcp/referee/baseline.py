@@ -20,7 +20,7 @@ from kopt_mcp.referee.guards import judge_run_changes, protected_paths
 from kopt_mcp.referee.report import perf_rows
 from kopt_mcp.referee.slots import best_lock, publish
 from kopt_mcp.results import BenchmarkResult, ClassMetric
-from kopt_mcp.results_change import Detectable, RoundsFor
+from kopt_mcp.results_change import ClassDetectable, Detectable, RoundsFor
 from kopt_mcp.rules.clocks import same_clock
 from kopt_mcp.rules.detectable import POWER, detectable, rounds_for
 from kopt_mcp.rules.keep import class_gpu_times, group_spread_pct, launch_counts_differ, target_median_us
@@ -219,7 +219,8 @@ WANTED_GAINS_PCT = (2.0, 5.0, 10.0, 25.0, 50.0)
 
 def _detectable(sess: Session, runs: list[dict[str, float]]) -> Detectable | None:
     """What a verdict can detect (rules/detectable.py) with the baseline runs' spread of the global
-    target (the geometric mean of the classes); None where it is not measurable (one run, a value <= 0)."""
+    target (the geometric mean of the classes), and per class with that class's own spread; None where
+    the global target's is not measurable (one run, a value <= 0)."""
     try:
         est = noise_from_groups([[target_value(r, GLOBAL) for r in runs]])
     except (ValueError, KeyError):
@@ -231,13 +232,54 @@ def _detectable(sess: Session, runs: list[dict[str, float]]) -> Detectable | Non
     d = detectable(est.run_sd_pct, est.df, pol.script_rounds, pol, hib)
     wanted = [RoundsFor(effect_pct=e, ratio_x=round(1 + e / 100 if hib else 100 / (100 - e), 3),
                         rounds=rounds_for(e, est.run_sd_pct, est.df, pol, bound, hib)) for e in WANTED_GAINS_PCT]
-    shown = f"{d.effect_pct:+.2f}% ({d.ratio_x:.2f}x)" if d.effect_pct is not None else "nothing"
+    classes = _class_detectable(sess, runs)
     return Detectable(
-        target=GLOBAL, spread_pct=round(est.run_sd_pct, 3), df=est.df, rounds=pol.script_rounds, power=POWER,
-        min_effect_pct=None if d.effect_pct is None else round(d.effect_pct, 3),
-        min_effect_x=None if d.ratio_x is None else round(d.ratio_x, 3),
-        rounds_for=wanted, max_rounds_asked=bound,
-        note=(f"with a run-to-run spread of {est.run_sd_pct:.2f}% ({est.df} df) and {pol.script_rounds} paired rounds, "
-              f"a verdict keeps a gain of {shown} or more {POWER:.0%} of the time (the script metric's keep test"
-              f"{'; on a GPU the profiler GPU time decides' if pol.profiler_confirms else ''}); more rounds "
-              f"detect less: save_and_test(rounds=N), N <= {bound} ([gates] max_rounds_asked)"))
+        target=GLOBAL, target_spread_pct=round(est.run_sd_pct, 3), df=est.df, rounds=pol.script_rounds, power=POWER,
+        min_effect_pct=_r3(d.effect_pct), min_effect_x=_r3(d.ratio_x), rounds_for=wanted, max_rounds_asked=bound,
+        classes=classes, note=_detectable_note(sess, est.run_sd_pct, est.df, d.effect_pct, d.ratio_x, classes, bound))
+
+
+def _r3(x: float | None) -> float | None:
+    return None if x is None else round(x, 3)
+
+
+def _class_detectable(sess: Session, runs: list[dict[str, float]]) -> list[ClassDetectable]:
+    """Per config class of the baseline runs: its own spread and what a verdict targeting it detects."""
+    out = []
+    for key in runs[0]:
+        est = noise_from_groups([[r[key] for r in runs if key in r]])
+        if est.df:
+            d = detectable(est.run_sd_pct, est.df, sess.policy.script_rounds, sess.policy,
+                           sess.cfg.benchmark.higher_is_better)
+            out.append(ClassDetectable(key=key, spread_pct=round(est.run_sd_pct, 3), df=est.df,
+                                       min_effect_pct=_r3(d.effect_pct), min_effect_x=_r3(d.ratio_x)))
+    return out
+
+
+def _span(values: list[float], fmt: str) -> str:
+    """'16.97% .. 28.99%' (or one value) in `fmt` (e.g. '{:.2f}%')."""
+    lo, hi = min(values), max(values)
+    return fmt.format(lo) if lo == hi else f"{fmt.format(lo)} .. {fmt.format(hi)}"
+
+
+def _detectable_note(sess: Session, sd: float, df: int, effect: float | None, ratio: float | None,
+                     classes: list[ClassDetectable], bound: int) -> str:
+    """The `detectable` note: every spread by its field's name, which one a verdict's bound uses, and
+    what the noise threshold is (issue 36 item 2: a global 4% beside per-class 17-29% read as a contradiction)."""
+    pol = sess.policy
+    shown = f"{effect:+.2f}% ({ratio:.2f}x)" if effect is not None else "nothing"
+    text = f"with the global target's run-to-run spread target_spread_pct {sd:.2f}% ({df} df"
+    if len(classes) > 1:
+        text += (f"; the geometric mean over the {len(classes)} classes: noise independent between classes averages "
+                 f"out in it, noise they share does not; each class's own, classes[].spread_pct "
+                 f"{_span([c.spread_pct for c in classes], '{:.2f}%')}")
+    text += (f") and {pol.script_rounds} paired rounds, a verdict on target global keeps a gain of {shown} or more "
+             f"{POWER:.0%} of the time (the script metric's keep test"
+             f"{'; on a GPU the profiler GPU time decides' if pol.profiler_confirms else ''})")
+    effects = [c.min_effect_pct for c in classes if c.min_effect_pct is not None]
+    if len(classes) > 1 and effects:
+        text += (f"; a verdict targeting one class has that class's own spread in its bound and detects "
+                 f"{_span(effects, '{:+.2f}%')} (detectable.classes[].min_effect_pct)")
+    return text + (f"; the [gates] noise_pct {pol.noise_pct:g}% threshold is a fixed level each round's change is "
+                   f"compared with, not a measured spread; more rounds detect less: save_and_test(rounds=N), "
+                   f"N <= {bound} ([gates] max_rounds_asked)")

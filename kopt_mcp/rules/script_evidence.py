@@ -186,9 +186,18 @@ class _Evidence:
         k = len(self.keys)
         if k < 2:
             return ""
-        return (f"; per class (classes[].interval): one-sided at {confidence_shown(self.policy.confidence)} in "
-                f"1 look each, not corrected for the {k} classes (a class counts as worse only when it is also worse beyond the {self.noise:g}% noise "
-                "threshold in every round)")
+        text = (f"; per class (classes[].interval): one-sided at {confidence_shown(self.policy.confidence)} in "
+                f"1 look each, not corrected for the {k} classes (a class counts as worse only when it is also worse "
+                f"beyond the {self.noise:g}% noise threshold in every round)")
+        sds = [c.interval.sd_delta_pct for c in self.classes if c.interval and c.interval.sd_delta_pct is not None]
+        if self.target == GLOBAL and sds:  # two spreads in one result: say which is which (issue 36 item 2)
+            lo, hi = min(sds), max(sds)
+            text += (f"; spreads: the target's bound uses target_interval.sd_delta_pct, the spread of one round's "
+                     f"change of the geometric mean over the {k} classes (noise independent between classes averages "
+                     f"out in it, noise they share does not); each class on its own, classes[].interval.sd_delta_pct "
+                     f"{lo:.1f}%" + (f" .. {hi:.1f}%" if hi != lo else "")
+                     + f"; the {self.noise:g}% noise threshold is a fixed level, compared with each round's change")
+        return text
 
     def out(self, outcome: MeasuredOutcome, code: Code, reason: str, needs: bool = False,
             shown: PairedInterval | None = None) -> ScriptDecision:

@@ -111,12 +111,13 @@ class PairedInterval(BaseModel):
                 f"(Bonferroni: {confidence_shown(self.confidence)} each)")
 
     def spread_shown(self) -> str:
-        """Where the spread came from: 'spread of one round's change 2.1%, pooled from 6 runs of
-        unchanged trees (...) and the 3 deltas' own scatter, 6 degrees of freedom'."""
+        """Where the spread came from, under its field's name: 'sd_delta_pct 2.1% (the spread of one
+        round's change), pooled from 6 runs of unchanged trees (...) and the 3 deltas' own scatter, 6
+        degrees of freedom'."""
         src = [self.pooled.shown()] if self.pooled is not None and self.pooled.runs else []
         if self.own_df:
             src.append(f"the {self.n} deltas' own scatter")
-        text = f"spread of one round's change {self.sd_delta_pct:.1f}%"
+        text = f"sd_delta_pct {self.sd_delta_pct:.1f}% (the spread of one round's change)"
         if src:
             text += f", pooled from {' and '.join(src)}"
         text += f", {self.df} degree{'s' if self.df != 1 else ''} of freedom"
@@ -126,8 +127,8 @@ class PairedInterval(BaseModel):
 
     def shown(self) -> str:
         """For a verdict's reason, in words: 'mean +0.52% over 2 paired rounds, one-sided at 99.5%:
-        bounds +0.21% .. +0.83%; spread of one round's change 0.3%, pooled from 6 runs of unchanged
-        trees (...), 4 degrees of freedom'."""
+        bounds +0.21% .. +0.83%; sd_delta_pct 0.3% (the spread of one round's change), pooled from 6
+        runs of unchanged trees (...), 4 degrees of freedom'."""
         rounds = f"over {self.n} paired round{'s' if self.n != 1 else ''}"
         mean = ratio_shown(self.mean_pct, self.ratio_x)
         if math.isinf(self.lo_pct) or self.sd_delta_pct is None:

@@ -128,7 +128,7 @@ def test_2_every_number_of_the_reason_is_a_field_and_a_speed_up_reads_as_a_ratio
 def test_11_the_baseline_says_what_a_verdict_detects_and_classes_give_ratios(replay):
     d = replay["baseline"]["detectable"]
     # the toy's 3 baseline runs are identical: no spread, so 3 rounds detect any gain
-    assert (d["target"], d["rounds"], d["df"], d["spread_pct"], d["max_rounds_asked"]) == ("global", 3, 2, 0.0, 10)
+    assert (d["target"], d["rounds"], d["df"], d["target_spread_pct"], d["max_rounds_asked"]) == ("global", 3, 2, 0.0, 10)
     assert d["min_effect_pct"] == 0.0 and d["min_effect_x"] == 1.0
     assert [(r["effect_pct"], r["rounds"]) for r in d["rounds_for"]][:2] == [(2.0, 1), (5.0, 1)]
     assert [c["ratio_x"] for c in replay["verdict"]["classes"]] == [pytest.approx(2.0), pytest.approx(2.0)]
