@@ -205,3 +205,22 @@ def test_without_load_figures_the_decision_is_the_plain_rule():
     assert (d.outcome, d.code, d.target_deltas_pct, d.rounds_under_load) == (
         plain.outcome, plain.code, plain.target_deltas_pct, 0) and lr.reason == ""
 
+
+
+def _busy(other: float, first_pid: int) -> RunLoad:
+    procs = [ForeignProcess(pid=first_pid + i, name="python", pct=round(other / 7, 1)) for i in range(6)]
+    return RunLoad(device="cpu", other_pct=other, cores=2, samples=3, duration_s=1.0, processes=procs,
+                   rest_processes=6, rest_pct=3.0)
+
+
+def test_a_loaded_rounds_sentence_names_the_worst_rounds_processes_once_and_every_rounds_share():
+    """The MCP-client pass (2026-12-02) got a 3,081-character keep reason, most of it six loaded rounds
+    each naming six processes: the worst round's processes are named, the others give their share."""
+    others = [88.0, 95.0, 100.0, 91.0, 97.0, 93.0]
+    loads = [RoundLoad(runs=[_busy(o, 1000 * (i + 1)), cpu(3.0)]) for i, o in enumerate(others)]
+    lr = count_rounds(loads, POLICY, can_measure=False)
+    assert lr.code == Code.LOAD_COUNTED_ANYWAY  # every round loaded, none left to measure: all counted
+    assert lr.reason.count("pid ") == 6 and "pid 3000 " in lr.reason  # round 3, the worst (100%), in full
+    for i, o in enumerate(others):
+        assert f"round {i + 1}: " in lr.reason and f"{o:.0f}%" in lr.reason
+    assert len(lr.reason) < 700, len(lr.reason)
