@@ -21,7 +21,6 @@ FUNCTIONS = {
     "profilers/cupti_collect.py:collect": 81,
 }
 MODULES = {
-    "events.py": 645,
     "readers/metrics.py": 498,
     "bench/cluster/ray_executor.py": 430,
     "rules/keep.py": 403,
