@@ -17,11 +17,9 @@ FUNCTIONS = {
     "app/cli.py:_parser": 108,
     "profilers/rocprof.py:_read_one": 98,
     "referee/attempt.py:_judge": 89,
-    "readers/metrics.py:read_results": 83,
     "profilers/cupti_collect.py:collect": 81,
 }
 MODULES = {
-    "readers/metrics.py": 498,
     "bench/cluster/ray_executor.py": 430,
     "rules/keep.py": 403,
     "gpus/gate.py": 401,
