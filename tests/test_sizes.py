@@ -19,7 +19,6 @@ FUNCTIONS = {
 }
 MODULES = {
     "bench/cluster/ray_executor.py": 430,
-    "gpus/gate.py": 401,
 }
 
 
