@@ -15,7 +15,6 @@ FUNCTIONS = {
     "referee/attempt.py:_judge": 89,
 }
 MODULES = {
-    "bench/cluster/ray_executor.py": 430,
 }
 
 
