@@ -60,6 +60,18 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kopt-mcp", description="MCP server that referees GPU-kernel optimization loops.")
     p.add_argument("--version", action="version", version=f"kopt-mcp {__version__}")
     sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
+    _serve_parser(sub)
+    _demo_parser(sub)
+    _check_config_options(sub)
+    _report_parser(sub)
+    _session_parsers(sub)
+    _init_parser(sub)
+    _rejudge_parser(sub)
+    return p
+
+
+def _serve_parser(sub) -> None:
+    """`serve`: the repository and session, which tools, streamable HTTP, logging."""
     s = sub.add_parser("serve", help="run the MCP server for one kernel repository (stdio; --http for remote use)",
                        description="Run the MCP server for one kernel repository (stdio by default).")
     _repo_options(s)
@@ -84,6 +96,10 @@ def _parser() -> argparse.ArgumentParser:
     h.add_argument("--token-file", type=Path, default=None, metavar="PATH",
                    help="file whose first line is the bearer token (mode 600; overrides --token-env)")
     add_logging_args(s)
+
+
+def _demo_parser(sub) -> None:
+    """`demo`: the bundled example, its folder, how many agents."""
     d = sub.add_parser("demo", help="the whole loop on a bundled example, driven over stdio",
                        description="Run the whole loop on a bundled example kernel, driven by a scripted MCP client.")
     d.add_argument("--example", choices=["auto", "cpu", "triton"], default="auto",
@@ -93,12 +109,19 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--agents", type=int, default=1, metavar="N",
                    help="3: three scripted agents at once, one candidate slot each, on the CPU example "
                    "(default 1: the single-agent demo)")
-    _check_config_options(sub)
+
+
+def _report_parser(sub) -> None:
+    """`report`: a session's HTML report."""
     r = sub.add_parser("report", help="write a session's report as one self-contained HTML page")
     r.add_argument("--repo", type=Path, default=Path.cwd(), help="the kernel repository (default: cwd)")
     r.add_argument("--tag", default=None, help="session tag (default: the most recently active session)")
     r.add_argument("--out", type=Path, default=None, help="HTML file to write (default: report.html in the "
                    "session's state folder); its path is printed")
+
+
+def _session_parsers(sub) -> None:
+    """`compare` and `end-session`: measure a session's gain, or end it."""
     m = sub.add_parser("compare", help="measure what a session achieved: its baseline commit against BEST_COMMIT in one "
                        "paired run under the session's rules",
                        description="Measure two commits (default: the session's baseline commit against BEST_COMMIT) "
@@ -123,6 +146,10 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--tag", default=None, help="session tag (default: the most recently active session)")
     e.add_argument("--why", default="", help="why it ends, one sentence (joins the stop reason)")
     e.add_argument("--json", action="store_true", help="print the result as JSON (EndSessionResult)")
+
+
+def _init_parser(sub) -> None:
+    """`init`: the benchmark and result flags, the correctness run, the time budget, writing."""
     i = sub.add_parser("init", help="run the repository's own benchmark twice and its tests once, and propose a "
                        "commented kopt.toml")
     i.add_argument("--repo", type=Path, default=Path.cwd(), metavar="PATH",
@@ -149,6 +176,10 @@ def _parser() -> argparse.ArgumentParser:
                    "init with the same flags on the same tree: the proposal it showed, without running again)")
     i.add_argument("--fresh", action="store_true", help="with --write: run everything again, not the saved proposal")
     i.add_argument("--force", action="store_true", help="with --write: replace an existing kopt.toml")
+
+
+def _rejudge_parser(sub) -> None:
+    """`rejudge`: a recorded attempt decided again from its run folders."""
     j = sub.add_parser("rejudge", help="decide a recorded attempt again under today's rules, from its run folders "
                        "(nothing runs): why was this a tie?")
     j.add_argument("state_dir", type=Path, help="the session's state folder (status shows it: "
@@ -160,7 +191,6 @@ def _parser() -> argparse.ArgumentParser:
     j.add_argument("--keep-metric", choices=["auto", "groups"], default="auto",
                    help="auto: today's rule (by harness unit where the traces have units); groups: the "
                    "launch-group rule before units, to compare on the same traces")
-    return p
 
 
 def open_session(repo: Path, config: Path | None, tag: str | None, slot: str | None = None):

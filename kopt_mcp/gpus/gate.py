@@ -33,6 +33,9 @@ the next call, kernel_trace_analysis, slept the 600 s meant for a foreign job). 
 utilization or memory, no foreign compute process, whose kopt-mcp lease was given back less than
 JOB_GRACE_S s ago (LeaseManager.released_at), or whose only compute processes are this server's own
 runs still being torn down, is checked again after JOB_POLL_S s, not poll_s.
+
+What idle means (thresholds, busy reasons, the check of one GPU, the outcome) is in gpus/idle.py; the
+CPU device's gate in gpus/cpu_gate.py. Their names are importable from here too.
 """
 
 from __future__ import annotations
@@ -44,14 +47,13 @@ import time
 from collections.abc import Callable
 
 import psutil
-from pydantic import BaseModel
 
-from kopt_mcp.gpus.base import GpuProbe, GpuReading, Vendor
-from kopt_mcp.gpus.cpu import CpuLoad, CpuLoadProbe
+from kopt_mcp.gpus.base import GpuProbe, GpuReading
+from kopt_mcp.gpus.cpu import CpuLoadProbe
+from kopt_mcp.gpus.cpu_gate import CPU_NOTE, CPU_POLL_S, acquire_cpu
+from kopt_mcp.gpus.idle import GateOutcome, GpuCheck, IdleThresholds, busy_reasons, num_shown
 from kopt_mcp.gpus.lease import Lease, LeaseManager, binding_env
-from kopt_mcp.gpus.load import recent_bench_cores
 from kopt_mcp.gpus.waitqueue import WaitQueue
-from kopt_mcp.rules.load import cpu_limit_pct, limit_shown
 
 __all__ = [
     "CPU_NOTE",
@@ -68,89 +70,9 @@ __all__ = [
     "busy_reasons",
 ]
 
-CPU_NOTE = "no GPU probe: the CPU is the device; the gate passes at once"
-CPU_POLL_S = 10.0  # the most time between two CPU-load checks (load changes in seconds, not minutes)
 JOB_POLL_S = 2.0  # the most time between two checks while a kopt-mcp job lease holds a GPU we could use
 LEASE_WATCH_S = 0.2  # while waiting on a kopt-mcp job lease, how often (s) its lock file is tried (no probe read)
 JOB_GRACE_S = 30.0  # a waiter keeps its place on a GPU this long (s) after it last saw a kopt-mcp job lease there
-
-
-class IdleThresholds(BaseModel):
-    """A GPU is busy at `util_pct` % utilization or `mem_mib` MiB memory used, or above; the CPU
-    device at `cpu_pct` % of all cores' time used by other processes, or above; with `cpu_exclusive`
-    (`[gates] exclusive_cpu`) at a quarter of one core (rules.load.EXCLUSIVE_CORE_PCT)."""
-
-    util_pct: float = 10.0
-    mem_mib: float = 2048.0
-    cpu_pct: float = 50.0
-    cpu_exclusive: bool = False
-
-    def cpu_limit_pct(self, cores: int, bench_cores: float | None = None) -> float:
-        """The CPU gate's limit in % of all `cores`' time for a benchmark using up to `bench_cores` cores
-        (rules.load.cpu_limit_pct; 100: off)."""
-        limit = cpu_limit_pct(self.cpu_pct, self.cpu_exclusive, cores, bench_cores)
-        return 100.0 if limit is None else limit
-
-    def cpu_limit_shown(self) -> str:
-        """'[gates] idle_cpu_pct = 50%' or '[gates] exclusive_cpu (other processes under 25% of one core)'."""
-        return limit_shown(self.cpu_pct, self.cpu_exclusive)
-
-
-def _n(x: float) -> str:
-    """A number for a message: 874.0 -> "874", 12.25 -> "12.2"."""
-    return str(int(x)) if float(x).is_integer() else f"{x:.1f}"
-
-
-def busy_reasons(reading: GpuReading, th: IdleThresholds,
-                 own_pids: frozenset[int] = frozenset()) -> list[str]:
-    """Why `reading`'s GPU is not idle, as sentences; [] when idle.
-
-    E.g. "1 compute process (pid 400 /opt/torch/.venv/bin/python3, 874 MiB)",
-    "utilization 99% >= 10%", "memory used 58071 MiB >= 2048 MiB". Processes whose pid is in
-    `own_pids` are ignored; unknown (None) utilization or memory is no reason.
-    """
-    out = []
-    foreign = [p for p in reading.processes if p.pid not in own_pids]
-    if foreign:
-        parts = []
-        for p in foreign:
-            s = f"pid {p.pid}" + (f" {p.name}" if p.name else "")
-            parts.append(s + (f", {_n(p.used_mib)} MiB" if p.used_mib is not None else ""))
-        word = "process" if len(foreign) == 1 else "processes"
-        out.append(f"{len(foreign)} compute {word} ({'; '.join(parts)})")
-    if reading.util_pct is not None and reading.util_pct >= th.util_pct:
-        out.append(f"utilization {_n(reading.util_pct)}% >= {_n(th.util_pct)}%")
-    if reading.mem_used_mib is not None and reading.mem_used_mib >= th.mem_mib:
-        out.append(f"memory used {_n(reading.mem_used_mib)} MiB >= {_n(th.mem_mib)} MiB")
-    return out
-
-
-class GpuCheck(BaseModel):
-    """One GPU as the gate judged it: the reading's numbers (%, MiB) and why it is busy."""
-
-    index: int
-    uuid: str
-    name: str
-    vendor: Vendor
-    util_pct: float | None = None
-    mem_used_mib: float | None = None
-    mem_total_mib: float | None = None
-    busy: list[str] = []
-
-
-class GateOutcome(BaseModel):
-    """What `GpuGate.acquire` found. `lease` None: no device; `reason` says why.
-
-    `waited_s` in seconds, `polls` = probe reads made, `checks` = the last poll's GPUs.
-    """
-
-    lease: Lease | None
-    checks: list[GpuCheck] = []
-    waited_s: float = 0.0
-    polls: int = 0
-    reason: str = ""
-    device_note: str = ""
-    cpu_load: CpuLoad | None = None
 
 
 def _leased_reason(h: dict) -> str:
@@ -168,7 +90,6 @@ def _queued_reason(ahead: list[dict]) -> str:
 
 def _summary(checks: list[GpuCheck]) -> str:
     return "; ".join(f"GPU {c.index}: {', '.join(c.busy)}" for c in checks if c.busy)
-
 
 class GpuGate:
     """The availability gate over one probe and one LeaseManager.
@@ -332,48 +253,19 @@ class GpuGate:
             waited = self._clock() - start
             if waited >= self.wait_s:
                 return GateOutcome(lease=None, checks=checks, waited_s=waited, polls=polls,
-                                   reason=f"no idle GPU after {_n(self.wait_s)} s: {_summary(checks)}")
+                                   reason=f"no idle GPU after {num_shown(self.wait_s)} s: {_summary(checks)}")
             pause = min(min(self.poll_s, JOB_POLL_S) if job_held else self.poll_s, self.wait_s - waited)
             if progress is not None:
                 progress(waited, self.wait_s,
-                         f"no idle GPU yet ({_summary(checks)}); next check in {_n(pause)} s")
+                         f"no idle GPU yet ({_summary(checks)}); next check in {num_shown(pause)} s")
             self._wait(pause, cancel, watch if job_held else {})
-
     def _acquire_cpu(self, progress, cancel: threading.Event | None, own: frozenset[int]) -> GateOutcome:
-        """The CPU device: without a cpu_probe at once; else wait (see the module docstring) while
-        other processes' load is at or above thresholds.cpu_pct, then lease the CPU anyway."""
-        def lease() -> Lease:
-            self._held = Lease(vendor="cpu", index=-1, uuid="cpu", name=platform.processor() or "cpu",
-                               env=binding_env("cpu", -1))
-            return self._held
-
-        if self.cpu_probe is None:
-            return GateOutcome(lease=lease(), device_note=CPU_NOTE)
-        what = self.thresholds.cpu_limit_shown()
-        start, polls = self._clock(), 0
-        while True:
-            if cancel is not None and cancel.is_set():
-                return GateOutcome(lease=None, waited_s=self._clock() - start, polls=polls, reason="cancelled")
-            load = self.cpu_probe.read(own)
-            polls += 1
-            waited = self._clock() - start
-            bench = recent_bench_cores()  # a multi-core benchmark leaves a neighbour fewer cores
-            if (limit := self.thresholds.cpu_limit_pct(load.cores, bench)) < self.thresholds.cpu_limit_pct(load.cores):
-                what = f"{self.thresholds.cpu_limit_shown()}, {limit:g}% for a benchmark using up to {bench:.1f} cores"
-            if load.other_pct < limit:
-                note = (f"the CPU is the device: {load.shown()}, under {what}"
-                        + (f" after waiting {_n(round(waited))} s" if polls > 1 else ""))
-                return GateOutcome(lease=lease(), waited_s=waited, polls=polls, device_note=note, cpu_load=load)
-            if waited >= self.cpu_wait_s:
-                note = (f"the CPU is the device and stayed busy for {_n(round(waited))} s ({load.shown()}, "
-                        f"at or above {what}): measuring anyway; each paired round records its own load, and "
-                        "rounds under load are measured again or left out of the decision")
-                return GateOutcome(lease=lease(), waited_s=waited, polls=polls, device_note=note, cpu_load=load)
-            pause = min(self.poll_s, CPU_POLL_S, self.cpu_wait_s - waited)
-            if progress is not None:
-                progress(waited, self.cpu_wait_s, f"CPU busy ({load.shown()}, at or above {what}); next check in "
-                         f"{_n(round(pause, 1))} s")
-            self._wait(pause, cancel)
+        """The CPU device (gpus/cpu_gate.py): the lease, held by this gate once given."""
+        out = acquire_cpu(self.cpu_probe, self.thresholds, self.cpu_wait_s, self.poll_s, self._clock, self._wait,
+                          progress, cancel, own)
+        if out.lease is not None:
+            self._held = out.lease
+        return out
 
     def _own_job_ending(self, r: GpuReading, own: frozenset[int]) -> str:
         """Why busy GPU `r` is busy only with kopt-mcp's own job that just ended, as a busy reason ('' when
@@ -393,7 +285,7 @@ class GpuGate:
         ago = time.time() - at if at is not None else None
         if ago is None or not 0 <= ago < JOB_GRACE_S:
             return ""
-        return f"kopt-mcp's own job here ended {_n(round(ago, 1))} s ago (its utilization lingers)"
+        return f"kopt-mcp's own job here ended {num_shown(round(ago, 1))} s ago (its utilization lingers)"
 
     def _check_held(self, r: GpuReading) -> GpuCheck:
         """The held GPU's check: its numbers, no busy reasons (it is ours)."""

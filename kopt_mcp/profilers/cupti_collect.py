@@ -98,40 +98,8 @@ def collect(out_dir: str, command: list) -> int:
     env = {k: v for k, v in os.environ.items() if k != "KOPT_CUPTI_OUT"} | {"KOPT_CUPTI_SOCK": path}
     conns: list[_Conn] = []
     child = subprocess.Popen(command, env=env)
-    ended_at = None
     try:
-        while True:
-            ended_before = ended_at is not None  # a pass only proves idleness if it began after the end
-            events = sel.select(timeout=0.2)
-            for key, _ in events:
-                if key.fileobj is listener:
-                    try:
-                        sock, _ = listener.accept()
-                    except BlockingIOError:
-                        continue
-                    conn = _Conn(sock, _peer_pid(sock), trace_cls())
-                    conns.append(conn)
-                    sel.register(sock, selectors.EVENT_READ, conn)
-                    continue
-                conn = key.data
-                try:
-                    data = conn.sock.recv(1 << 20)
-                except OSError:
-                    data = b""
-                if data:
-                    _handle(conn, data)
-                else:
-                    sel.unregister(conn.sock)
-                    conn.sock.close()
-                    conn.sock = None
-            if ended_at is None and child.poll() is not None:
-                ended_at = time.monotonic()
-            if ended_at is not None:
-                # done when a pass found nothing pending (connections waiting to be accepted, data
-                # or EOF to read) and none is open, or after the grace period
-                idle = ended_before and not events and all(c.sock is None for c in conns)
-                if idle or time.monotonic() - ended_at > GRACE_S:
-                    break
+        _receive(child, listener, sel, conns, trace_cls)
     finally:
         sel.close()
         listener.close()
@@ -140,6 +108,51 @@ def collect(out_dir: str, command: list) -> int:
             os.rmdir(folder)
         except OSError:
             pass
+    _write(out_dir, conns, child.returncode)
+    rc = child.returncode
+    return 128 - rc if rc < 0 else rc
+
+
+def _receive(child, listener, sel, conns: list, trace_cls) -> None:
+    """Accept the processes' connections and take their messages until `child` has ended and a pass
+    found nothing pending (connections waiting to be accepted, data or EOF to read) with none open,
+    or GRACE_S s after it ended. New connections are appended to `conns`."""
+    ended_at = None
+    while True:
+        ended_before = ended_at is not None  # a pass only proves idleness if it began after the end
+        events = sel.select(timeout=0.2)
+        for key, _ in events:
+            if key.fileobj is listener:
+                try:
+                    sock, _ = listener.accept()
+                except BlockingIOError:
+                    continue
+                conn = _Conn(sock, _peer_pid(sock), trace_cls())
+                conns.append(conn)
+                sel.register(sock, selectors.EVENT_READ, conn)
+                continue
+            conn = key.data
+            try:
+                data = conn.sock.recv(1 << 20)
+            except OSError:
+                data = b""
+            if data:
+                _handle(conn, data)
+            else:
+                sel.unregister(conn.sock)
+                conn.sock.close()
+                conn.sock = None
+        if ended_at is None and child.poll() is not None:
+            ended_at = time.monotonic()
+        if ended_at is not None:
+            idle = ended_before and not events and all(c.sock is None for c in conns)
+            if idle or time.monotonic() - ended_at > GRACE_S:
+                return
+
+
+def _write(out_dir: str, conns: list, returncode: int) -> None:
+    """One trace file per connection (marked "error" where the process did not close its trace or
+    the counts disagree), then the manifest of their SHA-256 hashes, written last and atomically."""
     files = {}
     for n, c in enumerate(conns):
         error = c.error
@@ -156,13 +169,11 @@ def collect(out_dir: str, command: list) -> int:
         with open(os.path.join(out_dir, name), "wb") as f:
             f.write(data)
         files[name] = hashlib.sha256(data).hexdigest()
-    manifest = {"files": files, "connections": len(conns), "exit": child.returncode}
+    manifest = {"files": files, "connections": len(conns), "exit": returncode}
     tmp = os.path.join(out_dir, MANIFEST + ".tmp")
     with open(tmp, "w", encoding="utf-8") as f:
         json.dump(manifest, f)
     os.replace(tmp, os.path.join(out_dir, MANIFEST))
-    rc = child.returncode
-    return 128 - rc if rc < 0 else rc
 
 
 if __name__ == "__main__":

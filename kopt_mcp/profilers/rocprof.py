@@ -186,6 +186,59 @@ def _read_one(path: Path, accs: dict[str, _Acc], warnings: list[str], shaped: li
     if not rows:
         raise ProfilerError(f"{path}: empty file, no header (columns found: none). {_NO_KERNEL_HINT}")
     header = [h.strip() for h in rows[0]]
+    lay = _layout(path, header)
+    seen_dispatch: set[tuple[str, str]] = set()
+    bad = 0
+    for row in rows[1:]:
+        if not row or all(not c.strip() for c in row):
+            continue
+        if len(row) != len(header):
+            bad += 1
+            continue
+        name = row[lay.name]
+        timed = _dispatch_time(row, lay, seen_dispatch) if lay.per_dispatch else _stats_time(row, lay)
+        if timed is None:
+            bad += 1
+            continue
+        calls, time_us, start = timed
+        acc = accs.setdefault(name, _Acc())
+        acc.calls += calls
+        acc.total_us += time_us
+        if not lay.per_dispatch:
+            acc.launches = None
+        elif calls:
+            acc.launches.append((start, time_us))
+            shaped.append(_dispatch_shape(row, lay, name, start, time_us))
+        _add_row_figures(acc, row, lay)
+    if bad:
+        warnings.append(f"{path.name}: {bad} row(s) without usable times were skipped")
+
+
+@dataclass
+class _Layout:
+    """Where one CSV holds each field (column index, None: absent). `per_dispatch`: a kernel-trace or
+    counter-collection layout (start/end per dispatch), else kernel stats (calls, total ns per kernel)."""
+
+    name: int
+    start: int | None
+    end: int | None
+    calls: int | None
+    total: int | None
+    per_dispatch: bool
+    extra: dict[str, int | None]
+    wg_xyz: list[int | None]
+    grid_xyz: list[int | None]
+    wg: int | None
+    grid: int | None
+    counter: int | None
+    value: int | None
+    dispatch: int | None
+    process: int | None
+
+
+def _layout(path: Path, header: list[str]) -> _Layout:
+    """The CSV's layout from its header (column names compared lowercased). Raises ProfilerError
+    naming the columns found when it is neither a kernel trace nor kernel stats."""
     index = {h.lower(): j for j, h in enumerate(header)}
     name_at = _col(index, _NAME)
     start_at, end_at = _col(index, _START), _col(index, _END)
@@ -197,81 +250,79 @@ def _read_one(path: Path, accs: dict[str, _Acc], warnings: list[str], shaped: li
             f"(kernel trace) or Name + Calls + TotalDurationNs (kernel stats); columns found: "
             f"{', '.join(header) or 'none'}"
         )
-    per_dispatch = start_at is not None and end_at is not None
-    extra_at = {k: _col(index, names) for k, names in EXTRA_COLUMNS.items()}
-    wg_xyz = [_col(index, (n,)) for n in _WG_XYZ]
-    grid_xyz = [_col(index, (n,)) for n in _GRID_XYZ]
-    wg_at, grid_at = _col(index, _WG), _col(index, _GRID)
-    counter_at, value_at = _col(index, _COUNTER), _col(index, _COUNTER_VALUE)
-    dispatch_at, process_at = _col(index, _DISPATCH), _col(index, _PROCESS)
-    seen_dispatch: set[tuple[str, str]] = set()
-    bad = 0
-    for row in rows[1:]:
-        if not row or all(not c.strip() for c in row):
-            continue
-        if len(row) != len(header):
-            bad += 1
-            continue
-        name = row[name_at]
-        if per_dispatch:
-            start, end = _num(row[start_at]), _num(row[end_at])
-            if start is None or end is None or end < start:
-                bad += 1
-                continue
-            if counter_at is not None and dispatch_at is not None:
-                # counter collection: one row per dispatch x counter; time each dispatch once
-                key = (row[process_at] if process_at is not None else "", row[dispatch_at])
-                first = key not in seen_dispatch
-                seen_dispatch.add(key)
-            else:
-                first = True
-            calls = 1 if first else 0
-            if _isint(row[start_at], row[end_at]):  # exact integer ns; floats lose digits at 1e15
-                time_us = (int(row[end_at]) - int(row[start_at])) / 1e3 if first else 0.0
-            else:
-                time_us = (end - start) / 1e3 if first else 0.0
-        else:
-            calls_f, total_ns = _num(row[calls_at]), _num(row[total_at])
-            if calls_f is None or total_ns is None:
-                bad += 1
-                continue
-            calls, time_us = int(calls_f), total_ns / 1e3
-        acc = accs.setdefault(name, _Acc())
-        acc.calls += calls
-        acc.total_us += time_us
-        if not per_dispatch:
-            acc.launches = None
-        elif calls:
-            acc.launches.append((start, time_us))
-            wg3, grid3 = _dims(row, wg_xyz), _dims(row, grid_xyz)
-            if wg3 is None and wg_at is not None and grid_at is not None:  # totals only (counter collection)
-                wg1, grid1 = _num(row[wg_at]), _num(row[grid_at])
-                wg3, grid3 = ((int(wg1), 1, 1), (int(grid1), 1, 1)) if wg1 and grid1 else (None, None)
-            blocks = (None if wg3 is None or grid3 is None or 0 in wg3
-                      else tuple(math.ceil(g / w) for g, w in zip(grid3, wg3, strict=True)))
-            vgpr = [_num(row[j]) for j in (extra_at.get("arch_vgpr"), extra_at.get("accum_vgpr")) if j is not None]
-            lds = _num(row[extra_at["lds_bytes"]]) if extra_at.get("lds_bytes") is not None else None
-            shaped.append((name, blocks, wg3 if blocks else None, start, time_us,
-                           int(sum(v for v in vgpr if v is not None)) if vgpr else None,
-                           int(lds) if lds is not None else None))
-        if counter_at is not None and value_at is not None:
-            value = _num(row[value_at])
-            if value is not None:
-                acc.counters.setdefault(row[counter_at], []).append(value)
-        for key, at in extra_at.items():
-            value = _num(row[at]) if at is not None else None
-            if value is not None:
-                acc.extra[key] = max(acc.extra.get(key, value), value)
-        block = _product(row, wg_xyz) if all(j is not None for j in wg_xyz) else \
-            (_num(row[wg_at]) if wg_at is not None else None)
-        grid = _product(row, grid_xyz) if all(j is not None for j in grid_xyz) else \
-            (_num(row[grid_at]) if grid_at is not None else None)
-        if block:
-            acc.block = max(acc.block or 0, int(block))
-            if grid:
-                acc.grid = max(acc.grid or 0, math.ceil(grid / block))
-    if bad:
-        warnings.append(f"{path.name}: {bad} row(s) without usable times were skipped")
+    return _Layout(name=name_at, start=start_at, end=end_at, calls=calls_at, total=total_at,
+                   per_dispatch=start_at is not None and end_at is not None,
+                   extra={k: _col(index, names) for k, names in EXTRA_COLUMNS.items()},
+                   wg_xyz=[_col(index, (n,)) for n in _WG_XYZ], grid_xyz=[_col(index, (n,)) for n in _GRID_XYZ],
+                   wg=_col(index, _WG), grid=_col(index, _GRID),
+                   counter=_col(index, _COUNTER), value=_col(index, _COUNTER_VALUE),
+                   dispatch=_col(index, _DISPATCH), process=_col(index, _PROCESS))
+
+
+def _dispatch_time(row: list[str], lay: _Layout, seen: set[tuple[str, str]]) -> tuple[int, float, float] | None:
+    """A kernel-trace row: (calls, GPU time us, start ns); a counter-collection row (one per dispatch x
+    counter) times its dispatch once (`seen`: (process, dispatch id) timed so far), later rows count 0.
+    None when the times are missing or end before they start."""
+    start, end = _num(row[lay.start]), _num(row[lay.end])
+    if start is None or end is None or end < start:
+        return None
+    if lay.counter is not None and lay.dispatch is not None:
+        key = (row[lay.process] if lay.process is not None else "", row[lay.dispatch])
+        first = key not in seen
+        seen.add(key)
+    else:
+        first = True
+    calls = 1 if first else 0
+    if _isint(row[lay.start], row[lay.end]):  # exact integer ns; floats lose digits at 1e15
+        time_us = (int(row[lay.end]) - int(row[lay.start])) / 1e3 if first else 0.0
+    else:
+        time_us = (end - start) / 1e3 if first else 0.0
+    return calls, time_us, start
+
+
+def _stats_time(row: list[str], lay: _Layout) -> tuple[int, float, None] | None:
+    """A kernel-stats row: (calls, total GPU time us, no start); None when either is not a number."""
+    calls_f, total_ns = _num(row[lay.calls]), _num(row[lay.total])
+    if calls_f is None or total_ns is None:
+        return None
+    return int(calls_f), total_ns / 1e3, None
+
+
+def _dispatch_shape(row: list[str], lay: _Layout, name: str, start: float, time_us: float) -> tuple:
+    """One dispatch as build_groups' record: (name, grid in workgroups, workgroup size, start ns, GPU
+    time us, VGPRs, LDS bytes); the shape None where the columns are missing."""
+    wg3, grid3 = _dims(row, lay.wg_xyz), _dims(row, lay.grid_xyz)
+    if wg3 is None and lay.wg is not None and lay.grid is not None:  # totals only (counter collection)
+        wg1, grid1 = _num(row[lay.wg]), _num(row[lay.grid])
+        wg3, grid3 = ((int(wg1), 1, 1), (int(grid1), 1, 1)) if wg1 and grid1 else (None, None)
+    blocks = (None if wg3 is None or grid3 is None or 0 in wg3
+              else tuple(math.ceil(g / w) for g, w in zip(grid3, wg3, strict=True)))
+    vgpr = [_num(row[j]) for j in (lay.extra.get("arch_vgpr"), lay.extra.get("accum_vgpr")) if j is not None]
+    lds = _num(row[lay.extra["lds_bytes"]]) if lay.extra.get("lds_bytes") is not None else None
+    return (name, blocks, wg3 if blocks else None, start, time_us,
+            int(sum(v for v in vgpr if v is not None)) if vgpr else None,
+            int(lds) if lds is not None else None)
+
+
+def _add_row_figures(acc: _Acc, row: list[str], lay: _Layout) -> None:
+    """A row's counter value, its register / LDS / scratch figures (the largest seen) and its
+    workgroup size and grid in workgroups (the largest seen) into the kernel's `acc`."""
+    if lay.counter is not None and lay.value is not None:
+        value = _num(row[lay.value])
+        if value is not None:
+            acc.counters.setdefault(row[lay.counter], []).append(value)
+    for key, at in lay.extra.items():
+        value = _num(row[at]) if at is not None else None
+        if value is not None:
+            acc.extra[key] = max(acc.extra.get(key, value), value)
+    block = _product(row, lay.wg_xyz) if all(j is not None for j in lay.wg_xyz) else \
+        (_num(row[lay.wg]) if lay.wg is not None else None)
+    grid = _product(row, lay.grid_xyz) if all(j is not None for j in lay.grid_xyz) else \
+        (_num(row[lay.grid]) if lay.grid is not None else None)
+    if block:
+        acc.block = max(acc.block or 0, int(block))
+        if grid:
+            acc.grid = max(acc.grid or 0, math.ceil(grid / block))
 
 
 def _dims(row: list[str], cols: list[int | None]) -> tuple[int, int, int] | None:

@@ -9,11 +9,14 @@ with one of MEASUREMENT_PREFIXES), nor a column that changes from run to run or 
 
 Rows that count: those of THIS run (a row left unchanged in a tracked or appended file is stale),
 selected by `[benchmark] rows` (a pandas query).
+
+Cut along the domain: readers/collect.py finds the run's result files, readers/stale.py marks the rows
+the run left unchanged, readers/columns.py finds the config columns; this module reads the rows that
+count into a per-class table. Their public names are importable from here too.
 """
 
 from __future__ import annotations
 
-import glob
 import math
 import os
 import re
@@ -22,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
-from kopt_mcp.errors import MetricsError, MissingResults, StaleResults
+from kopt_mcp.errors import MetricsError
 
 if TYPE_CHECKING:  # pandas is imported where a CSV is read, keeping server start fast
     import pandas as pd
@@ -30,9 +33,13 @@ if TYPE_CHECKING:  # pandas is imported where a CSV is read, keeping server star
 from kopt_mcp.config import BenchmarkSection
 from kopt_mcp.errors import ReaderError
 from kopt_mcp.readers import ResultFile, make_reader
-from kopt_mcp.readers.records import PYTEST_BENCHMARK_NOT_CONFIG
+from kopt_mcp.readers.collect import capture_before, collect_results, fresh_csvs
+from kopt_mcp.readers.columns import MEASUREMENT_PREFIXES, found_config_columns, is_error_column, never_config
+from kopt_mcp.readers.stale import describe_rows, stale_error, stale_mask
 
-MEASUREMENT_PREFIXES = ("us_", "ms_", "ns_", "s_", "time", "tflops", "gflops", "gbps", "gb_s", "bw", "speedup")
+__all__ = ["MEASUREMENT_PREFIXES", "RESULT_FILE_COLUMN", "UNIT_COLUMNS", "ClassRow", "MetricTable", "capture_before",
+           "class_key", "collect_results", "found_config_columns", "fresh_csvs", "never_config", "read_metrics",
+           "read_results", "result_file_labels"]
 
 
 class ClassRow(BaseModel):
@@ -93,28 +100,6 @@ class MetricTable(BaseModel):
         return "; ".join(parts) + more
 
 
-def fresh_csvs(workdir: Path, pattern: str, started_at: float) -> list[Path]:
-    """The files matching `pattern` under `workdir` written at or after `started_at` (epoch s).
-
-    Raises MissingResults (a MetricsError) if none match, StaleResults if all that match are older
-    than the run.
-    """
-    hits = sorted(Path(p) for p in glob.glob(str(workdir / pattern), recursive=True) if os.path.isfile(p))
-    if not hits:
-        raise MissingResults(
-            f"the benchmark wrote no file matching {pattern!r} under {workdir}: "
-            "check [benchmark] csv and that the benchmark writes its CSV there"
-        )
-    # Filesystem mtimes can be coarser than the clock; allow 10 ms of slack only.
-    fresh = [p for p in hits if p.stat().st_mtime >= started_at - 0.01]
-    if not fresh:
-        raise StaleResults(
-            f"stale metrics: {', '.join(p.name for p in hits)} predate this run; the benchmark "
-            "must write its CSV on every run (a file left from an earlier run never counts)"
-        )
-    return fresh
-
-
 def class_key(columns: list[str], values: list[object]) -> str:
     """`"col=value,col=value"` in column order; integral floats print without `.0`."""
     parts = []
@@ -125,171 +110,8 @@ def class_key(columns: list[str], values: list[object]) -> str:
     return ",".join(parts) if parts else "all"
 
 
-# Columns never found as config columns (they change from run to run, or describe the machine or the
-# measurement rather than the problem): matched on name tokens, and on values below.
-_NEVER_CONFIG_NAME = re.compile(
-    r"(^|[_.\s-])(time|timestamp|date|datetime|created|updated|ts|version|commit|sha|git|revision|host|hostname|"
-    r"node|machine|gpu|gpus|device|uuid|unit|units|p\d{1,3}|q\d|quantile|quantiles|percentile|percentiles|pct\d+|"
-    r"median|mean|avg|average|std|stddev|stdev|iqr|rounds|iterations|iters|reps|repeats|samples|outliers|"
-    r"y_value)($|[_.\s-])", re.IGNORECASE)
-_MIN_MAX_NAME = re.compile(r"(^|[_.\s-])(min|max)($|[_.\s-])", re.IGNORECASE)  # a statistic only if fractional
-_TIMESTAMP_VALUE = re.compile(r"^\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}|$)")
-_VERSION_VALUE = re.compile(r"^v?\d+\.\d+\.\d+([.+-][0-9A-Za-z.+-]*)?$")
-_GPU_VALUE = re.compile(r"\b(NVIDIA|GeForce|Tesla|Quadro|RTX|Radeon|Instinct|AMD|MI\d{3}[A-Z]?|H100|H200|A100)\b")
 _VALUE_UNIT = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*([A-Za-zµ%/]+[A-Za-z0-9µ%/]*)\s*$")
 UNIT_COLUMNS = ("metric_unit", "unit", "units")
-
-
-def never_config(name: str, values: pd.Series) -> str | None:
-    """Why column `name` (with `values`) is never a found config column, or None if it may be one.
-
-    Timestamps, versions, percentile/quantile and summary-statistic columns (min/max only when
-    fractional: `max_seq_len` stays config), repetition counts, GPU/host/device names, units; by name (`timestamp`, `liger_version`, `y_value_20`, `gpu_name`, `metric_unit`) or by value
-    (`2024-09-03 15:31:39`, `0.2.1`, `NVIDIA H100 80GB HBM3`); a non-integral float column named
-    `..._<number>` (a percentile such as `latency_99`).
-    """
-    if _NEVER_CONFIG_NAME.search(name):
-        return "its name marks a timestamp, version, statistic, unit or machine column"
-    vals = values.dropna()
-    if vals.empty:
-        return "it is empty"
-    if vals.dtype.kind == "f" and re.search(r"_\d{1,2}$", name) and not (vals % 1 == 0).all():
-        return "a percentile column"
-    if vals.dtype.kind == "f" and _MIN_MAX_NAME.search(name) and not (vals % 1 == 0).all():
-        return "a min/max statistic"
-    if vals.dtype.kind in "OSU" or str(vals.dtype) in ("string", "str"):
-        text = vals.astype(str)
-        for rx, why in ((_TIMESTAMP_VALUE, "timestamps"), (_VERSION_VALUE, "versions"), (_GPU_VALUE, "GPU names")):
-            if text.map(lambda v, rx=rx: bool(rx.search(v))).all():
-                return f"its values are {why}"
-    return None
-
-
-_ERROR_NAME = re.compile(r"(^err|(^|[_.])(err|errs|error|errors|mismatch|mismatches|max_abs_err|rel_err)($|[_.]))", re.I)
-
-
-def _is_error_column(c: str, bench: BenchmarkSection) -> bool:
-    """Error columns: the correctness columns, names starting with `err`, or with an err/error/mismatch
-    token (`max_abs_err`, `extra_info.err`, `num_mismatches`)."""
-    return c in bench.correctness_columns or bool(_ERROR_NAME.search(c))
-
-
-#: a column name's trailing unit, as triton.testing.perf_report writes it: "triton (GB/s)" -> " (GB/s)"
-_UNIT_SUFFIX = re.compile(r"\s\([^()]+\)$")
-
-
-def found_config_columns(df: pd.DataFrame, bench: BenchmarkSection, fmt: str = "csv") -> list[str]:
-    """Config columns: configured ones, or those that are neither metric, error, measurement (also a
-    column carrying the metric's unit suffix, another provider's `torch (GB/s)` beside the metric
-    `triton (GB/s)`), nor a `never_config` column (nor, for long CSVs, the metric-name/value/unit columns; for
-    pytest-benchmark, `fullname`/`param`/`stats.*`/`options.*`/`extra_info.*`; for stdout, columns
-    of non-integral numbers, the other providers' measurements of a printed table)."""
-    if bench.config_columns:
-        return list(bench.config_columns)
-    skip = {bench.metric, *bench.correctness_columns, bench.metric_name_column, bench.value_column, bench.unit_column}
-    if bench.correctness:  # columns the correctness expression reads are measurements, not config
-        skip |= set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", bench.correctness)) & set(map(str, df.columns))
-    unit = _UNIT_SUFFIX.search(bench.metric)
-    cols = []
-    for c in df.columns:
-        c = str(c)
-        if c in skip or c.startswith("__") or _is_error_column(c, bench) or c.lower().startswith(MEASUREMENT_PREFIXES):
-            continue
-        if unit and c.endswith(unit.group(0)):
-            continue  # another provider's measurement in the metric's unit (perf_report: "torch (GB/s)")
-        if fmt == "pytest-benchmark" and c.startswith(PYTEST_BENCHMARK_NOT_CONFIG):
-            continue
-        if fmt == "stdout" and df[c].dtype.kind == "f" and not (df[c].dropna() % 1 == 0).all():
-            continue  # a printed table's measured columns (perf_report: one per provider)
-        if never_config(c, df[c]) is None:
-            cols.append(c)
-    return cols
-
-
-def capture_before(cwd: Path, bench: BenchmarkSection, all_tracked: bool = False) -> dict[str, tuple[bytes, bool]]:
-    """Before a run: path -> (bytes, tracked by git) of every file matching `[benchmark] csv` under
-    `cwd` (empty for format stdout). Pass the result to `collect_results` after the run.
-
-    `all_tracked=True` counts every file already there as tracked without asking git: for a fresh
-    checkout of a snapshot (with or without a .git), where nothing was left by an earlier run."""
-    if not bench.csv or bench.format == "stdout":
-        return {}
-    hits = [Path(p) for p in glob.glob(str(cwd / bench.csv), recursive=True) if os.path.isfile(p)]
-    if not hits:
-        return {}
-    if all_tracked:
-        return {str(h): (h.read_bytes(), True) for h in hits}
-    tracked: set[str] = set()
-    try:
-        import git
-
-        repo = git.Repo(cwd, search_parent_directories=True)
-        root = Path(repo.working_tree_dir).resolve()
-        listed = repo.git.ls_files("--", *[str(h.resolve().relative_to(root)) for h in hits])
-        tracked = {str((root / line).resolve()) for line in listed.splitlines() if line}
-    except Exception:  # no repository (or a path outside it): nothing counts as tracked
-        tracked = set()
-    return {str(h): (h.read_bytes(), str(h.resolve()) in tracked) for h in hits}
-
-
-def collect_results(cwd: Path, bench: BenchmarkSection, started_at: float,
-                    before: dict[str, tuple[bytes, bool]] | None = None,
-                    log_path: Path | None = None) -> list[ResultFile]:
-    """After a run: the fresh result files (`fresh_csvs`) with their content before the run, or, for
-    format stdout, the run log at `log_path`. Raises MetricsError as `fresh_csvs` does, or when the
-    stdout format has no log."""
-    if not bench.csv or bench.format == "stdout":
-        if log_path is None or not log_path.is_file():
-            raise MissingResults("format = \"stdout\" reads the run log, and the run left none")
-        return [ResultFile(path=str(log_path), after=log_path.read_bytes())]
-    before = before or {}
-    out = []
-    for f in fresh_csvs(cwd, bench.csv, started_at):
-        content, tracked = before.get(str(f), (None, False))
-        out.append(ResultFile.load(f, content, tracked))
-    return out
-
-
-def _row_keys(df: pd.DataFrame, columns: list[str]) -> list[tuple]:
-    return [tuple(str(v) for v in row) for row in df[columns].itertuples(index=False, name=None)]
-
-
-def _stale_mask(f: ResultFile, reader, after: pd.DataFrame) -> list[bool]:
-    """Which rows of `after` this run left unchanged: for a tracked file, every row equal to a row
-    before the run; for an untracked file that grew (rows appended, the old ones kept), the old
-    rows. An untracked file rewritten in place counts whole (a deterministic benchmark may write
-    the same values twice)."""
-    from collections import Counter
-
-    if f.before is None or after.empty:
-        return [False] * len(after)
-    try:
-        before = reader.frame(f.before, f.name)
-    except ReaderError:
-        return [False] * len(after)
-    cols = [c for c in after.columns if c in before.columns]
-    if not cols or before.empty:
-        return [False] * len(after)
-    left = Counter(_row_keys(before, cols))
-    keys = _row_keys(after, cols)
-    if not f.tracked and not (len(after) > len(before) and not (left - Counter(keys))):
-        return [False] * len(after)
-    mask = []
-    for k in keys:
-        hit = left[k] > 0
-        if hit:
-            left[k] -= 1
-        mask.append(hit)
-    return mask
-
-
-def _describe_rows(df: pd.DataFrame, cols: list[str], limit: int = 5) -> str:
-    named = []
-    for _, r in df.head(limit).iterrows():
-        where = ", ".join(f"{c}={r[c]}" for c in cols[:4])
-        named.append(f"{r['__file']} row {r['__row']}" + (f" ({where})" if where else ""))
-    more = f" and {len(df) - limit} more" if len(df) > limit else ""
-    return "; ".join(named) + more
 
 
 def _frames(files: list[ResultFile], bench: BenchmarkSection) -> tuple[pd.DataFrame, str]:
@@ -303,7 +125,7 @@ def _frames(files: list[ResultFile], bench: BenchmarkSection) -> tuple[pd.DataFr
         except ReaderError as e:
             raise MetricsError(str(e)) from e
         fmt = reader.name
-        df["__stale"] = _stale_mask(f, reader, df)
+        df["__stale"] = stale_mask(f, reader, df)
         df["__file"] = f.name
         df["__path"] = f.path
         df["__row"] = range(1, len(df) + 1)
@@ -330,14 +152,6 @@ def _select_rows(df: pd.DataFrame, bench: BenchmarkSection) -> pd.DataFrame:
         raise MetricsError(f"[benchmark] rows = {bench.rows!r} selects none of the {len(df)} row(s)"
                            + (f"; values seen: {seen}" if seen else "") + ": fix the query")
     return sel
-
-
-def _stale_error(stale: pd.DataFrame, cols: list[str], bench: BenchmarkSection) -> MetricsError:
-    return MetricsError(
-        f"stale results: all {len(stale)} counted row(s) are unchanged from before the run ("
-        f"{_describe_rows(stale, cols)}). The benchmark kept its old rows instead of writing new ones: "
-        "it appends to a cumulative file and skips configs it has results for. Pass its overwrite flag "
-        "(e.g. `--overwrite`) in [benchmark] command, or make it write a fresh file per run")
 
 
 def _units(df: pd.DataFrame, bench: BenchmarkSection, fmt: str) -> tuple[pd.DataFrame, str | None]:
@@ -422,9 +236,39 @@ def read_results(files: list[ResultFile], bench: BenchmarkSection) -> MetricTabl
     the columns seen), a `rows` query that fails or selects nothing, stale results, a NaN/inf or
     non-numeric metric value, several units, no rows.
     """
-    import pandas as pd
-
     df, fmt = _frames(files, bench)
+    _check_columns(df, files, bench)
+    df = _select_rows(df, bench)
+    stale = df[df["__stale"]]
+    if len(stale) == len(df):
+        raise stale_error(stale, found_config_columns(df, bench, fmt), bench)
+    df = df[~df["__stale"]].copy()
+    df, unit = _units(df, bench, fmt)
+    df[bench.metric] = _finite_metric(df, bench)
+    cols = _class_columns(df, bench, fmt)
+    warnings = []
+    if len(stale):
+        warnings.append(f"{len(stale)} counted row(s) were left unchanged by this run and do not count: "
+                        f"{describe_rows(stale, cols, 3)}")
+    if _files_merge(df, cols):
+        df[RESULT_FILE_COLUMN] = result_file_labels(df["__path"])
+        cols = [RESULT_FILE_COLUMN, *cols]
+    df["__ok"] = _row_correct(df, bench)
+    return MetricTable(
+        metric=bench.metric,
+        higher_is_better=bench.higher_is_better,
+        config_columns=cols,
+        classes=_classes(df, cols, bench),
+        files=[f.path for f in files],
+        unit=unit,
+        format=fmt,
+        stale_rows=len(stale),
+        warnings=warnings,
+    )
+
+
+def _check_columns(df: pd.DataFrame, files: list[ResultFile], bench: BenchmarkSection) -> None:
+    """Raises MetricsError when a configured metric, correctness or config column is not in `df`."""
     names = ", ".join(f.name for f in files)
     needed = [bench.metric, *bench.correctness_columns, *bench.config_columns]
     missing = [c for c in needed if c not in df.columns]
@@ -434,12 +278,13 @@ def read_results(files: list[ResultFile], bench: BenchmarkSection) -> MetricTabl
             f"{[c for c in df.columns if not c.startswith('__')]}: fix [benchmark] "
             "metric/correctness_columns/config_columns"
         )
-    df = _select_rows(df, bench)
-    stale = df[df["__stale"]]
-    if len(stale) == len(df):
-        raise _stale_error(stale, found_config_columns(df, bench, fmt), bench)
-    df = df[~df["__stale"]].copy()
-    df, unit = _units(df, bench, fmt)
+
+
+def _finite_metric(df: pd.DataFrame, bench: BenchmarkSection) -> pd.Series:
+    """The metric column as floats; raises MetricsError naming the first row whose value is NaN, inf
+    or not a number."""
+    import pandas as pd
+
     metric = pd.to_numeric(df[bench.metric], errors="coerce")
     bad = [i for i, v in enumerate(metric.astype(float)) if not math.isfinite(v)]
     if bad:
@@ -449,20 +294,25 @@ def read_results(files: list[ResultFile], bench: BenchmarkSection) -> MetricTabl
             f"(first: {first['__file']} row {first['__row']}, value {first[bench.metric]!r}): the run did not "
             "measure every config class"
         )
-    df[bench.metric] = metric.astype(float)
+    return metric.astype(float)
+
+
+def _class_columns(df: pd.DataFrame, bench: BenchmarkSection, fmt: str) -> list[str]:
+    """`found_config_columns`; with a `rows` selection and no configured columns, only those that vary
+    within the selected rows (a constant column names no class)."""
     cols = found_config_columns(df, bench, fmt)
-    warnings = []
-    if bench.rows and not bench.config_columns:  # within the selected rows, a constant column names no class
+    if bench.rows and not bench.config_columns:
         varying = [c for c in cols if df[c].nunique(dropna=False) > 1]
         cols = varying or [c for c in cols if not re.search(rf"\b{re.escape(c)}\b", bench.rows)]
-    if len(stale):
-        warnings.append(f"{len(stale)} counted row(s) were left unchanged by this run and do not count: "
-                        f"{_describe_rows(stale, cols, 3)}")
-    if _files_merge(df, cols):
-        df[RESULT_FILE_COLUMN] = result_file_labels(df["__path"])
-        cols = [RESULT_FILE_COLUMN, *cols]
-    df["__ok"] = _row_correct(df, bench)
-    err_cols = [c for c in df.columns if not c.startswith("__") and _is_error_column(c, bench)]
+    return cols
+
+
+def _classes(df: pd.DataFrame, cols: list[str], bench: BenchmarkSection) -> list[ClassRow]:
+    """One ClassRow per group of `cols` in file order: median metric, row count, largest |error|
+    per error column (NaN when not numeric), all rows correct (`__ok`)."""
+    import pandas as pd
+
+    err_cols = [c for c in df.columns if not c.startswith("__") and is_error_column(c, bench)]
     classes: list[ClassRow] = []
     groups = df.groupby(cols, sort=False, dropna=False) if cols else [((), df)]
     for values, g in groups:
@@ -480,17 +330,7 @@ def read_results(files: list[ResultFile], bench: BenchmarkSection) -> MetricTabl
                 correct=bool(g["__ok"].all()),
             )
         )
-    return MetricTable(
-        metric=bench.metric,
-        higher_is_better=bench.higher_is_better,
-        config_columns=cols,
-        classes=classes,
-        files=[f.path for f in files],
-        unit=unit,
-        format=fmt,
-        stale_rows=len(stale),
-        warnings=warnings,
-    )
+    return classes
 
 
 def read_metrics(files: list[Path], bench: BenchmarkSection) -> MetricTable:

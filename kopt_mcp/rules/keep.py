@@ -38,7 +38,7 @@ The rule (`judge_groups`, A/B/A: BEST profiled before and after the candidate in
 
 `judge_groups` gathers the targets (`_targets`) and the evidence (`_evidence`: BEST's pairing,
 spread, clocks, floor, the candidate's pairing) once, then asks the predicates in order, each at
-most ~40 lines: `_missing_groups`, `_gain` (the figures), `_skipped`, `_decide`. Every decision has
+most ~40 lines: `_missing_groups`, `gain_figures` (the figures), `_skipped`, `_decide`. Every decision has
 a stable `code` (rules/decision.py): gpu_time_missing, gpu_time_unreproducible, skipped_work,
 gpu_time_win, gpu_time_below_floor (a gain > 0 that is not kept) or gpu_time_not_improved.
 Target selection, BEST's spread and the config-class mapping (`class_gpu_times`, for
@@ -47,21 +47,18 @@ performance.md) are in rules/launch_groups.py.
 
 from __future__ import annotations
 
-import math
-import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from kopt_mcp.errors import ProfilerError
 from kopt_mcp.evidence.clock import RunClock
-from kopt_mcp.evidence.groups import LaunchGroup, target_groups
+from kopt_mcp.evidence.groups import target_groups
 from kopt_mcp.evidence.names import short_kernel_name
-from kopt_mcp.evidence.trace import KernelTrace
 from kopt_mcp.rules.clocks import ClockPlan, clock_plan
 from kopt_mcp.rules.decision import Code
 from kopt_mcp.rules.floor import GainFloor, gpu_gain_floor
+from kopt_mcp.rules.keep_figures import Evidence, Gain, GroupDelta, Runs, Targets, gain_figures
 from kopt_mcp.rules.keep_totals import KeepDecision
 from kopt_mcp.rules.launch_groups import (
     class_gpu_times,
@@ -79,37 +76,6 @@ from kopt_mcp.rules.pairing import match_groups
 
 __all__ = ["GroupDelta", "GroupKeepDecision", "class_gpu_times", "group_classes", "group_spread_pct",
            "judge_groups", "launch_counts_differ", "match_groups", "target_median_us"]
-
-#: a BEST group whose candidate launches fell under this fraction while it got faster per launch
-#: is skipped work in a time-driven harness (which launches a faster kernel more often)
-TIME_DRIVEN_MIN_LAUNCH_RATIO = 0.5
-#: standard error of a sample median relative to the scale, for normal data: sqrt(pi / 2)
-_MEDIAN_SE = math.sqrt(math.pi / 2.0)
-
-Runs = KernelTrace | Sequence[LaunchGroup]
-Pairs = list[tuple[LaunchGroup, LaunchGroup]]
-
-
-def _rel_se(g: LaunchGroup) -> float:
-    """Relative standard error of a group's median launch (0 where per-launch times are missing)."""
-    d = g.durations_us
-    if not d or len(d) < 2 or not g.median_us:
-        return 0.0
-    med = statistics.median(d)
-    mad = statistics.median(abs(x - med) for x in d)
-    return _MEDIAN_SE * 1.4826 * mad / math.sqrt(len(d)) / g.median_us
-
-
-class GroupDelta(BaseModel):
-    """One paired launch group: BEST's and the candidate's median launch (us), launches, gain (%)."""
-
-    group: str
-    best_median_us: float
-    candidate_median_us: float
-    best_calls: list[int]
-    candidate_calls: int
-    weight: float
-    gain_pct: float
 
 
 class GroupKeepDecision(KeepDecision):
@@ -134,18 +100,8 @@ def _not_kept(code: Code, reason: str, **kw) -> GroupKeepDecision:
                              gpu_delta_pct=None, metric_used="profiler GPU time", code=code, reason=reason, **kw)
 
 
-@dataclass
-class _Targets:
-    """The target groups of BEST's two profiles and of the candidate, and the regex they were picked by."""
-
-    b1: list[LaunchGroup]
-    b2: list[LaunchGroup]
-    c: list[LaunchGroup]
-    regex: str
-
-
 def _targets(best_before: Runs, candidate: Runs, best_after: Runs, kernel_regex: str | None
-             ) -> _Targets | GroupKeepDecision:
+             ) -> Targets | GroupKeepDecision:
     """Step 1: every run has the target, with each launch's time; else not kept (gpu_time_missing)."""
     try:
         b1, b2, regex = targets_of_both(best_before, best_after, kernel_regex)
@@ -159,55 +115,12 @@ def _targets(best_before: Runs, candidate: Runs, best_after: Runs, kernel_regex:
         return _not_kept(Code.GPU_TIME_MISSING, (
             "the profiler did not record each launch's GPU time for the target kernels (a per-launch profiler is "
             "needed for the launch-group keep metric): not kept"))
-    return _Targets(b1, b2, c, regex)
+    return Targets(b1, b2, c, regex)
 
 
-@dataclass
-class _Evidence:
-    """What the predicates read, computed once: the targets, BEST's two profiles paired (`after_of`:
-    BEST's second-profile group of each first-profile group; `w`: time shares), its spread (%),
-    the clock plan (`clocked`: clocks were given), the floor, the harness (launch counts differ
-    between BEST's two profiles now / time-driven now or earlier in the session), the candidate
-    paired with BEST's first profile (`pairs`, `miss_b`, `extra_c`, `notes`), and the knobs."""
-
-    t: _Targets
-    after_of: dict[int, LaunchGroup]
-    w: dict[int, float]
-    spread: float
-    plan: ClockPlan
-    clocked: bool
-    floor: GainFloor
-    counts_differ: bool
-    time_driven: bool
-    pairs: Pairs
-    miss_b: list[LaunchGroup]
-    extra_c: list[LaunchGroup]
-    notes: list[str]
-    min_gain_pct: float
-    confidence: float
-    suspect: bool
-    classes: Sequence[str] | None
-
-    def base(self) -> dict:
-        """The fields every decision past BEST's pairing carries."""
-        return {"floor": self.floor, "spread_pct": self.spread, "time_driven": self.time_driven,
-                "clock": self.plan if self.clocked else None,
-                "unmatched_best": [g.label() for g in self.miss_b],
-                "unmatched_candidate": [g.label() for g in self.extra_c]}
-
-    @property
-    def harness(self) -> str:
-        """The repetition regime, in words, for the reason."""
-        if self.counts_differ:
-            return "time-driven repetition (BEST's launch counts differ between its profiles)"
-        if self.time_driven:
-            return "time-driven repetition (BEST's launch counts differed between earlier profiles in this session)"
-        return "fixed repetition"
-
-
-def _evidence(t: _Targets, recent_spreads_pct: Sequence[float], min_gain_pct: float, confidence: float,
+def _evidence(t: Targets, recent_spreads_pct: Sequence[float], min_gain_pct: float, confidence: float,
               suspect: bool, classes: Sequence[str] | None, clocks: tuple | None,
-              known_time_driven: bool) -> _Evidence | GroupKeepDecision:
+              known_time_driven: bool) -> Evidence | GroupKeepDecision:
     """Steps 2 and 4's inputs: BEST's two profiles paired (else gpu_time_unreproducible), its
     spread, the clock plan and the floor; the candidate paired with BEST's first profile."""
     bb_pairs, b1_only, b2_only, _ = match_groups(t.b1, t.b2)
@@ -226,13 +139,13 @@ def _evidence(t: _Targets, recent_spreads_pct: Sequence[float], min_gain_pct: fl
         floor = gpu_gain_floor([*recent_spreads_pct, spread], spread, min_gain_pct)
     counts_differ = any(x.calls != y.calls for x, y in bb_pairs)  # in this attempt's two BEST profiles
     pairs, miss_b, extra_c, notes = match_groups(t.b1, t.c)
-    return _Evidence(t=t, after_of={id(x): y for x, y in bb_pairs}, w=w, spread=spread, plan=plan,
+    return Evidence(t=t, after_of={id(x): y for x, y in bb_pairs}, w=w, spread=spread, plan=plan,
                      clocked=clocks is not None, floor=floor, counts_differ=counts_differ,
                      time_driven=known_time_driven or counts_differ, pairs=pairs, miss_b=miss_b, extra_c=extra_c,
                      notes=notes, min_gain_pct=min_gain_pct, confidence=confidence, suspect=suspect, classes=classes)
 
 
-def _missing_groups(ev: _Evidence) -> GroupKeepDecision | None:
+def _missing_groups(ev: Evidence) -> GroupKeepDecision | None:
     """Step 2: a BEST group without any candidate group is skipped work (skipped_work)."""
     if not ev.miss_b:
         return None
@@ -242,59 +155,7 @@ def _missing_groups(ev: _Evidence) -> GroupKeepDecision | None:
         "returns before its work): not kept"), **ev.base())
 
 
-@dataclass
-class _Gain:
-    """Step 3's figures: per-group deltas, the groups launched too rarely (words), the gain and its
-    lower and upper bounds (%), the extra work's share, BEST's and the candidate's median launch sums (us)."""
-
-    deltas: list[GroupDelta]
-    skipped: list[str]
-    gain: float
-    lo: float
-    hi: float
-    extra: float
-    best_us: float
-    cand_us: float
-
-
-def _too_few(ev: _Evidence, x: LaunchGroup, y: LaunchGroup, cg: LaunchGroup, r: float) -> bool:
-    """Step 5: a fixed-count harness needs BEST's launches; a time-driven one, half of them where faster."""
-    fewest = min(x.calls, y.calls)
-    if not ev.time_driven:
-        return cg.calls < fewest
-    return r < 1.0 and cg.calls < TIME_DRIVEN_MIN_LAUNCH_RATIO * fewest
-
-
-def _gain(ev: _Evidence) -> _Gain:
-    """Step 3: the gain weighted by BEST's time share, charged for extra work and the clock penalty,
-    with its lower bound at `confidence` from the medians' standard errors."""
-    from scipy.stats import norm  # lazy: scipy's start-up cost, paid only where a verdict is made
-
-    deltas, ratio, var, skipped = [], 0.0, 0.0, []
-    for x, cg in ev.pairs:
-        y = ev.after_of[id(x)]
-        refs = {"both": (x, y), "before": (x,), "after": (y,)}[ev.plan.reference]
-        bmed = sum(g.median_us for g in refs) / len(refs)
-        r = cg.median_us / bmed
-        b_se2 = sum(_rel_se(g) ** 2 * g.median_us ** 2 for g in refs) / len(refs) ** 2 / bmed ** 2
-        ratio += ev.w[id(x)] * r
-        var += (ev.w[id(x)] * r) ** 2 * (b_se2 + _rel_se(cg) ** 2)
-        if _too_few(ev, x, y, cg, r):
-            skipped.append(f"{x.label()}: {cg.calls} launches vs BEST's {x.calls} and {y.calls}")
-        deltas.append(GroupDelta(group=x.label(), best_median_us=bmed, candidate_median_us=cg.median_us,
-                                 best_calls=[x.calls, y.calls], candidate_calls=cg.calls, weight=ev.w[id(x)],
-                                 gain_pct=(1.0 - r) * 100.0))
-    matched_c = sum(cg.total_us for _, cg in ev.pairs)
-    extra = sum(g.total_us for g in ev.extra_c) / matched_c if matched_c > 0 else 0.0
-    ratio *= 1.0 + extra
-    gain = (1.0 - ratio) * 100.0 - ev.plan.penalty_pct
-    half = float(norm.ppf(ev.confidence)) * math.sqrt(var) * (1.0 + extra) * 100.0
-    return _Gain(deltas=deltas, skipped=skipped, gain=gain, lo=gain - half, hi=gain + half, extra=extra,
-                 best_us=sum(d.best_median_us for d in deltas),
-                 cand_us=sum(d.candidate_median_us for d in deltas) + sum(g.median_us for g in ev.extra_c))
-
-
-def _skipped(ev: _Evidence, g: _Gain) -> GroupKeepDecision | None:
+def _skipped(ev: Evidence, g: Gain) -> GroupKeepDecision | None:
     """Step 5: a group launched too rarely for the harness is skipped work (skipped_work)."""
     if not g.skipped:
         return None
@@ -304,7 +165,7 @@ def _skipped(ev: _Evidence, g: _Gain) -> GroupKeepDecision | None:
                      **ev.base(), gpu_best_us=g.best_us, lower_bound_pct=g.lo, groups=g.deltas)
 
 
-def _how(ev: _Evidence, g: _Gain) -> str:
+def _how(ev: Evidence, g: Gain) -> str:
     """The figures behind a decision, in words, for the reason."""
     names = ", ".join(dict.fromkeys(short_kernel_name(x.kernel) for x, _ in ev.pairs))
     b1_us = sum(x.median_us for x, _ in ev.pairs)
@@ -323,7 +184,7 @@ def _how(ev: _Evidence, g: _Gain) -> str:
     return how
 
 
-def _why_not(ev: _Evidence, g: _Gain) -> str:
+def _why_not(ev: Evidence, g: Gain) -> str:
     """Why a gain that did not clear the floor was not kept, by the way the GPU time moved."""
     if g.lo > 0:  # significantly the script's way, but not beyond what BEST's own profiles already vary
         return ("The GPU time moved the candidate's way, but by no more than BEST's own profiles vary: "
@@ -335,7 +196,7 @@ def _why_not(ev: _Evidence, g: _Gain) -> str:
             "or time saved in kernels outside [profiler] kernel)")
 
 
-def _decide(ev: _Evidence, g: _Gain) -> GroupKeepDecision:
+def _decide(ev: Evidence, g: Gain) -> GroupKeepDecision:
     """Step 4: kept (gpu_time_win) when the gain clears the floor and its lower bound clears
     `min_gain_pct`; gpu_time_loss when the loss as measured, less a lower candidate clock's share
     (ClockPlan credit_pct) and without the higher-clock penalty a win pays, clears the floor and
@@ -399,5 +260,5 @@ def judge_groups(best_before: Runs, candidate: Runs, best_after: Runs, kernel_re
     missing = _missing_groups(ev)
     if missing is not None:
         return missing
-    g = _gain(ev)
+    g = gain_figures(ev)
     return _skipped(ev, g) or _decide(ev, g)

@@ -19,7 +19,7 @@ import pytest
 from kopt_mcp.errors import ProfilerError
 from kopt_mcp.evidence.names import short_kernel_name
 from kopt_mcp.profilers import CuptiProfiler, NcuProfiler, TraceWithMetrics, make_profiler
-from kopt_mcp.profilers import cupti as cupti_mod
+from kopt_mcp.profilers import cupti_parse as cupti_mod
 from kopt_mcp.profilers.bottleneck import classify
 from kopt_mcp.profilers.combined import match_kernel_names
 from kopt_mcp.profilers.cupti import parse_cupti_dir

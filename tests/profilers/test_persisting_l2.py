@@ -15,7 +15,8 @@ import importlib.util
 import pytest
 
 from kopt_mcp.evidence.units import PersistingL2Report
-from kopt_mcp.profilers.cupti import INJECT_DIR, _unit_of
+from kopt_mcp.profilers.cupti import INJECT_DIR
+from kopt_mcp.profilers.cupti_parse import _unit_of
 from kopt_mcp.rules.decision import Code
 from kopt_mcp.rules.hacks import persisting_l2
 from kopt_mcp.rules.units import judge_units

@@ -14,7 +14,8 @@ from __future__ import annotations
 import importlib.util
 import re
 
-from kopt_mcp.profilers.cupti import INJECT_DIR, _unit_of
+from kopt_mcp.profilers.cupti import INJECT_DIR
+from kopt_mcp.profilers.cupti_parse import _unit_of
 from kopt_mcp.rules.decision import Code
 from kopt_mcp.rules.policy import Policy
 from kopt_mcp.rules.unit_figures import figures

@@ -181,11 +181,36 @@ def analyse(runs: list[Run], log_name: str = "benchmark.log", results: str | Non
     columns read, never judged). A kernel column with one value among the run's rows is filtered
     to it where the file holds other kernels' rows. Raises InitError when nothing readable was
     produced or a flag names no value."""
-    import pandas as pd
-
     own = own or Ownership()
     findings: list[str] = []
     comparisons: list[str] = []
+    keys, whole, frames = _result_frames(runs, log_name, results, findings)
+    df = frames[0]
+    if df.empty:
+        raise InitError("the results have no rows")
+    name_col, value_col = _metric(df, keys, metric_name, provider, own, findings, comparisons)
+    flags = {"kernel": kernel, "provider": provider, "mode": mode}
+    filters, mode_col, kernel_col = _selectors(df, whole, keys, flags, own, findings, comparisons)
+    if kernel is not None and kernel_col is None:
+        filters += _kernel_by_name(df, kernel, findings)
+    keys["rows"] = " and ".join(filters)
+    bench = section(keys)
+    sel = [f.query(keys["rows"]) if keys["rows"] else f for f in frames]
+    if keys["format"] == "csv-long":
+        sel = [f[f[name_col].astype(str) == keys["metric"]].assign(**{keys["metric"]: f[value_col]}) for f in sel]
+    if sel[0].empty:
+        raise InitError(f"no row left after rows = {keys['rows']!r}")
+    keys["config_columns"] = _config_columns(df, sel, bench, keys["format"], mode_col, findings)
+    keys["correctness_columns"] = _correctness_columns(sel[0], findings)
+    keys["comparisons"] = comparisons
+    return keys, findings
+
+
+def _result_frames(runs: list[Run], log_name: str, results: str | None,
+                   findings: list[str]) -> tuple[dict, object, list]:
+    """What the runs wrote, read: the keys found so far (`csv`, `format`), the result file as it is
+    after the first run (None for the run log), and each run's fresh rows (the whole file where a run
+    left every row unchanged, with a finding saying every run would be stale)."""
     written = [p for p in runs[0].files if results is None or Path(p).match(results) or p == results]
     shared = _shared_glob(written, runs[0])
     if shared:
@@ -194,30 +219,32 @@ def analyse(runs: list[Run], log_name: str = "benchmark.log", results: str | Non
     elif len(written) > 1:
         findings.append(f"the benchmark wrote {len(written)} result files ({', '.join(written[:5])}); using "
                         f"{written[0]} (pass --results GLOB to choose)")
-    if written:
-        path = written[0]
-        keys: dict = {"csv": shared or path, "format": "auto"}
-        probe = BenchmarkSection(command="x", metric="x", **keys)
-        contents = [r.files.get(path, (None, None)) for r in runs]
-        after = whole = _frame(probe, path, contents[0][1])
-        if path.endswith(".json"):
-            reader = make_reader(probe, path)
-            reader.frame(contents[0][1], path)
-            keys["format"] = reader.name
-        frames = [f for f in (_fresh(probe, path, b, a) for b, a in contents if a is not None) if not f.empty]
-        if not frames:  # nothing new: read the file as it is, and say why every run would be stale
-            findings.append(f"{path}: the run left every row unchanged (it keeps old rows): pass the benchmark's "
-                            "overwrite flag in the command, or every run will be judged stale")
-            frames = [after]
-        findings += _left_out(path, len(after), len(frames[0]))  # rows the run never wrote
-    else:
-        keys, whole = {"csv": "", "format": "stdout"}, None
+    if not written:
         probe = BenchmarkSection(command="x", metric="x", format="stdout")
-        frames = [_frame(probe, log_name, r.log) for r in runs]
         findings.append("the benchmark wrote no .csv or .json file: its printed table is read from the run log")
-    df = frames[0]
-    if df.empty:
-        raise InitError("the results have no rows")
+        return {"csv": "", "format": "stdout"}, None, [_frame(probe, log_name, r.log) for r in runs]
+    path = written[0]
+    keys: dict = {"csv": shared or path, "format": "auto"}
+    probe = BenchmarkSection(command="x", metric="x", **keys)
+    contents = [r.files.get(path, (None, None)) for r in runs]
+    after = whole = _frame(probe, path, contents[0][1])
+    if path.endswith(".json"):
+        reader = make_reader(probe, path)
+        reader.frame(contents[0][1], path)
+        keys["format"] = reader.name
+    frames = [f for f in (_fresh(probe, path, b, a) for b, a in contents if a is not None) if not f.empty]
+    if not frames:  # nothing new: read the file as it is, and say why every run would be stale
+        findings.append(f"{path}: the run left every row unchanged (it keeps old rows): pass the benchmark's "
+                        "overwrite flag in the command, or every run will be judged stale")
+        frames = [after]
+    findings += _left_out(path, len(after), len(frames[0]))  # rows the run never wrote
+    return keys, whole, frames
+
+
+def _metric(df, keys: dict, metric_name: str | None, provider: str | None, own: Ownership,
+            findings: list[str], comparisons: list[str]) -> tuple[str | None, str | None]:
+    """Sets keys' `metric` and `higher_is_better` (a long CSV: also its format, metric-name and value
+    columns). Returns the metric-name and value columns found (None, None: no long layout)."""
     name_col, value_col = _pick(df, METRIC_NAME_COLUMNS), _pick(df, VALUE_COLUMNS)
     if keys["format"] != "stdout" and keys["csv"].endswith(".csv") and name_col and value_col \
             and df[name_col].dtype.kind not in "biuf":
@@ -229,8 +256,16 @@ def analyse(runs: list[Run], log_name: str = "benchmark.log", results: str | Non
     else:
         keys["metric"] = _metric_column(df, keys["format"] == "pytest-benchmark", provider, findings, own, comparisons)
     keys["higher_is_better"] = bool(HIGHER_IS_BETTER.search(keys["metric"]))
+    return name_col, value_col
+
+
+def _selectors(df, whole, keys: dict, flags: dict[str, str | None], own: Ownership, findings: list[str],
+               comparisons: list[str]) -> tuple[list[str], str | None, str | None]:
+    """The `rows` filters the selector columns (SELECTORS: kernel, provider, mode) call for, the mode
+    column (several modes and no --mode: a config column, not a filter) and the kernel column. Other
+    providers' rows go to `comparisons`."""
     filters, mode_col, kernel_col = [], None, None
-    flags = {"kernel": kernel, "provider": provider, "mode": mode}
+    kernel, mode = flags["kernel"], flags["mode"]
     for what, names in SELECTORS.items():
         # pytest-benchmark's `group` (@pytest.mark.benchmark(group="layer_norm")) names the kernel
         names = (*names, "group") if what == "kernel" and keys["format"] == "pytest-benchmark" else names
@@ -263,16 +298,14 @@ def analyse(runs: list[Run], log_name: str = "benchmark.log", results: str | Non
                         f"(--{what} to change)")
         if what == "provider":  # the same kernel by others: rows to compare with, never judged
             comparisons += [f"{col} == {o!r}" for o in others]
-    if kernel is not None and kernel_col is None:
-        filters += _kernel_by_name(df, kernel, findings)
-    keys["rows"] = " and ".join(filters)
-    bench = section(keys)
-    sel = [f.query(keys["rows"]) if keys["rows"] else f for f in frames]
-    if keys["format"] == "csv-long":
-        sel = [f[f[name_col].astype(str) == keys["metric"]].assign(**{keys["metric"]: f[value_col]}) for f in sel]
-    if sel[0].empty:
-        raise InitError(f"no row left after rows = {keys['rows']!r}")
-    cols = found_config_columns(sel[0], bench, keys["format"])
+    return filters, mode_col, kernel_col
+
+
+def _config_columns(df, sel: list, bench: BenchmarkSection, fmt: str, mode_col: str | None,
+                    findings: list[str]) -> list[str]:
+    """The config columns of the selected rows: found ones that vary (all found where none does),
+    less those that differ between two runs of the same code; the mode column first."""
+    cols = found_config_columns(sel[0], bench, fmt)
     varying = [c for c in cols if sel[0][c].nunique(dropna=False) > 1]
     cols = varying or cols
     if len(sel) > 1:
@@ -286,15 +319,20 @@ def analyse(runs: list[Run], log_name: str = "benchmark.log", results: str | Non
     dropped = [str(c) for c in df.columns if never_config(str(c), df[c])]
     if dropped:
         findings.append(f"never config columns (timestamps, versions, statistics, units, machine): {dropped[:12]}")
-    keys["config_columns"] = [mode_col, *(c for c in cols if c != mode_col)] if mode_col else cols
-    errs = [str(c) for c in sel[0].columns if re.search(r"(^|[_.])(err|error|errors|mismatch|mismatches)", str(c), re.I)]
-    zero = [c for c in errs if pd.to_numeric(sel[0][c], errors="coerce").fillna(1).eq(0).all()]
-    keys["correctness_columns"] = zero
+    return [mode_col, *(c for c in cols if c != mode_col)] if mode_col else cols
+
+
+def _correctness_columns(rows, findings: list[str]) -> list[str]:
+    """The error columns (err/error/mismatch) that are 0 on every selected row: correctness columns;
+    the others get a finding asking for a [benchmark] correctness condition."""
+    import pandas as pd
+
+    errs = [str(c) for c in rows.columns if re.search(r"(^|[_.])(err|error|errors|mismatch|mismatches)", str(c), re.I)]
+    zero = [c for c in errs if pd.to_numeric(rows[c], errors="coerce").fillna(1).eq(0).all()]
     if set(errs) - set(zero):
         findings.append(f"error column(s) {sorted(set(errs) - set(zero))} are not 0 on every row: write a "
                         "[benchmark] correctness condition such as \"max_err < 1e-3\"")
-    keys["comparisons"] = comparisons
-    return keys, findings
+    return zero
 
 
 def _kernel_by_name(df, kernel: str, findings: list[str]) -> list[str]:
