@@ -162,6 +162,12 @@ def _run_preview(out: Console, repo: Path, b: BenchmarkSection, warnings: list[s
             out.print(f"[red]the run wrote no file matching {escape(repr(b.csv))}[/red] (it wrote: "
                       f"{escape(', '.join(sorted(run.files)) or 'no .csv or .json file')})")
             return 2
+        others = sorted({Path(p).relative_to(cwd).as_posix() for p in glob.glob(str(cwd / b.csv), recursive=True)
+                         if Path(p).is_file()} - set(written))
+        for name in others:
+            warnings.append(f"{name}: matches {b.csv!r} but this run did not write it: not previewed, and its rows "
+                            "are never judged (stale, another device's or another kernel's); remove it or narrow the "
+                            "glob")
         tracked = tracked_files(cwd, [cwd / p for p in written])
         mine = [ResultFile(path=str(cwd / p), before=bv, after=av, tracked=(cwd / p).resolve() in tracked)
                 for p, (bv, av) in sorted(written.items())]

@@ -132,3 +132,14 @@ def test_check_config_run_previews_the_run_and_fails_when_it_cannot(toy_repo, ca
     assert main(["check-config", "--repo", str(toy_repo), "--run"]) == 2
     out = capsys.readouterr().out
     assert "the benchmark run failed" in out and "exited 3" in out
+
+
+def test_check_config_run_names_the_matching_files_its_run_did_not_write(toy_repo, capsys):
+    """The MCP-client pass (2026-12-02): with --run, a stale results/old-h100.csv matching the glob was left
+    out without a word; it is named, as the plain check-config names it."""
+    (toy_repo / "results").mkdir(exist_ok=True)
+    (toy_repo / "results" / "old-h100.csv").write_text("n,us_per_call\n7,0.051\n")
+    assert main(["check-config", "--repo", str(toy_repo), "--run"]) == 0
+    out = capsys.readouterr().out
+    assert "wrote: 2 counted row(s), 2 config class(es)" in out and "n=7" not in out
+    assert "old-h100.csv: matches 'results/*.csv' but this run did not write it" in out
