@@ -41,15 +41,15 @@ def baseline(sess: Session, progress: Progress | None) -> BenchmarkResult:
     """Measure and record the baseline (module docstring); the device is leased by the caller.
     Raises RefereeError when the unmodified benchmark fails its gate or writes a protected file,
     or when profiling it fails (the text says what to fix)."""
-    cfg = sess.cfg
+    cfg = sess.what.cfg
     runs = cfg.gates.baseline_runs
     prof = sess.profiler()
     profiles_due = BASELINE_PROFILES if prof.name != "none" else 0
     steps = runs + profiles_due  # the progress total
-    best_tree = vcs.tree_of(sess.ws, sess.state.best.commit)
+    best_tree = vcs.tree_of(sess.where.ws, sess.books.state.best.commit)
     group, m, walls, adoption = _plain_runs(sess, progress, steps, best_tree)
     baseline_values = {k: statistics.median(g[k] for g in group) for k in group[0]}
-    sess.state.plain_run_s = statistics.median(walls)  # the unit of every cost (results.Cost)
+    sess.books.state.plain_run_s = statistics.median(walls)  # the unit of every cost (results.Cost)
     gpu_us, kernels, note = None, [], "no profiler: the script metric is the keep metric"
     class_gpu_us: dict[str, float] | None = None
     profiles: list[float] = []  # adjacent profiled runs: the first spreads for the keep metric's floor
@@ -57,7 +57,7 @@ def baseline(sess: Session, progress: Progress | None) -> BenchmarkResult:
     for i in range(profiles_due):
         if progress:
             progress(runs + i, steps, f"baseline: profiling with {prof.name} ({i + 1} of {profiles_due})")
-        p = sess.profile(prof, best_tree, sess.store.run_dir(0, "baseline-profile"))
+        p = sess.profile(prof, best_tree, sess.books.store.run_dir(0, "baseline-profile"))
         _baseline_changes(sess, p.changes)
         if p.trace is None:
             raise RefereeError(f"profiling the baseline failed: {p.error}. Fix it, or set [profiler] "
@@ -82,9 +82,9 @@ def baseline(sess: Session, progress: Progress | None) -> BenchmarkResult:
         class_gpu_us = class_gpu_times(traces[0], list(baseline_values), regex)
     if profiles:
         note = f"keep metric: profiler GPU time of {', '.join(k[:60] for k in kernels)}"
-    s = sess.state
+    s = sess.books.state
     s.begin_job("baseline", base=s.best.commit)
-    sess.save()  # the marker first: a kill below leaves something recovery can undo
+    sess.books.save()  # the marker first: a kill below leaves something recovery can undo
     s.baseline_recorded(baseline_values, gpu_us, kernels)
     s.record_best_runs(group)
     for spread in spreads:
@@ -92,23 +92,23 @@ def baseline(sess: Session, progress: Progress | None) -> BenchmarkResult:
     s.launch_counts_vary = counts_vary
     rows = [r.model_dump() for r in perf_rows(
         "baseline", s.best.commit, cfg.benchmark.command, "global", kernels, s.best.metrics,
-        gpu_us, None, f"unmodified BEST_COMMIT on {sess.device.name}; {note}", class_gpu_us=class_gpu_us)]
+        gpu_us, None, f"unmodified BEST_COMMIT on {sess.jobs.device.name}; {note}", class_gpu_us=class_gpu_us)]
     # queued with its performance.md rows; performance.md is rendered from the ledger
-    rec = sess.record("baseline", best_commit=s.best.commit, metrics=s.best.metrics, runs=group, gpu_us=gpu_us,
-                      kernels=kernels, gpu_profiles_us=profiles, device=sess.device.model_dump(),
-                      device_id=sess.device_id, run_dir=m.run_dir, rows=rows, adopted_runs=len(adoption.runs),
+    rec = sess.books.record("baseline", best_commit=s.best.commit, metrics=s.best.metrics, runs=group, gpu_us=gpu_us,
+                      kernels=kernels, gpu_profiles_us=profiles, device=sess.jobs.device.model_dump(),
+                      device_id=sess.jobs.device_id, run_dir=m.run_dir, rows=rows, adopted_runs=len(adoption.runs),
                       adopted_tests=adoption.tests, adoption_code=adoption.code)
     sess.write_performance()
     faults.point("baseline.after_perf_written")
-    commit = rec["best_commit"] = vcs.commit_paths(sess.ws, ["performance.md"], BASELINE_MESSAGE)
+    commit = rec["best_commit"] = vcs.commit_paths(sess.where.ws, ["performance.md"], BASELINE_MESSAGE)
     s.best.commit = commit  # recovery compares the workspace's HEAD with the marker's base
     faults.point("baseline.after_git_commit")
-    vcs.ensure_best_worktree(sess.repo, sess.best_path, commit)
+    vcs.ensure_best_worktree(sess.where.repo, sess.where.best_path, commit)
     faults.point("baseline.after_best_worktree")
     s.baseline_committed(commit)
     with best_lock(sess):
         publish(sess)  # the session's BEST, for every candidate slot
-    sess.save()  # the commit point: the baseline record is committed with the phase
+    sess.books.save()  # the commit point: the baseline record is committed with the phase
     res = bench_result(sess, "baseline (BEST_COMMIT)", m, recorded=True, runs=group)
     return res.model_copy(update={"reason": "; ".join(x for x in (res.reason, adoption.reason) if x)})
 
@@ -120,7 +120,7 @@ def _plain_runs(sess: Session, progress: Progress | None, steps: int,
     command with the first measured one unless init's run of it is adopted. Returns each run's
     metric per class, the run shown in the result, the wall times (s) and the adoption. Raises
     RefereeError as `baseline` does."""
-    runs = sess.cfg.gates.baseline_runs
+    runs = sess.what.cfg.gates.baseline_runs
     adoption = adopt_init_runs(sess, best_tree, runs)
     group = [a.values() for a in adoption.runs]
     walls = [a.run.duration_s for a in adoption.runs]
@@ -131,11 +131,11 @@ def _plain_runs(sess: Session, progress: Progress | None, steps: int,
             progress(i, steps, f"baseline: run {i + 1} of {runs} of unmodified BEST_COMMIT")
         label = "baseline" if i == 0 else f"baseline-r{i + 1}"
         # the [correctness] command once, with the first run measured here (unless init's run of it stands)
-        mi = sess.measure(best_tree, sess.store.run_dir(0, label), check=check_due)
+        mi = sess.measure(best_tree, sess.books.store.run_dir(0, label), check=check_due)
         check_due = False
         _baseline_changes(sess, mi.changes)
         if mi.gate.kind != "ok":
-            sess.store.log("baseline_failed", reason=mi.gate.reason, run_dir=mi.run_dir)
+            sess.books.store.log("baseline_failed", reason=mi.gate.reason, run_dir=mi.run_dir)
             raise RefereeError(
                 f"the unmodified benchmark does not pass the correctness gate ({mi.gate.reason}); fix the "
                 f"repository or kopt.toml and start again. Log: {mi.run.log_path}")
@@ -193,7 +193,7 @@ def bench_result(sess: Session, what: str, m: Measurement, recorded: bool,
     in performance.md and BEST's metrics (the median of the baseline runs), not the first run's, and
     with `runs` (each baseline run's metric per class) each class's runs and their spread (%: the
     run-to-run SD the noise estimate uses, rules.stats.noise_from_groups)."""
-    best = sess.state.best.metrics
+    best = sess.books.state.best.metrics
     shown = best if recorded else {}
 
     def spread(key: str) -> dict:
@@ -203,13 +203,13 @@ def bench_result(sess: Session, what: str, m: Measurement, recorded: bool,
 
     classes = [ClassMetric(key=c.key, metric=shown.get(c.key, c.metric), correct=c.correct, errors=c.errors,
                            **spread(c.key)) for c in (m.table.classes if m.table else [])]
-    vs = {c.key: improvement_pct(best[c.key], c.metric, sess.cfg.benchmark.higher_is_better)
+    vs = {c.key: improvement_pct(best[c.key], c.metric, sess.what.cfg.benchmark.higher_is_better)
           for c in classes if c.key in best and not recorded}
     return BenchmarkResult(
-        what=what, device=sess.device, ok=m.gate.kind == "ok", gate=m.gate.kind, reason=m.gate.reason,
-        metric=sess.cfg.benchmark.metric, classes=classes, vs_best_pct=vs, exit_code=m.run.exit_code,
+        what=what, device=sess.jobs.device, ok=m.gate.kind == "ok", gate=m.gate.kind, reason=m.gate.reason,
+        metric=sess.what.cfg.benchmark.metric, classes=classes, vs_best_pct=vs, exit_code=m.run.exit_code,
         duration_s=m.run.duration_s, log_path=m.run.log_path, log_tail=m.run.log_tail[-2000:],
-        baseline_recorded=recorded, best_commit=sess.state.best.commit, next_actions=next_actions(sess.state),
+        baseline_recorded=recorded, best_commit=sess.books.state.best.commit, next_actions=next_actions(sess.books.state),
         detectable=_detectable(sess, runs) if recorded and runs else None)
 
 
@@ -226,7 +226,7 @@ def _detectable(sess: Session, runs: list[dict[str, float]]) -> Detectable | Non
         return None
     if est.df == 0:
         return None
-    pol, hib, g = sess.policy, sess.cfg.benchmark.higher_is_better, sess.cfg.gates
+    pol, hib, g = sess.what.policy, sess.what.cfg.benchmark.higher_is_better, sess.what.cfg.gates
     bound = max(g.max_rounds, g.max_rounds_asked)
     d = detectable(est.run_sd_pct, est.df, pol.script_rounds, pol, hib)
     wanted = [RoundsFor(effect_pct=e, ratio_x=round(1 + e / 100 if hib else 100 / (100 - e), 3),
