@@ -16,7 +16,6 @@ FUNCTIONS = {
     "profilers/cupti.py:parse_cupti_dir": 117,
     "app/cli.py:_parser": 108,
     "profilers/rocprof.py:_read_one": 98,
-    "referee/attempt.py:_judge": 89,
     "readers/metrics.py:read_results": 83,
     "profilers/cupti_collect.py:collect": 81,
 }

@@ -27,6 +27,7 @@ from kopt_mcp.results import VerdictResult
 from kopt_mcp.results_change import Cost
 from kopt_mcp.rules.decision import Code
 from kopt_mcp.rules.load import LOAD_EXTRA_ROUNDS, RoundLoad, can_measure_more, decide_counted
+from kopt_mcp.rules.policy import Policy
 from kopt_mcp.rules.protect import touched_protected, unsafe_symlinks
 from kopt_mcp.rules.repair import after_incorrect
 from kopt_mcp.rules.script import GLOBAL, Round
@@ -118,20 +119,12 @@ def _judge_on_one_device(sess: Session, a: Attempt, progress: Progress | None) -
 
 
 def _judge(sess: Session, a: Attempt, progress: Progress | None) -> VerdictResult:
-    hits = touched_protected(a.changed, protected_paths(sess))
-    if hits:
-        return finish(sess, a, "rejected", f"the candidate changes protected file(s) {', '.join(hits)}: the "
-                      "benchmark, oracle, config and performance.md are fixed for the session; make "
-                      "the change in the kernel only", revert=True, code=Code.PROTECTED_PATH)
-    links = vcs.symlinks(sess.where.ws, a.tree)
-    unsafe = unsafe_symlinks([p for p in a.changed if p in links], links, protected_paths(sess))
-    if unsafe:
-        return finish(sess, a, "rejected", "; ".join(unsafe) + ": a symlink may not lead into a protected path "
-                      "or out of the repository (writes through it would change what is fixed or escape "
-                      "the checkout); copy the file instead", revert=True, code=Code.UNSAFE_SYMLINK)
-    shadow = shadowing(sess, a.tree, a.best_tree)
-    if shadow:
-        return finish(sess, a, "rejected", shadow.reason, revert=True, code=shadow.code)
+    """One verdict, phase by phase: the refusals before any run (`_refused`), the job lease, the
+    paired script rounds (`_script_rounds`; every run profiled instead when the profiler measures
+    the script: referee/profiled.py), then on a script win the keep metric (keep_metric.py)."""
+    refused = _refused(sess, a)
+    if refused is not None:
+        return refused
     gate = sess.jobs.lease(progress)
     if gate.lease is None:
         stop = None if gate.reason == "cancelled" else f"no idle GPU: {gate.reason}"
@@ -147,6 +140,48 @@ def _judge(sess: Session, a: Attempt, progress: Progress | None) -> VerdictResul
     g = sess.what.policy
     # progress counts runs: the first pair, at most max_rounds - 1 more pairs, then 3 profiled runs
     total = 2.0 + 2.0 * (g.max_rounds - 1 + LOAD_EXTRA_ROUNDS) + (3.0 if profiled else 0.0)
+    ended = _script_rounds(sess, a, progress, total, g.screen() if screening else g)
+    if ended is not None:
+        return ended
+    if progress and profiled:
+        total = 2.0 * a.rounds + 3.0  # no more script rounds: the profiled runs are the rest
+        progress(2 * a.rounds, total, f"attempt {a.n}: runs {2 * a.rounds + 1}-{2 * a.rounds + 3}: "
+                 "profiling BEST, the candidate, BEST again (keep metric)")
+    suspect = clear_script_win(a.decision, g.noise_pct)  # a clear script win that GPU time then denies is suspect
+    # every candidate run counts against [gates] max_rounds: the script rounds, then the profiled runs
+    a.keep = keep_metric(sess, a, suspect, candidate_runs=max(1, g.max_rounds - a.rounds))
+    v = attempt_verdict(a.decision, a.keep)
+    if v.outcome != "improved":
+        return finish(sess, a, v.outcome, v.reason, revert=True, reset=True, code=v.code)
+    return _improved(sess, a, v.reason, v.code)
+
+
+def _refused(sess: Session, a: Attempt) -> VerdictResult | None:
+    """Before any run: a candidate that changes a protected path, adds an unsafe symlink or shadows
+    a module the benchmark imports is `rejected` (reverted); None when it may run."""
+    hits = touched_protected(a.changed, protected_paths(sess))
+    if hits:
+        return finish(sess, a, "rejected", f"the candidate changes protected file(s) {', '.join(hits)}: the "
+                      "benchmark, oracle, config and performance.md are fixed for the session; make "
+                      "the change in the kernel only", revert=True, code=Code.PROTECTED_PATH)
+    links = vcs.symlinks(sess.where.ws, a.tree)
+    unsafe = unsafe_symlinks([p for p in a.changed if p in links], links, protected_paths(sess))
+    if unsafe:
+        return finish(sess, a, "rejected", "; ".join(unsafe) + ": a symlink may not lead into a protected path "
+                      "or out of the repository (writes through it would change what is fixed or escape "
+                      "the checkout); copy the file instead", revert=True, code=Code.UNSAFE_SYMLINK)
+    shadow = shadowing(sess, a.tree, a.best_tree)
+    if shadow:
+        return finish(sess, a, "rejected", shadow.reason, revert=True, code=shadow.code)
+    return None
+
+
+def _script_rounds(sess: Session, a: Attempt, progress: Progress | None, total: float,
+                   policy: Policy) -> VerdictResult | None:
+    """The paired script rounds on this lease: the candidate, BEST, then more pairs while the rule
+    asks (rules: decide_counted under `policy`). Ends the attempt (the VerdictResult) unless the
+    script says `improved`; then None, with `a.decision`, `a.rounds` and the counted runs set.
+    Raises RefereeError when BEST itself failed to run."""
     if progress:
         progress(0, total, f"attempt {a.n}: run 1: the candidate")
     cand = measure_run(sess, a, a.tree, "candidate")
@@ -168,7 +203,7 @@ def _judge(sess: Session, a: Attempt, progress: Progress | None) -> VerdictResul
                            "changed, not the candidate. The candidate is still in place; call save_and_test again")
     rounds = [Round(best=best.values(), candidate=cand.values())]
     loads = [RoundLoad(runs=[best.load, cand.load])]  # the foreign load each run ran under (rules/load.py)
-    policy, s, hib = (g.screen() if screening else g), sess.books.state, sess.what.cfg.benchmark.higher_is_better
+    s, hib = sess.books.state, sess.what.cfg.benchmark.higher_is_better
     try:
         d, a.load = decide_counted(rounds, loads, a.target, hib, policy, s.noise_history,
                                    can_measure=can_measure_more(loads, policy, policy.script_rounds))
@@ -195,17 +230,7 @@ def _judge(sess: Session, a: Attempt, progress: Progress | None) -> VerdictResul
     a.counted_rounds = counted
     if d.outcome != "improved":
         return finish(sess, a, d.outcome, d.reason, revert=True, reset=d.outcome != "regressed", code=d.code)
-    if progress and profiled:
-        total = 2.0 * len(rounds) + 3.0  # no more script rounds: the profiled runs are the rest
-        progress(2 * len(rounds), total, f"attempt {a.n}: runs {2 * len(rounds) + 1}-{2 * len(rounds) + 3}: "
-                 "profiling BEST, the candidate, BEST again (keep metric)")
-    suspect = clear_script_win(d, g.noise_pct)  # a clear script win that GPU time then denies is suspect
-    # every candidate run counts against [gates] max_rounds: the script rounds, then the profiled runs
-    a.keep = keep_metric(sess, a, suspect, candidate_runs=max(1, g.max_rounds - len(rounds)))
-    v = attempt_verdict(d, a.keep)
-    if v.outcome != "improved":
-        return finish(sess, a, v.outcome, v.reason, revert=True, reset=True, code=v.code)
-    return _improved(sess, a, v.reason, v.code)
+    return None
 
 
 def _incorrect(sess: Session, a: Attempt, reason: str, code: Code) -> VerdictResult:
