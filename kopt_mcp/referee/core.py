@@ -1,7 +1,9 @@
-"""The referee's values: a `Session` (state, store, repository, config, services, device) and its
-commit point. The operations are plain functions over a Session, one module per responsibility:
+"""The referee's values: a `Session`, built whole from its `Parts` (referee/parts/: `where` the
+paths, git and workspace; `what` the frozen config and policy; `books` the state, the store and the
+commit point; `jobs` the executor, the job lease and its device), and the runs it makes on a lease.
+The operations are plain functions over a Session (or the parts they use), one module per job:
 
-    opening.py   open or resume a session (locks, refusals, state, BEST worktree, GPU gate)
+    opening.py   open or resume a session: build its parts (locks, refusals, state, executor), recover
     recovery.py  settle / recover a half-done job, adopt a new BEST, stop (Stop Summary)
     ops.py       status, find_idle_gpu, run_benchmark, trace, warm-up, revert, get_attempt
     baseline.py  the baseline of unmodified BEST_COMMIT
@@ -19,7 +21,7 @@ edits; the session's files (state.json, ledger.jsonl, attempts/, runs/) live in 
 so a server started on a worktree of the repository (the workspace itself) is refused.
 
 Crash consistency: one commit point per transition. A transition's ledger records are not written
-to the ledger directly: `record()` queues them in `state.outbox`, and `save()` writes state.json
+to the ledger directly: `books.record()` queues them in `state.outbox`, and `books.save()` writes state.json
 (phase, counters, verdict AND the queued records) in one atomic rename. That rename is the commit
 point. Only then are the records appended to the hash-chained ledger, and dropped from the outbox.
 So a kill
@@ -36,7 +38,7 @@ either undone or adopted by recovery from what git shows. performance.md is neve
 `write_performance` renders it from the ledger (plus the records being committed) with
 `ledger.render_performance`, so its rows always come from ledger records.
 
-A failed save (disk full, read-only) changes nothing in memory: `save()` restores the state to what
+A failed save (disk full, read-only) changes nothing in memory: `books.save()` restores the state to what
 state.json holds (the last successful save) and raises `StateSaveError`; an operation that finds a
 job marker left by such a failure first recovers it, as a restart would. Recovery at start removes
 stale git lock files in the session's own worktrees and never raises: what it cannot fix, and a

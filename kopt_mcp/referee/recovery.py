@@ -277,7 +277,7 @@ def clear_stale_locks(where: Layout, books: Books) -> None:
 
 
 def lease_or_stop(sess: Session, progress: Progress | None) -> GateOutcome:
-    """`Session.lease`; with no device after the whole wait the session stops at once (reason `no
+    """`jobs.lease` (parts/jobs.py); with no device after the whole wait the session stops at once (reason `no
     idle GPU: ...`, Stop Summary written) and the outcome, without a lease, is returned. Raises
     Cancelled when the client cancelled the wait."""
     outcome = sess.jobs.lease(progress)

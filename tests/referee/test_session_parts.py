@@ -75,7 +75,8 @@ def foreign_imports(source: str, allowed: set[str]) -> list[str]:
             found += [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             found += [f"{node.module}.{a.name}" for a in node.names]
-    return sorted({m for m in found if not m.startswith("__future__.") and m.split(".")[0] not in sys.stdlib_module_names
+    return sorted({m for m in found if not m.startswith("__future__.")
+                   and m.split(".")[0] not in sys.stdlib_module_names
                    and not any(m == a or m.startswith(a + ".") for a in allowed)})
 
 
@@ -111,7 +112,8 @@ def test_an_opened_session_holds_its_parts_whole(toy_repo, make_referee):
     assert isinstance(r, Session)
     assert (type(r.where), type(r.what), type(r.books), type(r.jobs)) == (Where, What, Books, Jobs)
     assert r.where.ws.active_branch.name == r.where.branch == r.books.state.branch == "kernel-opt/p"
-    assert Path(r.where.ws.working_tree_dir) == r.where.workspace_path == toy_repo.resolve() / ".kopt" / "worktrees" / "p"
+    workspace = toy_repo.resolve() / ".kopt" / "worktrees" / "p"
+    assert Path(r.where.ws.working_tree_dir) == r.where.workspace_path == workspace
     assert r.what.cfg is r.what.config.target and r.books.state.config_sha256 == r.what.config.sha256
     assert r.books.store.root == r.where.state_dir and r.jobs.executor is not None and r.jobs.job is None
     assert r.where.best_path.is_dir()  # the BEST worktree, checked out at start

@@ -66,7 +66,8 @@ class Jobs:
         if job is None:
             return
         try:
-            self.log("job_lease", slot=self.slot, device=device, waited_s=round(outcome.waited_s, 3) if outcome else None,
+            self.log("job_lease", slot=self.slot, device=device,
+                     waited_s=round(outcome.waited_s, 3) if outcome else None,
                      held_from=round(self.since, 3), held_until=round(time.time(), 3))
         except (OSError, LedgerEventError):
             pass  # informational: the lease must still be given back

@@ -77,7 +77,8 @@ class Layout:
             config_path=(config_path or repo_path / "kopt.toml").resolve(),
             kopt_dir=kd, state_dir=session_dir(g, tag) / "slots" / slot if slot else session_dir(g, tag),
             pid_dir=kd / "pids",
-            cache_dirs={"TRITON_CACHE_DIR": str(cache / "triton"), "TORCH_EXTENSIONS_DIR": str(cache / "torch_extensions"),
+            cache_dirs={"TRITON_CACHE_DIR": str(cache / "triton"),
+                        "TORCH_EXTENSIONS_DIR": str(cache / "torch_extensions"),
                         "CUDA_CACHE_PATH": str(cache / "cuda"), "MIOPEN_USER_DB_PATH": str(cache / "miopen")})
 
     def attempt_ref(self, n: int, suffix: str = "") -> str:
