@@ -78,8 +78,9 @@ def build_server(ref: Referee | StartupError, tools: list[str] | None = None, re
     session = None if error else ref
     pool = None
     if session is not None and slot_per_session:
-        pool = SlotPool(session, lambda name: Referee(session.where.repo_path, session.where.config_path, session.where.tag,
-                                                       services=session.services, slot=name))
+        where = session.where
+        pool = SlotPool(session, lambda name: Referee(where.repo_path, where.config_path, where.tag,
+                                                      services=session.services, slot=name))
 
     tasks = TaskStore()  # long calls as MCP tasks where the client declares the extension (app/tasks.py)
 

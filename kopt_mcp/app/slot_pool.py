@@ -35,7 +35,8 @@ class SlotPool:
                 if not self._by:
                     ref = self.main
                 else:
-                    ref = self._open(f"http-{sum(1 for r in self._made if (r.where.slot or '').startswith('http-')) + 1}")
+                    n = sum(1 for r in self._made if (r.where.slot or "").startswith("http-"))
+                    ref = self._open(f"http-{n + 1}")
                     self._made.append(ref)
                 self._by[key] = ref
             return ref

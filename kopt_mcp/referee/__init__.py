@@ -138,7 +138,8 @@ class Referee(Session):
                  services: Services | None = None, slot: str | None = None) -> None:
         changes = {k: v for k, v in (("probe", probe), ("lease_dir", lease_dir), ("sleep", sleep),
                                      ("clock", clock)) if v is not None}
-        super().__init__(open_parts(repo, config_path, tag, dataclasses.replace(services or Services(), **changes), slot))
+        services = dataclasses.replace(services or Services(), **changes)
+        super().__init__(open_parts(repo, config_path, tag, services, slot))
         recover_at_start(self)
 
     status = ops.status  # read-only, no lock: a snapshot of the state

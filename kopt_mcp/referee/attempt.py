@@ -86,7 +86,7 @@ def _save_and_test(sess: Session, target: str, hypothesis: str, progress: Progre
     except Cancelled:
         path = sess.books.store.relabel(n, "pending", "cancelled")  # the tree stays as it was: nothing lost
         sess.books.record("attempt", attempt=n, verdict="cancelled", code=str(Code.CANCELLED), target=target,
-                    hypothesis=hypothesis, changed=changed, runs=a.runs, reverted=False, patch=str(path))
+                          hypothesis=hypothesis, changed=changed, runs=a.runs, reverted=False, patch=str(path))
         s.end_job()
         sess.books.save()
         raise
@@ -159,13 +159,13 @@ def _judge(sess: Session, a: Attempt, progress: Progress | None) -> VerdictResul
 def _refused(sess: Session, a: Attempt) -> VerdictResult | None:
     """Before any run: a candidate that changes a protected path, adds an unsafe symlink or shadows
     a module the benchmark imports is `rejected` (reverted); None when it may run."""
-    hits = touched_protected(a.changed, protected_paths(sess))
+    hits = touched_protected(a.changed, protected_paths(sess.what, sess.where))
     if hits:
         return finish(sess, a, "rejected", f"the candidate changes protected file(s) {', '.join(hits)}: the "
                       "benchmark, oracle, config and performance.md are fixed for the session; make "
                       "the change in the kernel only", revert=True, code=Code.PROTECTED_PATH)
     links = vcs.symlinks(sess.where.ws, a.tree)
-    unsafe = unsafe_symlinks([p for p in a.changed if p in links], links, protected_paths(sess))
+    unsafe = unsafe_symlinks([p for p in a.changed if p in links], links, protected_paths(sess.what, sess.where))
     if unsafe:
         return finish(sess, a, "rejected", "; ".join(unsafe) + ": a symlink may not lead into a protected path "
                       "or out of the repository (writes through it would change what is fixed or escape "
@@ -261,7 +261,8 @@ def _improved(sess: Session, a: Attempt, reason: str, code: Code) -> VerdictResu
     vendor = sess.jobs.device.vendor if sess.jobs.device else "cpu"
     script_only = keep.metric_used == "script metric"  # no profiler measured it (rules/script_only.py)
     if script_only:
-        allowed = script_only_keeps_allowed(sess.what.cfg.gates.allow_script_only_keeps, vendor, sess.what.cfg.profiler.backend)
+        cfg = sess.what.cfg
+        allowed = script_only_keeps_allowed(cfg.gates.allow_script_only_keeps, vendor, cfg.profiler.backend)
         reason = f"{reason}; {script_only_note(allowed)}"
     sess.books.state.improved(PendingImprovement(
         attempt=a.n, tree=a.tree, target=a.target, hypothesis=a.hypothesis,
@@ -288,7 +289,8 @@ def finish(sess: Session, a: Attempt, verdict: str, reason: str, revert: bool, r
     if moved:  # the tested snapshot is archived; what the run left in the workspace is not kept
         verdict, revert, repairs_left, code, reason = "rejected", True, None, Code.TAMPERED, moved + (
             f" (the measurements said: {verdict}, {reason})" if verdict != "rejected" else f"; {reason}")
-    patch_path = ensure_patch(sess.books.store, sess.where.ws, sess.where.ref_prefix, n, sess.books.store.relabel(n, "pending", verdict))
+    store = sess.books.store
+    patch_path = ensure_patch(store, sess.where.ws, sess.where.ref_prefix, n, store.relabel(n, "pending", verdict))
     if revert:
         faults.point("save_and_test.before_revert")
         vcs.reset_to(sess.where.ws, s.best.commit)
@@ -308,12 +310,12 @@ def finish(sess: Session, a: Attempt, verdict: str, reason: str, revert: bool, r
     # together by the next save (see referee/core.py), so a kill never leaves a verdict in the
     # ledger that recovery would contradict with `interrupted`
     sess.books.record("attempt", attempt=n, verdict=verdict, code=str(code), reason=reason, target=a.target,
-                hypothesis=a.hypothesis, changed=a.changed, patch=str(patch_path),
-                classes=[x.model_dump() for x in d.classes] if d else [], runs=a.runs,
-                gpu=keep.model_dump() if keep else None, reverted=revert, device=sess.jobs.device_id,
-                **({"provenance": a.provenance} if a.provenance else {}),
-                **({"rounds_under_load": len(a.load.under_load), "load": a.load.model_dump(mode="json")}
-                   if a.load is not None else {}),
+                      hypothesis=a.hypothesis, changed=a.changed, patch=str(patch_path),
+                      classes=[x.model_dump() for x in d.classes] if d else [], runs=a.runs,
+                      gpu=keep.model_dump() if keep else None, reverted=revert, device=sess.jobs.device_id,
+                      **({"provenance": a.provenance} if a.provenance else {}),
+                      **({"rounds_under_load": len(a.load.under_load), "load": a.load.model_dump(mode="json")}
+                         if a.load is not None else {}),
                 **({"lost_devices": a.lost_devices} if a.lost_devices else {}), cost=cost.model_dump(),
                 **({"correctness": a.correctness.model_dump(mode="json")} if a.correctness else {}))
     if verdict == "regressed" and should_stop(s.regressions, sess.what.policy.max_consecutive_regressions):

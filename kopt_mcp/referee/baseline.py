@@ -17,6 +17,7 @@ from kopt_mcp.evidence.trace import exact_names_regex, target_gpu_time
 from kopt_mcp.referee.baseline_adopt import Adoption, adopt_init_runs
 from kopt_mcp.referee.core import BASELINE_MESSAGE, Progress, Session
 from kopt_mcp.referee.guards import judge_run_changes, protected_paths
+from kopt_mcp.referee.parts import What
 from kopt_mcp.referee.report import perf_rows
 from kopt_mcp.referee.slots import best_lock, publish
 from kopt_mcp.results import BenchmarkResult, ClassMetric
@@ -95,9 +96,9 @@ def baseline(sess: Session, progress: Progress | None) -> BenchmarkResult:
         gpu_us, None, f"unmodified BEST_COMMIT on {sess.jobs.device.name}; {note}", class_gpu_us=class_gpu_us)]
     # queued with its performance.md rows; performance.md is rendered from the ledger
     rec = sess.books.record("baseline", best_commit=s.best.commit, metrics=s.best.metrics, runs=group, gpu_us=gpu_us,
-                      kernels=kernels, gpu_profiles_us=profiles, device=sess.jobs.device.model_dump(),
-                      device_id=sess.jobs.device_id, run_dir=m.run_dir, rows=rows, adopted_runs=len(adoption.runs),
-                      adopted_tests=adoption.tests, adoption_code=adoption.code)
+                            kernels=kernels, gpu_profiles_us=profiles, device=sess.jobs.device.model_dump(),
+                            device_id=sess.jobs.device_id, run_dir=m.run_dir, rows=rows,
+                            adopted_runs=len(adoption.runs), adopted_tests=adoption.tests, adoption_code=adoption.code)
     sess.write_performance()
     faults.point("baseline.after_perf_written")
     commit = rec["best_commit"] = vcs.commit_paths(sess.where.ws, ["performance.md"], BASELINE_MESSAGE)
@@ -148,7 +149,7 @@ def _plain_runs(sess: Session, progress: Progress | None, steps: int,
 def _baseline_changes(sess: Session, changes: list[FileChange]) -> None:
     """A run of the unchanged benchmark: its writes to tracked files become benchmark outputs;
     a write to a protected file stops the baseline (RefereeError: the repository must change)."""
-    hits = touched_protected([c.path for c in changes], protected_paths(sess))
+    hits = touched_protected([c.path for c in changes], protected_paths(sess.what, sess.where))
     if hits:
         bad = [c for c in changes if c.path in hits]
         raise RefereeError(
@@ -209,15 +210,16 @@ def bench_result(sess: Session, what: str, m: Measurement, recorded: bool,
         what=what, device=sess.jobs.device, ok=m.gate.kind == "ok", gate=m.gate.kind, reason=m.gate.reason,
         metric=sess.what.cfg.benchmark.metric, classes=classes, vs_best_pct=vs, exit_code=m.run.exit_code,
         duration_s=m.run.duration_s, log_path=m.run.log_path, log_tail=m.run.log_tail[-2000:],
-        baseline_recorded=recorded, best_commit=sess.books.state.best.commit, next_actions=next_actions(sess.books.state),
-        detectable=_detectable(sess, runs) if recorded and runs else None)
+        baseline_recorded=recorded, best_commit=sess.books.state.best.commit,
+        next_actions=next_actions(sess.books.state),
+        detectable=_detectable(sess.what, runs) if recorded and runs else None)
 
 
 #: the gains (%) the baseline's `detectable.rounds_for` says the rounds of
 WANTED_GAINS_PCT = (2.0, 5.0, 10.0, 25.0, 50.0)
 
 
-def _detectable(sess: Session, runs: list[dict[str, float]]) -> Detectable | None:
+def _detectable(what: What, runs: list[dict[str, float]]) -> Detectable | None:
     """What a verdict can detect (rules/detectable.py) with the baseline runs' spread of the global
     target (the geometric mean of the classes); None where it is not measurable (one run, a value <= 0)."""
     try:
@@ -226,7 +228,7 @@ def _detectable(sess: Session, runs: list[dict[str, float]]) -> Detectable | Non
         return None
     if est.df == 0:
         return None
-    pol, hib, g = sess.what.policy, sess.what.cfg.benchmark.higher_is_better, sess.what.cfg.gates
+    pol, hib, g = what.policy, what.cfg.benchmark.higher_is_better, what.cfg.gates
     bound = max(g.max_rounds, g.max_rounds_asked)
     d = detectable(est.run_sd_pct, est.df, pol.script_rounds, pol, hib)
     wanted = [RoundsFor(effect_pct=e, ratio_x=round(1 + e / 100 if hib else 100 / (100 - e), 3),

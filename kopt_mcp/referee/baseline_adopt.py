@@ -31,6 +31,7 @@ from kopt_mcp.readers.base import ResultFile
 from kopt_mcp.readers.metrics import fresh_csvs, read_results
 from kopt_mcp.readers.test_summary import CorrectnessRun
 from kopt_mcp.referee.core import Session
+from kopt_mcp.referee.parts import What
 from kopt_mcp.rules.correctness import RunFacts, correctness_gate
 
 #: the file of an adopted run's folder naming init's record and which of its runs it is
@@ -63,7 +64,7 @@ def adopt_init_runs(sess: Session, best_tree: str, wanted: int) -> Adoption:
 
 
 def _why_not(sess: Session, rec: init_runs.InitRecord, best_tree: str) -> tuple[str, str]:
-    b = sess.what.cfg.benchmark
+    b, device = sess.what.cfg.benchmark, sess.jobs.device
     if b.workdir not in ("", "."):
         return "workdir", f"[benchmark] workdir = {b.workdir!r}: init ran the command in the repository's root"
     cwd = Path(sess.where.best_path) if Path(sess.where.best_path).is_dir() else sess.where.workspace_path
@@ -71,12 +72,12 @@ def _why_not(sess: Session, rec: init_runs.InitRecord, best_tree: str) -> tuple[
     return init_runs.why_not(rec, tree=init_runs.tree_without(sess.where.ws, best_tree, [rec.config_path]),
                              command=b.command, config_sha=sess.what.config.sha256,
                              interpreter=(found[0], found[1]) if found else None, here=init_runs.host(),
-                             device=sess.jobs.device.name if sess.jobs.device and sess.jobs.device.vendor != "cpu" else None)
+                             device=device.name if device and device.vendor != "cpu" else None)
 
 
-def _tests_adoptable(sess: Session, rec: init_runs.InitRecord) -> str:
+def _tests_adoptable(what: What, rec: init_runs.InitRecord) -> str:
     """'' where init's correctness run stands for the baseline's, else why not."""
-    c = sess.what.cfg.correctness
+    c = what.cfg.correctness
     if not c.command:
         return ""
     t = rec.tests
@@ -90,7 +91,7 @@ def _tests_adoptable(sess: Session, rec: init_runs.InitRecord) -> str:
 
 
 def _adopt(sess: Session, rec: init_runs.InitRecord, best_tree: str, wanted: int) -> Adoption:
-    tests_why = _tests_adoptable(sess, rec)
+    tests_why = _tests_adoptable(sess.what, rec)
     n = min(len(rec.runs), wanted - 1)
     tracked = set(vcs.tree_files(sess.where.ws, best_tree))
     runs = []
@@ -104,7 +105,8 @@ def _adopt(sess: Session, rec: init_runs.InitRecord, best_tree: str, wanted: int
         runs.append(m)
     for k, m in enumerate(runs):  # marked only once every run stands: a folder without it was measured or dropped
         (Path(m.run_dir) / ADOPTED_FILE).write_text(json.dumps({
-            "record": str(init_runs.where(sess.where.repo)), "run": k + 1, "written_at": rec.written_at, "tree": rec.tree}) + "\n")
+            "record": str(init_runs.where(sess.where.repo)), "run": k + 1, "written_at": rec.written_at,
+            "tree": rec.tree}) + "\n")
     tests = not tests_why and bool(sess.what.cfg.correctness.command)
     said = (f"{n} of {wanted} baseline run(s) adopted from `kopt-mcp init` (same tree, command, config and "
             f"interpreter, {_age(rec)} old)" if n else

@@ -22,11 +22,11 @@ from kopt_mcp import vcs
 from kopt_mcp.bench.measure import included_outputs, raise_if_cancelled
 from kopt_mcp.errors import RefereeError, Tampered
 from kopt_mcp.referee.commit_measure import Remeasure, remeasure
+from kopt_mcp.referee.commit_reapply import reapply_onto_best
 from kopt_mcp.referee.confirmation import bind_confirmed, by_marked_units, confirm_out_of_process
 from kopt_mcp.referee.core import Progress, Session
 from kopt_mcp.referee.guards import protected_paths, workspace_moved
 from kopt_mcp.referee.neutral import keep_neutral
-from kopt_mcp.referee.commit_reapply import reapply_onto_best
 from kopt_mcp.referee.recovery import adopt_best, lease_or_stop, recover
 from kopt_mcp.referee.report import commit_message, format_note, keep_note, perf_rows
 from kopt_mcp.referee.runs import Attempt
@@ -265,7 +265,7 @@ def _included(sess: Session, run_dir: str) -> dict[str, bytes]:
     keep_included), protected paths left out (the config validation refuses them; the config file's
     own path is checked here)."""
     out = included_outputs(run_dir, list(sess.what.cfg.commit.include))
-    bad = set(touched_protected(list(out), protected_paths(sess)))
+    bad = set(touched_protected(list(out), protected_paths(sess.what, sess.where)))
     return {k: v for k, v in out.items() if k not in bad}
 
 
@@ -301,7 +301,8 @@ def _write_commit(sess: Session, a: Attempt, k: Kept, message: str, progress: Pr
               if outputs else ""), k.note,
              "kopt-mcp keep: script only (no profiler measured it)" if p.script_only else ""]
     text = commit_message(title, p, rm.shown(p.target), notes)
-    sha = vcs.commit_snapshot(sess.where.ws, a.tree, {**outputs, "performance.md": perf.read_bytes()}, s.best.commit, text)
+    files = {**outputs, "performance.md": perf.read_bytes()}
+    sha = vcs.commit_snapshot(sess.where.ws, a.tree, files, s.best.commit, text)
     faults.point("commit_improvement.after_git_commit")
     bind_confirmed(s, a.tree, sha)  # the confirmation's measurement of this tree now stands for BEST
     if not k.reapplied:  # the runs of this very tree (formatting aside): the new BEST's first noise group
@@ -328,9 +329,9 @@ def _formatted_snapshot(sess: Session, a: Attempt, tree: str) -> tuple[str, Code
     is unsafe), else None."""
     s, n = sess.books.state, a.n
     _, changed = vcs.diff_tree(sess.where.ws, s.best.commit, tree)
-    hits = touched_protected(changed, protected_paths(sess))
+    hits = touched_protected(changed, protected_paths(sess.what, sess.where))
     links = vcs.symlinks(sess.where.ws, tree)
-    unsafe = unsafe_symlinks([x for x in changed if x in links], links, protected_paths(sess))
+    unsafe = unsafe_symlinks([x for x in changed if x in links], links, protected_paths(sess.what, sess.where))
     if hits or unsafe:
         return ("the format command changed " + "; ".join(
             ([f"protected file(s) {', '.join(hits)}"] if hits else []) + unsafe) +
@@ -355,7 +356,7 @@ def _not_kept(sess: Session, reason: str, formatted: bool, classes, code: Code,
     faults.point("commit_improvement.after_refused_reset")
     s.commit_refused(str(code), reason)
     sess.books.record("commit_refused", attempt=p.attempt, code=str(code), reason=reason, patch=str(path),
-                **({"cost": cost.model_dump()} if cost is not None else {}))
+                      **({"cost": cost.model_dump()} if cost is not None else {}))
     sess.books.save()
     return CommitResult(committed=False, reason=reason, code=code, commit=None, best_commit=s.best.commit,
                         formatted=formatted, classes=classes, next_actions=next_actions(s), cost=cost,

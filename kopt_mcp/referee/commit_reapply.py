@@ -33,7 +33,7 @@ def reapply_onto_best(sess: Session, a: Attempt, judged_against: str) -> CommitR
     ref = sess.where.attempt_ref(n, "-reapplied")
     vcs.freeze(sess.where.ws, out.tree, s.best.commit, ref, f"kopt-mcp attempt {n}: re-applied onto the newest BEST")
     sess.books.store.log("snapshot", attempt=n, tree=out.tree, ref=ref, reapplied=True, judged_against=judged_against,
-                   best_commit=s.best.commit)
+                         best_commit=s.best.commit)
     a.tree = out.tree
     return None
 
@@ -50,9 +50,9 @@ def conflict(sess: Session, a: Attempt, judged_against: str, paths: list[str]) -
               f"{path.name}). Start again from the newest BEST (the workspace is reset to it)")
     s.ruled(a.n, "conflict", a.target, reason)
     s.commit_refused()
-    sess.books.record("attempt", attempt=a.n, verdict="conflict", code=str(Code.CONFLICT), reason=reason, target=a.target,
-                hypothesis=a.hypothesis, changed=paths, patch=str(path), reverted=True, judged_against=judged_against,
-                best_commit=s.best.commit)
+    sess.books.record("attempt", attempt=a.n, verdict="conflict", code=str(Code.CONFLICT), reason=reason,
+                      target=a.target, hypothesis=a.hypothesis, changed=paths, patch=str(path), reverted=True,
+                      judged_against=judged_against, best_commit=s.best.commit)
     sess.books.save()
     return CommitResult(committed=False, reason=reason, code=Code.CONFLICT, commit=None, best_commit=s.best.commit,
                         formatted=False, classes=[], next_actions=next_actions(s),

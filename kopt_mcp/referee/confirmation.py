@@ -119,18 +119,18 @@ def confirm_out_of_process(sess: Session, a: Attempt, claim: tuple[float | None,
         return pr.trace
 
     vendor = sess.jobs.device.vendor if sess.jobs.device else "cpu"
-    stored, device = sess.books.state.confirmed_tree, sess.jobs.device_id
+    stored, device, best = sess.books.state.confirmed_tree, sess.jobs.device_id, sess.books.state.best
     conf = confirm_keep(run_profiled, a.tree, a.best_tree, claimed_gain_pct=gain_pct(best_us, cand_us),
                         floor_pct=floor if floor is not None else sess.what.policy.min_gpu_gain_pct, vendor=vendor,
                         setting=sess.what.cfg.profiler.confirm, kernel_regex=sess.what.cfg.profiler.kernel or None,
-                        target_names=sess.books.state.best.kernels, by_unit=by_unit,
-                        best_known=lambda sel: reusable_best(stored, sess.books.state.best.commit, sel, device, time.time()))
+                        target_names=best.kernels, by_unit=by_unit,
+                        best_known=lambda sel: reusable_best(stored, best.commit, sel, device, time.time()))
     sess.books.store.log("confirmation", attempt=a.n, **conf.model_dump(mode="json"))
     if conf.status == "confirmed" and conf.candidate is not None and conf.selection is not None:
         # the candidate's tree becomes BEST when this commit lands (commit.py binds the commit): its
         # measurement stands for BEST next time
         sess.books.state.confirmed_tree = StoredTargetTime(tree=a.tree, selection=conf.selection, device=device,
-                                                     at=time.time(), time=conf.candidate)
+                                                           at=time.time(), time=conf.candidate)
     return conf
 
 

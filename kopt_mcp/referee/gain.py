@@ -28,6 +28,7 @@ from kopt_mcp.errors import RefereeError, SessionError, VerdictError
 from kopt_mcp.evidence.profiles import Profiles
 from kopt_mcp.referee.core import STOP_MESSAGE, Progress, Session
 from kopt_mcp.referee.keep_metric import profile_target
+from kopt_mcp.referee.parts import Where
 from kopt_mcp.referee.recovery import stop
 from kopt_mcp.referee.runs import Attempt, measure_run
 from kopt_mcp.referee.slots import shared_events
@@ -50,11 +51,12 @@ def session_baseline(sess: Session) -> str | None:
     return None
 
 
-def _commit(sess: Session, rev: str) -> str:
+def _commit(where: Where, rev: str) -> str:
+    """The full sha of commit `rev` in the workspace's repository; RefereeError when it names none."""
     try:
-        return sess.where.ws.git.rev_parse("--verify", "--quiet", f"{rev}^{{commit}}").strip()
+        return where.ws.git.rev_parse("--verify", "--quiet", f"{rev}^{{commit}}").strip()
     except git.GitCommandError as e:
-        raise RefereeError(f"{rev!r} names no commit of {sess.where.repo_path}: pass a commit, branch or tag "
+        raise RefereeError(f"{rev!r} names no commit of {where.repo_path}: pass a commit, branch or tag "
                            "(e.g. the session's branch kernel-opt/<tag>)") from e
 
 
@@ -68,7 +70,7 @@ def measure_session_gain(sess: Session, base: str | None = None, head: str | Non
     base_rev = base or session_baseline(sess)
     if base_rev is None:
         raise RefereeError("the session has no baseline yet: call run_benchmark first, or pass the base commit")
-    base_sha, head_sha = _commit(sess, base_rev), _commit(sess, head or s.best.commit)
+    base_sha, head_sha = _commit(sess.where, base_rev), _commit(sess.where, head or s.best.commit)
     if base_sha == head_sha:
         raise RefereeError(f"base and head are the same commit {base_sha[:12]}: nothing to compare (no keep yet?)")
     base_tree, head_tree = vcs.tree_of(sess.where.ws, base_sha), vcs.tree_of(sess.where.ws, head_sha)
@@ -84,7 +86,7 @@ def measure_session_gain(sess: Session, base: str | None = None, head: str | Non
     gpu = _gpu_time(sess, a, prof, base_tree, head_tree, d, progress, total) if prof.name != "none" else None
     result = _result(sess, a, d, gpu, base_sha, head_sha, policy.confidence)
     sess.books.store.log("session_gain", **result.model_dump(mode="json", exclude={"device", "classes"}),
-                   classes=[c.model_dump(mode="json") for c in result.classes], device=sess.jobs.device_id)
+                         classes=[c.model_dump(mode="json") for c in result.classes], device=sess.jobs.device_id)
     return result
 
 
@@ -167,8 +169,9 @@ def _result(sess: Session, a: Attempt, d: ScriptDecision, gpu: KeepDecision | No
                     + (f" ({-gpu_gain:+.2f}%)" if gpu_gain is not None else ""))
     loaded = (f" ({d.rounds_under_load} under foreign load, left out or counted as the rules say)"
               if d.rounds_under_load else "")
-    headline = (f"{base_sha[:12]} -> {head_sha[:12]}: {sess.what.cfg.benchmark.metric} {GLOBAL} {mean:+.2f}% ({x:.2f}x; "
-                f"{bounds}) over {a.rounds} paired round{'s' if a.rounds != 1 else ''}{loaded} on {sess.jobs.device.name}, "
+    metric, device = sess.what.cfg.benchmark.metric, sess.jobs.device.name
+    headline = (f"{base_sha[:12]} -> {head_sha[:12]}: {metric} {GLOBAL} {mean:+.2f}% ({x:.2f}x; "
+                f"{bounds}) over {a.rounds} paired round{'s' if a.rounds != 1 else ''}{loaded} on {device}, "
                 f"{d.outcome} under the session's rules; per class {per_class}{gpu_text}")
     return SessionGainResult(
         base_commit=base_sha, head_commit=head_sha, metric=sess.what.cfg.benchmark.metric, outcome=d.outcome,
@@ -211,7 +214,8 @@ def end_session(sess: Session, why: str = "", progress: Progress | None = None) 
     reason = ENDED + (f": {' '.join(why.split())}" if why.strip() else "")
     stop(sess, reason, gain_note=note)
     sess.books.save()
-    summary = next((e.get("summary") or "" for e in reversed(sess.books.store.ledger()) if e.get("event") == "stopped"), "")
+    ledger = sess.books.store.ledger()
+    summary = next((e.get("summary") or "" for e in reversed(ledger) if e.get("event") == "stopped"), "")
     head = sess.where.ws.head.commit
     return EndSessionResult(
         stopped=True, stop_reason=s.stop_reason or reason, best_commit=s.best.commit, branch=s.branch,
@@ -225,7 +229,7 @@ def _gain_or_why(sess: Session, progress: Progress | None) -> tuple[SessionGainR
     base = session_baseline(sess)
     if base is None:
         return None, "none: no baseline was measured (run_benchmark never ran), so nothing to compare"
-    if _commit(sess, base) == _commit(sess, sess.books.state.best.commit):
+    if _commit(sess.where, base) == _commit(sess.where, sess.books.state.best.commit):
         return None, "none: no keep in this session (BEST_COMMIT is the baseline commit)"
     if sess.books.state.kept == 0 and sess.books.state.kept_neutral:  # issue 36 item 9: a neutral keep is never a gain
         return None, f"none: only neutral keeps ({sess.books.state.kept_neutral}), which are never a gain"

@@ -14,16 +14,17 @@ from kopt_mcp import vcs
 from kopt_mcp.bench.modules import module_names
 from kopt_mcp.errors import Tampered
 from kopt_mcp.referee.core import Session
+from kopt_mcp.referee.parts import Layout, What
 from kopt_mcp.rules.decision import Decision
 from kopt_mcp.rules.protect import FileChange, describe, run_changes_verdict
 from kopt_mcp.rules.shadowing import own_modules, shadowing_decision, shadowing_files
 
 
-def protected_paths(sess: Session) -> list[str]:
-    """[protect] paths plus the config file (when it lies inside the repository)."""
-    paths = list(sess.what.cfg.protect.paths)
+def protected_paths(what: What, where: Layout) -> list[str]:
+    """[protect] paths plus the config file (when it lies inside the repository), relative to it."""
+    paths = list(what.cfg.protect.paths)
     try:
-        paths.append(Path(sess.what.config.path).relative_to(sess.where.repo_path).as_posix())
+        paths.append(Path(what.config.path).relative_to(where.repo_path).as_posix())
     except ValueError:
         pass
     return paths
@@ -35,7 +36,7 @@ def judge_run_changes(sess: Session, changes: list[FileChange], who: str) -> lis
     BEST_COMMIT (`who` starts with "the run of BEST") adds its other changes to the session's
     benchmark outputs (logged). Returns the remaining changes, benchmark outputs left out."""
     s = sess.books.state
-    reason, rest = run_changes_verdict(changes, protected_paths(sess), s.benchmark_outputs, who)
+    reason, rest = run_changes_verdict(changes, protected_paths(sess.what, sess.where), s.benchmark_outputs, who)
     if reason:
         raise Tampered(reason)
     if rest and who.startswith("the run of BEST"):
@@ -100,5 +101,6 @@ def shadowing(sess: Session, tree: str, best_tree: str) -> Decision | None:
     files, best_files = vcs.tree_files(sess.where.ws, tree), vcs.tree_files(sess.where.ws, best_tree)
     packages = {posixpath.dirname(f) for f in files if posixpath.basename(f) == "__init__.py"}
     best_packages = {posixpath.dirname(f) for f in best_files if posixpath.basename(f) == "__init__.py"}
-    hits = shadowing_files(changes, sess.jobs.module_names, packages, roots, own_modules(best_files, best_packages, roots))
-    return shadowing_decision(hits, sess.jobs.module_names.python)
+    names = sess.jobs.module_names
+    hits = shadowing_files(changes, names, packages, roots, own_modules(best_files, best_packages, roots))
+    return shadowing_decision(hits, names.python)

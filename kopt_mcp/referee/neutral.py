@@ -42,7 +42,8 @@ def keep_neutral(sess: Session, neutral_reason: str, message: str = "") -> Commi
                      {c.key: c.mean_pct for c in classes if c.mean_pct is not None}, t.target_pct if t else None,
                      sess.what.policy.noise_pct, {c.key: c.ratio_x for c in classes})
     if d.outcome != "commit" or t is None:
-        sess.books.record("commit_refused", attempt=s.last.attempt if s.last else None, code=str(d.code), reason=d.reason)
+        sess.books.record("commit_refused", attempt=s.last.attempt if s.last else None, code=str(d.code),
+                          reason=d.reason)
         sess.books.save()
         return CommitResult(committed=False, reason=d.reason, code=d.code, commit=None, best_commit=s.best.commit,
                             formatted=False, classes=classes, next_actions=next_actions(s))

@@ -61,7 +61,7 @@ def find_idle_gpu(sess: Session, progress: Progress | None = None) -> GpuResult:
     require(sess.books.state, "find_idle_gpu")
     out = lease_or_stop(sess, progress)
     sess.books.store.log("gpu_gate", leased=out.lease is not None, reason=out.reason, waited_s=out.waited_s,
-                   device=sess.jobs.device_id)
+                         device=sess.jobs.device_id)
     return GpuResult(leased=out.lease is not None, device=sess.jobs.device, checks=out.checks,
                      waited_s=out.waited_s, reason=out.reason or out.device_note,
                      stopped=sess.books.state.phase == Phase.stopped)
@@ -91,7 +91,7 @@ def run_benchmark(sess: Session, progress: Progress | None = None) -> BenchmarkR
     m = sess.measure(tree, sess.books.store.run_dir(n, "check"))
     note = run_note(sess, m.changes)
     sess.books.store.log("run_benchmark", gate=m.gate.kind, values=m.values(), run_dir=m.run_dir, snapshot=tree,
-                   changes=[c._asdict() for c in m.changes], device=sess.jobs.device_id)
+                         changes=[c._asdict() for c in m.changes], device=sess.jobs.device_id)
     res = bench_result(sess, "workspace", m, recorded=False)
     return res.model_copy(update={"reason": "; ".join(x for x in (res.reason, note) if x)}) if note else res
 
@@ -168,14 +168,15 @@ def kernel_trace_analysis(sess: Session, top: int = 10, progress: Progress | Non
     target = next((k for k in p.trace.kernels if k.name in names), None)
     bottleneck = classify(target) if target is not None else None
     rows = [KernelRow(**k.model_dump(), short_name=short_kernel_name(k.name)) for k in p.trace.kernels[:top]]
-    sess.books.store.log("trace", **origin, run_dir=str(run_dir), device=sess.jobs.device_id, target_gpu_us=gpu_us, target_kernels=names, backend=prof.name,
-                   bottleneck=bottleneck.model_dump() if bottleneck else None,
-                   total_gpu_us=p.trace.total_gpu_us,
-                   kernels=[{"name": k.short_name, "calls": k.calls, "total_us": k.total_us,
-                             "avg_us": k.avg_us, "median_us": k.median_us, "share_pct": k.share_pct,
-                             "registers_per_thread": k.registers_per_thread,
-                             "shared_mem_per_block_bytes": k.shared_mem_per_block_bytes,
-                             **k.extra} for k in rows])
+    sess.books.store.log("trace", **origin, run_dir=str(run_dir), device=sess.jobs.device_id, target_gpu_us=gpu_us,
+                         target_kernels=names, backend=prof.name,
+                         bottleneck=bottleneck.model_dump() if bottleneck else None,
+                         total_gpu_us=p.trace.total_gpu_us,
+                         kernels=[{"name": k.short_name, "calls": k.calls, "total_us": k.total_us,
+                                   "avg_us": k.avg_us, "median_us": k.median_us, "share_pct": k.share_pct,
+                                   "registers_per_thread": k.registers_per_thread,
+                                   "shared_mem_per_block_bytes": k.shared_mem_per_block_bytes,
+                                   **k.extra} for k in rows])
     return TraceResult(backend=prof.name, device=sess.jobs.device, available=True,
                        total_gpu_us=p.trace.total_gpu_us, kernels=rows, target_kernels=names,
                        target_gpu_us=gpu_us, notes=notes, log_path=p.log_path, bottleneck=bottleneck)
@@ -184,7 +185,8 @@ def kernel_trace_analysis(sess: Session, top: int = 10, progress: Progress | Non
 def trace_origin(sess: Session, tree: str) -> dict:
     """What a trace of snapshot `tree` is of, for its `trace` record: the BEST_COMMIT of the time and
     whether `tree` is BEST's own (False: the workspace held a candidate's edits)."""
-    return {"best_commit": sess.books.state.best.commit, "of_best": tree == vcs.tree_of(sess.where.ws, sess.books.state.best.commit)}
+    best = sess.books.state.best.commit
+    return {"best_commit": best, "of_best": tree == vcs.tree_of(sess.where.ws, best)}
 
 
 def _cpu_trace(sess: Session, trace: KernelTrace, top: int, notes: list[str], run_dir, log_path: str,
@@ -194,10 +196,11 @@ def _cpu_trace(sess: Session, trace: KernelTrace, top: int, notes: list[str], ru
     cpu = trace.cpu.model_copy(update={"functions": trace.cpu.functions[:top],
                                        "harness_functions": trace.cpu.harness_functions[:top]})
     bottleneck = classify_cpu(trace.cpu)
-    sess.books.store.log("trace", **(origin or {}), run_dir=str(run_dir), device=sess.jobs.device_id, backend=trace.backend,
-                   bottleneck=bottleneck.model_dump(),
-                   functions=[{"function": f.function, "file": f.file, "line": f.line, "self_pct": f.self_pct,
-                               "total_pct": f.total_pct} for f in cpu.functions])
+    sess.books.store.log("trace", **(origin or {}), run_dir=str(run_dir), device=sess.jobs.device_id,
+                         backend=trace.backend,
+                         bottleneck=bottleneck.model_dump(),
+                         functions=[{"function": f.function, "file": f.file, "line": f.line, "self_pct": f.self_pct,
+                                     "total_pct": f.total_pct} for f in cpu.functions])
     return TraceResult(backend=trace.backend, device=sess.jobs.device, available=True, kernels=[], target_kernels=[],
                        notes=notes, log_path=log_path, bottleneck=bottleneck, cpu=cpu)  # no GPU figures on the CPU
 
@@ -212,19 +215,20 @@ def warm_up_harness(sess: Session, progress: Progress | None = None) -> WarmupRe
     times, ok, tail = [], True, ""
     tree = sess.workspace_tree()
     box = run_sandbox(sess.where.kopt_dir.parent, run_dir)
-    with checkout(sess.where.ws, tree, sess.where.repo_path.name) as co, sess.state_guarded():  # one checkout: cold, then warm
+    where = sess.where
+    with checkout(where.ws, tree, where.repo_path.name) as co, sess.state_guarded():  # one checkout: cold, then warm
         for i, label in enumerate(("cold", "warm")):
             if progress:
                 progress(i, 2, f"warm-up: {label} run")
             r = sess.services.run(cmd, co / sess.what.cfg.benchmark.workdir, sess.env(), w.timeout_s,
-                                  run_dir / f"{label}.log", cancel=sess.jobs.cancel, pid_dir=sess.where.pid_dir, sandbox=box)
+                                  run_dir / f"{label}.log", cancel=sess.jobs.cancel, pid_dir=where.pid_dir, sandbox=box)
             raise_if_cancelled(r)
             times.append(r.duration_s)
             ok = ok and r.exit_code == 0
             tail = r.log_tail[-1000:]
         changes = vcs.run_changes(sess.where.ws, tree, co)
     sess.books.store.log("warmup", cold_s=times[0], warm_s=times[1], ok=ok, snapshot=tree, device=sess.jobs.device_id,
-                   changes=[c._asdict() for c in changes])
+                         changes=[c._asdict() for c in changes])
     return WarmupResult(command=cmd, cold_s=times[0], warm_s=times[1], ok=ok,
                         cache_dirs=sess.where.cache_dirs, log_tail=tail)
 

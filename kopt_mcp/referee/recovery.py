@@ -14,7 +14,7 @@ from kopt_mcp import vcs
 from kopt_mcp.errors import RefereeError, VcsError
 from kopt_mcp.gpus.gate import GateOutcome
 from kopt_mcp.referee.core import BASELINE_MESSAGE, STOP_MESSAGE, Progress, Session, short
-from kopt_mcp.referee.parts import Books, Layout
+from kopt_mcp.referee.parts import Books, Layout, Where
 from kopt_mcp.referee.report import latest_gain, stop_summary
 from kopt_mcp.referee.slots import best_lock, publish, read_shared, unpublish
 from kopt_mcp.rules.decision import Code
@@ -89,9 +89,10 @@ def _recover_attempt(sess: Session, n: int) -> str:
     vcs.reset_to(sess.where.ws, s.best.commit)
     faults.point("recover.after_reset")
     s.dropped_candidate()
-    sess.books.record("attempt", attempt=n, verdict="interrupted", code=str(Code.INTERRUPTED), reverted=True, patch=str(path),
-                reason=f"the server was killed during save_and_test (patch was labelled {label!r}); "
-                "the candidate was archived and the tree reset to BEST_COMMIT")
+    sess.books.record("attempt", attempt=n, verdict="interrupted", code=str(Code.INTERRUPTED), reverted=True,
+                      patch=str(path),
+                      reason=f"the server was killed during save_and_test (patch was labelled {label!r}); "
+                      "the candidate was archived and the tree reset to BEST_COMMIT")
     return f"attempt {n} archived as interrupted, tree reset to BEST_COMMIT"
 
 
@@ -142,7 +143,7 @@ def _recover_baseline(sess: Session, base: str) -> str:
         sess.where.ws.git.reset("-q", "--soft", base)  # the commit goes; the files stay as they are
         dropped = f"dropped the half-done baseline commit {head.hexsha[:12]}; "
         unpublish(sess, head.hexsha)  # slots must not adopt a baseline that is gone
-    restore_performance_md(sess, base)
+    restore_performance_md(sess.where, base)
     s.best.commit = base
     return f"{dropped}performance.md restored; run_benchmark records the baseline again"
 
@@ -162,7 +163,7 @@ def adopt_best(sess: Session, attempt: int, sha: str, metrics: dict[str, float],
         publish(sess)  # the session's BEST: the BEST line's branch and best.json
     code = Code.SCRIPT_ONLY.value if script_only else log_fields.pop("code", None)
     sess.books.record("commit", attempt=attempt, commit=sha, previous=old, metrics=metrics, gpu_us=gpu_us, code=code,
-                **{k: v for k, v in log_fields.items() if k != "code"})
+                      **{k: v for k, v in log_fields.items() if k != "code"})
 
 
 def is_commit_of(sess: Session, sha: str, n: int) -> bool:
@@ -197,7 +198,7 @@ def _write_stop_summary(sess: Session, commit: bool = True) -> None:
     gain = latest_gain(sess.books.store.ledger(), s.best.commit)  # measure_session_gain's, when one was measured
     note = str((s.in_progress or {}).get("gain_note") or "")  # stop(gain_note=...): why none was measured
     sess.books.record("stopped", reason=s.stop_reason, best_commit=s.best.commit,
-                summary=stop_summary(s, sess.what.config.target.benchmark.metric, gain, note))
+                      summary=stop_summary(s, sess.what.config.target.benchmark.metric, gain, note))
     if not commit:
         return
     sess.write_performance()
@@ -209,13 +210,13 @@ def _write_stop_summary(sess: Session, commit: bool = True) -> None:
     faults.point("stop.after_git_commit")
 
 
-def restore_performance_md(sess: Session, base: str) -> None:
+def restore_performance_md(where: Where, base: str) -> None:
     """Unstage everything and put performance.md back as it is in `base` (absent there: removed)."""
-    sess.where.ws.git.reset("-q")
+    where.ws.git.reset("-q")
     try:
-        sess.where.ws.git.checkout(base, "--", "performance.md")
+        where.ws.git.checkout(base, "--", "performance.md")
     except git.GitCommandError:
-        (sess.where.workspace_path / "performance.md").unlink(missing_ok=True)
+        (where.workspace_path / "performance.md").unlink(missing_ok=True)
 
 
 def _recover_stop(sess: Session, base: str) -> str:
@@ -225,7 +226,7 @@ def _recover_stop(sess: Session, base: str) -> str:
     if head.message.startswith(STOP_MESSAGE) and [c.hexsha for c in head.parents] == [base]:
         _write_stop_summary(sess, commit=False)  # the committed summary is the one recorded
         return "the Stop Summary was committed; its ledger record written"
-    restore_performance_md(sess, base)  # undo a summary written but not committed, then write it once
+    restore_performance_md(sess.where, base)  # undo a summary written but not committed, then write it once
     _write_stop_summary(sess)
     return "wrote and committed the Stop Summary the killed server had not finished"
 

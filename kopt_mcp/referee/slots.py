@@ -64,10 +64,10 @@ def read_shared(where: Layout) -> dict | None:
 def publish(sess) -> None:
     """Make this slot's BEST the session's: move the branch `kernel-opt/<tag>` to it (a slot's own
     branch is not the BEST line) and write best.json (atomic). Call under `best_lock`."""
-    s = sess.books.state
-    if sess.where.slot:
-        sess.where.repo.git.update_ref("-m", f"kopt-mcp: slot {sess.where.slot} moves BEST", f"refs/heads/kernel-opt/{sess.where.tag}",
-                                 s.best.commit)
+    s, where = sess.books.state, sess.where
+    if where.slot:
+        where.repo.git.update_ref("-m", f"kopt-mcp: slot {where.slot} moves BEST", f"refs/heads/kernel-opt/{where.tag}",
+                                  s.best.commit)
     faults.point("slots.after_best_branch")
     atomic_write(session_root(sess.where) / BEST_FILE, json.dumps({
         "commit": s.best.commit, "metrics": s.best.metrics, "gpu_us": s.best.gpu_us, "kernels": s.best.kernels,
@@ -132,7 +132,8 @@ def _rebase_workspace(sess, old: str, new: str) -> str:
     if tree == vcs.tree_of(sess.where.ws, old):
         vcs.reset_to(sess.where.ws, new)
         return "workspace reset to the newest BEST"
-    frozen = vcs.freeze(sess.where.ws, tree, old, f"{sess.where.ref_prefix}/sync", "kopt-mcp: the workspace when BEST moved")
+    frozen = vcs.freeze(sess.where.ws, tree, old, f"{sess.where.ref_prefix}/sync",
+                        "kopt-mcp: the workspace when BEST moved")
     out = reapply(sess.where.ws, frozen, new)
     if out.tree is not None:
         vcs.reset_to(sess.where.ws, new)
@@ -149,7 +150,7 @@ def _rebase_workspace(sess, old: str, new: str) -> str:
     s.dropped_candidate()
     s.ruled(n, "conflict", target, reason)
     sess.books.record("attempt", attempt=n, verdict="conflict", code=str(Code.CONFLICT), reason=reason, changed=changed,
-                patch=str(path), reverted=True, judged_against=old, best_commit=new)
+                      patch=str(path), reverted=True, judged_against=old, best_commit=new)
     return reason
 
 
@@ -160,7 +161,8 @@ def shared_events(sess) -> list[dict]:
     if not (session_root(sess.where) / "slots").is_dir():
         return own  # a session without slots: its own ledger, as always
     keep = ("baseline", "commit", "stopped")
-    paths = [session_root(sess.where) / "ledger.jsonl", *sorted((session_root(sess.where) / "slots").glob("*/ledger.jsonl"))]
+    root = session_root(sess.where)
+    paths = [root / "ledger.jsonl", *sorted((root / "slots").glob("*/ledger.jsonl"))]
     rows: dict[str, dict] = {}
     started: list[dict] = []  # the text the session started from: the first slot's (a later slot starts
     for p in paths:           # from a BEST whose performance.md has rows already)

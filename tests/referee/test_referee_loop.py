@@ -79,7 +79,7 @@ def test_a_committed_candidates_runs_are_the_new_bests_first_noise_group(ref):
     assert ref.commit_improvement("faster").committed
     # the verdict's two candidate runs and the commit's re-measure run of the same tree (its last value repeats)
     assert ref.books.state.noise_history[before] == [{"n=1": 50.0, "n=2": 100.0}, {"n=1": 50.5, "n=2": 101.0},
-                                               {"n=1": 50.5, "n=2": 101.0}]
+                                                     {"n=1": 50.5, "n=2": 101.0}]
 
 
 def test_regression_reverted_and_counted(ref):
