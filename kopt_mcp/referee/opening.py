@@ -107,14 +107,6 @@ def recover_at_start(sess: Session) -> None:
         raise
 
 
-def open_session(repo: Path, config_path: Path | None = None, tag: str | None = None,
-                 services: Services | None = None, slot: str | None = None) -> Session:
-    """A Session opened whole (`open_parts`), then recovered (`recover_at_start`). Raises as open_parts."""
-    sess = Session(open_parts(repo, config_path, tag, services, slot))
-    recover_at_start(sess)
-    return sess
-
-
 def refuse_nested(layout: Layout) -> None:
     """Refuse a repository path that is a session's own worktree (workspace or BEST)."""
     for state in sorted([*layout.kopt_dir.glob("*/state.json"), *layout.kopt_dir.glob("*/slots/*/state.json")]):
