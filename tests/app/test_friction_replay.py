@@ -88,7 +88,7 @@ def test_2_every_round_records_the_foreign_load_and_the_verdict_counts_rounds_un
     assert att.rounds_under_load == 0 and len(att.load["rounds"]) == v["rounds"]
     for rnd in att.load["rounds"]:  # each round: BEST's run and the candidate's, each with its figures
         runs = [RunLoad.model_validate(r) for r in rnd["runs"]]
-        assert len(runs) == 2 and all(r.jobs.device == "cpu" and r.other_pct is not None and r.cores for r in runs)
+        assert len(runs) == 2 and all(r.device == "cpu" and r.other_pct is not None and r.cores for r in runs)
     assert all((Path(d) / "load.json").is_file() for d in v["run_dirs"])
 
 
