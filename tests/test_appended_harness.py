@@ -52,7 +52,7 @@ def test_the_loop_on_the_appended_harness(repo, make_referee):
     base = ref.run_benchmark()
     baseline = dict(ref.status().best_metrics)
     assert sorted(baseline) == ["x_value=1024", "x_value=2048", "x_value=256"], base.reason
-    ws = ref.workspace_path
+    ws = ref.where.workspace_path
 
     apply(ws, "03-comment-only")
     v = ref.save_and_test("global", "identical kernel, reworded docstring")

@@ -78,7 +78,7 @@ def test_gpu_timing_cheats_are_not_kept_and_named(tmp_path, lease_dir, candidate
     r = Referee(make_repo("gpu", tmp_path / "repo"), tag="adv", lease_dir=lease_dir)
     try:
         assert r.run_benchmark().baseline_recorded
-        shutil.copy(ADVERSARIAL / "adversarial" / candidate, r.workspace_path / "kernel.py")
+        shutil.copy(ADVERSARIAL / "adversarial" / candidate, r.where.workspace_path / "kernel.py")
         v = r.save_and_test("global", f"adversarial: {candidate}")
         assert v.verdict != "improved" and v.reverted, v.reason
         assert max(v.target_deltas_pct) > 20, "the cheat must fool the script metric, or the test shows nothing"

@@ -11,9 +11,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "kopt_mcp"
 MAX_FUNCTION, MAX_MODULE = 80, 400
 
 #: over the limit on 2026-12-02, lines; cut them along the domain (issue 37 item 3), then drop the line here
-FUNCTIONS = {
-    "referee/attempt.py:_judge": 89,
-}
+FUNCTIONS: dict[str, int] = {}
 MODULES: dict[str, int] = {}
 
 

@@ -308,7 +308,7 @@ def _serve(args: argparse.Namespace) -> int:
         from kopt_mcp.app.stdio import serve_stdio
 
         # EOF on stdin (the client closed it or died) cancels the running operations and ends the server
-        serve_stdio(mcp, None if isinstance(ref, StartupError) else ref.pid_dir)
+        serve_stdio(mcp, None if isinstance(ref, StartupError) else ref.where.pid_dir)
     return 2 if isinstance(ref, StartupError) else 0
 
 

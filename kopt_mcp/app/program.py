@@ -29,17 +29,17 @@ TRACE_UNKNOWN = TRACE_GPU + ("\n   On the CPU (no GPU here) it returns the hotte
 def device_words(ref: Referee) -> tuple[str, str]:
     """(device line, trace step) of program.md for the device the session measures on: the CPU (leased,
     or `[gates] gpu_probe = "none"`), a GPU, or not known yet (before the first lease)."""
-    vendor = ref.device.vendor if ref.device is not None else None
-    if vendor == "cpu" or (vendor is None and ref.cfg.gates.gpu_probe == "none"):
+    vendor = ref.jobs.device.vendor if ref.jobs.device is not None else None
+    if vendor == "cpu" or (vendor is None and ref.what.cfg.gates.gpu_probe == "none"):
         return "the CPU (no GPU here); other processes' load is gated by [gates] idle_cpu_pct", TRACE_CPU
     if vendor is not None:
-        return f"{vendor} GPU ({ref.device.name})", TRACE_GPU
+        return f"{vendor} GPU ({ref.jobs.device.name})", TRACE_GPU
     return "leased by the first measuring call: an idle GPU where there is one, else the CPU", TRACE_UNKNOWN
 
 
 def render_program(ref: Referee) -> str:
     """program.md for this session (markdown text)."""
-    cfg, s = ref.cfg, ref.state
+    cfg, s = ref.what.cfg, ref.books.state
     b, g = cfg.benchmark, cfg.gates
     rules = [f"`{c}` == 0 on every row" for c in b.correctness_columns]
     if b.correctness:
@@ -60,11 +60,12 @@ def render_program(ref: Referee) -> str:
         workspace=s.workspace, branch=s.branch, best_commit=s.best.commit, command=b.command, workdir=b.workdir,
         metric=b.metric, direction="higher" if b.higher_is_better else "lower", csv=b.csv,
         correctness="; ".join(rules), classes=classes,
-        protected=", ".join(f"`{p}`" for p in [*protected_paths(ref), "performance.md"]), keep_metric=keep,
+        protected=", ".join(f"`{p}`" for p in [*protected_paths(ref.what, ref.where), "performance.md"]),
+        keep_metric=keep,
         noise_pct=f"{g.noise_pct:g}", confirmations=g.confirmations, max_repairs=g.max_repairs,
         max_rounds=g.max_rounds, confidence=f"{g.confidence * 100:g}",
         max_regressions=g.max_consecutive_regressions, device_wait=_device_wait(g, trace_step is TRACE_CPU), gpu_wait_s=f"{g.gpu_wait_s:g}",
-        device=device, trace_step=trace_step, trace_status=trace_status(ref.store.events(), s.best.commit))
+        device=device, trace_step=trace_step, trace_status=trace_status(ref.books.store.events(), s.best.commit))
 
 
 def _device_wait(g, cpu: bool) -> str:

@@ -83,8 +83,8 @@ def research_directions(ref: Referee) -> str:
     """A request for ranked, advisory optimization hypotheses from the latest trace, the per-class
     table and past attempts. The text says they are advice, never orders. On a CPU session it speaks
     of the sampled profile, functions and lines, never GPU time, DRAM/SM throughput or occupancy."""
-    s, cfg = ref.state, ref.cfg
-    events = ref.store.events()
+    s, cfg = ref.books.state, ref.what.cfg
+    events = ref.books.store.events()
     cpu = device_words(ref)[1] is TRACE_CPU
     best = "\n".join(f"| {k} | {_fmt(v)} |" for k, v in s.best.metrics.items()) or "| (no baseline yet) | - |"
     judged = ("the script metric: no kernel profiler on the CPU" if cpu

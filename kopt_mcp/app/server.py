@@ -78,8 +78,9 @@ def build_server(ref: Referee | StartupError, tools: list[str] | None = None, re
     session = None if error else ref
     pool = None
     if session is not None and slot_per_session:
-        pool = SlotPool(session, lambda name: Referee(session.repo_path, session.config_path, session.tag,
-                                                       services=session.services, slot=name))
+        where = session.where
+        pool = SlotPool(session, lambda name: Referee(where.repo_path, where.config_path, where.tag,
+                                                      services=session.services, slot=name))
 
     tasks = TaskStore()  # long calls as MCP tasks where the client declares the extension (app/tasks.py)
 
@@ -117,13 +118,13 @@ def build_server(ref: Referee | StartupError, tools: list[str] | None = None, re
     @mcp.resource("kopt://performance.md", name="performance.md", mime_type="text/markdown",
                   description="Baseline, kept improvements and Stop Summary of this session.")
     def performance_md() -> str:
-        p = live().workspace_path / "performance.md"
+        p = live().where.workspace_path / "performance.md"
         return p.read_text(encoding="utf-8") if p.exists() else "(no baseline yet: call run_benchmark)\n"
 
     @mcp.resource("kopt://ledger.jsonl", name="ledger", mime_type="application/jsonl",
                   description="Every event and attempt of this session, one JSON object per line.")
     def ledger() -> str:
-        p = live().store.ledger_path
+        p = live().books.store.ledger_path
         return p.read_text(encoding="utf-8") if p.exists() else ""
 
     @mcp.prompt(name="optimization_loop", description="Run the refereed kernel optimization loop (program.md, live).")

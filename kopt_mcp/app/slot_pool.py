@@ -35,7 +35,8 @@ class SlotPool:
                 if not self._by:
                     ref = self.main
                 else:
-                    ref = self._open(f"http-{sum(1 for r in self._made if (r.slot or '').startswith('http-')) + 1}")
+                    n = sum(1 for r in self._made if (r.where.slot or "").startswith("http-"))
+                    ref = self._open(f"http-{n + 1}")
                     self._made.append(ref)
                 self._by[key] = ref
             return ref
@@ -46,7 +47,7 @@ class SlotPool:
         with self._mutex:
             if name == "main":
                 return self.main
-            ref = next((r for r in self._made if r.slot == name), None)
+            ref = next((r for r in self._made if r.where.slot == name), None)
             if ref is None:
                 ref = self._open(name)
                 self._made.append(ref)

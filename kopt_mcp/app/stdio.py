@@ -101,7 +101,7 @@ async def _serve(mcp: MCPServer) -> None:
 
 def serve_stdio(mcp: MCPServer, pid_dir: Path | None) -> None:
     """Serve `mcp` over stdin/stdout until the client closes stdin (module docstring). `pid_dir`: the
-    session's folder of run records (Session.pid_dir; None when no session opened)."""
+    session's folder of run records (Session.where.pid_dir; None when no session opened)."""
     anyio.run(_serve, mcp)
     left = running_count()
     if left:

@@ -17,7 +17,7 @@ from kopt_mcp.errors import Cancelled, DeviceLost, RefereeError, StateSaveError,
 from kopt_mcp.gpus.base import GpuProbe
 from kopt_mcp.referee import attempt, commit, gain, guards, ops
 from kopt_mcp.referee.core import Session, short
-from kopt_mcp.referee.opening import open_session
+from kopt_mcp.referee.opening import open_parts, recover_at_start
 from kopt_mcp.referee.recovery import settle
 from kopt_mcp.referee.recovery import stop as stop_session
 from kopt_mcp.referee.services import Services
@@ -83,23 +83,23 @@ def _locked(self: Session, fn, cancel: threading.Event, args, kwargs):
     with self.lock:
         if cancel.is_set():
             raise Cancelled(f"{fn.__name__} was cancelled before it started")
-        self.cancel = cancel
+        self.jobs.cancel = cancel
         settle(self)
-        if not self.state.in_progress:
+        if not self.books.state.in_progress:
             try:
                 sync(self)  # another candidate slot moved BEST: judge against the newest one
             except (git.GitCommandError, VcsError) as e:
                 raise RefereeError(
                     f"another slot moved BEST and following it failed ({short(e)}): check `git -C "
-                    f"{self.workspace_path} status`, remove a stale lock file if a git process was killed, "
+                    f"{self.where.workspace_path} status`, remove a stale lock file if a git process was killed, "
                     "then call again") from e
         try:
             result = _retry_once(self, fn, args, kwargs)
         except Cancelled:
-            self.store.log("cancelled", operation=fn.__name__)
+            self.books.store.log("cancelled", operation=fn.__name__)
             raise
         finally:
-            self.release_job()  # per-job leases: no device is held between calls
+            self.jobs.release()  # per-job leases: no device is held between calls
         if fn.__name__ in REPORTED and auto_report():  # the HTML report follows every verdict, commit, revert, stop
             # lazy: matplotlib (the report's charts) loads only once a report is written
             from kopt_mcp.views.report_html import write_session_report
@@ -114,11 +114,11 @@ def _retry_once(sess: Session, fn, args, kwargs):
     try:
         return fn(sess, *args, **kwargs)
     except DeviceLost as e:
-        sess.device_lost(e, retrying=True)
+        sess.jobs.device_lost(e, retrying=True)
     try:
         return fn(sess, *args, **kwargs)
     except DeviceLost as e:
-        sess.device_lost(e, retrying=False)
+        sess.jobs.device_lost(e, retrying=False)
         raise RefereeError(f"{fn.__name__}: the device was lost twice ({e}); nothing was recorded from the lost "
                            "runs. Call again when the machines are back") from e
 
@@ -138,8 +138,9 @@ class Referee(Session):
                  services: Services | None = None, slot: str | None = None) -> None:
         changes = {k: v for k, v in (("probe", probe), ("lease_dir", lease_dir), ("sleep", sleep),
                                      ("clock", clock)) if v is not None}
-        super().__init__(repo, config_path, tag, dataclasses.replace(services or Services(), **changes), slot)
-        open_session(self)
+        services = dataclasses.replace(services or Services(), **changes)
+        super().__init__(open_parts(repo, config_path, tag, services, slot))
+        recover_at_start(self)
 
     status = ops.status  # read-only, no lock: a snapshot of the state
     find_idle_gpu = operation(ops.find_idle_gpu)

@@ -27,6 +27,7 @@ from kopt_mcp.results import VerdictResult
 from kopt_mcp.results_change import Cost
 from kopt_mcp.rules.decision import Code
 from kopt_mcp.rules.load import LOAD_EXTRA_ROUNDS, RoundLoad, can_measure_more, decide_counted
+from kopt_mcp.rules.policy import Policy
 from kopt_mcp.rules.protect import touched_protected, unsafe_symlinks
 from kopt_mcp.rules.repair import after_incorrect
 from kopt_mcp.rules.script import GLOBAL, Round
@@ -49,52 +50,52 @@ def save_and_test(sess: Session, target: str = GLOBAL, hypothesis: str = "",
 
 
 def _save_and_test(sess: Session, target: str, hypothesis: str, progress: Progress | None) -> VerdictResult:
-    s = sess.state
+    s = sess.books.state
     require(s, "save_and_test")
     keys = list(s.best.metrics)
     if target != GLOBAL and target not in keys:
         raise RefereeError(f"target {target!r} is no config class; use 'global' or one of: {', '.join(keys)}")
-    sess.check_branch()
+    sess.where.check_branch()
     warnings = sess.moved_head_warnings()
-    if sess.config.changed():
+    if sess.what.config.changed():
         warnings.append("kopt.toml changed on disk; the frozen config of session start still applies")
-    snap = vcs.snapshot(sess.ws, s.best.commit, s.benchmark_outputs)
-    patch, changed = vcs.diff_tree(sess.ws, s.best.commit, snap.tree)
+    snap = vcs.snapshot(sess.where.ws, s.best.commit, s.benchmark_outputs)
+    patch, changed = vcs.diff_tree(sess.where.ws, s.best.commit, snap.tree)
     if snap.left_out:
         warnings.append(_left_out_warning(snap.left_out))
     if not changed:
         raise RefereeError("the workspace has no change against BEST_COMMIT: edit the kernel in "
-                           f"{sess.workspace_path} first, then call save_and_test")
+                           f"{sess.where.workspace_path} first, then call save_and_test")
     n = s.new_attempt()
     # state first, then the patch: a crash in between leaves an attempt number that recovery
     # archives from the (untouched) tree; never a patch a later attempt could overwrite
     s.begin_job("save_and_test", attempt=n)
-    sess.save()
-    sess.store.archive(n, "pending", patch)
+    sess.books.save()
+    sess.books.store.archive(n, "pending", patch)
     faults.point("save_and_test.after_archive")
-    frozen = vcs.freeze(sess.ws, snap.tree, s.best.commit, sess.attempt_ref(n),
+    frozen = vcs.freeze(sess.where.ws, snap.tree, s.best.commit, sess.where.attempt_ref(n),
                         f"kopt-mcp attempt {n}: the tested snapshot")
     a = Attempt(n=n, target=target, hypothesis=hypothesis, tree=snap.tree,
-                best_tree=vcs.tree_of(sess.ws, s.best.commit), changed=changed, warnings=warnings)
-    sess.store.log("snapshot", attempt=n, commit=frozen, tree=snap.tree, ref=sess.attempt_ref(n))
+                best_tree=vcs.tree_of(sess.where.ws, s.best.commit), changed=changed, warnings=warnings)
+    sess.books.store.log("snapshot", attempt=n, commit=frozen, tree=snap.tree, ref=sess.where.attempt_ref(n))
     try:
         try:
             return _judge_on_one_device(sess, a, progress)
         except Tampered as e:
             return finish(sess, a, "rejected", str(e), revert=True, code=Code.TAMPERED)
     except Cancelled:
-        path = sess.store.relabel(n, "pending", "cancelled")  # the tree stays as it was: nothing lost
-        sess.record("attempt", attempt=n, verdict="cancelled", code=str(Code.CANCELLED), target=target,
-                    hypothesis=hypothesis, changed=changed, runs=a.runs, reverted=False, patch=str(path))
+        path = sess.books.store.relabel(n, "pending", "cancelled")  # the tree stays as it was: nothing lost
+        sess.books.record("attempt", attempt=n, verdict="cancelled", code=str(Code.CANCELLED), target=target,
+                          hypothesis=hypothesis, changed=changed, runs=a.runs, reverted=False, patch=str(path))
         s.end_job()
-        sess.save()
+        sess.books.save()
         raise
     except StateSaveError:
         raise  # the saved job marker stays: the next call recovers the attempt
     except BaseException:
         if s.in_progress:  # an error before the verdict: the candidate stays in place
             s.end_job()
-            sess.save()
+            sess.books.save()
         raise
 
 
@@ -105,8 +106,8 @@ def _judge_on_one_device(sess: Session, a: Attempt, progress: Progress | None) -
         try:
             return _judge(sess, a, progress)
         except DeviceLost as e:
-            a.lost_devices.append(sess.device_id or "?")
-            sess.device_lost(e, retrying=not last)
+            a.lost_devices.append(sess.jobs.device_id or "?")
+            sess.jobs.device_lost(e, retrying=not last)
             if last:
                 return finish(sess, a, "failed", f"the device was lost twice during the measurements ({e}); "
                               "the candidate was archived and reverted: call save_and_test again when the "
@@ -118,21 +119,13 @@ def _judge_on_one_device(sess: Session, a: Attempt, progress: Progress | None) -
 
 
 def _judge(sess: Session, a: Attempt, progress: Progress | None) -> VerdictResult:
-    hits = touched_protected(a.changed, protected_paths(sess))
-    if hits:
-        return finish(sess, a, "rejected", f"the candidate changes protected file(s) {', '.join(hits)}: the "
-                      "benchmark, oracle, config and performance.md are fixed for the session; make "
-                      "the change in the kernel only", revert=True, code=Code.PROTECTED_PATH)
-    links = vcs.symlinks(sess.ws, a.tree)
-    unsafe = unsafe_symlinks([p for p in a.changed if p in links], links, protected_paths(sess))
-    if unsafe:
-        return finish(sess, a, "rejected", "; ".join(unsafe) + ": a symlink may not lead into a protected path "
-                      "or out of the repository (writes through it would change what is fixed or escape "
-                      "the checkout); copy the file instead", revert=True, code=Code.UNSAFE_SYMLINK)
-    shadow = shadowing(sess, a.tree, a.best_tree)
-    if shadow:
-        return finish(sess, a, "rejected", shadow.reason, revert=True, code=shadow.code)
-    gate = sess.lease(progress)
+    """One verdict, phase by phase: the refusals before any run (`_refused`), the job lease, the
+    paired script rounds (`_script_rounds`; every run profiled instead when the profiler measures
+    the script: referee/profiled.py), then on a script win the keep metric (keep_metric.py)."""
+    refused = _refused(sess, a)
+    if refused is not None:
+        return refused
+    gate = sess.jobs.lease(progress)
     if gate.lease is None:
         stop = None if gate.reason == "cancelled" else f"no idle GPU: {gate.reason}"
         return finish(sess, a, "failed", stop or "cancelled while waiting for a GPU", revert=True, stop=stop, code=Code.NO_DEVICE)
@@ -144,9 +137,51 @@ def _judge(sess: Session, a: Attempt, progress: Progress | None) -> VerdictResul
         prof, screening, profiled = None, False, False
     if prof is not None and getattr(prof, "measures_script", False):  # every run profiled (referee/profiled.py)
         return judge_profiled(sess, a, prof, progress, finish, _incorrect, _improved)
-    g = sess.policy
+    g = sess.what.policy
     # progress counts runs: the first pair, at most max_rounds - 1 more pairs, then 3 profiled runs
     total = 2.0 + 2.0 * (g.max_rounds - 1 + LOAD_EXTRA_ROUNDS) + (3.0 if profiled else 0.0)
+    ended = _script_rounds(sess, a, progress, total, g.screen() if screening else g)
+    if ended is not None:
+        return ended
+    if progress and profiled:
+        total = 2.0 * a.rounds + 3.0  # no more script rounds: the profiled runs are the rest
+        progress(2 * a.rounds, total, f"attempt {a.n}: runs {2 * a.rounds + 1}-{2 * a.rounds + 3}: "
+                 "profiling BEST, the candidate, BEST again (keep metric)")
+    suspect = clear_script_win(a.decision, g.noise_pct)  # a clear script win that GPU time then denies is suspect
+    # every candidate run counts against [gates] max_rounds: the script rounds, then the profiled runs
+    a.keep = keep_metric(sess, a, suspect, candidate_runs=max(1, g.max_rounds - a.rounds))
+    v = attempt_verdict(a.decision, a.keep)
+    if v.outcome != "improved":
+        return finish(sess, a, v.outcome, v.reason, revert=True, reset=True, code=v.code)
+    return _improved(sess, a, v.reason, v.code)
+
+
+def _refused(sess: Session, a: Attempt) -> VerdictResult | None:
+    """Before any run: a candidate that changes a protected path, adds an unsafe symlink or shadows
+    a module the benchmark imports is `rejected` (reverted); None when it may run."""
+    hits = touched_protected(a.changed, protected_paths(sess.what, sess.where))
+    if hits:
+        return finish(sess, a, "rejected", f"the candidate changes protected file(s) {', '.join(hits)}: the "
+                      "benchmark, oracle, config and performance.md are fixed for the session; make "
+                      "the change in the kernel only", revert=True, code=Code.PROTECTED_PATH)
+    links = vcs.symlinks(sess.where.ws, a.tree)
+    unsafe = unsafe_symlinks([p for p in a.changed if p in links], links, protected_paths(sess.what, sess.where))
+    if unsafe:
+        return finish(sess, a, "rejected", "; ".join(unsafe) + ": a symlink may not lead into a protected path "
+                      "or out of the repository (writes through it would change what is fixed or escape "
+                      "the checkout); copy the file instead", revert=True, code=Code.UNSAFE_SYMLINK)
+    shadow = shadowing(sess, a.tree, a.best_tree)
+    if shadow:
+        return finish(sess, a, "rejected", shadow.reason, revert=True, code=shadow.code)
+    return None
+
+
+def _script_rounds(sess: Session, a: Attempt, progress: Progress | None, total: float,
+                   policy: Policy) -> VerdictResult | None:
+    """The paired script rounds on this lease: the candidate, BEST, then more pairs while the rule
+    asks (rules: decide_counted under `policy`). Ends the attempt (the VerdictResult) unless the
+    script says `improved`; then None, with `a.decision`, `a.rounds` and the counted runs set.
+    Raises RefereeError when BEST itself failed to run."""
     if progress:
         progress(0, total, f"attempt {a.n}: run 1: the candidate")
     cand = measure_run(sess, a, a.tree, "candidate")
@@ -168,7 +203,7 @@ def _judge(sess: Session, a: Attempt, progress: Progress | None) -> VerdictResul
                            "changed, not the candidate. The candidate is still in place; call save_and_test again")
     rounds = [Round(best=best.values(), candidate=cand.values())]
     loads = [RoundLoad(runs=[best.load, cand.load])]  # the foreign load each run ran under (rules/load.py)
-    policy, s, hib = (g.screen() if screening else g), sess.state, sess.cfg.benchmark.higher_is_better
+    s, hib = sess.books.state, sess.what.cfg.benchmark.higher_is_better
     try:
         d, a.load = decide_counted(rounds, loads, a.target, hib, policy, s.noise_history,
                                    can_measure=can_measure_more(loads, policy, policy.script_rounds))
@@ -195,23 +230,13 @@ def _judge(sess: Session, a: Attempt, progress: Progress | None) -> VerdictResul
     a.counted_rounds = counted
     if d.outcome != "improved":
         return finish(sess, a, d.outcome, d.reason, revert=True, reset=d.outcome != "regressed", code=d.code)
-    if progress and profiled:
-        total = 2.0 * len(rounds) + 3.0  # no more script rounds: the profiled runs are the rest
-        progress(2 * len(rounds), total, f"attempt {a.n}: runs {2 * len(rounds) + 1}-{2 * len(rounds) + 3}: "
-                 "profiling BEST, the candidate, BEST again (keep metric)")
-    suspect = clear_script_win(d, g.noise_pct)  # a clear script win that GPU time then denies is suspect
-    # every candidate run counts against [gates] max_rounds: the script rounds, then the profiled runs
-    a.keep = keep_metric(sess, a, suspect, candidate_runs=max(1, g.max_rounds - len(rounds)))
-    v = attempt_verdict(d, a.keep)
-    if v.outcome != "improved":
-        return finish(sess, a, v.outcome, v.reason, revert=True, reset=True, code=v.code)
-    return _improved(sess, a, v.reason, v.code)
+    return None
 
 
 def _incorrect(sess: Session, a: Attempt, reason: str, code: Code) -> VerdictResult:
     """The correctness gate failed (`code`: rows_incorrect or check_failed): `incorrect`, the
     candidate left in place for repair, or `abandoned` (code abandoned) after the last repair."""
-    s, g = sess.state, sess.policy
+    s, g = sess.books.state, sess.what.policy
     outcome, rep = after_incorrect(s.repair, a.n, a.target, a.hypothesis, g.max_repairs)
     if outcome == "abandoned":
         return finish(sess, a, "abandoned", f"{reason}; still incorrect after {g.max_repairs} repair attempt(s): "
@@ -233,17 +258,18 @@ def _improved(sess: Session, a: Attempt, reason: str, code: Code) -> VerdictResu
         classes_pct={c.key: c.mean_pct for c in d.classes}, gpu_best_us=keep.gpu_best_us,
         gpu_candidate_us=keep.gpu_candidate_us, gpu_gain_pct=keep.gpu_delta_pct, gpu_lo_pct=keep.lower_bound_pct,
         op_gain_pct=getattr(keep, "op_delta_pct", None))
-    vendor = sess.device.vendor if sess.device else "cpu"
+    vendor = sess.jobs.device.vendor if sess.jobs.device else "cpu"
     script_only = keep.metric_used == "script metric"  # no profiler measured it (rules/script_only.py)
     if script_only:
-        allowed = script_only_keeps_allowed(sess.cfg.gates.allow_script_only_keeps, vendor, sess.cfg.profiler.backend)
+        cfg = sess.what.cfg
+        allowed = script_only_keeps_allowed(cfg.gates.allow_script_only_keeps, vendor, cfg.profiler.backend)
         reason = f"{reason}; {script_only_note(allowed)}"
-    sess.state.improved(PendingImprovement(
+    sess.books.state.improved(PendingImprovement(
         attempt=a.n, tree=a.tree, target=a.target, hypothesis=a.hypothesis,
         candidate_metrics=a.cand_values, candidate_gpu_us=keep.gpu_candidate_us,
         candidate_class_gpu_us=a.class_gpu_us, candidate_class_op_us=a.class_op_us, candidate_op_us=a.op_us,
-        kernels=sess.state.best.kernels, target_delta_pct=sum(d.target_deltas_pct) / len(d.target_deltas_pct),
-        metric_used=keep.metric_used, base=sess.state.best.commit,
+        kernels=sess.books.state.best.kernels, target_delta_pct=sum(d.target_deltas_pct) / len(d.target_deltas_pct),
+        metric_used=keep.metric_used, base=sess.books.state.best.commit,
         gpu_best_us=keep.gpu_best_us, gpu_floor_pct=a.gpu_floor_pct, gpu_by_unit=by_marked_units(keep),
         candidate_run_metrics=a.cand_run_values, candidate_run_dir=a.cand_run_dir,
         verdict=summary, script_only=script_only, vendor=vendor, verdict_rounds=list(a.counted_rounds)))
@@ -258,15 +284,16 @@ def finish(sess: Session, a: Attempt, verdict: str, reason: str, revert: bool, r
     record, stop the session when the stop rule says so (or `stop` names a reason), and save:
     the commit point of the attempt. A workspace changed during the runs turns any verdict into
     `rejected`."""
-    s, d, keep, n = sess.state, a.decision, a.keep, a.n
+    s, d, keep, n = sess.books.state, a.decision, a.keep, a.n
     moved = workspace_moved(sess, a.tree)
     if moved:  # the tested snapshot is archived; what the run left in the workspace is not kept
         verdict, revert, repairs_left, code, reason = "rejected", True, None, Code.TAMPERED, moved + (
             f" (the measurements said: {verdict}, {reason})" if verdict != "rejected" else f"; {reason}")
-    patch_path = ensure_patch(sess.store, sess.ws, sess.ref_prefix, n, sess.store.relabel(n, "pending", verdict))
+    store = sess.books.store
+    patch_path = ensure_patch(store, sess.where.ws, sess.where.ref_prefix, n, store.relabel(n, "pending", verdict))
     if revert:
         faults.point("save_and_test.before_revert")
-        vcs.reset_to(sess.ws, s.best.commit)
+        vcs.reset_to(sess.where.ws, s.best.commit)
         faults.point("save_and_test.after_revert")
         s.dropped_candidate()
     if verdict == "regressed":
@@ -282,23 +309,23 @@ def finish(sess: Session, a: Attempt, verdict: str, reason: str, revert: bool, r
     # queued, not written: the verdict record, the phase and the end of the job are committed
     # together by the next save (see referee/core.py), so a kill never leaves a verdict in the
     # ledger that recovery would contradict with `interrupted`
-    sess.record("attempt", attempt=n, verdict=verdict, code=str(code), reason=reason, target=a.target,
-                hypothesis=a.hypothesis, changed=a.changed, patch=str(patch_path),
-                classes=[x.model_dump() for x in d.classes] if d else [], runs=a.runs,
-                gpu=keep.model_dump() if keep else None, reverted=revert, device=sess.device_id,
-                **({"provenance": a.provenance} if a.provenance else {}),
-                **({"rounds_under_load": len(a.load.under_load), "load": a.load.model_dump(mode="json")}
-                   if a.load is not None else {}),
+    sess.books.record("attempt", attempt=n, verdict=verdict, code=str(code), reason=reason, target=a.target,
+                      hypothesis=a.hypothesis, changed=a.changed, patch=str(patch_path),
+                      classes=[x.model_dump() for x in d.classes] if d else [], runs=a.runs,
+                      gpu=keep.model_dump() if keep else None, reverted=revert, device=sess.jobs.device_id,
+                      **({"provenance": a.provenance} if a.provenance else {}),
+                      **({"rounds_under_load": len(a.load.under_load), "load": a.load.model_dump(mode="json")}
+                         if a.load is not None else {}),
                 **({"lost_devices": a.lost_devices} if a.lost_devices else {}), cost=cost.model_dump(),
                 **({"correctness": a.correctness.model_dump(mode="json")} if a.correctness else {}))
-    if verdict == "regressed" and should_stop(s.regressions, sess.policy.max_consecutive_regressions):
+    if verdict == "regressed" and should_stop(s.regressions, sess.what.policy.max_consecutive_regressions):
         stop = f"{s.regressions.consecutive} consecutive measured regressions"
     s.end_job()  # the verdict and the phase are saved together with the end of the job
     if stop:  # after the revert, so the Stop Summary commit sits on top of BEST_COMMIT
         stop_session(sess, stop)
-    sess.save()
+    sess.books.save()
     return VerdictResult(
-        attempt=n, verdict=verdict, code=code, reason=reason, target=a.target, metric=sess.cfg.benchmark.metric,
+        attempt=n, verdict=verdict, code=code, reason=reason, target=a.target, metric=sess.what.cfg.benchmark.metric,
         metric_used=keep.metric_used if keep else ("script metric" if d else "none"),
         classes=d.classes if d else [], target_deltas_pct=d.target_deltas_pct if d else [],
         target_interval=(d.shown_interval or d.target_interval) if d else None,
@@ -306,7 +333,7 @@ def finish(sess: Session, a: Attempt, verdict: str, reason: str, revert: bool, r
         gpu_best_us=keep.gpu_best_us if keep else None, gpu_candidate_us=keep.gpu_candidate_us if keep else None,
         gpu_delta_pct=keep.gpu_delta_pct if keep else None, gpu_floor_pct=a.gpu_floor_pct, rounds=a.rounds, reverted=revert,
         rounds_under_load=len(a.load.under_load) if a.load is not None else 0,
-        repairs_left=repairs_left, patch_path=str(patch_path), run_dirs=a.runs, device=sess.device,
+        repairs_left=repairs_left, patch_path=str(patch_path), run_dirs=a.runs, device=sess.jobs.device,
         consecutive_regressions=s.regressions.consecutive, stopped=s.phase == Phase.stopped,
         stop_reason=s.stop_reason, warnings=a.warnings, next_actions=next_actions(s), cost=cost,
         correctness=a.correctness)
@@ -316,7 +343,7 @@ def _tie(sess: Session, a: Attempt) -> TieCandidate:
     """A `tie`'s candidate as commit_improvement(neutral_reason=...) may keep it (session.TieCandidate)."""
     d = a.decision
     iv = d.shown_interval or d.target_interval
-    return TieCandidate(attempt=a.n, tree=a.tree, base=sess.state.best.commit, target=a.target,
+    return TieCandidate(attempt=a.n, tree=a.tree, base=sess.books.state.best.commit, target=a.target,
                         hypothesis=a.hypothesis, classes=[c.model_dump() for c in d.classes],
                         target_pct=iv.mean_pct if iv is not None else None,
                         candidate_run_metrics=[dict(v) for v in a.cand_run_values])

@@ -17,6 +17,7 @@ from kopt_mcp.evidence.trace import exact_names_regex, target_gpu_time
 from kopt_mcp.referee.baseline_adopt import Adoption, adopt_init_runs
 from kopt_mcp.referee.core import BASELINE_MESSAGE, Progress, Session
 from kopt_mcp.referee.guards import judge_run_changes, protected_paths
+from kopt_mcp.referee.parts import What
 from kopt_mcp.referee.report import perf_rows
 from kopt_mcp.referee.slots import best_lock, publish
 from kopt_mcp.results import BenchmarkResult, ClassMetric
@@ -41,15 +42,15 @@ def baseline(sess: Session, progress: Progress | None) -> BenchmarkResult:
     """Measure and record the baseline (module docstring); the device is leased by the caller.
     Raises RefereeError when the unmodified benchmark fails its gate or writes a protected file,
     or when profiling it fails (the text says what to fix)."""
-    cfg = sess.cfg
+    cfg = sess.what.cfg
     runs = cfg.gates.baseline_runs
     prof = sess.profiler()
     profiles_due = BASELINE_PROFILES if prof.name != "none" else 0
     steps = runs + profiles_due  # the progress total
-    best_tree = vcs.tree_of(sess.ws, sess.state.best.commit)
+    best_tree = vcs.tree_of(sess.where.ws, sess.books.state.best.commit)
     group, m, walls, adoption = _plain_runs(sess, progress, steps, best_tree)
     baseline_values = {k: statistics.median(g[k] for g in group) for k in group[0]}
-    sess.state.plain_run_s = statistics.median(walls)  # the unit of every cost (results.Cost)
+    sess.books.state.plain_run_s = statistics.median(walls)  # the unit of every cost (results.Cost)
     gpu_us, kernels, note = None, [], "no profiler: the script metric is the keep metric"
     class_gpu_us: dict[str, float] | None = None
     profiles: list[float] = []  # adjacent profiled runs: the first spreads for the keep metric's floor
@@ -57,7 +58,7 @@ def baseline(sess: Session, progress: Progress | None) -> BenchmarkResult:
     for i in range(profiles_due):
         if progress:
             progress(runs + i, steps, f"baseline: profiling with {prof.name} ({i + 1} of {profiles_due})")
-        p = sess.profile(prof, best_tree, sess.store.run_dir(0, "baseline-profile"))
+        p = sess.profile(prof, best_tree, sess.books.store.run_dir(0, "baseline-profile"))
         _baseline_changes(sess, p.changes)
         if p.trace is None:
             raise RefereeError(f"profiling the baseline failed: {p.error}. Fix it, or set [profiler] "
@@ -82,9 +83,9 @@ def baseline(sess: Session, progress: Progress | None) -> BenchmarkResult:
         class_gpu_us = class_gpu_times(traces[0], list(baseline_values), regex)
     if profiles:
         note = f"keep metric: profiler GPU time of {', '.join(k[:60] for k in kernels)}"
-    s = sess.state
+    s = sess.books.state
     s.begin_job("baseline", base=s.best.commit)
-    sess.save()  # the marker first: a kill below leaves something recovery can undo
+    sess.books.save()  # the marker first: a kill below leaves something recovery can undo
     s.baseline_recorded(baseline_values, gpu_us, kernels)
     s.record_best_runs(group)
     for spread in spreads:
@@ -92,23 +93,23 @@ def baseline(sess: Session, progress: Progress | None) -> BenchmarkResult:
     s.launch_counts_vary = counts_vary
     rows = [r.model_dump() for r in perf_rows(
         "baseline", s.best.commit, cfg.benchmark.command, "global", kernels, s.best.metrics,
-        gpu_us, None, f"unmodified BEST_COMMIT on {sess.device.name}; {note}", class_gpu_us=class_gpu_us)]
+        gpu_us, None, f"unmodified BEST_COMMIT on {sess.jobs.device.name}; {note}", class_gpu_us=class_gpu_us)]
     # queued with its performance.md rows; performance.md is rendered from the ledger
-    rec = sess.record("baseline", best_commit=s.best.commit, metrics=s.best.metrics, runs=group, gpu_us=gpu_us,
-                      kernels=kernels, gpu_profiles_us=profiles, device=sess.device.model_dump(),
-                      device_id=sess.device_id, run_dir=m.run_dir, rows=rows, adopted_runs=len(adoption.runs),
-                      adopted_tests=adoption.tests, adoption_code=adoption.code)
+    rec = sess.books.record("baseline", best_commit=s.best.commit, metrics=s.best.metrics, runs=group, gpu_us=gpu_us,
+                            kernels=kernels, gpu_profiles_us=profiles, device=sess.jobs.device.model_dump(),
+                            device_id=sess.jobs.device_id, run_dir=m.run_dir, rows=rows,
+                            adopted_runs=len(adoption.runs), adopted_tests=adoption.tests, adoption_code=adoption.code)
     sess.write_performance()
     faults.point("baseline.after_perf_written")
-    commit = rec["best_commit"] = vcs.commit_paths(sess.ws, ["performance.md"], BASELINE_MESSAGE)
+    commit = rec["best_commit"] = vcs.commit_paths(sess.where.ws, ["performance.md"], BASELINE_MESSAGE)
     s.best.commit = commit  # recovery compares the workspace's HEAD with the marker's base
     faults.point("baseline.after_git_commit")
-    vcs.ensure_best_worktree(sess.repo, sess.best_path, commit)
+    vcs.ensure_best_worktree(sess.where.repo, sess.where.best_path, commit)
     faults.point("baseline.after_best_worktree")
     s.baseline_committed(commit)
     with best_lock(sess):
         publish(sess)  # the session's BEST, for every candidate slot
-    sess.save()  # the commit point: the baseline record is committed with the phase
+    sess.books.save()  # the commit point: the baseline record is committed with the phase
     res = bench_result(sess, "baseline (BEST_COMMIT)", m, recorded=True, runs=group)
     return res.model_copy(update={"reason": "; ".join(x for x in (res.reason, adoption.reason) if x)})
 
@@ -120,7 +121,7 @@ def _plain_runs(sess: Session, progress: Progress | None, steps: int,
     command with the first measured one unless init's run of it is adopted. Returns each run's
     metric per class, the run shown in the result, the wall times (s) and the adoption. Raises
     RefereeError as `baseline` does."""
-    runs = sess.cfg.gates.baseline_runs
+    runs = sess.what.cfg.gates.baseline_runs
     adoption = adopt_init_runs(sess, best_tree, runs)
     group = [a.values() for a in adoption.runs]
     walls = [a.run.duration_s for a in adoption.runs]
@@ -131,11 +132,11 @@ def _plain_runs(sess: Session, progress: Progress | None, steps: int,
             progress(i, steps, f"baseline: run {i + 1} of {runs} of unmodified BEST_COMMIT")
         label = "baseline" if i == 0 else f"baseline-r{i + 1}"
         # the [correctness] command once, with the first run measured here (unless init's run of it stands)
-        mi = sess.measure(best_tree, sess.store.run_dir(0, label), check=check_due)
+        mi = sess.measure(best_tree, sess.books.store.run_dir(0, label), check=check_due)
         check_due = False
         _baseline_changes(sess, mi.changes)
         if mi.gate.kind != "ok":
-            sess.store.log("baseline_failed", reason=mi.gate.reason, run_dir=mi.run_dir)
+            sess.books.store.log("baseline_failed", reason=mi.gate.reason, run_dir=mi.run_dir)
             raise RefereeError(
                 f"the unmodified benchmark does not pass the correctness gate ({mi.gate.reason}); fix the "
                 f"repository or kopt.toml and start again. Log: {mi.run.log_path}")
@@ -148,7 +149,7 @@ def _plain_runs(sess: Session, progress: Progress | None, steps: int,
 def _baseline_changes(sess: Session, changes: list[FileChange]) -> None:
     """A run of the unchanged benchmark: its writes to tracked files become benchmark outputs;
     a write to a protected file stops the baseline (RefereeError: the repository must change)."""
-    hits = touched_protected([c.path for c in changes], protected_paths(sess))
+    hits = touched_protected([c.path for c in changes], protected_paths(sess.what, sess.where))
     if hits:
         bad = [c for c in changes if c.path in hits]
         raise RefereeError(
@@ -193,7 +194,7 @@ def bench_result(sess: Session, what: str, m: Measurement, recorded: bool,
     in performance.md and BEST's metrics (the median of the baseline runs), not the first run's, and
     with `runs` (each baseline run's metric per class) each class's runs and their spread (%: the
     run-to-run SD the noise estimate uses, rules.stats.noise_from_groups)."""
-    best = sess.state.best.metrics
+    best = sess.books.state.best.metrics
     shown = best if recorded else {}
 
     def spread(key: str) -> dict:
@@ -203,21 +204,22 @@ def bench_result(sess: Session, what: str, m: Measurement, recorded: bool,
 
     classes = [ClassMetric(key=c.key, metric=shown.get(c.key, c.metric), correct=c.correct, errors=c.errors,
                            **spread(c.key)) for c in (m.table.classes if m.table else [])]
-    vs = {c.key: improvement_pct(best[c.key], c.metric, sess.cfg.benchmark.higher_is_better)
+    vs = {c.key: improvement_pct(best[c.key], c.metric, sess.what.cfg.benchmark.higher_is_better)
           for c in classes if c.key in best and not recorded}
     return BenchmarkResult(
-        what=what, device=sess.device, ok=m.gate.kind == "ok", gate=m.gate.kind, reason=m.gate.reason,
-        metric=sess.cfg.benchmark.metric, classes=classes, vs_best_pct=vs, exit_code=m.run.exit_code,
+        what=what, device=sess.jobs.device, ok=m.gate.kind == "ok", gate=m.gate.kind, reason=m.gate.reason,
+        metric=sess.what.cfg.benchmark.metric, classes=classes, vs_best_pct=vs, exit_code=m.run.exit_code,
         duration_s=m.run.duration_s, log_path=m.run.log_path, log_tail=m.run.log_tail[-2000:],
-        baseline_recorded=recorded, best_commit=sess.state.best.commit, next_actions=next_actions(sess.state),
-        detectable=_detectable(sess, runs) if recorded and runs else None)
+        baseline_recorded=recorded, best_commit=sess.books.state.best.commit,
+        next_actions=next_actions(sess.books.state),
+        detectable=_detectable(sess.what, runs) if recorded and runs else None)
 
 
 #: the gains (%) the baseline's `detectable.rounds_for` says the rounds of
 WANTED_GAINS_PCT = (2.0, 5.0, 10.0, 25.0, 50.0)
 
 
-def _detectable(sess: Session, runs: list[dict[str, float]]) -> Detectable | None:
+def _detectable(what: What, runs: list[dict[str, float]]) -> Detectable | None:
     """What a verdict can detect (rules/detectable.py) with the baseline runs' spread of the global
     target (the geometric mean of the classes), and per class with that class's own spread; None where
     the global target's is not measurable (one run, a value <= 0)."""
@@ -227,30 +229,30 @@ def _detectable(sess: Session, runs: list[dict[str, float]]) -> Detectable | Non
         return None
     if est.df == 0:
         return None
-    pol, hib, g = sess.policy, sess.cfg.benchmark.higher_is_better, sess.cfg.gates
+    pol, hib, g = what.policy, what.cfg.benchmark.higher_is_better, what.cfg.gates
     bound = max(g.max_rounds, g.max_rounds_asked)
     d = detectable(est.run_sd_pct, est.df, pol.script_rounds, pol, hib)
     wanted = [RoundsFor(effect_pct=e, ratio_x=round(1 + e / 100 if hib else 100 / (100 - e), 3),
                         rounds=rounds_for(e, est.run_sd_pct, est.df, pol, bound, hib)) for e in WANTED_GAINS_PCT]
-    classes = _class_detectable(sess, runs)
+    classes = _class_detectable(what, runs)
     return Detectable(
         target=GLOBAL, target_spread_pct=round(est.run_sd_pct, 3), df=est.df, rounds=pol.script_rounds, power=POWER,
         min_effect_pct=_r3(d.effect_pct), min_effect_x=_r3(d.ratio_x), rounds_for=wanted, max_rounds_asked=bound,
-        classes=classes, note=_detectable_note(sess, est.run_sd_pct, est.df, d.effect_pct, d.ratio_x, classes, bound))
+        classes=classes, note=_detectable_note(what, est.run_sd_pct, est.df, d.effect_pct, d.ratio_x, classes, bound))
 
 
 def _r3(x: float | None) -> float | None:
     return None if x is None else round(x, 3)
 
 
-def _class_detectable(sess: Session, runs: list[dict[str, float]]) -> list[ClassDetectable]:
+def _class_detectable(what: What, runs: list[dict[str, float]]) -> list[ClassDetectable]:
     """Per config class of the baseline runs: its own spread and what a verdict targeting it detects."""
     out = []
     for key in runs[0]:
         est = noise_from_groups([[r[key] for r in runs if key in r]])
         if est.df:
-            d = detectable(est.run_sd_pct, est.df, sess.policy.script_rounds, sess.policy,
-                           sess.cfg.benchmark.higher_is_better)
+            d = detectable(est.run_sd_pct, est.df, what.policy.script_rounds, what.policy,
+                           what.cfg.benchmark.higher_is_better)
             out.append(ClassDetectable(key=key, spread_pct=round(est.run_sd_pct, 3), df=est.df,
                                        min_effect_pct=_r3(d.effect_pct), min_effect_x=_r3(d.ratio_x)))
     return out
@@ -262,11 +264,11 @@ def _span(values: list[float], fmt: str) -> str:
     return fmt.format(lo) if lo == hi else f"{fmt.format(lo)} .. {fmt.format(hi)}"
 
 
-def _detectable_note(sess: Session, sd: float, df: int, effect: float | None, ratio: float | None,
+def _detectable_note(what: What, sd: float, df: int, effect: float | None, ratio: float | None,
                      classes: list[ClassDetectable], bound: int) -> str:
     """The `detectable` note: every spread by its field's name, which one a verdict's bound uses, and
     what the noise threshold is (issue 36 item 2: a global 4% beside per-class 17-29% read as a contradiction)."""
-    pol = sess.policy
+    pol = what.policy
     shown = f"{effect:+.2f}% ({ratio:.2f}x)" if effect is not None else "nothing"
     text = f"with the global target's run-to-run spread target_spread_pct {sd:.2f}% ({df} df"
     if len(classes) > 1:

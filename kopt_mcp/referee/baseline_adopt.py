@@ -31,6 +31,7 @@ from kopt_mcp.readers.base import ResultFile
 from kopt_mcp.readers.metrics import fresh_csvs, read_results
 from kopt_mcp.readers.test_summary import CorrectnessRun
 from kopt_mcp.referee.core import Session
+from kopt_mcp.referee.parts import What
 from kopt_mcp.rules.correctness import RunFacts, correctness_gate
 
 #: the file of an adopted run's folder naming init's record and which of its runs it is
@@ -53,7 +54,7 @@ def adopt_init_runs(sess: Session, best_tree: str, wanted: int) -> Adoption:
     """Init's runs that may stand for up to `wanted - 1` of the baseline's `wanted` plain runs of
     `best_tree` (module docstring), with the reason either way; nothing where the record is missing
     or any check fails. The baseline's ledger record says how many runs it adopted and why not."""
-    rec, why = init_runs.load(sess.repo)
+    rec, why = init_runs.load(sess.where.repo)
     code = "no_record" if rec is None else ""
     if rec is not None:
         code, why = _why_not(sess, rec, best_tree)
@@ -63,20 +64,20 @@ def adopt_init_runs(sess: Session, best_tree: str, wanted: int) -> Adoption:
 
 
 def _why_not(sess: Session, rec: init_runs.InitRecord, best_tree: str) -> tuple[str, str]:
-    b = sess.cfg.benchmark
+    b, device = sess.what.cfg.benchmark, sess.jobs.device
     if b.workdir not in ("", "."):
         return "workdir", f"[benchmark] workdir = {b.workdir!r}: init ran the command in the repository's root"
-    cwd = Path(sess.best_path) if Path(sess.best_path).is_dir() else sess.workspace_path
+    cwd = Path(sess.where.best_path) if Path(sess.where.best_path).is_dir() else sess.where.workspace_path
     found = resolved_interpreter(b.command, cwd, None, 30.0)
-    return init_runs.why_not(rec, tree=init_runs.tree_without(sess.ws, best_tree, [rec.config_path]),
-                             command=b.command, config_sha=sess.config.sha256,
+    return init_runs.why_not(rec, tree=init_runs.tree_without(sess.where.ws, best_tree, [rec.config_path]),
+                             command=b.command, config_sha=sess.what.config.sha256,
                              interpreter=(found[0], found[1]) if found else None, here=init_runs.host(),
-                             device=sess.device.name if sess.device and sess.device.vendor != "cpu" else None)
+                             device=device.name if device and device.vendor != "cpu" else None)
 
 
-def _tests_adoptable(sess: Session, rec: init_runs.InitRecord) -> str:
+def _tests_adoptable(what: What, rec: init_runs.InitRecord) -> str:
     """'' where init's correctness run stands for the baseline's, else why not."""
-    c = sess.cfg.correctness
+    c = what.cfg.correctness
     if not c.command:
         return ""
     t = rec.tests
@@ -90,9 +91,9 @@ def _tests_adoptable(sess: Session, rec: init_runs.InitRecord) -> str:
 
 
 def _adopt(sess: Session, rec: init_runs.InitRecord, best_tree: str, wanted: int) -> Adoption:
-    tests_why = _tests_adoptable(sess, rec)
+    tests_why = _tests_adoptable(sess.what, rec)
     n = min(len(rec.runs), wanted - 1)
-    tracked = set(vcs.tree_files(sess.ws, best_tree))
+    tracked = set(vcs.tree_files(sess.where.ws, best_tree))
     runs = []
     for k in range(n):
         m, why = _adopted_run(sess, rec, k, tracked, best_tree, check=k == 0 and not tests_why)
@@ -104,12 +105,13 @@ def _adopt(sess: Session, rec: init_runs.InitRecord, best_tree: str, wanted: int
         runs.append(m)
     for k, m in enumerate(runs):  # marked only once every run stands: a folder without it was measured or dropped
         (Path(m.run_dir) / ADOPTED_FILE).write_text(json.dumps({
-            "record": str(init_runs.where(sess.repo)), "run": k + 1, "written_at": rec.written_at, "tree": rec.tree}) + "\n")
-    tests = not tests_why and bool(sess.cfg.correctness.command)
+            "record": str(init_runs.where(sess.where.repo)), "run": k + 1, "written_at": rec.written_at,
+            "tree": rec.tree}) + "\n")
+    tests = not tests_why and bool(sess.what.cfg.correctness.command)
     said = (f"{n} of {wanted} baseline run(s) adopted from `kopt-mcp init` (same tree, command, config and "
             f"interpreter, {_age(rec)} old)" if n else
             f"no run adopted from `kopt-mcp init` ([gates] baseline_runs = {wanted}: the baseline measures at least one)")
-    if sess.cfg.correctness.command:
+    if sess.what.cfg.correctness.command:
         said += ("; init's passing run of the [correctness] command stands for the baseline's" if tests else
                  f"; the [correctness] command runs again ({tests_why})")
     return Adoption(runs=runs, tests=tests, reason=said)
@@ -124,13 +126,13 @@ def _adopted_run(sess: Session, rec: init_runs.InitRecord, k: int, tracked: set[
     """Init's run `k` as a Measurement of `best_tree`, its results read from the record's copies as a
     fresh checkout's run would leave them (content before: the tree's, before init's first run);
     None and why where it cannot stand for one (another set of files, appended rows, unreadable)."""
-    b, run, first = sess.cfg.benchmark, rec.runs[k], rec.runs[0].files
+    b, run, first = sess.what.cfg.benchmark, rec.runs[k], rec.runs[0].files
     if set(run.files) != set(first):
         return None, f"init's run {k + 1} wrote other result files than its first run"
     for p, (before, after) in run.files.items():
         if k and before is not None and before != first[p][0] and len(after) > len(before) and after.startswith(before):
             return None, f"init's run {k + 1} appended to {p} after its run 1 (a fresh checkout starts without those rows)"
-    d = sess.store.run_dir(0, f"baseline-init{k + 1}")
+    d = sess.books.store.run_dir(0, f"baseline-init{k + 1}")
     (d / "benchmark.log").write_bytes(run.log)
     for p, (_, after) in run.files.items():
         (d / "files" / p).parent.mkdir(parents=True, exist_ok=True)

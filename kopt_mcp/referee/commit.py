@@ -22,11 +22,11 @@ from kopt_mcp import vcs
 from kopt_mcp.bench.measure import included_outputs, raise_if_cancelled
 from kopt_mcp.errors import RefereeError, Tampered
 from kopt_mcp.referee.commit_measure import Remeasure, remeasure
+from kopt_mcp.referee.commit_reapply import reapply_onto_best
 from kopt_mcp.referee.confirmation import bind_confirmed, by_marked_units, confirm_out_of_process
 from kopt_mcp.referee.core import Progress, Session
 from kopt_mcp.referee.guards import protected_paths, workspace_moved
 from kopt_mcp.referee.neutral import keep_neutral
-from kopt_mcp.referee.commit_reapply import reapply_onto_best
 from kopt_mcp.referee.recovery import adopt_best, lease_or_stop, recover
 from kopt_mcp.referee.report import commit_message, format_note, keep_note, perf_rows
 from kopt_mcp.referee.runs import Attempt
@@ -69,7 +69,7 @@ def commit_improvement(sess: Session, message: str = "", progress: Progress | No
             _restart(sess)
         raise AssertionError("the last round holds the BEST lock: BEST cannot move during it")
     finally:
-        job = sess.state.in_progress
+        job = sess.books.state.in_progress
         if job and job.get("tool") == "commit_improvement":
             recover(sess)
 
@@ -81,16 +81,16 @@ ROUNDS = 3
 def _restart(sess: Session) -> None:
     """BEST moved while this round re-measured: the workspace back to the exact tested tree (the
     next round re-applies the frozen attempt onto the newest BEST), the job ended."""
-    vcs.restore_tree(sess.ws, sess.state.pending.tree)
-    sess.state.end_job()
-    sess.save()
+    vcs.restore_tree(sess.where.ws, sess.books.state.pending.tree)
+    sess.books.state.end_job()
+    sess.books.save()
 
 
 def _best_moved(sess: Session) -> bool:
     """True when the shared BEST (best.json) is no longer this slot's BEST_COMMIT. Decisive only under
     best_lock; without it, an early look that saves the rest of an overtaken round."""
-    shared = read_shared(sess)
-    return shared is not None and shared["commit"] != sess.state.best.commit
+    shared = read_shared(sess.where)
+    return shared is not None and shared["commit"] != sess.books.state.best.commit
 
 
 @dataclass(frozen=True)
@@ -122,20 +122,20 @@ class Kept:
 def _commit(sess: Session, message: str, progress: Progress | None, overtaken: int = 0) -> CommitResult | None:
     """One commit round (`overtaken`: how many earlier rounds were overtaken). None when another
     slot moved BEST during its re-measure (nothing written)."""
-    s, cfg = sess.state, sess.cfg
+    s, cfg = sess.books.state, sess.what.cfg
     require(s, "commit_improvement")
     p = s.pending
-    sess.check_branch()
+    sess.where.check_branch()
     if sess.workspace_tree() != p.tree:
         raise RefereeError(
             "the workspace changed since save_and_test ruled `improved` on attempt "
             f"{p.attempt}: only the exact tested tree can be committed. Undo the edits, or call "
             "save_and_test again (a new attempt), or revert_to_best")
     a = Attempt(n=p.attempt, target=p.target, hypothesis=p.hypothesis, tree=p.tree,
-                best_tree=vcs.tree_of(sess.ws, s.best.commit), class_gpu_us=p.candidate_class_gpu_us,
+                best_tree=vcs.tree_of(sess.where.ws, s.best.commit), class_gpu_us=p.candidate_class_gpu_us,
                 class_op_us=p.candidate_class_op_us, op_us=p.candidate_op_us)
     s.begin_job("commit_improvement", attempt=p.attempt)
-    sess.save()
+    sess.books.save()
     refused = (script_only_commit(cfg.gates.allow_script_only_keeps, p.vendor, cfg.profiler.backend)
                if p.script_only else None)  # a keep only the script metric decided (rules/script_only.py)
     if refused is not None:
@@ -149,9 +149,9 @@ def _commit(sess: Session, message: str, progress: Progress | None, overtaken: i
     if cfg.format.command:
         if progress:
             progress(0, 4, "running the format command")
-        r = sess.services.run(cfg.format.command, sess.workspace_path, {}, cfg.format.timeout_s,
-                              sess.store.run_dir(p.attempt, "format") / "format.log", cancel=sess.cancel,
-                              pid_dir=sess.pid_dir)
+        r = sess.services.run(cfg.format.command, sess.where.workspace_path, {}, cfg.format.timeout_s,
+                              sess.books.store.run_dir(p.attempt, "format") / "format.log", cancel=sess.jobs.cancel,
+                              pid_dir=sess.where.pid_dir)
         raise_if_cancelled(r)
         if r.exit_code != 0:
             raise RefereeError(f"the format command failed (exit {r.exit_code}): {r.log_tail[-500:]}")
@@ -207,7 +207,7 @@ def _measure(sess: Session, a: Attempt, formatted: bool, reapplied: bool, progre
     tight: rules/commit.py verdict_stands) and the confirmation did not confirm (unavailable: BEST not
     measurable out of process), the in-process re-measure runs after all. Returns a refusal
     (CommitResult), None (another slot moved BEST), or what the commit goes on with."""
-    p, stand, conf = sess.state.pending, True, None
+    p, stand, conf = sess.books.state.pending, True, None
     while True:
         try:
             rm = remeasure(sess, a, list(p.verdict_rounds), fresh_tree=formatted or reapplied, formatted=formatted,
@@ -257,21 +257,21 @@ def _measure(sess: Session, a: Attempt, formatted: bool, reapplied: bool, progre
 def _cost(sess: Session, rm: Remeasure, t0: float) -> Cost:
     """The commit's runs and wall time since `t0` (time.monotonic: the re-measure's start, the
     confirmation included) against one plain run of the benchmark (issue 34 item 6)."""
-    return Cost.of(rm.runs, time.monotonic() - t0, sess.state.plain_run_s)
+    return Cost.of(rm.runs, time.monotonic() - t0, sess.books.state.plain_run_s)
 
 
 def _included(sess: Session, run_dir: str) -> dict[str, bytes]:
     """The `[commit] include` files the re-measure's run of the tested tree rewrote (bench.measure
     keep_included), protected paths left out (the config validation refuses them; the config file's
     own path is checked here)."""
-    out = included_outputs(run_dir, list(sess.cfg.commit.include))
-    bad = set(touched_protected(list(out), protected_paths(sess)))
+    out = included_outputs(run_dir, list(sess.what.cfg.commit.include))
+    bad = set(touched_protected(list(out), protected_paths(sess.what, sess.where)))
     return {k: v for k, v in out.items() if k not in bad}
 
 
 def _write_commit(sess: Session, a: Attempt, k: Kept, message: str, progress: Progress | None) -> CommitResult:
     """Commit the judged snapshot `a.tree` + performance.md on BEST and adopt it (under best_lock)."""
-    s, cfg, p, rm = sess.state, sess.cfg, sess.state.pending, k.rm
+    s, cfg, p, rm = sess.books.state, sess.what.cfg, sess.books.state.pending, k.rm
     metrics, gpu_us = k.metrics, k.gpu_us
     classes = rm.script.classes if rm.script is not None else []
     if progress:
@@ -288,9 +288,9 @@ def _write_commit(sess: Session, a: Attempt, k: Kept, message: str, progress: Pr
         class_op_us=a.class_op_us)]
     # what recovery adopts after a crash; the rows go into the `commit` record
     s.in_progress.update(metrics=metrics, gpu_us=gpu_us, rows=rows, overtaken_rounds=k.overtaken_rounds)
-    sess.save()
+    sess.books.save()
     sess.write_performance(extra=[{"event": "commit", "rows": rows}])  # rendered from the ledger
-    perf = sess.workspace_path / "performance.md"
+    perf = sess.where.workspace_path / "performance.md"
     faults.point("commit_improvement.after_perf_written")
     outputs = k.outputs or {}
     notes = [("formatted by the [format] command: the formatted tree is what was re-measured and committed"
@@ -301,19 +301,20 @@ def _write_commit(sess: Session, a: Attempt, k: Kept, message: str, progress: Pr
               if outputs else ""), k.note,
              "kopt-mcp keep: script only (no profiler measured it)" if p.script_only else ""]
     text = commit_message(title, p, rm.shown(p.target), notes)
-    sha = vcs.commit_snapshot(sess.ws, a.tree, {**outputs, "performance.md": perf.read_bytes()}, s.best.commit, text)
+    files = {**outputs, "performance.md": perf.read_bytes()}
+    sha = vcs.commit_snapshot(sess.where.ws, a.tree, files, s.best.commit, text)
     faults.point("commit_improvement.after_git_commit")
     bind_confirmed(s, a.tree, sha)  # the confirmation's measurement of this tree now stands for BEST
     if not k.reapplied:  # the runs of this very tree (formatting aside): the new BEST's first noise group
         s.record_best_runs([*p.candidate_run_metrics, *rm.cand_runs])
     code = Code.SCRIPT_ONLY if p.script_only else k.code  # a script-only keep says so (rules/script_only.py)
-    adopt_best(sess, p.attempt, sha, metrics, gpu_us, code=str(code), formatted=k.formatted, device=sess.device_id,
+    adopt_best(sess, p.attempt, sha, metrics, gpu_us, code=str(code), formatted=k.formatted, device=sess.jobs.device_id,
                **({"reapplied_from": p.base} if k.reapplied else {}), overtaken_rounds=k.overtaken_rounds,
                classes=[c.model_dump() for c in classes], rows=rows,
                **({"cost": k.cost.model_dump()} if k.cost is not None else {}))
     s.best.op_us = a.op_us  # the whole operation's GPU time, where judged by harness unit (Stop Summary)
     s.end_job()
-    sess.save()
+    sess.books.save()
     faults.point("commit_improvement.after_state_save")
     return CommitResult(committed=True, reason=f"committed: {rm.decision.reason}; the save_and_test verdict stands."
                         + k.note, code=code, commit=sha, best_commit=sha, formatted=k.formatted, classes=classes,
@@ -326,19 +327,19 @@ def _formatted_snapshot(sess: Session, a: Attempt, tree: str) -> tuple[str, Code
     `.../attempts/NNNN-formatted`) and make it the tree measured and committed (`a.tree`).
     Returns why it may not be and the code (protected_path, or unsafe_symlink where only a symlink
     is unsafe), else None."""
-    s, n = sess.state, a.n
-    _, changed = vcs.diff_tree(sess.ws, s.best.commit, tree)
-    hits = touched_protected(changed, protected_paths(sess))
-    links = vcs.symlinks(sess.ws, tree)
-    unsafe = unsafe_symlinks([x for x in changed if x in links], links, protected_paths(sess))
+    s, n = sess.books.state, a.n
+    _, changed = vcs.diff_tree(sess.where.ws, s.best.commit, tree)
+    hits = touched_protected(changed, protected_paths(sess.what, sess.where))
+    links = vcs.symlinks(sess.where.ws, tree)
+    unsafe = unsafe_symlinks([x for x in changed if x in links], links, protected_paths(sess.what, sess.where))
     if hits or unsafe:
         return ("the format command changed " + "; ".join(
             ([f"protected file(s) {', '.join(hits)}"] if hits else []) + unsafe) +
             ": not committed; limit the format command to the kernel sources",
             Code.PROTECTED_PATH if hits else Code.UNSAFE_SYMLINK)
-    ref = sess.attempt_ref(n, "-formatted")
-    vcs.freeze(sess.ws, tree, s.best.commit, ref, f"kopt-mcp attempt {n}: formatted, the snapshot re-measured")
-    sess.store.log("snapshot", attempt=n, tree=tree, ref=ref, formatted=True)
+    ref = sess.where.attempt_ref(n, "-formatted")
+    vcs.freeze(sess.where.ws, tree, s.best.commit, ref, f"kopt-mcp attempt {n}: formatted, the snapshot re-measured")
+    sess.books.store.log("snapshot", attempt=n, tree=tree, ref=ref, formatted=True)
     a.tree = tree
     return None
 
@@ -348,15 +349,15 @@ def _not_kept(sess: Session, reason: str, formatted: bool, classes, code: Code,
     """Not committed (`code`: why): the candidate archived as improved-not-kept, the workspace reset
     to BEST, the `commit_refused` record queued, the latest verdict marked refused (status) and the
     state saved."""
-    s, p = sess.state, sess.state.pending
-    patch, _ = vcs.diff_against(sess.ws, s.best.commit)
-    path = sess.store.archive(p.attempt, "improved-not-kept", patch)
-    vcs.reset_to(sess.ws, s.best.commit)
+    s, p = sess.books.state, sess.books.state.pending
+    patch, _ = vcs.diff_against(sess.where.ws, s.best.commit)
+    path = sess.books.store.archive(p.attempt, "improved-not-kept", patch)
+    vcs.reset_to(sess.where.ws, s.best.commit)
     faults.point("commit_improvement.after_refused_reset")
     s.commit_refused(str(code), reason)
-    sess.record("commit_refused", attempt=p.attempt, code=str(code), reason=reason, patch=str(path),
-                **({"cost": cost.model_dump()} if cost is not None else {}))
-    sess.save()
+    sess.books.record("commit_refused", attempt=p.attempt, code=str(code), reason=reason, patch=str(path),
+                      **({"cost": cost.model_dump()} if cost is not None else {}))
+    sess.books.save()
     return CommitResult(committed=False, reason=reason, code=code, commit=None, best_commit=s.best.commit,
                         formatted=formatted, classes=classes, next_actions=next_actions(s), cost=cost,
-                        **format_note(sess.cfg.format.command, formatted))
+                        **format_note(sess.what.cfg.format.command, formatted))

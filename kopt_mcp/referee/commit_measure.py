@@ -78,12 +78,12 @@ class Remeasure:
 def remeasure(sess: Session, a: Attempt, verdict_rounds: list[Round], fresh_tree: bool, formatted: bool,
               progress: Progress | None, stand: bool = True) -> Remeasure:
     """The commit's re-measure of attempt `a` (a.tree against a.best_tree) with the metric of the
-    pending verdict (`sess.state.pending.metric_used`). `verdict_rounds`: the verdict's counted
+    pending verdict (`sess.books.state.pending.metric_used`). `verdict_rounds`: the verdict's counted
     script rounds; `fresh_tree`: the tree differs from the one judged (formatted or re-applied), so
     GPU time is always judged on a full A/B/A triple; `stand`: a GPU-time verdict with tight bounds may
     stand unmeasured (False: the confirmation could not stand in, so measure). Raises Tampered, RefereeError (a run of BEST
     failed: the machine changed), Cancelled."""
-    p = sess.state.pending
+    p = sess.books.state.pending
     prof = sess.profiler() if p.metric_used == GPU else None
     if prof is not None and getattr(prof, "measures_script", False):
         lo = p.verdict.gpu_lo_pct if p.verdict is not None else None
@@ -133,7 +133,7 @@ def _gpu_profiled(sess: Session, a: Attempt, prof, fresh_tree: bool, formatted: 
                 out.decision = bad
                 return out
             rule, script, gpu = _judge_gpu(sess, a, best, cand, after, can_measure=False)
-        loaded = "; ".join(r.load.shown() for r in runs if under_load(r.load, sess.policy))
+        loaded = "; ".join(r.load.shown() for r in runs if under_load(r.load, sess.what.policy))
         still = commit_under_load(commit_decision(rule, GPU, out.runs, False, formatted), bool(loaded), tries, loaded)
         out.decision, out.script, out.gpu, out.loaded = still, script, gpu, loaded
         if not loaded or still.outcome == "commit":  # a loaded pair replaced by another is not BEST's figure
@@ -141,7 +141,7 @@ def _gpu_profiled(sess: Session, a: Attempt, prof, fresh_tree: bool, formatted: 
             out.cand_runs.append(cand.measurement.values())
         if still.outcome != "measure_again":
             if gpu is not None and after is not None and gpu.record_spread_pct is not None and not loaded:
-                sess.state.record_spread_pct(gpu.record_spread_pct)  # a real A/A pair of BEST: the session learns
+                sess.books.state.record_spread_pct(gpu.record_spread_pct)  # a real A/A pair of BEST: the session learns
             return out
         tries -= 1
 
@@ -151,7 +151,7 @@ def _judge_gpu(sess: Session, a: Attempt, best: Profiled, cand: Profiled, after:
     """The verdict's rule over the commit's profiled runs (after None: BEST's one run stands on both
     sides of the candidate, its A/A spread taken from the session's)."""
     d = decide([Round(best=best.measurement.values(), candidate=cand.measurement.values())], a.target,
-               sess.cfg.benchmark.higher_is_better, sess.policy.screen(), sess.state.noise_history)
+               sess.what.cfg.benchmark.higher_is_better, sess.what.policy.screen(), sess.books.state.noise_history)
     j, rule = rule_on_triple(sess, d, best, cand, after or best, can_measure)
     return rule, d, j
 
@@ -186,10 +186,11 @@ def _script(sess: Session, a: Attempt, verdict_rounds: list[Round], formatted: b
             out.decision = Decision(outcome="not_kept", code=bad.code, reason=f"not committed: re-measure failed: "
                                     f"{bad.reason}")
             return out
-        loaded = "; ".join(m.load.shown() for m in (cand, best) if under_load(m.load, sess.policy))
+        loaded = "; ".join(m.load.shown() for m in (cand, best) if under_load(m.load, sess.what.policy))
         pair = Round(best=best.values(), candidate=cand.values())
         rounds = [*verdict_rounds, *clean, pair]
-        d = decide(rounds, a.target, sess.cfg.benchmark.higher_is_better, sess.policy, sess.state.noise_history)
+        d = decide(rounds, a.target, sess.what.cfg.benchmark.higher_is_better, sess.what.policy,
+                   sess.books.state.noise_history)
         rule = Decision(outcome="needs_round" if d.needs_round else d.outcome, code=d.code, reason=(
             f"{a.target} {d.target_deltas_pct[-1]:+.2f}% at commit; over the verdict's {len(verdict_rounds)} "
             f"round(s) and {len(clean) + 1} at commit: {d.reason}"))

@@ -85,9 +85,9 @@ def confirm_keep(run_profiled: RunProfiled, cand_tree: str, best_tree: str, clai
 def can_confirm(sess: Session) -> bool:
     """True where a commit's out-of-process confirmation will run here: `[profiler] confirm` is not
     "off" and the device's confirming profiler (ncu / rocprofv3) is on PATH (`confirm_profiler`)."""
-    vendor = sess.device.vendor if sess.device else "cpu"
+    vendor = sess.jobs.device.vendor if sess.jobs.device else "cpu"
     try:
-        return confirm_profiler(sess.cfg.profiler.confirm, vendor)[0] is not None
+        return confirm_profiler(sess.what.cfg.profiler.confirm, vendor)[0] is not None
     except ValueError:
         return False
 
@@ -118,19 +118,19 @@ def confirm_out_of_process(sess: Session, a: Attempt, claim: tuple[float | None,
             raise MeasurementError(pr.error or "no trace")
         return pr.trace
 
-    vendor = sess.device.vendor if sess.device else "cpu"
-    stored, device = sess.state.confirmed_tree, sess.device_id
+    vendor = sess.jobs.device.vendor if sess.jobs.device else "cpu"
+    stored, device, best = sess.books.state.confirmed_tree, sess.jobs.device_id, sess.books.state.best
     conf = confirm_keep(run_profiled, a.tree, a.best_tree, claimed_gain_pct=gain_pct(best_us, cand_us),
-                        floor_pct=floor if floor is not None else sess.policy.min_gpu_gain_pct, vendor=vendor,
-                        setting=sess.cfg.profiler.confirm, kernel_regex=sess.cfg.profiler.kernel or None,
-                        target_names=sess.state.best.kernels, by_unit=by_unit,
-                        best_known=lambda sel: reusable_best(stored, sess.state.best.commit, sel, device, time.time()))
-    sess.store.log("confirmation", attempt=a.n, **conf.model_dump(mode="json"))
+                        floor_pct=floor if floor is not None else sess.what.policy.min_gpu_gain_pct, vendor=vendor,
+                        setting=sess.what.cfg.profiler.confirm, kernel_regex=sess.what.cfg.profiler.kernel or None,
+                        target_names=best.kernels, by_unit=by_unit,
+                        best_known=lambda sel: reusable_best(stored, best.commit, sel, device, time.time()))
+    sess.books.store.log("confirmation", attempt=a.n, **conf.model_dump(mode="json"))
     if conf.status == "confirmed" and conf.candidate is not None and conf.selection is not None:
         # the candidate's tree becomes BEST when this commit lands (commit.py binds the commit): its
         # measurement stands for BEST next time
-        sess.state.confirmed_tree = StoredTargetTime(tree=a.tree, selection=conf.selection, device=device,
-                                                     at=time.time(), time=conf.candidate)
+        sess.books.state.confirmed_tree = StoredTargetTime(tree=a.tree, selection=conf.selection, device=device,
+                                                           at=time.time(), time=conf.candidate)
     return conf
 
 

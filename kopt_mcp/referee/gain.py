@@ -28,6 +28,7 @@ from kopt_mcp.errors import RefereeError, SessionError, VerdictError
 from kopt_mcp.evidence.profiles import Profiles
 from kopt_mcp.referee.core import STOP_MESSAGE, Progress, Session
 from kopt_mcp.referee.keep_metric import profile_target
+from kopt_mcp.referee.parts import Where
 from kopt_mcp.referee.recovery import stop
 from kopt_mcp.referee.runs import Attempt, measure_run
 from kopt_mcp.referee.slots import shared_events
@@ -50,11 +51,12 @@ def session_baseline(sess: Session) -> str | None:
     return None
 
 
-def _commit(sess: Session, rev: str) -> str:
+def _commit(where: Where, rev: str) -> str:
+    """The full sha of commit `rev` in the workspace's repository; RefereeError when it names none."""
     try:
-        return sess.ws.git.rev_parse("--verify", "--quiet", f"{rev}^{{commit}}").strip()
+        return where.ws.git.rev_parse("--verify", "--quiet", f"{rev}^{{commit}}").strip()
     except git.GitCommandError as e:
-        raise RefereeError(f"{rev!r} names no commit of {sess.repo_path}: pass a commit, branch or tag "
+        raise RefereeError(f"{rev!r} names no commit of {where.repo_path}: pass a commit, branch or tag "
                            "(e.g. the session's branch kernel-opt/<tag>)") from e
 
 
@@ -64,27 +66,27 @@ def measure_session_gain(sess: Session, base: str | None = None, head: str | Non
     baseline commit): see the module docstring. Raises RefereeError before the baseline (without
     `base`), for a revision that names no commit, for base == head, when no device could be leased
     (the session does not stop for that), or when a run fails its correctness gate."""
-    s = sess.state
+    s = sess.books.state
     base_rev = base or session_baseline(sess)
     if base_rev is None:
         raise RefereeError("the session has no baseline yet: call run_benchmark first, or pass the base commit")
-    base_sha, head_sha = _commit(sess, base_rev), _commit(sess, head or s.best.commit)
+    base_sha, head_sha = _commit(sess.where, base_rev), _commit(sess.where, head or s.best.commit)
     if base_sha == head_sha:
         raise RefereeError(f"base and head are the same commit {base_sha[:12]}: nothing to compare (no keep yet?)")
-    base_tree, head_tree = vcs.tree_of(sess.ws, base_sha), vcs.tree_of(sess.ws, head_sha)
-    out = sess.lease(progress)
+    base_tree, head_tree = vcs.tree_of(sess.where.ws, base_sha), vcs.tree_of(sess.where.ws, head_sha)
+    out = sess.jobs.lease(progress)
     if out.lease is None:
         raise RefereeError(f"no device: {out.reason}. Nothing was measured; call again later")
     # best_tree "" : neither tree is BEST's run here, so nothing a run writes joins the benchmark outputs
     a = Attempt(n=s.next_attempt, target=GLOBAL, hypothesis="session gain", tree=head_tree, best_tree="")
     prof = sess.profiler()
-    policy = sess.policy  # the script metric alone: the full round budget at [gates] confidence
+    policy = sess.what.policy  # the script metric alone: the full round budget at [gates] confidence
     total = 2.0 * policy.max_rounds + (3.0 if prof.name != "none" else 0.0)
     d = _script_rounds(sess, a, base_tree, head_tree, policy, total, progress)
     gpu = _gpu_time(sess, a, prof, base_tree, head_tree, d, progress, total) if prof.name != "none" else None
     result = _result(sess, a, d, gpu, base_sha, head_sha, policy.confidence)
-    sess.store.log("session_gain", **result.model_dump(mode="json", exclude={"device", "classes"}),
-                   classes=[c.model_dump(mode="json") for c in result.classes], device=sess.device_id)
+    sess.books.store.log("session_gain", **result.model_dump(mode="json", exclude={"device", "classes"}),
+                         classes=[c.model_dump(mode="json") for c in result.classes], device=sess.jobs.device_id)
     return result
 
 
@@ -95,7 +97,7 @@ def _script_rounds(sess: Session, a: Attempt, base_tree: str, head_tree: str, po
     left out as in save_and_test. Raises RefereeError when a run fails its gate."""
     rounds: list[Round] = []
     loads: list[RoundLoad] = []
-    hib = sess.cfg.benchmark.higher_is_better
+    hib = sess.what.cfg.benchmark.higher_is_better
     while True:
         k = len(rounds)
         order = (("head", head_tree), ("base", base_tree)) if k % 2 == 0 else (("base", base_tree), ("head", head_tree))
@@ -111,7 +113,7 @@ def _script_rounds(sess: Session, a: Attempt, base_tree: str, head_tree: str, po
         loads.append(RoundLoad(runs=[load["base"], load["head"]]))
         can = can_measure_more(loads, policy, policy.max_rounds)
         try:
-            d, _ = decide_counted(rounds, loads, GLOBAL, hib, policy, sess.state.noise_history, can_measure=can)
+            d, _ = decide_counted(rounds, loads, GLOBAL, hib, policy, sess.books.state.noise_history, can_measure=can)
         except VerdictError as e:
             raise RefereeError(f"the two commits cannot be compared: {e}") from e
         if not d.needs_round or not can:
@@ -123,7 +125,7 @@ def _gpu_time(sess: Session, a: Attempt, prof, base_tree: str, head_tree: str, d
               progress: Progress | None, total: float) -> KeepDecision:
     """Profiler GPU time of the target kernels: base, head, base again (A/B/A), judged as a verdict's
     triple is (rules.gpu_time.judge_profiles). Read-only: the session's spreads are used, never extended."""
-    s = sess.state
+    s = sess.books.state
     runs = (("base", base_tree, "gain-base-profile"), ("head", head_tree, "gain-head-profile"),
             ("base", base_tree, "gain-base-profile-after"))
     got = []
@@ -138,7 +140,7 @@ def _gpu_time(sess: Session, a: Attempt, prof, base_tree: str, head_tree: str, d
     # the session's judgement of a triple (rules/gpu_time.py: by harness unit, launch group or totals),
     # with its spreads read, never extended
     j = judge_profiles(Profiles(before=before, candidate=cand, after=after),
-                       sess.target_regex, sess.policy, s.gpu_spreads_pct,
+                       sess.target_regex, sess.what.policy, s.gpu_spreads_pct,
                        s.launch_counts_vary, list(s.best.metrics), False)
     return j.keep
 
@@ -153,7 +155,7 @@ def ratio_x(improvement_pct: float, higher_is_better: bool) -> float:
 
 def _result(sess: Session, a: Attempt, d: ScriptDecision, gpu: KeepDecision | None, base_sha: str, head_sha: str,
             confidence: float) -> SessionGainResult:
-    hib, tiv = sess.cfg.benchmark.higher_is_better, d.target_interval
+    hib, tiv = sess.what.cfg.benchmark.higher_is_better, d.target_interval
     mean = tiv.mean_pct if tiv else sum(d.target_deltas_pct) / len(d.target_deltas_pct)
     lo, hi = (tiv.lo_pct, tiv.hi_pct) if tiv else (-math.inf, math.inf)
     x = ratio_x(mean, hib)
@@ -167,16 +169,17 @@ def _result(sess: Session, a: Attempt, d: ScriptDecision, gpu: KeepDecision | No
                     + (f" ({-gpu_gain:+.2f}%)" if gpu_gain is not None else ""))
     loaded = (f" ({d.rounds_under_load} under foreign load, left out or counted as the rules say)"
               if d.rounds_under_load else "")
-    headline = (f"{base_sha[:12]} -> {head_sha[:12]}: {sess.cfg.benchmark.metric} {GLOBAL} {mean:+.2f}% ({x:.2f}x; "
-                f"{bounds}) over {a.rounds} paired round{'s' if a.rounds != 1 else ''}{loaded} on {sess.device.name}, "
+    metric, device = sess.what.cfg.benchmark.metric, sess.jobs.device.name
+    headline = (f"{base_sha[:12]} -> {head_sha[:12]}: {metric} {GLOBAL} {mean:+.2f}% ({x:.2f}x; "
+                f"{bounds}) over {a.rounds} paired round{'s' if a.rounds != 1 else ''}{loaded} on {device}, "
                 f"{d.outcome} under the session's rules; per class {per_class}{gpu_text}")
     return SessionGainResult(
-        base_commit=base_sha, head_commit=head_sha, metric=sess.cfg.benchmark.metric, outcome=d.outcome,
+        base_commit=base_sha, head_commit=head_sha, metric=sess.what.cfg.benchmark.metric, outcome=d.outcome,
         rounds=a.rounds, target=GLOBAL, target_pct=mean, target_lo_pct=lo, target_hi_pct=hi, confidence=confidence,
         ratio_x=x, classes=[ClassGain.of(c) for c in d.classes], rounds_under_load=d.rounds_under_load,
         gpu_base_us=gpu.gpu_best_us if gpu else None, gpu_head_us=gpu.gpu_candidate_us if gpu else None,
         gpu_gain_pct=gpu_gain, gpu_note=gpu.reason if gpu else "no profiler on this device: script metric only",
-        headline=headline, device=sess.device, run_dirs=list(a.runs), warnings=list(a.warnings))
+        headline=headline, device=sess.jobs.device, run_dirs=list(a.runs), warnings=list(a.warnings))
 
 
 #: the stop reason of a session the agent ended (end_session)
@@ -191,7 +194,7 @@ def end_session(sess: Session, why: str = "", progress: Progress | None = None) 
     RefereeError while a candidate is pending (phase improved or repairing) or the workspace holds
     untested edits (the text says what to call first), or on a workspace switched to another branch.
     Cancelled (the client cancelled the measurement) leaves the session as it was."""
-    s = sess.state
+    s = sess.books.state
     if s.phase == Phase.stopped:
         raise SessionError(f"the session stopped already ({s.stop_reason}) at {s.stopped_at}; the Stop Summary is "
                            f"in performance.md on {s.branch}. Start a new session (kopt-mcp serve --tag NEW) to go on")
@@ -201,8 +204,8 @@ def end_session(sess: Session, why: str = "", progress: Progress | None = None) 
         n = s.pending.attempt if s.pending else s.repair.first_attempt if s.repair else "?"
         raise RefereeError(f"a candidate is pending (phase {s.phase.value}, attempt {n}): call {todo}, "
                            "then end_session")
-    sess.check_branch()
-    _, changed = vcs.diff_against(sess.ws, s.best.commit)
+    sess.where.check_branch()
+    _, changed = vcs.diff_against(sess.where.ws, s.best.commit)
     if changed:
         shown = ", ".join(changed[:10]) + (f" and {len(changed) - 10} more" if len(changed) > 10 else "")
         raise RefereeError(f"the workspace has untested edits ({shown}): call save_and_test to judge them, or "
@@ -210,9 +213,10 @@ def end_session(sess: Session, why: str = "", progress: Progress | None = None) 
     gain, note = _gain_or_why(sess, progress)
     reason = ENDED + (f": {' '.join(why.split())}" if why.strip() else "")
     stop(sess, reason, gain_note=note)
-    sess.save()
-    summary = next((e.get("summary") or "" for e in reversed(sess.store.ledger()) if e.get("event") == "stopped"), "")
-    head = sess.ws.head.commit
+    sess.books.save()
+    ledger = sess.books.store.ledger()
+    summary = next((e.get("summary") or "" for e in reversed(ledger) if e.get("event") == "stopped"), "")
+    head = sess.where.ws.head.commit
     return EndSessionResult(
         stopped=True, stop_reason=s.stop_reason or reason, best_commit=s.best.commit, branch=s.branch,
         summary_commit=head.hexsha if head.message.startswith(STOP_MESSAGE) else None, summary=summary,
@@ -225,10 +229,10 @@ def _gain_or_why(sess: Session, progress: Progress | None) -> tuple[SessionGainR
     base = session_baseline(sess)
     if base is None:
         return None, "none: no baseline was measured (run_benchmark never ran), so nothing to compare"
-    if _commit(sess, base) == _commit(sess, sess.state.best.commit):
+    if _commit(sess.where, base) == _commit(sess.where, sess.books.state.best.commit):
         return None, "none: no keep in this session (BEST_COMMIT is the baseline commit)"
-    if sess.state.kept == 0 and sess.state.kept_neutral:  # issue 36 item 9: a neutral keep is never a gain
-        return None, f"none: only neutral keeps ({sess.state.kept_neutral}), which are never a gain"
+    if sess.books.state.kept == 0 and sess.books.state.kept_neutral:  # issue 36 item 9: a neutral keep is never a gain
+        return None, f"none: only neutral keeps ({sess.books.state.kept_neutral}), which are never a gain"
     try:
         return measure_session_gain(sess, progress=progress), ""
     except RefereeError as e:

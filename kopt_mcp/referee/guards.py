@@ -14,16 +14,17 @@ from kopt_mcp import vcs
 from kopt_mcp.bench.modules import module_names
 from kopt_mcp.errors import Tampered
 from kopt_mcp.referee.core import Session
+from kopt_mcp.referee.parts import Layout, What
 from kopt_mcp.rules.decision import Decision
 from kopt_mcp.rules.protect import FileChange, describe, run_changes_verdict
 from kopt_mcp.rules.shadowing import own_modules, shadowing_decision, shadowing_files
 
 
-def protected_paths(sess: Session) -> list[str]:
-    """[protect] paths plus the config file (when it lies inside the repository)."""
-    paths = list(sess.cfg.protect.paths)
+def protected_paths(what: What, where: Layout) -> list[str]:
+    """[protect] paths plus the config file (when it lies inside the repository), relative to it."""
+    paths = list(what.cfg.protect.paths)
     try:
-        paths.append(Path(sess.config.path).relative_to(sess.repo_path).as_posix())
+        paths.append(Path(what.config.path).relative_to(where.repo_path).as_posix())
     except ValueError:
         pass
     return paths
@@ -34,14 +35,14 @@ def judge_run_changes(sess: Session, changes: list[FileChange], who: str) -> lis
     performance.md) raises Tampered naming it ("the run rewrote bench.py"). A run of unchanged
     BEST_COMMIT (`who` starts with "the run of BEST") adds its other changes to the session's
     benchmark outputs (logged). Returns the remaining changes, benchmark outputs left out."""
-    s = sess.state
-    reason, rest = run_changes_verdict(changes, protected_paths(sess), s.benchmark_outputs, who)
+    s = sess.books.state
+    reason, rest = run_changes_verdict(changes, protected_paths(sess.what, sess.where), s.benchmark_outputs, who)
     if reason:
         raise Tampered(reason)
     if rest and who.startswith("the run of BEST"):
         new = sorted({c.path for c in rest} - set(s.benchmark_outputs))
         s.benchmark_outputs = sorted({*s.benchmark_outputs, *new})
-        sess.store.log("benchmark_outputs", added=new, outputs=s.benchmark_outputs)
+        sess.books.store.log("benchmark_outputs", added=new, outputs=s.benchmark_outputs)
         return []
     return rest
 
@@ -53,8 +54,8 @@ def workspace_moved(sess: Session, tree: str) -> str | None:
     now = sess.workspace_tree()
     if now == tree:
         return None
-    what = describe(vcs.tree_changes(sess.ws, tree, now), "it")
-    return (f"the run changed the workspace {sess.workspace_path} outside its own checkout ({what}), or the "
+    what = describe(vcs.tree_changes(sess.where.ws, tree, now), "it")
+    return (f"the run changed the workspace {sess.where.workspace_path} outside its own checkout ({what}), or the "
             "workspace was edited while it was measured: the tested snapshot is archived, nothing written "
             "during the run is kept")
 
@@ -88,17 +89,18 @@ def sys_path_roots(command: str, workdir: str) -> set[str]:
 def shadowing(sess: Session, tree: str, best_tree: str) -> Decision | None:
     """Gather the evidence of rules.shadowing for candidate tree `tree` against BEST's `best_tree`
     (the diff with each file's status, both trees' packages, the benchmark's sys.path roots, and
-    the module names of the benchmark's interpreter, asked once per session: `sess.module_names`)
+    the module names of the benchmark's interpreter, asked once per session: `sess.jobs.module_names`)
     and rule: a `rejected` Decision (code `shadowing`) or None."""
-    changes = vcs.tree_changes(sess.ws, best_tree, tree)
+    changes = vcs.tree_changes(sess.where.ws, best_tree, tree)
     if all(c.kind == "deleted" for c in changes):
         return None
-    b = sess.cfg.benchmark
-    if sess.module_names is None:
-        sess.module_names = module_names(b.command, {**os.environ, **sess.env()}, sess.repo_path / b.workdir)
+    b = sess.what.cfg.benchmark
+    if sess.jobs.module_names is None:
+        sess.jobs.module_names = module_names(b.command, {**os.environ, **sess.env()}, sess.where.repo_path / b.workdir)
     roots = sys_path_roots(b.command, b.workdir)
-    files, best_files = vcs.tree_files(sess.ws, tree), vcs.tree_files(sess.ws, best_tree)
+    files, best_files = vcs.tree_files(sess.where.ws, tree), vcs.tree_files(sess.where.ws, best_tree)
     packages = {posixpath.dirname(f) for f in files if posixpath.basename(f) == "__init__.py"}
     best_packages = {posixpath.dirname(f) for f in best_files if posixpath.basename(f) == "__init__.py"}
-    hits = shadowing_files(changes, sess.module_names, packages, roots, own_modules(best_files, best_packages, roots))
-    return shadowing_decision(hits, sess.module_names.python)
+    names = sess.jobs.module_names
+    hits = shadowing_files(changes, names, packages, roots, own_modules(best_files, best_packages, roots))
+    return shadowing_decision(hits, names.python)

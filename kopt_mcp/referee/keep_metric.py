@@ -30,7 +30,7 @@ def keep_metric(sess: Session, a: Attempt, suspect: bool = True, candidate_runs:
     profile, or a trace without the target kernels, is never kept (no fallback
     to a weaker metric). `candidate_runs`: profiled candidate runs allowed (>= 1). Sets
     `a.class_gpu_us` where launch groups map to classes; raises Tampered (kopt_mcp.errors.Tampered)."""
-    s = sess.state
+    s = sess.books.state
     try:
         prof = sess.profiler()
     except ProfilerError as e:
@@ -61,7 +61,7 @@ def keep_metric(sess: Session, a: Attempt, suspect: bool = True, candidate_runs:
         # a triple under foreign load is profiled once more in its place (once per attempt); a loaded
         # triple that cannot be replaced is not judged: an earlier clean triple's judgement stands
         loads.append(RoundLoad(runs=[before.load, cand.load, after.load]))
-        lr = count_rounds(loads, sess.policy.screen(), can_measure=not repeated)
+        lr = count_rounds(loads, sess.what.policy.screen(), can_measure=not repeated)
         if lr.repeat:
             repeated = True
             a.warnings.append(f"GPU-time profiles: {lr.reason}")
@@ -76,7 +76,7 @@ def keep_metric(sess: Session, a: Attempt, suspect: bool = True, candidate_runs:
                 reason=f"GPU-time profiles (BEST, the candidate, BEST again): {lr.reason}")
         triple = Profiles(before=before, candidate=cand, after=after)
         j = judge_profiles(triple,
-                           sess.target_regex, sess.policy,
+                           sess.target_regex, sess.what.policy,
                            s.gpu_spreads_pct, s.launch_counts_vary, list(s.best.metrics), suspect)
         if j.spread_pct is None:  # BEST's profiles could not be compared: nothing to learn
             return j.keep

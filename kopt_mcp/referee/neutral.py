@@ -28,32 +28,33 @@ def keep_neutral(sess: Session, neutral_reason: str, message: str = "") -> Commi
     """Keep the latest `tie` as neutral, or say why not (code neutral_refused_*; nothing changes then).
     Raises SessionError outside phase ready (a candidate pending or under repair, the session stopped),
     RefereeError when the workspace holds edits or is on another branch."""
-    s = sess.state
+    s = sess.books.state
     if s.phase == Phase.stopped:
         require(s, "commit_improvement")  # raises with the stop's words
     if s.phase != Phase.ready:
         raise SessionError(f"a neutral keep needs phase ready (phase {s.phase.value}): commit or revert the pending "
                            "candidate first; without neutral_reason commit_improvement keeps an improved one")
-    sess.check_branch()
+    sess.where.check_branch()
     sync(sess)
     t = s.tie if s.last is not None and s.tie is not None and s.tie.attempt == s.last.attempt else None
     classes = [ClassChange.model_validate(c) for c in (t.classes if t else [])]
     d = neutral_keep(neutral_reason, s.last.verdict if s.last else None, t is not None and t.base == s.best.commit,
                      {c.key: c.mean_pct for c in classes if c.mean_pct is not None}, t.target_pct if t else None,
-                     sess.policy.noise_pct, {c.key: c.ratio_x for c in classes})
+                     sess.what.policy.noise_pct, {c.key: c.ratio_x for c in classes})
     if d.outcome != "commit" or t is None:
-        sess.record("commit_refused", attempt=s.last.attempt if s.last else None, code=str(d.code), reason=d.reason)
-        sess.save()
+        sess.books.record("commit_refused", attempt=s.last.attempt if s.last else None, code=str(d.code),
+                          reason=d.reason)
+        sess.books.save()
         return CommitResult(committed=False, reason=d.reason, code=d.code, commit=None, best_commit=s.best.commit,
                             formatted=False, classes=classes, next_actions=next_actions(s))
-    _, changed = vcs.diff_against(sess.ws, s.best.commit)
+    _, changed = vcs.diff_against(sess.where.ws, s.best.commit)
     if changed:
         raise RefereeError(f"the workspace has edits ({', '.join(changed[:5])}): a neutral keep commits the tie's "
                            "tested tree; revert_to_best first (the edits are archived), then call again")
     title = message.strip() or t.hypothesis.strip() or f"kopt attempt {t.attempt}"
     metrics = pooled_best(t.candidate_run_metrics) or dict(s.best.metrics)
     rows = [r.model_dump() for r in perf_rows(
-        "neutral", "(this commit)", sess.cfg.benchmark.command, t.target, s.best.kernels, metrics, s.best.gpu_us,
+        "neutral", "(this commit)", sess.what.cfg.benchmark.command, t.target, s.best.kernels, metrics, s.best.gpu_us,
         {c.key: c.mean_pct for c in classes if c.mean_pct is not None},
         f"attempt {t.attempt}: {title} (neutral keep, not a gain: {' '.join(neutral_reason.split())})")]
     per_class = "; ".join(f"{c.key} {ratio_shown(c.mean_pct, c.ratio_x)}" for c in classes if c.mean_pct is not None)
@@ -61,12 +62,12 @@ def keep_neutral(sess: Session, neutral_reason: str, message: str = "") -> Commi
             f"{' '.join(neutral_reason.split())}\nsave_and_test verdict: tie; per class {per_class}\n{d.reason}\n")
     with best_lock(sess):
         sess.write_performance(extra=[{"event": "commit", "rows": rows}])
-        perf = (sess.workspace_path / "performance.md").read_bytes()
-        sha = vcs.commit_snapshot(sess.ws, t.tree, {"performance.md": perf}, s.best.commit, text)
+        perf = (sess.where.workspace_path / "performance.md").read_bytes()
+        sha = vcs.commit_snapshot(sess.where.ws, t.tree, {"performance.md": perf}, s.best.commit, text)
         s.record_best_runs(t.candidate_run_metrics)
         adopt_best(sess, t.attempt, sha, metrics, s.best.gpu_us, code=str(d.code), neutral=True,
                    classes=[c.model_dump() for c in classes], rows=rows)
-        sess.save()
+        sess.books.save()
     return CommitResult(committed=True, neutral=True, reason=d.reason, code=d.code, commit=sha, best_commit=sha,
                         formatted=False, classes=classes, next_actions=next_actions(s),
                         format_status="not_run", formatted_reason="a neutral keep commits the tie's tested tree as it "

@@ -41,7 +41,7 @@ def judge_profiled(sess: Session, a: Attempt, prof, progress: Progress | None, f
     `finish(sess, a, verdict, reason, revert, reset=..., code=...)`, `incorrect(sess, a, reason, code)`
     and `improved(sess, a, reason, code)` are save_and_test's (referee/attempt.py). Raises
     Tampered, Cancelled, DeviceLost and RefereeError (BEST itself failed to run)."""
-    policy = sess.policy
+    policy = sess.what.policy
     total = 1.0 + 2.0 * (policy.max_rounds + LOAD_EXTRA_ROUNDS)
 
     def step(k: int, what: str) -> None:
@@ -114,11 +114,11 @@ def _judge(sess: Session, a: Attempt, best: list[Profiled], cands: list[Profiled
     """The screen over every round that counts (round i: the BEST run before candidate run i, the BEST
     run after it; rounds under foreign load left out or measured again: rules/load.py), the GPU time of
     the latest A/B/A triple that counts, and the verdict rule. Raises VerdictError."""
-    s, policy = sess.state, sess.policy
+    s, policy = sess.books.state, sess.what.policy
     rounds = [Round(best=b.measurement.values(), candidate=c.measurement.values()) for b, c in zip(best, cands)]
     loads = [RoundLoad(runs=[best[i].load, cands[i].load, best[i + 1].load]) for i in range(len(cands))]
     can = can_measure_more(loads, policy.screen(), policy.max_rounds)  # loaded rounds replaced within a bound
-    d, a.load = decide_counted(rounds, loads, a.target, sess.cfg.benchmark.higher_is_better, policy.screen(),
+    d, a.load = decide_counted(rounds, loads, a.target, sess.what.cfg.benchmark.higher_is_better, policy.screen(),
                                s.noise_history, can_measure=can)
     if a.load.repeat or not a.load.counted:
         return d, None, Decision(outcome="needs_round" if a.load.repeat else "tie", code=d.code, reason=d.reason)
@@ -136,7 +136,7 @@ def rule_on_triple(sess: Session, d: ScriptDecision, before: Profiled, cand: Pro
     (`rules.gpu_time.judge_profiles`) and `rules.verdict.profiled_verdict` with the screen `d`; where a
     run's trace lacks the target kernels, (None, a tie with code gpu_time_missing). Used by save_and_test
     and by the commit's re-measure (referee/commit_measure.py), so both judge by one rule."""
-    s, policy = sess.state, sess.policy
+    s, policy = sess.books.state, sess.what.policy
     triple = [target_evidence(sess, p) for p in (before, cand, after)]
     missing = next((x for x in triple if isinstance(x, str)), None)
     if missing is not None:
@@ -151,7 +151,7 @@ def rule_on_triple(sess: Session, d: ScriptDecision, before: Profiled, cand: Pro
 def _apply(sess: Session, a: Attempt, best: list[Profiled], cands: list[Profiled], d: ScriptDecision,
            j: GpuTimeJudgement | None, v: Decision, finish, improved) -> VerdictResult:
     """Remember what the session learns (BEST's runs, spreads), then rule."""
-    s = sess.state
+    s = sess.books.state
     clean = set(a.load.counted) if a.load is not None and a.load.counted else set(range(len(cands)))
     # BEST ran len(best) times in this lease; runs under foreign load are not the noise of now
     s.record_best_runs([b.measurement.values() for i, b in enumerate(best) if i in clean or i - 1 in clean])

@@ -82,7 +82,7 @@ def measure_run(sess: Session, a: Attempt, tree: str, label: str) -> Measurement
     first run); BEST passed it at the baseline. Raises Tampered."""
     check = "candidate" in label and tree not in a.checked
     a.checked.add(tree)
-    m = sess.measure(tree, sess.store.run_dir(a.n, label), check)
+    m = sess.measure(tree, sess.books.store.run_dir(a.n, label), check)
     a.runs.append(m.run_dir)
     a.correctness = m.check or a.correctness
     verify_run(sess, a, m.changes, tree)
@@ -97,7 +97,7 @@ def profile_run(sess: Session, a: Attempt, prof, tree: str, label: str, check: b
     check = check and tree not in a.checked
     if check:
         a.checked.add(tree)
-    p = sess.profile(prof, tree, sess.store.run_dir(a.n, label), check=check)
+    p = sess.profile(prof, tree, sess.books.store.run_dir(a.n, label), check=check)
     a.runs.append(str(p.log_path.rsplit("/", 1)[0]))
     a.correctness = (p.measurement.check if p.measurement else None) or a.correctness
     verify_run(sess, a, p.changes, tree)

@@ -50,8 +50,9 @@ class Services:
     clock: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] | None = None
     lease_dir: Path | None = None
-    #: builds the session's executor (kopt_mcp.bench.executor.Executor) from the opened session; None:
-    #: the local one (kopt_mcp.bench.local.LocalExecutor over this host's GPU gate)
-    executor: Callable[[Any], Executor] | None = None
+    #: builds the session's executor (kopt_mcp.bench.executor.Executor) from its parts `(where, what,
+    #: services)` (referee/parts); None: the local one (kopt_mcp.bench.local.LocalExecutor over this
+    #: host's GPU gate; referee.opening.local_executor)
+    executor: Callable[[Any, Any, Any], Executor] | None = None
     clocks: ClockFactory | None = clock_source
     loads: LoadSources | None = load_factory

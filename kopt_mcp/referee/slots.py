@@ -22,54 +22,40 @@ distinct GPUs. performance.md is rendered from every slot's ledger (`shared_even
 
 from __future__ import annotations
 
+import contextlib
 import json
-import re
 from contextlib import contextmanager
 from pathlib import Path
 
-from filelock import FileLock
-
 from kopt_mcp import vcs
 from kopt_mcp.ledger import atomic_write
+from kopt_mcp.referee.parts.where import Layout
 from kopt_mcp.referee.reapply import reapply
 from kopt_mcp.rules.decision import Code
 from kopt_mcp.session import Phase
 from kopt_mcp.testing import faults
 
-SLOT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$")
 BEST_FILE = "best.json"
 
 
-def check_slot_name(slot: str) -> str:
-    """`slot` if it is a valid slot name (letters, digits, `_.-`, at most 40, not starting with a
-    sign); else ValueError saying so."""
-    if not SLOT_RE.match(slot) or slot.endswith(".lock") or ".." in slot:
-        raise ValueError(f"slot name {slot!r}: use letters, digits, '_', '.', '-' (at most 40 characters)")
-    return slot
-
-
-def session_root(sess) -> Path:
+def session_root(where: Layout) -> Path:
     """The session's shared folder `<git-common-dir>/kopt/<tag>/` (the main slot's state folder)."""
-    return sess.kopt_dir / sess.tag
+    return where.kopt_dir / where.tag
 
 
 @contextmanager
 def best_lock(sess):
     """The cross-process lock of the shared BEST (blocking; reentrant for one session; released on
     exit). Each session holds its own lock object, so two slots in one process exclude each other too."""
-    lock = getattr(sess, "_best_lock", None)
-    if lock is None:
-        root = session_root(sess)
-        root.mkdir(parents=True, exist_ok=True)
-        lock = sess._best_lock = FileLock(str(root / "best.lock"), thread_local=False)
-    with lock:
+    session_root(sess.where).mkdir(parents=True, exist_ok=True)
+    with sess.shared_lock:
         yield
 
 
-def read_shared(sess) -> dict | None:
+def read_shared(where: Layout) -> dict | None:
     """The shared BEST (best.json) or None when no slot has written it yet (a session without slots)."""
     try:
-        data = json.loads((session_root(sess) / BEST_FILE).read_text(encoding="utf-8"))
+        data = json.loads((session_root(where) / BEST_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) and data.get("commit") else None
@@ -78,41 +64,41 @@ def read_shared(sess) -> dict | None:
 def publish(sess) -> None:
     """Make this slot's BEST the session's: move the branch `kernel-opt/<tag>` to it (a slot's own
     branch is not the BEST line) and write best.json (atomic). Call under `best_lock`."""
-    s = sess.state
-    if sess.slot:
-        sess.repo.git.update_ref("-m", f"kopt-mcp: slot {sess.slot} moves BEST", f"refs/heads/kernel-opt/{sess.tag}",
-                                 s.best.commit)
+    s, where = sess.books.state, sess.where
+    if where.slot:
+        where.repo.git.update_ref("-m", f"kopt-mcp: slot {where.slot} moves BEST", f"refs/heads/kernel-opt/{where.tag}",
+                                  s.best.commit)
     faults.point("slots.after_best_branch")
-    atomic_write(session_root(sess) / BEST_FILE, json.dumps({
+    atomic_write(session_root(sess.where) / BEST_FILE, json.dumps({
         "commit": s.best.commit, "metrics": s.best.metrics, "gpu_us": s.best.gpu_us, "kernels": s.best.kernels,
         "noise_history": s.noise_history, "gpu_spreads_pct": s.gpu_spreads_pct,
-        "benchmark_outputs": s.benchmark_outputs, "by": sess.slot or "main"}, indent=1) + "\n")
+        "benchmark_outputs": s.benchmark_outputs, "by": sess.where.slot or "main"}, indent=1) + "\n")
 
 
 def unpublish(sess, commit: str) -> None:
     """Recovery dropped `commit` (a half-done baseline): remove best.json when it names it (under
     `best_lock`), and move the BEST line's branch back when a slot had moved it there."""
     with best_lock(sess):
-        shared = read_shared(sess)
+        shared = read_shared(sess.where)
         if shared is not None and shared["commit"] == commit:
-            (session_root(sess) / BEST_FILE).unlink(missing_ok=True)
-            if sess.slot:
-                sess.repo.git.update_ref(f"refs/heads/kernel-opt/{sess.tag}", sess.state.best.commit)
+            (session_root(sess.where) / BEST_FILE).unlink(missing_ok=True)
+            if sess.where.slot:
+                sess.where.repo.git.update_ref(f"refs/heads/kernel-opt/{sess.where.tag}", sess.books.state.best.commit)
 
 
 def sync(sess) -> str | None:
     """Bring this slot to the shared BEST when another slot moved it (see module docstring).
     Returns what was done (also logged), or None when BEST had not moved. Raises git errors."""
 
-    s = sess.state
+    s = sess.books.state
 
     def moved(shared: dict | None) -> bool:
         return shared is not None and (shared["commit"] != s.best.commit or s.phase == Phase.needs_baseline)
 
-    if not moved(read_shared(sess)):
+    if not moved(read_shared(sess.where)):
         return None
     with best_lock(sess):
-        shared = read_shared(sess)
+        shared = read_shared(sess.where)
         if not moved(shared):
             return None
         old, new = s.best.commit, shared["commit"]
@@ -129,12 +115,10 @@ def sync(sess) -> str | None:
         if not s.gpu_spreads_pct:
             s.gpu_spreads_pct = list(shared.get("gpu_spreads_pct") or [])
         s.benchmark_outputs = sorted({*s.benchmark_outputs, *(shared.get("benchmark_outputs") or [])})
-        sess.record("best_moved", previous=old, best_commit=new, by=shared.get("by"), action=done)
-        sess.save()
-    try:
-        sess.best_tree = vcs.ensure_best_worktree(sess.repo, sess.best_path, new)
-    except Exception:  # noqa: BLE001 -- measuring uses snapshots; the BEST worktree is for people
-        sess.best_tree = None
+        sess.books.record("best_moved", previous=old, best_commit=new, by=shared.get("by"), action=done)
+        sess.books.save()
+    with contextlib.suppress(Exception):  # measuring uses snapshots; the BEST worktree is for people
+        vcs.ensure_best_worktree(sess.where.repo, sess.where.best_path, new)
     return done
 
 
@@ -143,40 +127,42 @@ def _rebase_workspace(sess, old: str, new: str) -> str:
     the merged tree; a conflict -> archived as a `conflict` attempt, workspace reset to `new`, a
     repair dropped. A clean workspace is simply reset to `new`."""
 
-    s = sess.state
-    tree = vcs.snapshot(sess.ws, old, s.benchmark_outputs).tree
-    if tree == vcs.tree_of(sess.ws, old):
-        vcs.reset_to(sess.ws, new)
+    s = sess.books.state
+    tree = vcs.snapshot(sess.where.ws, old, s.benchmark_outputs).tree
+    if tree == vcs.tree_of(sess.where.ws, old):
+        vcs.reset_to(sess.where.ws, new)
         return "workspace reset to the newest BEST"
-    frozen = vcs.freeze(sess.ws, tree, old, f"{sess.ref_prefix}/sync", "kopt-mcp: the workspace when BEST moved")
-    out = reapply(sess.ws, frozen, new)
+    frozen = vcs.freeze(sess.where.ws, tree, old, f"{sess.where.ref_prefix}/sync",
+                        "kopt-mcp: the workspace when BEST moved")
+    out = reapply(sess.where.ws, frozen, new)
     if out.tree is not None:
-        vcs.reset_to(sess.ws, new)
-        vcs.restore_tree(sess.ws, out.tree)
+        vcs.reset_to(sess.where.ws, new)
+        vcs.restore_tree(sess.where.ws, out.tree)
         return "the workspace's change was re-applied onto the newest BEST"
     n = s.new_attempt()
     target = s.repair.target if s.repair else "global"
-    patch, changed = vcs.diff_tree(sess.ws, old, tree)
-    path = sess.store.archive(n, "conflict", patch)
-    vcs.reset_to(sess.ws, new)
+    patch, changed = vcs.diff_tree(sess.where.ws, old, tree)
+    path = sess.books.store.archive(n, "conflict", patch)
+    vcs.reset_to(sess.where.ws, new)
     reason = (f"BEST moved from {old[:12]} to {new[:12]} (another slot committed) and the workspace's change "
               f"overlaps it in {', '.join(out.conflicts) or 'some files'}: archived as {path.name}, the workspace "
               "is reset to the newest BEST")
     s.dropped_candidate()
     s.ruled(n, "conflict", target, reason)
-    sess.record("attempt", attempt=n, verdict="conflict", code=str(Code.CONFLICT), reason=reason, changed=changed,
-                patch=str(path), reverted=True, judged_against=old, best_commit=new)
+    sess.books.record("attempt", attempt=n, verdict="conflict", code=str(Code.CONFLICT), reason=reason, changed=changed,
+                      patch=str(path), reverted=True, judged_against=old, best_commit=new)
     return reason
 
 
 def shared_events(sess) -> list[dict]:
     """The records performance.md is rendered from across slots: this slot's `session_started`,
     then every slot's `baseline`, `commit` and `stopped` records, oldest first."""
-    own = sess.store.ledger()
-    if not (session_root(sess) / "slots").is_dir():
+    own = sess.books.store.ledger()
+    if not (session_root(sess.where) / "slots").is_dir():
         return own  # a session without slots: its own ledger, as always
     keep = ("baseline", "commit", "stopped")
-    paths = [session_root(sess) / "ledger.jsonl", *sorted((session_root(sess) / "slots").glob("*/ledger.jsonl"))]
+    root = session_root(sess.where)
+    paths = [root / "ledger.jsonl", *sorted((root / "slots").glob("*/ledger.jsonl"))]
     rows: dict[str, dict] = {}
     started: list[dict] = []  # the text the session started from: the first slot's (a later slot starts
     for p in paths:           # from a BEST whose performance.md has rows already)
@@ -197,11 +183,11 @@ def shared_events(sess) -> list[dict]:
     return started + sorted(rows.values(), key=lambda e: str(e.get("at") or ""))
 
 
-def slots_status(sess) -> list[dict]:
+def slots_status(where: Layout) -> list[dict]:
     """Every slot of the session: name, phase, attempts, kept, consecutive regressions, last verdict."""
     out = []
-    states = [("main", session_root(sess) / "state.json"),
-              *((p.parent.name, p) for p in sorted((session_root(sess) / "slots").glob("*/state.json")))]
+    states = [("main", session_root(where) / "state.json"),
+              *((p.parent.name, p) for p in sorted((session_root(where) / "slots").glob("*/state.json")))]
     for name, p in states:
         try:
             st = json.loads(p.read_text(encoding="utf-8"))

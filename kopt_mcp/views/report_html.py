@@ -132,6 +132,6 @@ def write_report(store, *, metric: str = "metric", higher_is_better: bool = Fals
 def write_session_report(ref, strict: bool = False) -> Path | None:
     """write_report for a Referee `ref` (its store, frozen config and workspace performance.md): the
     hook the referee calls after every verdict, commit, revert and stop. Same errors as write_report."""
-    b, g = ref.cfg.benchmark, ref.cfg.gates
-    return write_report(ref.store, metric=b.metric, higher_is_better=b.higher_is_better, noise_pct=g.noise_pct,
-                        performance_md=ref.workspace_path / "performance.md", strict=strict)
+    b, g = ref.what.cfg.benchmark, ref.what.cfg.gates
+    return write_report(ref.books.store, metric=b.metric, higher_is_better=b.higher_is_better, noise_pct=g.noise_pct,
+                        performance_md=ref.where.workspace_path / "performance.md", strict=strict)

@@ -199,14 +199,14 @@ def test_a_detached_child_cannot_pause_the_next_best_run(tmp_path, make_referee,
     log = tmp_path / "cheat.log"
     ref = make_referee(repo)
     ref.run_benchmark()
-    (ref.workspace_path / "kernel.py").write_text(PAUSING_KERNEL.format(log=str(log), root=str(repo)))
+    (ref.where.workspace_path / "kernel.py").write_text(PAUSING_KERNEL.format(log=str(log), root=str(repo)))
     first = ref.save_and_test("global", "same work, plus a daemon that pauses BEST")
     daemons = _daemons(log)
     leftovers.extend(daemons)
     assert daemons, "the cheat never started: the test no longer tests anything"
     if first.verdict == "improved":
         ref.revert_to_best("not the point of this test")
-    (ref.workspace_path / "kernel.py").write_text(HONEST_KERNEL + "# unchanged work\n")
+    (ref.where.workspace_path / "kernel.py").write_text(HONEST_KERNEL + "# unchanged work\n")
     second = ref.save_and_test("global", "identical kernel, measured after the daemon's attempt")
     assert wait_dead(daemons) == []
     assert "paused" not in log.read_text()

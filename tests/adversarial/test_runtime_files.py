@@ -44,7 +44,7 @@ def cheat(ws: Path, code: str) -> None:
 
 
 def branch_file(ref, path: str, branch: str = "kernel-opt/t") -> str:
-    return git(ref.workspace_path, "show", f"{branch}:{path}")
+    return git(ref.where.workspace_path, "show", f"{branch}:{path}")
 
 
 def original(ref, path: str) -> str:
@@ -54,16 +54,16 @@ def original(ref, path: str) -> str:
 
 def assert_untampered(ref, best_before: str, perf_before: str) -> None:
     """No commit moved BEST and the branch's protected files are the originals."""
-    assert ref.state.best.commit == best_before
-    assert git(ref.workspace_path, "rev-parse", "kernel-opt/t").strip() == best_before
+    assert ref.books.state.best.commit == best_before
+    assert git(ref.where.workspace_path, "rev-parse", "kernel-opt/t").strip() == best_before
     assert branch_file(ref, "bench.py") == original(ref, "bench.py")
     assert "tampered" not in branch_file(ref, "kopt.toml")
     assert branch_file(ref, "performance.md") == perf_before
 
 
 def judge(ref, code: str, hypothesis: str = "cheat"):
-    best, perf = ref.state.best.commit, branch_file(ref, "performance.md")
-    cheat(ref.workspace_path, code)
+    best, perf = ref.books.state.best.commit, branch_file(ref, "performance.md")
+    cheat(ref.where.workspace_path, code)
     v = ref.save_and_test("global", hypothesis)
     return v, best, perf
 
@@ -90,17 +90,17 @@ def test_3_run_forges_performance_md(ref):
 
 
 def test_4_symlink_into_the_benchmark_is_rejected_before_the_run(ref):
-    (ref.workspace_path / "kernel_helper.py").symlink_to("bench.py")
+    (ref.where.workspace_path / "kernel_helper.py").symlink_to("bench.py")
     v, best, perf = judge(ref, 'open("kernel_helper.py", "a").write("# tampered\\n")\n')
     assert (v.verdict, v.code) == ("rejected", "unsafe_symlink")
     assert "kernel_helper.py" in v.reason and "bench.py" in v.reason  # the text is the product: link and target
     assert v.run_dirs == []  # nothing ran
     assert_untampered(ref, best, perf)
-    assert not (ref.workspace_path / "kernel_helper.py").is_symlink()  # reverted
+    assert not (ref.where.workspace_path / "kernel_helper.py").is_symlink()  # reverted
 
 
 def test_4b_symlinked_directory_over_the_repository_is_rejected_before_the_run(ref):
-    (ref.workspace_path / "lib").symlink_to(".")
+    (ref.where.workspace_path / "lib").symlink_to(".")
     v, best, perf = judge(ref, 'open("lib/bench.py", "a").write("# tampered\\n")\n')
     assert (v.verdict, v.code) == ("rejected", "unsafe_symlink") and v.run_dirs == []
     assert "lib" in v.reason  # the text is the product: it names the link
@@ -122,8 +122,8 @@ def test_4c_symlink_made_during_the_run_and_written_through(ref):
 def test_5_symlink_out_of_the_repository_is_rejected_before_the_run(ref, tmp_path):
     outside = tmp_path / "outside.txt"
     outside.write_text("kept\n")
-    (ref.workspace_path / "data.txt").symlink_to(outside)
-    (ref.workspace_path / "up.txt").symlink_to("../../../../outside.txt")
+    (ref.where.workspace_path / "data.txt").symlink_to(outside)
+    (ref.where.workspace_path / "up.txt").symlink_to("../../../../outside.txt")
     v, best, perf = judge(ref, 'open("data.txt", "a").write("# tampered\\n")\n')
     assert (v.verdict, v.code) == ("rejected", "unsafe_symlink") and v.run_dirs == []
     assert "data.txt" in v.reason and "up.txt" in v.reason  # the text is the product: it names both links
@@ -139,19 +139,19 @@ def test_6_kernel_that_edits_itself_during_the_run_commits_the_tested_snapshot(r
         if mark not in p.read_text():
             p.write_text(p.read_text() + mark + "\\n")
         """)
-    (ref.workspace_path / "kernel.py").write_text(tested)
+    (ref.where.workspace_path / "kernel.py").write_text(tested)
     v = ref.save_and_test("global", "self-editing")
     assert v.verdict == "improved"
     assert any("the run rewrote kernel.py" in w for w in v.warnings)
     c = ref.commit_improvement("self-editing")
     assert c.committed
     assert branch_file(ref, "kernel.py") == tested  # the tested snapshot, not the post-run file
-    assert (ref.workspace_path / "kernel.py").read_text() == tested
+    assert (ref.where.workspace_path / "kernel.py").read_text() == tested
     assert branch_file(ref, "bench.py") == original(ref, "bench.py")
 
 
 def test_7_run_that_wipes_and_overwrites_the_workspace_is_rejected(ref):
-    ws = ref.workspace_path
+    ws = ref.where.workspace_path
     v, best, perf = judge(ref, f"""\
         import pathlib
         ws = pathlib.Path({str(ws)!r})
@@ -201,20 +201,20 @@ def test_8_run_that_tampers_only_when_the_commit_gate_re_measures(ref, tmp_path)
 
 
 def test_9_fake_metrics_file_shipped_in_the_candidate_tree_is_stale(ref):
-    ws = ref.workspace_path
+    ws = ref.where.workspace_path
     (ws / "results").mkdir(exist_ok=True)
     (ws / "results" / "bench.csv").write_text("n,us_per_call,err_count\n1,1.0,0\n2,1.0,0\n")
     (ws / "kernel.py").write_text(kernel_source(FASTER, NO_CSV=True))
     git(ws, "add", "-f", "results/bench.csv", "kernel.py")
     git(ws, "-c", "user.name=t", "-c", "user.email=t@l", "commit", "-qm", "ship a csv")
-    best, perf = ref.state.best.commit, branch_file(ref, "performance.md")
+    best, perf = ref.books.state.best.commit, branch_file(ref, "performance.md")
     v = ref.save_and_test("global", "a csv from the future")
     assert (v.verdict, v.code) == ("failed", "results_stale")
     assert_untampered(ref, best, perf)
 
 
 def test_10_a_check_run_of_a_cheating_workspace_names_the_rewrite_and_leaves_the_workspace(ref):
-    ws = ref.workspace_path
+    ws = ref.where.workspace_path
     cheat(ws, 'open("bench.py", "a").write("# tampered\\n")\n')
     b = ref.run_benchmark()  # a quick check: no verdict, but the rewrite is named
     assert "the run rewrote bench.py" in b.reason  # no verdict here: the text is the product, the rewrite named

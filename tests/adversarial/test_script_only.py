@@ -66,41 +66,41 @@ def timed_repo(path: Path, extra_gates: str = "") -> Path:
 
 
 def attempt_record(ref) -> dict:
-    return [r for r in ref.store.ledger() if r.get("event") == "attempt"][-1]
+    return [r for r in ref.books.store.ledger() if r.get("event") == "attempt"][-1]
 
 
 @pytest.mark.parametrize("cheat", list(CHEATS))
 def test_a_script_only_win_says_so_and_is_not_committed_where_the_config_forbids(cheat, tmp_path, make_referee):
     r = make_referee(timed_repo(tmp_path / "repo", "allow_script_only_keeps = false"))
     r.run_benchmark()
-    (r.workspace_path / "kernel.py").write_text(CHEATS[cheat])
+    (r.where.workspace_path / "kernel.py").write_text(CHEATS[cheat])
     v = r.save_and_test("global", cheat)
     assert v.verdict == "improved" and v.code == Code.SCRIPT_ONLY, (v.verdict, v.code, v.reason)
     assert attempt_record(r)["code"] == "script_only"
-    best = r.state.best.commit
+    best = r.books.state.best.commit
     c = r.commit_improvement(cheat)
     assert not c.committed and c.code == Code.SCRIPT_ONLY
-    assert r.state.best.commit == best and r.state.kept == 0
-    refused = [x for x in r.store.ledger() if x.get("event") == "commit_refused"][-1]
+    assert r.books.state.best.commit == best and r.books.state.kept == 0
+    refused = [x for x in r.books.store.ledger() if x.get("event") == "commit_refused"][-1]
     assert refused["code"] == "script_only" and Path(refused["patch"]).is_file()
 
 
 def test_on_the_cpu_a_script_only_keep_is_committed_by_default_and_labelled(tmp_path, make_referee):
     r = make_referee(timed_repo(tmp_path / "repo"))
     r.run_benchmark()
-    (r.workspace_path / "kernel.py").write_text(CHEATS["memoized across calls"])
+    (r.where.workspace_path / "kernel.py").write_text(CHEATS["memoized across calls"])
     v = r.save_and_test("global", "memo")
     assert v.verdict == "improved" and v.code == Code.SCRIPT_ONLY
     c = r.commit_improvement("memo")
     assert c.committed and c.code == Code.SCRIPT_ONLY
-    rec = [x for x in r.store.ledger() if x.get("event") == "commit"][-1]
+    rec = [x for x in r.books.store.ledger() if x.get("event") == "commit"][-1]
     assert rec["code"] == "script_only"
-    perf = (r.workspace_path / "performance.md").read_text()
+    perf = (r.where.workspace_path / "performance.md").read_text()
     assert "| keep |" in perf and "kept on script metric" in perf
-    assert "kopt-mcp keep: script only" in r.ws.head.commit.message
-    assert r.state.kept == 1 and r.state.kept_script_only == 1
+    assert "kopt-mcp keep: script only" in r.where.ws.head.commit.message
+    assert r.books.state.kept == 1 and r.books.state.kept_script_only == 1
     stop(r, "the test ends the session")
-    perf = (r.workspace_path / "performance.md").read_text()
+    perf = (r.where.workspace_path / "performance.md").read_text()
     assert "- kept improvements: 1 (script only: 1)" in perf
     html = write_session_report(r).read_text()
     assert 'id="script-only-keeps"' in html
@@ -115,8 +115,8 @@ def test_on_a_gpu_without_its_expected_profiler_the_keep_is_refused_by_default(t
     r = make_referee(toy_repo, services=fake_services(probe=NvidiaSmiProbe(SmiReplay(IDLE)),
                                                       profiler=lambda backend, vendor, detail: NoProfiler()))
     r.run_benchmark()
-    set_kernel(r.workspace_path, {"1": 50.0, "2": 100.0})
+    set_kernel(r.where.workspace_path, {"1": 50.0, "2": 100.0})
     v = r.save_and_test("global", "half the time")
     assert v.verdict == "improved" and v.code == Code.SCRIPT_ONLY and v.device.vendor == "nvidia"
     c = r.commit_improvement("half")
-    assert not c.committed and c.code == Code.SCRIPT_ONLY and r.state.kept == 0
+    assert not c.committed and c.code == Code.SCRIPT_ONLY and r.books.state.kept == 0

@@ -69,11 +69,11 @@ def assert_shadowing(v, path: str) -> None:
 
 
 def test_csv_py_shadowing_the_stdlib_is_rejected_before_the_run(ref):
-    (ref.workspace_path / "csv.py").write_text(SHADOW_CSV)
+    (ref.where.workspace_path / "csv.py").write_text(SHADOW_CSV)
     v = ref.save_and_test("global", "a faster csv")
     assert_shadowing(v, "csv.py")
-    assert not (ref.workspace_path / "csv.py").exists()
-    rec = [r for r in ref.store.ledger() if r.get("event") == "attempt"][-1]
+    assert not (ref.where.workspace_path / "csv.py").exists()
+    rec = [r for r in ref.books.store.ledger() if r.get("event") == "attempt"][-1]
     assert rec["verdict"] == "rejected" and rec["code"] == "shadowing"
 
 
@@ -83,14 +83,14 @@ def test_a_package_shadowing_an_installed_third_party_module_is_rejected(toy_rep
     commit(toy_repo, "the benchmark imports psutil")
     r = make_referee(toy_repo)
     r.run_benchmark()
-    (r.workspace_path / "psutil").mkdir()
-    (r.workspace_path / "psutil" / "__init__.py").write_text(SHADOW_PSUTIL)
+    (r.where.workspace_path / "psutil").mkdir()
+    (r.where.workspace_path / "psutil" / "__init__.py").write_text(SHADOW_PSUTIL)
     assert_shadowing(r.save_and_test("global", "psutil, faster"), "psutil/__init__.py")
 
 
 @pytest.mark.parametrize("path", ["sitecustomize.py", "tools/usercustomize.py", "extra.pth"])
 def test_startup_hooks_anywhere_in_the_diff_are_rejected(ref, path):
-    ws = ref.workspace_path
+    ws = ref.where.workspace_path
     (ws / path).parent.mkdir(parents=True, exist_ok=True)
     (ws / path).write_text("import os\n")
     (ws / "kernel.py").write_text(kernel_source(FASTER))  # a real gain rides along: still rejected
@@ -104,7 +104,7 @@ def test_new_modules_that_shadow_nothing_are_judged_as_usual(toy_repo, make_refe
     commit(toy_repo, "a package")
     r = make_referee(toy_repo)
     r.run_benchmark()
-    ws = r.workspace_path
+    ws = r.where.workspace_path
     (ws / "pkg" / "csv.py").write_text("ROWS = 1\n")  # pkg.csv, not csv
     (ws / "pkg" / "__init__.py").write_text("# the package, edited\n")
     (ws / "fast_helpers.py").write_text("SCALE = 0.8\n")  # a new top-level name nothing else has

@@ -125,7 +125,7 @@ def test_without_a_sandbox_the_change_is_found_restored_and_rejected_at_once(toy
 
 
 def test_a_patch_lost_while_no_server_ran_is_restored_at_the_next_start(ref, make_referee, toy_repo):
-    (ref.workspace_path / "kernel.py").write_text(kernel_source({"1": 150.0, "2": 300.0}))
+    (ref.where.workspace_path / "kernel.py").write_text(kernel_source({"1": 150.0, "2": 300.0}))
     v = ref.save_and_test("global", "slower")
     patch = Path(v.patch_path)
     text = patch.read_text()

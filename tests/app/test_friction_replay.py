@@ -84,7 +84,7 @@ def test_2_every_round_records_the_foreign_load_and_the_verdict_counts_rounds_un
     out, ref, _ = session
     v = out["verdict"]
     assert v["rounds_under_load"] == 0  # the toy's gate is off: nothing counts as under load
-    att = [e for e in ref.store.events() if isinstance(e, Attempt) and e.attempt == v["attempt"]][0]
+    att = [e for e in ref.books.store.events() if isinstance(e, Attempt) and e.attempt == v["attempt"]][0]
     assert att.rounds_under_load == 0 and len(att.load["rounds"]) == v["rounds"]
     for rnd in att.load["rounds"]:  # each round: BEST's run and the candidate's, each with its figures
         runs = [RunLoad.model_validate(r) for r in rnd["runs"]]

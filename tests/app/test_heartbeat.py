@@ -240,7 +240,7 @@ def fast_beat(monkeypatch):
 
 
 def test_tool_call_sends_heartbeats_and_phase_logs(ref, fast_beat):
-    set_kernel(ref.workspace_path, BASE_TIMES, SLEEP_S=4)
+    set_kernel(ref.where.workspace_path, BASE_TIMES, SLEEP_S=4)
     progress: list[tuple[float, float | None, str | None, float]] = []
     logs = []
 

@@ -80,18 +80,18 @@ def _gpu_referee(make_referee, toy_repo, **services):
 def test_every_run_of_a_verdict_runs_on_one_leased_device_recorded_in_the_ledger(toy_repo, make_referee):
     r, runner = _gpu_referee(make_referee, toy_repo)
     r.run_benchmark()
-    assert r.executor.held == [] and r.job is None  # released after the baseline
-    set_kernel(r.workspace_path, {"1": 50.0, "2": 100.0})
+    assert r.jobs.executor.held == [] and r.jobs.job is None  # released after the baseline
+    set_kernel(r.where.workspace_path, {"1": 50.0, "2": 100.0})
     v = r.save_and_test("global", "half")
-    assert v.verdict == "improved" and r.executor.held == []
+    assert v.verdict == "improved" and r.jobs.executor.held == []
     assert {c[2]["CUDA_VISIBLE_DEVICES"] for c in runner.calls} == {"0"}  # every run bound to the leased GPU
     dev = "nvidia:0:GPU-12d4823c-c93c-be36-630b-84be7a395e90"
-    events = r.store.ledger()
+    events = r.books.store.ledger()
     assert next(e for e in events if e["event"] == "baseline")["device_id"] == dev
     assert next(e for e in events if e["event"] == "attempt")["device"] == dev
     c = r.commit_improvement()
-    assert c.committed and next(e for e in r.store.ledger() if e["event"] == "commit")["device"] == dev
-    assert r.last_device == "GPU-12d4823c-c93c-be36-630b-84be7a395e90" and r.executor.held == []
+    assert c.committed and next(e for e in r.books.store.ledger() if e["event"] == "commit")["device"] == dev
+    assert r.jobs.last_device == "GPU-12d4823c-c93c-be36-630b-84be7a395e90" and r.jobs.executor.held == []
 
 
 class _Losing:
@@ -124,8 +124,8 @@ def _losing_referee(make_referee, toy_repo, lose_after_baseline: int):
 
     made = []
 
-    def executor(sess):
-        made.append(_Losing(local_executor(sess), 0))
+    def executor(where, what, services):
+        made.append(_Losing(local_executor(where, what, services), 0))
         return made[0]
 
     r = make_referee(toy_repo, services=fake_services(executor=executor))
@@ -136,21 +136,21 @@ def _losing_referee(make_referee, toy_repo, lose_after_baseline: int):
 
 def test_a_device_lost_mid_verdict_is_retried_once_on_a_new_lease(toy_repo, make_referee):
     r, ex = _losing_referee(make_referee, toy_repo, lose_after_baseline=1)
-    set_kernel(r.workspace_path, {"1": 50.0, "2": 100.0})
+    set_kernel(r.where.workspace_path, {"1": 50.0, "2": 100.0})
     v = r.save_and_test("global", "half")
     assert v.verdict == "improved" and ex.leases == 2
     assert any("device was lost" in w for w in v.warnings)
-    [lost] = [e for e in r.store.ledger() if e["event"] == "device_lost"]
-    assert lost["retrying"] is True and lost["device"] == "cpu" and r.executor.held == []
+    [lost] = [e for e in r.books.store.ledger() if e["event"] == "device_lost"]
+    assert lost["retrying"] is True and lost["device"] == "cpu" and r.jobs.executor.held == []
 
 
 def test_a_device_lost_twice_is_a_failed_verdict_and_the_candidate_is_archived(toy_repo, make_referee):
     r, ex = _losing_referee(make_referee, toy_repo, lose_after_baseline=2)
-    set_kernel(r.workspace_path, {"1": 50.0, "2": 100.0})
+    set_kernel(r.where.workspace_path, {"1": 50.0, "2": 100.0})
     v = r.save_and_test("global", "half")
     assert (v.verdict, v.code) == ("failed", "device_lost") and v.reverted and ex.leases == 2
-    assert "50.0" in (r.store.attempts / f"{v.attempt:04d}-failed.patch").read_text()
-    rec = next(e for e in r.store.ledger() if e["event"] == "attempt")
+    assert "50.0" in (r.books.store.attempts / f"{v.attempt:04d}-failed.patch").read_text()
+    rec = next(e for e in r.books.store.ledger() if e["event"] == "attempt")
     assert len(rec["lost_devices"]) == 2 and r.status().phase == "ready"
 
 

@@ -48,7 +48,7 @@ def test_init_write_on_a_fresh_copy_gives_a_working_session(tmp_path, make_refer
     base = ref.run_benchmark()
     assert base.baseline_recorded, base.reason
     assert sorted(ref.status().best_metrics) == ["x_value=128", "x_value=256", "x_value=64"]
-    kernel = ref.workspace_path / "src" / "tinynorm" / "rms_norm.py"
+    kernel = ref.where.workspace_path / "src" / "tinynorm" / "rms_norm.py"
     kernel.write_text(kernel.read_text() + "\n# the same kernel, one comment longer\n")
     v = ref.save_and_test("global", "identical kernel: a comment")
     assert v.verdict == "tie", v.reason

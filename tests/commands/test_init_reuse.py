@@ -36,8 +36,8 @@ def _counts(ref) -> dict:
     """The baseline's runs from the session's records: adopted and measured plain runs (run folders),
     profiled runs, [correctness] runs (a correctness.log in a baseline folder), and the ledger's
     `baseline` record (adoption code, adopted runs, whether init's tests run stood, how many runs)."""
-    dirs = [d for d in ref.store.runs.iterdir() if d.name.startswith("0000-baseline")]
-    base = [e for e in ref.store.ledger() if e["event"] == "baseline"]
+    dirs = [d for d in ref.books.store.runs.iterdir() if d.name.startswith("0000-baseline")]
+    base = [e for e in ref.books.store.ledger() if e["event"] == "baseline"]
     assert len(base) == 1
     return {"adopted": sum((d / ADOPTED_FILE).is_file() for d in dirs),
             "measured": sum(not (d / ADOPTED_FILE).is_file() and "profile" not in d.name for d in dirs),
@@ -60,11 +60,11 @@ def test_fresh_init_then_baseline_adopts_init_runs_and_its_test_run(tmp_path, ma
     assert c == {"adopted": 2, "measured": 1, "profiled": 0, "tests": 0, "code": "", "ledger_adopted": 2,
                  "ledger_tests": True, "baseline_runs": 3}
     # instruction counts are exact: init's runs, re-read from kopt's copies, equal the run measured now
-    runs = [e for e in ref.store.ledger() if e["event"] == "baseline"][0]["runs"]
+    runs = [e for e in ref.books.store.ledger() if e["event"] == "baseline"][0]["runs"]
     assert runs[0] == runs[1] == runs[2] and sorted(runs[0]) == ["x_value=128", "x_value=256", "x_value=64"]
     # today's count (before item 4) on this example: 2 + 3 plain runs, 2 + 1 test runs; now 2 + 1 and 2 + 0
     assert len(rec.runs) + c["measured"] == 3 and rec.tests.runs + c["tests"] == 2
-    kernel = ref.workspace_path / "src" / "tinynorm" / "rms_norm.py"
+    kernel = ref.where.workspace_path / "src" / "tinynorm" / "rms_norm.py"
     kernel.write_text(kernel.read_text() + "\n# the same kernel, one comment longer\n")
     assert ref.save_and_test("global", "identical kernel: a comment").verdict == "tie"
 
@@ -132,7 +132,7 @@ def test_init_runs_that_appended_to_each_other_are_not_adopted(tmp_path, make_re
     assert ref.run_benchmark().baseline_recorded
     c = _counts(ref)
     assert (c["code"], c["adopted"], c["measured"], c["ledger_adopted"]) == ("run_unusable", 0, 3, 0)
-    assert not any(d.name.startswith("0000-baseline-init") for d in ref.store.runs.iterdir())
+    assert not any(d.name.startswith("0000-baseline-init") for d in ref.books.store.runs.iterdir())
 
 
 def test_target_fresh_clone_to_baseline_within_eight_plain_runs(tmp_path, make_referee):

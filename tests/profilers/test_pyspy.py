@@ -150,14 +150,14 @@ def test_a_benchmark_that_fails_under_py_spy_is_a_profiler_error(tmp_path):
 
 @needs_pyspy
 def test_kernel_trace_analysis_on_the_cpu_gives_the_hottest_functions(ref):
-    (ref.workspace_path / "kernel.py").write_text(kernel_source({"1": 100.0, "2": 200.0}) + BUSY.format(seconds=1.5))
+    (ref.where.workspace_path / "kernel.py").write_text(kernel_source({"1": 100.0, "2": 200.0}) + BUSY.format(seconds=1.5))
     result = ref.kernel_trace_analysis(top=4)
     assert result.available and result.backend == "py-spy" and result.kernels == []
     assert result.device.vendor == "cpu" and len(result.cpu.functions) <= 4
     top = result.cpu.functions[0]
     assert (top.function, top.file, top.own) == ("busy_rows", "kernel.py", True)
     assert result.bottleneck.kind == "cpu-bound" and result.bottleneck.evidence["hottest_own_self_pct"] == top.self_pct
-    trace = ref.store.last(Trace)
+    trace = ref.books.store.last(Trace)
     assert trace.backend == "py-spy" and trace.functions[0].function == "busy_rows"
 
 
@@ -204,7 +204,7 @@ def test_a_benchmark_that_only_imports_says_its_work_was_too_short_to_sample(ref
     lib.mkdir()
     (lib / "slowstart.py").write_text("import time\nt_end = time.monotonic() + 1.0\nwhile time.monotonic() < t_end:\n"
                                       "    sum(i % 7 for i in range(20000))\n")
-    (ref.workspace_path / "kernel.py").write_text(
+    (ref.where.workspace_path / "kernel.py").write_text(
         f"import sys\nsys.path.insert(0, {str(lib)!r})\nimport slowstart\n" + kernel_source({"1": 100.0}))
     result = ref.kernel_trace_analysis()
     assert not result.available and result.backend == "py-spy" and result.cpu is None
@@ -215,7 +215,7 @@ def test_a_benchmark_that_only_imports_says_its_work_was_too_short_to_sample(ref
 def test_a_run_too_short_to_sample_still_says_what_it_changed(ref):
     """Too short for a sample of its work, or for py-spy to attach at all: either way unavailable,
     with the run's change note after the one that says why."""
-    (ref.workspace_path / "kernel.py").write_text(  # a few ms, and the protected bench.py rewritten
+    (ref.where.workspace_path / "kernel.py").write_text(  # a few ms, and the protected bench.py rewritten
         'open("bench.py", "a").write("# touched\\n")\n' + kernel_source({"1": 100.0, "2": 200.0}))
     result = ref.kernel_trace_analysis()
     assert not result.available and result.cpu is None

@@ -161,7 +161,7 @@ def test_kernel_trace_analysis_never_names_the_hot_protected_reference(tmp_path,
                    cwd=repo, check=True)
     ref = make_referee(repo)
     ref.run_benchmark()
-    (ref.workspace_path / "kernel.py").write_text(kernel_source({"1": 100.0}) + OWN_KERNEL)
+    (ref.where.workspace_path / "kernel.py").write_text(kernel_source({"1": 100.0}) + OWN_KERNEL)
     result = ref.kernel_trace_analysis(top=5)
     assert result.available and result.cpu is not None
     c = result.cpu

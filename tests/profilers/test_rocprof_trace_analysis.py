@@ -3,6 +3,7 @@ target kernel's bottleneck class."""
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
 from pathlib import Path
 
@@ -22,8 +23,9 @@ class ReplayRocprof(RocprofV3Profiler):
 
 def with_regex(ref, monkeypatch, regex: str) -> None:
     """The session's (frozen) config with `[profiler] kernel = regex`."""
-    profiler = ref.cfg.profiler.model_copy(update={"kernel": regex})
-    monkeypatch.setattr(ref, "cfg", ref.cfg.model_copy(update={"profiler": profiler}))
+    profiler = ref.what.cfg.profiler.model_copy(update={"kernel": regex})
+    cfg = ref.what.cfg.model_copy(update={"profiler": profiler})
+    monkeypatch.setattr(ref, "what", dataclasses.replace(ref.what, config=ref.what.config.model_copy(update={"target": cfg})))
 
 
 def test_trace_analysis_fills_bottleneck_for_hottest(ref, monkeypatch):

@@ -53,7 +53,7 @@ def test_merged_report_has_cupti_times_ncu_metrics_and_a_note_for_unmatched_kern
     assert randn.extra["dram_throughput_pct"] == pytest.approx(0.02)  # ncu's metrics
     assert result.bottleneck.kind == "compute-bound"
     assert any(n.startswith("1 of 2 kernel(s) got no ncu metrics") for n in result.notes)
-    (event,) = [e for e in ref.store.ledger() if e["event"] == "trace"]
+    (event,) = [e for e in ref.books.store.ledger() if e["event"] == "trace"]
     assert event["backend"] == "cupti+ncu"
     assert event["kernels"][1]["sm_throughput_pct"] == pytest.approx(64.07)
     assert event["kernels"][0]["median_us"] is None  # this CUPTI recording kept no per-launch times
@@ -62,7 +62,7 @@ def test_merged_report_has_cupti_times_ncu_metrics_and_a_note_for_unmatched_kern
 def test_trace_event_and_report_carry_the_median_per_launch(ref, monkeypatch):
     monkeypatch.setattr(ref, "profiler", lambda detail=False: ReplayNcu(detail=True))
     result = ref.kernel_trace_analysis()
-    (event,) = [e for e in ref.store.ledger() if e["event"] == "trace"]
+    (event,) = [e for e in ref.books.store.ledger() if e["event"] == "trace"]
     softmax_median = statistics.median(RAW_NS["softmax_warp_forward"]) / 1000
     assert result.kernels[0].median_us == pytest.approx(softmax_median)
     assert event["kernels"][0]["name"] == "softmax_warp_forward"

@@ -76,7 +76,7 @@ def test_is_artifact_patterns():
 
 
 def test_save_and_test_warns_and_never_archives_or_commits_artifacts(ref):
-    ws = ref.workspace_path
+    ws = ref.where.workspace_path
     set_kernel(ws, {"1": 80.0, "2": 160.0})
     (ws / "libkernel.so").write_bytes(ELF)  # (kernel.so would shadow kernel.py on import)
     (ws / "build").mkdir()
@@ -95,8 +95,8 @@ def test_save_and_test_warns_and_never_archives_or_commits_artifacts(ref):
 
 
 def test_agent_commit_in_workspace_is_judged_archived_and_dropped_on_revert(ref):
-    ws = ref.workspace_path
-    best = ref.state.best.commit
+    ws = ref.where.workspace_path
+    best = ref.books.state.best.commit
     set_kernel(ws, {"1": 120.0, "2": 240.0})
     sh(ws, "commit", "-qam", "agent: try unrolling")
     agent = sh(ws, "rev-parse", "HEAD").strip()
@@ -110,8 +110,8 @@ def test_agent_commit_in_workspace_is_judged_archived_and_dropped_on_revert(ref)
 
 
 def test_agent_commit_then_keep_makes_one_commit_on_top_of_best(ref):
-    ws = ref.workspace_path
-    best = ref.state.best.commit
+    ws = ref.where.workspace_path
+    best = ref.books.state.best.commit
     set_kernel(ws, {"1": 80.0, "2": 160.0})
     sh(ws, "commit", "-qam", "agent: faster")
     v = ref.save_and_test("global", "faster")
@@ -123,7 +123,7 @@ def test_agent_commit_then_keep_makes_one_commit_on_top_of_best(ref):
 
 
 def test_workspace_switched_to_another_branch_is_refused_and_not_reset(ref):
-    ws = ref.workspace_path
+    ws = ref.where.workspace_path
     sh(ws, "checkout", "-q", "-b", "elsewhere")
     set_kernel(ws, {"1": 80.0, "2": 160.0})
     with pytest.raises(RefereeError, match="not on kernel-opt/t"):

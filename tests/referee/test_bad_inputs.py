@@ -59,10 +59,10 @@ def test_detached_head_in_the_users_repository_at_serve_start(toy_repo, make_ref
     start = subprocess.run(["git", "rev-parse", "HEAD"], cwd=toy_repo, capture_output=True, text=True).stdout
     r = make_referee(toy_repo)
     assert r.run_benchmark().baseline_recorded
-    set_kernel(r.workspace_path, {"1": 80.0, "2": 160.0})
+    set_kernel(r.where.workspace_path, {"1": 80.0, "2": 160.0})
     assert r.save_and_test("global", "faster").verdict == "improved"
     assert r.commit_improvement("faster").committed
-    branch = subprocess.run(["git", "branch", "--show-current"], cwd=r.workspace_path, capture_output=True, text=True)
+    branch = subprocess.run(["git", "branch", "--show-current"], cwd=r.where.workspace_path, capture_output=True, text=True)
     assert branch.stdout.strip() == "kernel-opt/t"
     user = subprocess.run(["git", "rev-parse", "HEAD"], cwd=toy_repo, capture_output=True, text=True).stdout
     assert user == start  # the user's checkout is left where it was, still detached
@@ -162,9 +162,9 @@ def test_revert_after_a_conflicting_merge_archives_the_conflict_and_cleans_the_w
     """The agent merged a side branch into the workspace and left it conflicted (unmerged index,
     MERGE_HEAD, conflict markers in kernel.py): revert_to_best archives what was there and leaves
     a clean tree at BEST_COMMIT, no merge in progress."""
-    ws = ref.workspace_path
+    ws = ref.where.workspace_path
     git = ["git", "-c", "user.name=agent", "-c", "user.email=agent@localhost"]
-    best = ref.state.best.commit
+    best = ref.books.state.best.commit
     subprocess.run([*git, "checkout", "-q", "-b", "side"], cwd=ws, check=True)
     set_kernel(ws, {"1": 90.0, "2": 180.0})
     subprocess.run([*git, "commit", "-qam", "side"], cwd=ws, check=True)
@@ -183,5 +183,5 @@ def test_revert_after_a_conflicting_merge_archives_the_conflict_and_cleans_the_w
     status = subprocess.run(["git", "status", "--porcelain"], cwd=ws, capture_output=True, text=True).stdout
     assert status == ""
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ws, capture_output=True, text=True).stdout.strip()
-    assert head == best and not (Path(ref.ws.git_dir) / "MERGE_HEAD").exists()
-    assert ref.state.phase.value == "ready"
+    assert head == best and not (Path(ref.where.ws.git_dir) / "MERGE_HEAD").exists()
+    assert ref.books.state.phase.value == "ready"

@@ -12,7 +12,7 @@ from kopt_mcp.testing.toy import set_kernel
 
 
 def test_a_running_and_a_waiting_operation_both_end(ref):
-    set_kernel(ref.workspace_path, {"1": 50.0, "2": 100.0}, SLEEP_S=120)  # a 2-minute candidate run
+    set_kernel(ref.where.workspace_path, {"1": 50.0, "2": 100.0}, SLEEP_S=120)  # a 2-minute candidate run
     out: dict[str, BaseException | object] = {}
 
     def call(name, fn):
@@ -24,7 +24,7 @@ def test_a_running_and_a_waiting_operation_both_end(ref):
     running = threading.Thread(target=call, args=("save", lambda: ref.save_and_test("global", "slow")))
     running.start()
     deadline = time.monotonic() + 30
-    while not list(ref.store.runs.glob("0001-candidate*")) and time.monotonic() < deadline:
+    while not list(ref.books.store.runs.glob("0001-candidate*")) and time.monotonic() < deadline:
         time.sleep(0.05)
     waiting = threading.Thread(target=call, args=("bench", ref.run_benchmark))  # queued behind the lock
     waiting.start()
@@ -36,4 +36,4 @@ def test_a_running_and_a_waiting_operation_both_end(ref):
     assert isinstance(out["save"], Cancelled) and isinstance(out["bench"], Cancelled)
     assert "before it started" in str(out["bench"])
     assert running_count() == 0
-    assert [e["verdict"] for e in ref.store.ledger() if e["event"] == "attempt"] == ["cancelled"]
+    assert [e["verdict"] for e in ref.books.store.ledger() if e["event"] == "attempt"] == ["cancelled"]

@@ -34,35 +34,35 @@ def _repo(tmp_path: Path, extra: str = "") -> Path:
 def test_an_included_result_file_is_committed_as_the_remeasure_wrote_it(tmp_path, make_referee):
     r = make_referee(_repo(tmp_path, '\n[commit]\ninclude = ["results.md"]\n'))
     r.run_benchmark()
-    assert r.state.benchmark_outputs == ["results.md"]
-    set_kernel(r.workspace_path, {"1": 50.0, "2": 100.0})
-    (r.workspace_path / "results.md").write_text("n=1 1.0 us (typed by the agent)\n")
+    assert r.books.state.benchmark_outputs == ["results.md"]
+    set_kernel(r.where.workspace_path, {"1": 50.0, "2": 100.0})
+    (r.where.workspace_path / "results.md").write_text("n=1 1.0 us (typed by the agent)\n")
     assert r.save_and_test("global", "halve").verdict == "improved"
     c = r.commit_improvement("halve")
     assert c.committed and c.included == ["results.md"]
-    committed = _git(r.workspace_path, "show", f"{c.commit}:results.md")
+    committed = _git(r.where.workspace_path, "show", f"{c.commit}:results.md")
     assert committed.startswith("n=1 50.0 us, run ")  # the candidate's own run, not the agent's text
-    runs = sorted(Path(r.state_dir, "runs").glob(f"0001-commit-candidate*/{INCLUDE_DIR}/results.md"))
+    runs = sorted(Path(r.where.state_dir, "runs").glob(f"0001-commit-candidate*/{INCLUDE_DIR}/results.md"))
     assert [p.read_text() for p in runs] == [committed]  # exactly the commit re-measure's copy
-    assert "results.md" in r.repo.commit(c.commit).message  # the commit says which files it took
-    assert _git(r.workspace_path, "status", "--porcelain") == ""
+    assert "results.md" in r.where.repo.commit(c.commit).message  # the commit says which files it took
+    assert _git(r.where.workspace_path, "status", "--porcelain") == ""
 
 
 def test_without_include_a_commit_keeps_bests_version_and_says_no_formatter(tmp_path, make_referee):
     r = make_referee(_repo(tmp_path))
     r.run_benchmark()
-    set_kernel(r.workspace_path, {"1": 50.0, "2": 100.0})
+    set_kernel(r.where.workspace_path, {"1": 50.0, "2": 100.0})
     assert r.save_and_test("global", "halve").verdict == "improved"
     c = r.commit_improvement("halve")
     assert c.committed and c.included == []
-    assert _git(r.workspace_path, "show", f"{c.commit}:results.md") == "n=1 100.0 us (stale)\n"
+    assert _git(r.where.workspace_path, "show", f"{c.commit}:results.md") == "n=1 100.0 us (stale)\n"
     assert (c.formatted, c.format_status) == (False, "not_configured")
 
 
 def test_a_formatter_that_changes_nothing_says_so(tmp_path, make_referee):
     r = make_referee(_repo(tmp_path, '\n[format]\ncommand = "true"\n'))
     r.run_benchmark()
-    set_kernel(r.workspace_path, {"1": 50.0, "2": 100.0})
+    set_kernel(r.where.workspace_path, {"1": 50.0, "2": 100.0})
     assert r.save_and_test("global", "halve").verdict == "improved"
     c = r.commit_improvement("halve")
     assert c.committed and (c.formatted, c.format_status) == (False, "unchanged")
@@ -85,16 +85,16 @@ def test_include_takes_plain_unprotected_paths_only(tmp_path, include, complaint
 def test_the_stop_summary_says_how_to_land_the_branch(ref):
     from kopt_mcp.referee.recovery import stop
 
-    set_kernel(ref.workspace_path, {"1": 50.0, "2": 100.0})
+    set_kernel(ref.where.workspace_path, {"1": 50.0, "2": 100.0})
     assert ref.save_and_test("global", "halve").verdict == "improved"
     keep = ref.commit_improvement("halve").commit
     with ref.lock:
         stop(ref, "enough")
-        ref.save()
-    summary = (ref.workspace_path / "performance.md").read_text().split("## Stop Summary", 1)[1]
+        ref.books.save()
+    summary = (ref.where.workspace_path / "performance.md").read_text().split("## Stop Summary", 1)[1]
     assert "`git merge kernel-opt/t`" in summary
     assert "--grep='^kopt-mcp attempt'" in summary and "kopt: baseline" in summary
     assert "measure_session_gain" in summary  # no gain measured yet: the summary names how to measure it
     # the grep the summary gives finds exactly the keep commits on the branch
-    shown = _git(ref.workspace_path, "log", "--reverse", "--grep=^kopt-mcp attempt", "--format=%H", "kernel-opt/t")
+    shown = _git(ref.where.workspace_path, "log", "--reverse", "--grep=^kopt-mcp attempt", "--format=%H", "kernel-opt/t")
     assert shown.split() == [keep]

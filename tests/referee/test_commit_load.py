@@ -19,14 +19,14 @@ from tests.conftest import BASE_TIMES
 def _improved(tmp_path, make_referee):
     r = make_referee(make_toy_repo(tmp_path / "r", BASE_TIMES, idle_cpu_pct=1.0, extra_gates="cpu_wait_s = 0.0"))
     r.run_benchmark()
-    set_kernel(r.workspace_path, {"1": 50.0, "2": 100.0})  # a planted 2x win, judged without load
+    set_kernel(r.where.workspace_path, {"1": 50.0, "2": 100.0})  # a planted 2x win, judged without load
     v = r.save_and_test("global", "halve")
     assert v.verdict == "improved"
     return r
 
 
 def _commit_runs(r) -> list[str]:
-    return sorted(p.name for p in r.store.runs.iterdir() if "-commit-" in p.name)
+    return sorted(p.name for p in r.books.store.runs.iterdir() if "-commit-" in p.name)
 
 
 def test_a_re_measure_under_load_that_still_favours_the_candidate_commits_and_says_so(tmp_path, make_referee):

@@ -36,12 +36,12 @@ def _changes(text: str) -> dict[str, float]:
 
 
 def test_a_kept_commit_carries_the_verdict_and_the_labelled_remeasure(ref):
-    set_kernel(ref.workspace_path, {"1": 50.0, "2": 190.0})
+    set_kernel(ref.where.workspace_path, {"1": 50.0, "2": 190.0})
     v = ref.save_and_test("global", "halve n=1")
     assert v.verdict == "improved"
     c = ref.commit_improvement("halve n=1")
     assert c.committed
-    msg = ref.repo.commit(c.commit).message
+    msg = ref.where.repo.commit(c.commit).message
     assert msg.splitlines()[0] == "halve n=1"
     assert "kopt-mcp attempt 1, target global" in msg  # what recovery.is_commit_of looks for
     verdict = _line(msg, "save_and_test verdict:")
@@ -81,16 +81,16 @@ def test_a_gpu_time_keep_names_both_gpu_times_and_the_reprofiled_ones():
 def test_recovery_still_finds_the_commit_of_an_attempt(ref):
     from kopt_mcp.referee.recovery import is_commit_of
 
-    best = ref.state.best.commit
-    set_kernel(ref.workspace_path, {"1": 50.0, "2": 100.0})
+    best = ref.books.state.best.commit
+    set_kernel(ref.where.workspace_path, {"1": 50.0, "2": 100.0})
     assert ref.save_and_test("global", "x").verdict == "improved"
     c = ref.commit_improvement("")
-    ref.state.best.commit = best  # as a killed server's state would still say
+    ref.books.state.best.commit = best  # as a killed server's state would still say
     try:
         assert is_commit_of(ref, c.commit, 1) and not is_commit_of(ref, c.commit, 2)
     finally:
-        ref.state.best.commit = c.commit
-    title = subprocess.run(["git", "log", "-1", "--format=%s", c.commit], cwd=ref.workspace_path, check=True,
+        ref.books.state.best.commit = c.commit
+    title = subprocess.run(["git", "log", "-1", "--format=%s", c.commit], cwd=ref.where.workspace_path, check=True,
                            capture_output=True, text=True).stdout.strip()
     assert title == "x"  # the hypothesis is the default title
 
@@ -101,7 +101,7 @@ def test_performance_md_shows_the_verdicts_numbers(ref):
     best/candidate values are the ones its mean change was computed from."""
     from kopt_mcp.rules.percent import improvement_pct
 
-    set_kernel(ref.workspace_path, {"1": [50.0, 40.0], "2": 200.0})
+    set_kernel(ref.where.workspace_path, {"1": [50.0, 40.0], "2": 200.0})
     v = ref.save_and_test("n=1", "halve n=1")
     assert (v.verdict, v.rounds) == ("improved", 2)
     c = {x.key: x for x in v.classes}
@@ -109,7 +109,7 @@ def test_performance_md_shows_the_verdicts_numbers(ref):
     for x in v.classes:
         assert improvement_pct(x.best, x.candidate, False) == pytest.approx(x.mean_pct)
     assert ref.commit_improvement("halve n=1").committed
-    perf = (ref.workspace_path / "performance.md").read_text()
+    perf = (ref.where.workspace_path / "performance.md").read_text()
     shown = f"{c['n=1'].mean_pct:+.2f}%"
     assert shown == "+55.28%" and f"n=1 {shown} at the verdict" in perf
     row = next(x for x in perf.splitlines() if "| keep |" in x and "| n=1 (target) |" in x)

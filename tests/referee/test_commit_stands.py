@@ -22,7 +22,7 @@ UNITS = {"1": 10.0, "2": 20.0}
 
 
 def _commit_runs(r) -> list[str]:
-    return sorted(p.name.split("-", 1)[1] for p in r.store.runs.iterdir() if "-commit-" in p.name)
+    return sorted(p.name.split("-", 1)[1] for p in r.books.store.runs.iterdir() if "-commit-" in p.name)
 
 
 def _planted(best_us: float, cand_us: float | None, calls: list):
@@ -42,10 +42,10 @@ def _planted(best_us: float, cand_us: float | None, calls: list):
 def units_win(replayed_ref, monkeypatch):
     monkeypatch.setattr(commit_measure, "can_confirm", lambda sess: True)
     r = replayed_ref(ReplayUnits, UNIT_US=UNITS)
-    set_kernel(r.workspace_path, BASE_TIMES, UNIT_US={"1": 9.0, "2": 18.0}, CODE="v2")
+    set_kernel(r.where.workspace_path, BASE_TIMES, UNIT_US={"1": 9.0, "2": 18.0}, CODE="v2")
     v = r.save_and_test("global", "10% faster kernel")
     assert (v.verdict, v.code) == ("improved", "gpu_time_win"), v.reason
-    p = r.state.pending
+    p = r.books.state.pending
     assert p.verdict.gpu_lo_pct is not None and p.verdict.gpu_lo_pct > 2 * p.gpu_floor_pct
     assert p.gpu_by_unit and p.candidate_run_dir
     return r
@@ -59,7 +59,7 @@ def test_a_tight_verdict_commits_on_its_confirmation_alone(units_win, monkeypatc
     assert _commit_runs(units_win) == []  # no in-process re-measure
     assert calls == [True]  # measured per harness unit, as the keep was judged
     assert c.cost is not None and c.cost.runs == 2
-    assert "not re-measured in process" in units_win.repo.commit(c.commit).message
+    assert "not re-measured in process" in units_win.where.repo.commit(c.commit).message
 
 
 def test_an_unavailable_confirmation_falls_back_to_the_in_process_re_measure(units_win, monkeypatch):
@@ -91,9 +91,9 @@ def test_the_next_commits_confirmation_reuses_the_last_confirmed_tree_as_best(un
     monkeypatch.setattr(confirmation, "confirm_keep", confirm_keep)
     first = units_win.commit_improvement("10% faster kernel")
     assert first.committed and first.code == "confirmed" and first.cost.runs == 2, first.reason
-    stored = units_win.state.confirmed_tree
+    stored = units_win.books.state.confirmed_tree
     assert stored is not None and stored.selection == "sel" and stored.time.us == pytest.approx(24.3, rel=0.02)
-    set_kernel(units_win.workspace_path, BASE_TIMES, UNIT_US={"1": 8.0, "2": 16.0}, CODE="v3")
+    set_kernel(units_win.where.workspace_path, BASE_TIMES, UNIT_US={"1": 8.0, "2": 16.0}, CODE="v3")
     v = units_win.save_and_test("global", "another 11% faster")
     assert (v.verdict, v.code) == ("improved", "gpu_time_win"), v.reason
     second = units_win.commit_improvement("another 11% faster")

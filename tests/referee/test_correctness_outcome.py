@@ -29,7 +29,7 @@ def test_a_verdict_carries_the_correctness_counts_and_wall_time(toy_repo, make_r
     _with_tests(toy_repo)
     r = make_referee(toy_repo)
     r.run_benchmark()
-    set_kernel(r.workspace_path, {"1": 50.0, "2": 100.0})
+    set_kernel(r.where.workspace_path, {"1": 50.0, "2": 100.0})
     v = r.save_and_test("global", "halve")
     c = v.correctness
     assert v.verdict == "improved" and c is not None
@@ -37,16 +37,16 @@ def test_a_verdict_carries_the_correctness_counts_and_wall_time(toy_repo, make_r
     assert c.wall_s > 0 and c.log_path.endswith("correctness.log")
     r.revert_to_best()
     # an error outside the benchmark's classes: every row is correct, the test command fails
-    set_kernel(r.workspace_path, {"1": 100.0, "2": 200.0}, errors={"x": 1})
+    set_kernel(r.where.workspace_path, {"1": 100.0, "2": 200.0}, errors={"x": 1})
     v = r.save_and_test("global", "breaks the tests")
     c = v.correctness
     assert (v.verdict, v.code) == ("incorrect", "check_failed")
     assert (c.ok, c.exit_code, c.passed, c.failed) == (False, 1, 1, 1)
-    rec = [e for e in r.store.ledger() if e["event"] == "attempt"][-1]
+    rec = [e for e in r.books.store.ledger() if e["event"] == "attempt"][-1]
     assert rec["correctness"]["failed"] == 1 and rec["correctness"]["passed"] == 1
 
 
 def test_without_a_correctness_command_the_field_is_null(ref):
-    set_kernel(ref.workspace_path, {"1": 50.0, "2": 100.0})
+    set_kernel(ref.where.workspace_path, {"1": 50.0, "2": 100.0})
     v = ref.save_and_test("global", "halve")
     assert v.verdict == "improved" and v.correctness is None

@@ -269,26 +269,26 @@ def test_kill_between_state_save_and_archive_archives_the_tree_on_restart(ref, t
     tree untouched, and recovery archives it as `interrupted` (a later attempt never overwrites it)."""
     from kopt_mcp.testing.toy import set_kernel
 
-    set_kernel(ref.workspace_path, {"1": 90.0, "2": 180.0})
-    n = ref.state.next_attempt
-    ref.state.next_attempt += 1
-    ref.state.in_progress = {"attempt": n, "tool": "save_and_test", "since": "x"}
-    ref.save()
+    set_kernel(ref.where.workspace_path, {"1": 90.0, "2": 180.0})
+    n = ref.books.state.next_attempt
+    ref.books.state.next_attempt += 1
+    ref.books.state.in_progress = {"attempt": n, "tool": "save_and_test", "since": "x"}
+    ref.books.save()
     ref.close()
     again = make_referee(toy_repo)
-    assert '"1": 90.0' in (again.store.attempts / f"{n:04d}-interrupted.patch").read_text()
-    assert again.store.root == session_dir(toy_repo, "t") and not (again.workspace_path / ".kopt").exists()
-    assert again.state.in_progress is None and again.status().phase == "ready"
-    assert '"1": 100.0' in (again.workspace_path / "kernel.py").read_text()
+    assert '"1": 90.0' in (again.books.store.attempts / f"{n:04d}-interrupted.patch").read_text()
+    assert again.books.store.root == session_dir(toy_repo, "t") and not (again.where.workspace_path / ".kopt").exists()
+    assert again.books.state.in_progress is None and again.status().phase == "ready"
+    assert '"1": 100.0' in (again.where.workspace_path / "kernel.py").read_text()
 
 
 def test_stale_in_progress_marker_is_cleared(ref, toy_repo, make_referee):
-    ref.state.in_progress = {"tool": "warm_up_harness"}
-    ref.save()
+    ref.books.state.in_progress = {"tool": "warm_up_harness"}
+    ref.books.save()
     ref.close()
     again = make_referee(toy_repo)
-    assert again.state.in_progress is None and again.status().phase == "ready"
-    assert any(e["event"] == "recovered" for e in again.store.ledger())
+    assert again.books.state.in_progress is None and again.status().phase == "ready"
+    assert any(e["event"] == "recovered" for e in again.books.store.ledger())
 
 
 def test_gpu_lease_held_by_a_real_server_killed_mid_attempt_is_reclaimed(tmp_path, lease_dir, monkeypatch):
@@ -362,7 +362,7 @@ def test_failed_final_save_changes_nothing_in_memory_and_the_next_call_recovers(
     from kopt_mcp.errors import StateSaveError
     from kopt_mcp.testing.toy import set_kernel
 
-    before = ref.state.model_copy(deep=True)
+    before = ref.books.state.model_copy(deep=True)
     real, saves = ledger_mod.atomic_write, []
 
     def full_disk(path, text):
@@ -373,20 +373,20 @@ def test_failed_final_save_changes_nothing_in_memory_and_the_next_call_recovers(
         real(path, text)
 
     monkeypatch.setattr(ledger_mod, "atomic_write", full_disk)
-    set_kernel(ref.workspace_path, {"1": 120.0, "2": 240.0})  # regressed: reverted before the save
+    set_kernel(ref.where.workspace_path, {"1": 120.0, "2": 240.0})  # regressed: reverted before the save
     with pytest.raises(StateSaveError, match="No space left.*nothing changed"):
         ref.save_and_test(target="global", hypothesis="slower")
-    on_disk = json.loads(ref.store.state_path.read_text())
+    on_disk = json.loads(ref.books.store.state_path.read_text())
     on_disk.pop("ledger_anchor")
-    assert ref.state.model_dump(mode="json") == on_disk  # memory == the last successful save
-    assert ref.state.last == before.last and ref.state.regressions == before.regressions
-    assert ref.state.in_progress["attempt"] == 1 and ref.state.outbox == []
-    assert not [e for e in ref.store.ledger() if e["event"] == "attempt"]
+    assert ref.books.state.model_dump(mode="json") == on_disk  # memory == the last successful save
+    assert ref.books.state.last == before.last and ref.books.state.regressions == before.regressions
+    assert ref.books.state.in_progress["attempt"] == 1 and ref.books.state.outbox == []
+    assert not [e for e in ref.books.store.ledger() if e["event"] == "attempt"]
     monkeypatch.setattr(ledger_mod, "atomic_write", real)  # space is back
     ref.revert_to_best()  # any operation first recovers the interrupted job
-    verdicts = [(e["attempt"], e["verdict"], e["code"]) for e in ref.store.ledger() if e["event"] == "attempt"]
-    assert verdicts == [(1, "interrupted", "interrupted")] and ref.state.in_progress is None
-    assert '"1": 120.0' in ref.store.find_patch(1).read_text()
+    verdicts = [(e["attempt"], e["verdict"], e["code"]) for e in ref.books.store.ledger() if e["event"] == "attempt"]
+    assert verdicts == [(1, "interrupted", "interrupted")] and ref.books.state.in_progress is None
+    assert '"1": 120.0' in ref.books.store.find_patch(1).read_text()
 
 
 def test_failed_first_save_leaves_the_state_exactly_as_before(ref, monkeypatch):
@@ -394,7 +394,7 @@ def test_failed_first_save_leaves_the_state_exactly_as_before(ref, monkeypatch):
     from kopt_mcp.errors import StateSaveError
     from kopt_mcp.testing.toy import set_kernel
 
-    before = ref.state.model_dump(mode="json")
+    before = ref.books.state.model_dump(mode="json")
     real = ledger_mod.atomic_write
 
     def read_only(path, text):
@@ -403,11 +403,11 @@ def test_failed_first_save_leaves_the_state_exactly_as_before(ref, monkeypatch):
         real(path, text)
 
     monkeypatch.setattr(ledger_mod, "atomic_write", read_only)
-    set_kernel(ref.workspace_path, {"1": 80.0, "2": 160.0})
+    set_kernel(ref.where.workspace_path, {"1": 80.0, "2": 160.0})
     with pytest.raises(StateSaveError, match="Read-only"):
         ref.save_and_test(target="global", hypothesis="faster")
-    assert ref.state.model_dump(mode="json") == before
-    assert '"1": 80.0' in (ref.workspace_path / "kernel.py").read_text()  # the candidate is untouched
+    assert ref.books.state.model_dump(mode="json") == before
+    assert '"1": 80.0' in (ref.where.workspace_path / "kernel.py").read_text()  # the candidate is untouched
 
 
 def _git_dir(worktree: Path) -> Path:
@@ -419,20 +419,20 @@ def test_a_stale_index_lock_from_a_killed_git_does_not_stop_the_server(ref, toy_
     locks of its own worktrees, finishes the job and starts (before: a raw GitCommandError)."""
     from kopt_mcp.testing.toy import set_kernel
 
-    set_kernel(ref.workspace_path, {"1": 90.0, "2": 180.0})
-    ref.state.in_progress = {"attempt": ref.state.next_attempt, "tool": "save_and_test", "since": "x"}
-    ref.state.next_attempt += 1
-    ref.save()
+    set_kernel(ref.where.workspace_path, {"1": 90.0, "2": 180.0})
+    ref.books.state.in_progress = {"attempt": ref.books.state.next_attempt, "tool": "save_and_test", "since": "x"}
+    ref.books.state.next_attempt += 1
+    ref.books.save()
     ref.close()
-    locks = [_git_dir(ref.workspace_path) / "index.lock", _git_dir(ref.best_path) / "index.lock",
+    locks = [_git_dir(ref.where.workspace_path) / "index.lock", _git_dir(ref.where.best_path) / "index.lock",
              toy_repo / ".git" / "refs" / "heads" / "kernel-opt" / "t.lock"]
     for lock in locks:
         lock.write_text("")
     again = make_referee(toy_repo)
     st = again.status()
     assert st.problems == [] and st.phase == "ready" and not any(x.exists() for x in locks)
-    assert again.store.latest("stale_git_locks_removed")["paths"] == [str(x) for x in (locks[2], locks[0], locks[1])]
-    assert '"1": 90.0' in again.store.find_patch(1).read_text()
+    assert again.books.store.latest("stale_git_locks_removed")["paths"] == [str(x) for x in (locks[2], locks[0], locks[1])]
+    assert '"1": 90.0' in again.books.store.find_patch(1).read_text()
 
 
 def test_recovery_that_git_refuses_is_a_status_problem_not_a_traceback(ref, toy_repo, make_referee, monkeypatch):
@@ -440,10 +440,10 @@ def test_recovery_that_git_refuses_is_a_status_problem_not_a_traceback(ref, toy_
     from kopt_mcp.errors import RefereeError
     from kopt_mcp.testing.toy import set_kernel
 
-    set_kernel(ref.workspace_path, {"1": 90.0, "2": 180.0})
-    ref.state.in_progress = {"attempt": ref.state.next_attempt, "tool": "save_and_test", "since": "x"}
-    ref.state.next_attempt += 1
-    ref.save()
+    set_kernel(ref.where.workspace_path, {"1": 90.0, "2": 180.0})
+    ref.books.state.in_progress = {"attempt": ref.books.state.next_attempt, "tool": "save_and_test", "since": "x"}
+    ref.books.state.next_attempt += 1
+    ref.books.save()
     ref.close()
     real = vcs.reset_to
 
@@ -458,7 +458,7 @@ def test_recovery_that_git_refuses_is_a_status_problem_not_a_traceback(ref, toy_
     monkeypatch.setattr(vcs, "reset_to", real)
     again.revert_to_best()  # recovered first, then reverted
     assert again.status().problems == []
-    assert [e["verdict"] for e in again.store.ledger() if e["event"] == "attempt"] == ["interrupted"]
+    assert [e["verdict"] for e in again.books.store.ledger() if e["event"] == "attempt"] == ["interrupted"]
 
 
 def test_a_second_server_on_the_workspace_is_refused_naming_the_running_session(ref, toy_repo, lease_dir):
@@ -466,17 +466,17 @@ def test_a_second_server_on_the_workspace_is_refused_naming_the_running_session(
     from kopt_mcp.referee import Referee
 
     with pytest.raises(RefereeError, match=r'already runs on this git repository \(\{"tag": "t", "pid": \d+'):
-        Referee(ref.workspace_path, tag="nested", lease_dir=lease_dir)
+        Referee(ref.where.workspace_path, tag="nested", lease_dir=lease_dir)
     ref.close()
     with pytest.raises(RefereeError, match="is the workspace of kopt-mcp session 't'"):
-        Referee(ref.workspace_path, tag="nested", lease_dir=lease_dir)
-    assert not (ref.workspace_path / ".kopt").exists()
+        Referee(ref.where.workspace_path, tag="nested", lease_dir=lease_dir)
+    assert not (ref.where.workspace_path / ".kopt").exists()
 
 
 @pytest.mark.parametrize("damage", ["edit", "truncate", "delete"])
 def test_a_damaged_ledger_is_reported_in_status_and_the_server_starts(ref, toy_repo, make_referee, damage):
     ref.revert_to_best(reason="one more committed record")
-    p = ref.store.ledger_path
+    p = ref.books.store.ledger_path
     lines = p.read_text().splitlines()
     ref.close()
     if damage == "edit":
@@ -494,9 +494,9 @@ def test_a_damaged_ledger_is_reported_in_status_and_the_server_starts(ref, toy_r
 
 def test_a_lock_of_a_git_process_still_running_in_the_workspace_is_left_alone(ref, toy_repo, make_referee):
     ref.close()
-    lock = _git_dir(ref.workspace_path) / "index.lock"
+    lock = _git_dir(ref.where.workspace_path) / "index.lock"
     lock.write_text("")
-    busy = subprocess.Popen(["git", "hash-object", "--stdin"], cwd=ref.workspace_path, stdin=subprocess.PIPE,
+    busy = subprocess.Popen(["git", "hash-object", "--stdin"], cwd=ref.where.workspace_path, stdin=subprocess.PIPE,
                             stdout=subprocess.DEVNULL)  # a git process at work in the workspace (waits on stdin)
     try:
         again = make_referee(toy_repo)

@@ -19,27 +19,27 @@ HALF = {"1": 50.0, "2": 100.0}  # 2x faster in both classes
 
 
 def _kept(r):
-    set_kernel(r.workspace_path, HALF)
+    set_kernel(r.where.workspace_path, HALF)
     assert r.save_and_test("global", "halve").verdict == "improved"
     assert r.commit_improvement("halve").committed
 
 
 def _summary(r) -> str:
-    return (r.workspace_path / "performance.md").read_text().split("## Stop Summary", 1)[1]
+    return (r.where.workspace_path / "performance.md").read_text().split("## Stop Summary", 1)[1]
 
 
 def test_end_session_measures_the_gain_commits_the_summary_and_stops(ref):
     _kept(ref)
-    best = ref.state.best.commit
+    best = ref.books.state.best.commit
     out = ref.end_session("two keeps are enough")
     assert (out.stopped, out.stop_reason, out.best_commit, out.kept) == (
         True, f"{ENDED}: two keeps are enough", best, 1)
     assert out.gain is not None and out.gain_note == ""
     assert (out.gain.head_commit, out.gain.outcome) == (best, "improved")
     assert out.gain.ratio_x == pytest.approx(2.0) and out.gain.target_pct == pytest.approx(50.0)
-    head = ref.ws.head.commit  # the Stop Summary commit sits on BEST_COMMIT, on the session's branch
+    head = ref.where.ws.head.commit  # the Stop Summary commit sits on BEST_COMMIT, on the session's branch
     assert out.summary_commit == head.hexsha and head.message.startswith(STOP_MESSAGE)
-    assert [p.hexsha for p in head.parents] == [best] and ref.ws.head.reference.name == "kernel-opt/t"
+    assert [p.hexsha for p in head.parents] == [best] and ref.where.ws.head.reference.name == "kernel-opt/t"
     summary = _summary(ref)
     assert f"- reason: {ENDED}: two keeps are enough" in summary
     assert f"- session gain (measured): {out.gain.headline}" in summary and summary in out.summary + "\n"
@@ -53,9 +53,9 @@ def test_end_session_measures_the_gain_commits_the_summary_and_stops(ref):
 def test_end_session_without_a_keep_ends_with_the_reason_for_no_gain(ref):
     out = ref.end_session()
     assert out.gain is None and out.gain_note.startswith("none: no keep")
-    assert out.stop_reason == ENDED and ref.state.phase.value == "stopped"
+    assert out.stop_reason == ENDED and ref.books.state.phase.value == "stopped"
     assert f"- session gain: {out.gain_note}" in _summary(ref)
-    assert not [e for e in ref.store.ledger() if e["event"] == "session_gain"]  # nothing measured
+    assert not [e for e in ref.books.store.ledger() if e["event"] == "session_gain"]  # nothing measured
 
 
 @pytest.mark.parametrize("times, errors, phase, says", [
@@ -63,20 +63,20 @@ def test_end_session_without_a_keep_ends_with_the_reason_for_no_gain(ref):
     ({"1": 100.0, "2": 200.0}, {"1": 3}, "repairing", "fix it and call save_and_test"),
 ])
 def test_a_pending_candidate_is_refused_and_nothing_changes(ref, times, errors, phase, says):
-    set_kernel(ref.workspace_path, times, errors)
+    set_kernel(ref.where.workspace_path, times, errors)
     ref.save_and_test("global", "pending")
-    assert ref.state.phase.value == phase
-    head, attempts = ref.ws.head.commit.hexsha, ref.state.next_attempt
+    assert ref.books.state.phase.value == phase
+    head, attempts = ref.where.ws.head.commit.hexsha, ref.books.state.next_attempt
     with pytest.raises(RefereeError, match=says):
         ref.end_session()
-    assert (ref.state.phase.value, ref.ws.head.commit.hexsha, ref.state.next_attempt) == (phase, head, attempts)
+    assert (ref.books.state.phase.value, ref.where.ws.head.commit.hexsha, ref.books.state.next_attempt) == (phase, head, attempts)
 
 
 def test_untested_edits_are_refused(ref):
-    set_kernel(ref.workspace_path, HALF)
+    set_kernel(ref.where.workspace_path, HALF)
     with pytest.raises(RefereeError, match="untested edits \\(kernel.py\\).*revert_to_best"):
         ref.end_session()
-    assert ref.state.phase.value == "ready"
+    assert ref.books.state.phase.value == "ready"
 
 
 def test_cli_end_session_refuses_while_a_server_holds_the_repository(ref, toy_repo, capsys):

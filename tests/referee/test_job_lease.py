@@ -14,9 +14,9 @@ def test_each_measuring_call_logs_one_job_lease_with_its_span(toy_repo, make_ref
     main = make_referee(toy_repo, tag="many")
     main.run_benchmark()
     b = make_referee(toy_repo, tag="many", slot="b")
-    set_kernel(b.workspace_path, {k: v * 3 for k, v in BASE_TIMES.items()})
+    set_kernel(b.where.workspace_path, {k: v * 3 for k, v in BASE_TIMES.items()})
     assert b.save_and_test("global", "3x slower").verdict == "regressed"
-    set_kernel(main.workspace_path, {k: v * 3 for k, v in BASE_TIMES.items()})
+    set_kernel(main.where.workspace_path, {k: v * 3 for k, v in BASE_TIMES.items()})
     assert main.save_and_test("global", "3x slower").verdict == "regressed"
 
     spans = lease_spans(toy_repo)

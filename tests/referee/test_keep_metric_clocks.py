@@ -72,19 +72,19 @@ LEVELS = [1980.0] * 4 + [1980.0, 1980.0, 1965.0]
 
 def test_a_clock_step_after_the_candidate_is_judged_at_the_candidates_clock_in_three_runs(clocked):
     r = clocked(BEST_US, LEVELS)
-    set_kernel(r.workspace_path, FASTER, GPU_US=990.0)
+    set_kernel(r.where.workspace_path, FASTER, GPU_US=990.0)
     v = r.save_and_test("global", "1% faster")
     assert (v.verdict, v.code) == ("improved", "gpu_time_win"), v.reason
     assert v.gpu_delta_pct == pytest.approx(1.0, abs=0.001)  # against BEST's 1000 us at 1980 MHz only
     assert v.gpu_best_us == pytest.approx(50.0) and v.gpu_floor_pct == pytest.approx(0.2)  # the step is not spread
     assert "SM clock 1980 MHz, 1980 MHz, 1965 MHz (BEST, candidate, BEST)" in v.reason  # a report line: clocks shown
     assert sum("candidate-profile" in d for d in v.run_dirs) == 1  # A/B/A only
-    assert len(r.state.gpu_spreads_pct) == 3  # the clock step is not noise: not added to the session's spreads
+    assert len(r.books.state.gpu_spreads_pct) == 3  # the clock step is not noise: not added to the session's spreads
 
 
 def test_without_clock_figures_the_same_step_costs_two_more_profiled_runs(clocked):
     r = clocked(BEST_US, LEVELS, with_clocks=False)
-    set_kernel(r.workspace_path, FASTER, GPU_US=990.0)
+    set_kernel(r.where.workspace_path, FASTER, GPU_US=990.0)
     v = r.save_and_test("global", "1% faster")
     # the 0.76% step doubled is a 1.51% floor: candidate and BEST are profiled once more (1007.6 both times)
     assert sum("candidate-profile" in d for d in v.run_dirs) == 2
@@ -96,7 +96,7 @@ def test_an_unchanged_kernel_that_ran_at_a_higher_clock_is_not_kept(clocked):
     # BEST at 1965 MHz throughout (1007.6 us); the candidate changed the script side only and ran at
     # 1980 MHz: its kernel's 1000 us is the clock, not a win
     r = clocked([1007.6] * 6, [1965.0] * 5 + [1980.0, 1965.0])
-    set_kernel(r.workspace_path, FASTER, GPU_US=1000.0)
+    set_kernel(r.where.workspace_path, FASTER, GPU_US=1000.0)
     v = r.save_and_test("global", "same kernel")
     assert v.verdict != "improved" and v.code in ("gpu_time_below_floor", "gpu_time_not_improved"), v.reason
     assert abs(v.gpu_delta_pct) < 0.01  # 0.76% faster as measured, less the clock ratio to BEST's clock

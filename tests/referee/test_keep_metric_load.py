@@ -62,7 +62,7 @@ def _referee(toy_repo, make_referee, monkeypatch, tmp_path, armed: list[int]):
     r = make_referee(toy_repo, services=Services(loads=lambda vendor, uuid, probe: lambda: _Sampler(flag, armed)))
     monkeypatch.setattr(r, "profiler", lambda detail=False: _Marked(toy_runs_dir(toy_repo), flag))
     r.run_benchmark()
-    set_kernel(r.workspace_path, FASTER, GPU_US=950.0)  # a 5% GPU win
+    set_kernel(r.where.workspace_path, FASTER, GPU_US=950.0)  # a 5% GPU win
     return r
 
 

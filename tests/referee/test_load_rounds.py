@@ -23,13 +23,13 @@ ALL_LOADED = 3 + LOAD_EXTRA_ROUNDS
 
 
 def _attempt(r, n: int) -> dict:
-    return next(e for e in r.store.ledger() if e["event"] == "attempt" and e["attempt"] == n)
+    return next(e for e in r.books.store.ledger() if e["event"] == "attempt" and e["attempt"] == n)
 
 
 def _halve_under_load(r):
     """The baseline, then a planted 2x win judged while two loops spin on the cores: its verdict."""
     r.run_benchmark()
-    set_kernel(r.workspace_path, {"1": 50.0, "2": 100.0})
+    set_kernel(r.where.workspace_path, {"1": 50.0, "2": 100.0})
     with ForeignLoad(2):
         return r.save_and_test("global", "halve")
 
@@ -88,7 +88,7 @@ def test_every_run_profiled_under_load_is_measured_again_then_not_decided(tmp_pa
     r = make_referee(repo)
     monkeypatch.setattr(r, "profiler", lambda detail=False: ReplayUnits(toy_runs_dir(repo)))
     r.run_benchmark()
-    set_kernel(r.workspace_path, BASE_TIMES, UNIT_US={"1": 5.0, "2": 10.0}, CODE="v2")  # a planted 2x GPU win
+    set_kernel(r.where.workspace_path, BASE_TIMES, UNIT_US={"1": 5.0, "2": 10.0}, CODE="v2")  # a planted 2x GPU win
     with ForeignLoad(2):
         v = r.save_and_test("global", "halve the kernel")
     # BEST, candidate, BEST under load; the candidate and BEST once more in place of each loaded round, under
@@ -105,7 +105,7 @@ def test_compare_measures_a_round_under_load_again_and_says_so(tmp_path, make_re
     tie (under_load) whose count the result and the ledger record carry."""
     r = make_referee(make_toy_repo(tmp_path / "r", BASE_TIMES, extra_gates=EXCLUSIVE))
     r.run_benchmark()
-    set_kernel(r.workspace_path, {"1": 50.0, "2": 100.0})
+    set_kernel(r.where.workspace_path, {"1": 50.0, "2": 100.0})
     assert r.save_and_test("global", "halve").verdict == "improved"
     assert r.commit_improvement("halve").committed
     clean = r.measure_session_gain()
@@ -113,5 +113,5 @@ def test_compare_measures_a_round_under_load_again_and_says_so(tmp_path, make_re
     with ForeignLoad(2):
         g = r.measure_session_gain()
     assert (g.outcome, g.rounds, g.rounds_under_load) == ("tie", ALL_LOADED, ALL_LOADED)
-    rec = [e for e in r.store.ledger() if e["event"] == "session_gain"][-1]
+    rec = [e for e in r.books.store.ledger() if e["event"] == "session_gain"][-1]
     assert rec["rounds_under_load"] == ALL_LOADED and rec["outcome"] == "tie"

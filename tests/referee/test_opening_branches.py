@@ -41,9 +41,9 @@ def test_a_slot_branch_without_slot_state_is_refused(repo, make_referee):
 def test_a_slot_starts_from_the_sessions_best_not_from_head(repo, make_referee):
     a = make_referee(repo)
     a.run_benchmark()
-    set_kernel(a.workspace_path, {"1": 50.0, "2": 200.0})
+    set_kernel(a.where.workspace_path, {"1": 50.0, "2": 200.0})
     assert a.save_and_test("n=1", "halve n=1").verdict == "improved" and a.commit_improvement().committed
     line = _git(repo, "rev-parse", "kernel-opt/t")
     assert line != _git(repo, "rev-parse", "HEAD")
     b = make_referee(repo, slot="b")
-    assert _git(repo, "rev-parse", "kopt-slot/t/b") == line and b.workspace_path.is_dir()
+    assert _git(repo, "rev-parse", "kopt-slot/t/b") == line and b.where.workspace_path.is_dir()

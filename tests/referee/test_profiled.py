@@ -25,7 +25,7 @@ def _runs(v) -> list[str]:
 
 def test_an_identical_candidate_is_a_tie_in_three_runs(units_ref):
     r = units_ref()
-    set_kernel(r.workspace_path, BASE_TIMES, UNIT_US=UNITS, COMMENT="same code")
+    set_kernel(r.where.workspace_path, BASE_TIMES, UNIT_US=UNITS, COMMENT="same code")
     v = r.save_and_test("global", "a comment")
     assert v.verdict == "tie" and v.code in ("gpu_time_below_floor", "gpu_time_not_improved"), v.reason
     assert _runs(v) == ["best-1", "candidate-1", "best-2"]
@@ -34,7 +34,7 @@ def test_an_identical_candidate_is_a_tie_in_three_runs(units_ref):
 
 def test_a_gpu_win_is_improved_in_three_runs_though_the_script_metric_did_not_move(units_ref):
     r = units_ref()
-    set_kernel(r.workspace_path, BASE_TIMES, UNIT_US={"1": 9.0, "2": 18.0}, CODE="v2")
+    set_kernel(r.where.workspace_path, BASE_TIMES, UNIT_US={"1": 9.0, "2": 18.0}, CODE="v2")
     v = r.save_and_test("global", "10% faster kernel")
     assert v.verdict == "improved" and v.code == "gpu_time_win", v.reason
     assert v.gpu_delta_pct == pytest.approx(10.0, abs=0.5)
@@ -43,7 +43,7 @@ def test_a_gpu_win_is_improved_in_three_runs_though_the_script_metric_did_not_mo
 
 def test_a_gpu_loss_is_regressed_though_the_script_metric_is_noise(units_ref):
     r = units_ref()
-    set_kernel(r.workspace_path, BASE_TIMES, UNIT_US={"1": 10.5, "2": 21.0}, CODE="v2")
+    set_kernel(r.where.workspace_path, BASE_TIMES, UNIT_US={"1": 10.5, "2": 21.0}, CODE="v2")
     v = r.save_and_test("global", "5% slower kernel")
     assert v.verdict == "regressed" and v.code == "gpu_time_loss", v.reason
     assert v.gpu_delta_pct == pytest.approx(-5.0, abs=0.5)
@@ -53,7 +53,7 @@ def test_a_gpu_loss_is_regressed_though_the_script_metric_is_noise(units_ref):
 def test_work_moved_out_of_the_target_kernels_is_not_a_win(units_ref):
     # the target gets 2 us faster per invocation, the torch reduction 4 us slower: the operation lost
     r = units_ref()
-    set_kernel(r.workspace_path, BASE_TIMES, UNIT_US={"1": 8.0, "2": 18.0}, OTHER_US={"1": 5.0, "2": 5.0}, CODE="v2")
+    set_kernel(r.where.workspace_path, BASE_TIMES, UNIT_US={"1": 8.0, "2": 18.0}, OTHER_US={"1": 5.0, "2": 5.0}, CODE="v2")
     v = r.save_and_test("global", "moved the reduction out")
     assert v.verdict == "regressed" and v.code == "other_kernel_grew", v.reason
     assert "torch_sum" in v.reason  # the text is the product: it names the kernel that grew
@@ -61,7 +61,7 @@ def test_work_moved_out_of_the_target_kernels_is_not_a_win(units_ref):
 
 def test_results_cached_across_calls_are_skipped_work(units_ref):
     r = units_ref()
-    set_kernel(r.workspace_path, BASE_TIMES, UNIT_US={"1": 1.0, "2": 2.0}, EMPTY_SHARE=0.9, CODE="v2")
+    set_kernel(r.where.workspace_path, BASE_TIMES, UNIT_US={"1": 1.0, "2": 2.0}, EMPTY_SHARE=0.9, CODE="v2")
     v = r.save_and_test("global", "memoized")
     assert v.verdict == "tie" and v.code == "skipped_work", v.reason
 
@@ -69,7 +69,7 @@ def test_results_cached_across_calls_are_skipped_work(units_ref):
 def test_a_win_with_unchanged_compiled_code_needs_the_out_of_process_confirmation(units_ref):
     # same cubin, same launches, 10% less GPU time: not improved without ncu's confirmation (none here)
     r = units_ref()
-    set_kernel(r.workspace_path, BASE_TIMES, UNIT_US={"1": 9.0, "2": 18.0})
+    set_kernel(r.where.workspace_path, BASE_TIMES, UNIT_US={"1": 9.0, "2": 18.0})
     v = r.save_and_test("global", "host-side change only")
     assert v.verdict == "tie" and v.code == "compiled_code_unchanged", v.reason
 
@@ -80,12 +80,12 @@ def test_rejudge_decides_a_recorded_attempt_again_from_its_run_folders(units_ref
     from kopt_mcp.app.cli import main
 
     r = units_ref()
-    set_kernel(r.workspace_path, BASE_TIMES, UNIT_US={"1": 10.5, "2": 21.0}, CODE="v2")
+    set_kernel(r.where.workspace_path, BASE_TIMES, UNIT_US={"1": 10.5, "2": 21.0}, CODE="v2")
     v = r.save_and_test("global", "5% slower kernel")
-    assert main(["rejudge", str(r.state_dir), "--attempt", str(v.attempt), "--json"]) == 0
+    assert main(["rejudge", str(r.where.state_dir), "--attempt", str(v.attempt), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["recorded_verdict"] == "regressed" and out["verdict"] == "regressed" and out["code"] == "gpu_time_loss"
     assert out["gpu_delta_pct"] == pytest.approx(v.gpu_delta_pct, abs=1e-6)
     assert out["units"] == "marked" and [c["cls"] for c in out["classes"]] == ["n=1", "n=2"]
     assert len(out["recent_spreads_pct"]) == 3  # the baseline's four adjacent profiles
-    assert main(["rejudge", str(r.state_dir), "--attempt", "99"]) == 2
+    assert main(["rejudge", str(r.where.state_dir), "--attempt", "99"]) == 2

@@ -51,52 +51,52 @@ def _commit_of(repo: git.Repo, tree: str, parent: str) -> str:
 def _another_slot_commits(ref, files: dict[str, str]) -> str:
     """Another slot keeps a change: a commit on top of BEST_COMMIT (made in the BEST worktree) becomes
     the newest BEST of the shared line (branch and state), as the serialized commit step leaves it."""
-    best = git.Repo(ref.best_path)
-    new = _commit(best, ref.state.best.commit, files)
+    best = git.Repo(ref.where.best_path)
+    new = _commit(best, ref.books.state.best.commit, files)
     from kopt_mcp.referee.slots import best_lock, publish
 
-    ref.repo.git.update_ref(f"refs/heads/{ref.branch}", new)
-    ref.state.best.commit = new
+    ref.where.repo.git.update_ref(f"refs/heads/{ref.where.branch}", new)
+    ref.books.state.best.commit = new
     with best_lock(ref):
         publish(ref)  # the shared BEST (best.json) every slot follows
-    ref.save()
+    ref.books.save()
     return new
 
 
 def test_a_candidate_judged_against_an_older_best_is_reapplied_and_remeasured(ref):
     from kopt_mcp.testing.toy import set_kernel
 
-    set_kernel(ref.workspace_path, {"1": 50.0, "2": 100.0})
+    set_kernel(ref.where.workspace_path, {"1": 50.0, "2": 100.0})
     v = ref.save_and_test("global", "half the time")
-    assert v.verdict == "improved" and ref.state.pending.base
+    assert v.verdict == "improved" and ref.books.state.pending.base
     newer = _another_slot_commits(ref, {"NOTES.md": "another slot's keep\n"})
-    runs_before = len(list(ref.state_dir.rglob("benchmark.log")))
+    runs_before = len(list(ref.where.state_dir.rglob("benchmark.log")))
     c = ref.commit_improvement()
     assert c.committed, c.reason
-    head = ref.repo.commit(c.commit)
+    head = ref.where.repo.commit(c.commit)
     assert [p.hexsha for p in head.parents] == [newer]  # on top of the newest BEST
-    assert (ref.workspace_path / "NOTES.md").read_text() == "another slot's keep\n"
-    assert "50.0" in (ref.workspace_path / "kernel.py").read_text()
-    rec = next(e for e in reversed(ref.store.ledger()) if e["event"] == "commit")
+    assert (ref.where.workspace_path / "NOTES.md").read_text() == "another slot's keep\n"
+    assert "50.0" in (ref.where.workspace_path / "kernel.py").read_text()
+    rec = next(e for e in reversed(ref.books.store.ledger()) if e["event"] == "commit")
     assert rec["reapplied_from"] != newer and rec["reapplied_from"] == head.parents[0].parents[0].hexsha
     # re-measured against the newest BEST: new runs of the candidate and of BEST
-    assert len(list(ref.state_dir.rglob("benchmark.log"))) >= runs_before + 2
+    assert len(list(ref.where.state_dir.rglob("benchmark.log"))) >= runs_before + 2
 
 
 def test_a_candidate_overlapping_a_newer_best_is_a_conflict_and_archived(ref):
     from kopt_mcp.testing.toy import set_kernel
 
-    set_kernel(ref.workspace_path, {"1": 50.0, "2": 100.0})
+    set_kernel(ref.where.workspace_path, {"1": 50.0, "2": 100.0})
     v = ref.save_and_test("global", "half the time")
     assert v.verdict == "improved"
     newer = _another_slot_commits(ref, {"kernel.py": kernel_source({"1": 90.0, "2": 200.0})})
     c = ref.commit_improvement()
     assert not c.committed and c.code == "conflict" and c.best_commit == newer
     assert "kernel.py" in c.reason  # the text is the product: it names the overlapping file
-    patch = (ref.store.attempts / f"{v.attempt:04d}-conflict.patch").read_text()
+    patch = (ref.books.store.attempts / f"{v.attempt:04d}-conflict.patch").read_text()
     assert "50.0" in patch  # nothing lost
-    assert "90.0" in (ref.workspace_path / "kernel.py").read_text()  # the workspace is at the newest BEST
+    assert "90.0" in (ref.where.workspace_path / "kernel.py").read_text()  # the workspace is at the newest BEST
     s = ref.status()
     assert s.phase == "ready" and s.last_verdict["verdict"] == "conflict" and s.best_commit == newer
-    rec = next(e for e in reversed(ref.store.ledger()) if e["event"] == "attempt")
+    rec = next(e for e in reversed(ref.books.store.ledger()) if e["event"] == "attempt")
     assert (rec["verdict"], rec["code"]) == ("conflict", "conflict") and rec["changed"] == ["kernel.py"]

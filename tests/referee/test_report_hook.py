@@ -12,11 +12,11 @@ from kopt_mcp.views.report_html import REPORT_NAME
 def test_the_report_follows_the_baseline_and_each_verdict_when_on(toy_repo, make_referee, monkeypatch):
     monkeypatch.setenv("KOPT_HTML_REPORT", "1")
     r = make_referee(toy_repo)
-    path = r.store.root / REPORT_NAME
+    path = r.books.store.root / REPORT_NAME
     r.run_benchmark()
     assert path.exists() and 'id="attempts-table"' in path.read_text()
     before = path.stat().st_mtime_ns
-    (r.workspace_path / "kernel.py").write_text(kernel_source({"1": 80.0, "2": 160.0}))
+    (r.where.workspace_path / "kernel.py").write_text(kernel_source({"1": 80.0, "2": 160.0}))
     assert r.save_and_test("global", "faster").verdict == "improved"
     assert path.stat().st_mtime_ns > before and 'data-verdict="improved"' in path.read_text()
 
@@ -25,6 +25,6 @@ def test_with_the_report_off_none_is_written_and_the_resource_renders_it(toy_rep
     monkeypatch.setenv("KOPT_HTML_REPORT", "0")
     r = make_referee(toy_repo)
     r.run_benchmark()
-    path = r.store.root / REPORT_NAME
+    path = r.books.store.root / REPORT_NAME
     assert not path.exists()
     assert 'id="attempts-table"' in current_report(r) and path.exists()

@@ -29,18 +29,18 @@ def _branch(repo, ref: str) -> str:  # noqa: F811
 
 def test_a_commit_overtaken_during_its_re_measure_is_reapplied_and_measured_again(pair, repo, monkeypatch):  # noqa: F811
     a, b = pair
-    _kernel(a.workspace_path, 50.0, 200.0)
-    _kernel(b.workspace_path, 100.0, 100.0)
+    _kernel(a.where.workspace_path, 50.0, 200.0)
+    _kernel(b.where.workspace_path, 100.0, 100.0)
     assert a.save_and_test("n=1", "a").verdict == "improved"
     assert b.save_and_test("n=2", "b").verdict == "improved"
-    old = a.state.best.commit
+    old = a.books.state.best.commit
     monkeypatch.setattr(commit_step, "ROUNDS", 2)
     real = commit_measure.measure_run
     seen: list[str] = []
     a_result = {}
 
     def measure(sess, att, tree, label):
-        if sess.slot == "b" and label == "commit-candidate":
+        if sess.where.slot == "b" and label == "commit-candidate":
             seen.append(label)
             if len(seen) == 1:  # b's first re-measure: a commits meanwhile, not waiting for b's lock
                 t = threading.Thread(target=lambda: a_result.update(r=a.commit_improvement()))
@@ -60,14 +60,14 @@ def test_a_commit_overtaken_during_its_re_measure_is_reapplied_and_measured_agai
     assert len(seen) == 2 and cb.code == "script_only"  # the toy repo has no profiler
     assert cb.overtaken_rounds == 1 and ca.overtaken_rounds == 0  # structured: nobody parses the reason
     assert _branch(repo, "kernel-opt/t") == cb.commit
-    assert a.repo.commit(cb.commit).parents[0].hexsha == ca.commit and a.repo.commit(ca.commit).parents[0].hexsha == old
+    assert a.where.repo.commit(cb.commit).parents[0].hexsha == ca.commit and a.where.repo.commit(ca.commit).parents[0].hexsha == old
     text = subprocess.run(["git", "show", "kernel-opt/t:kernel.py"], cwd=repo, capture_output=True, text=True,
                           check=True).stdout
     assert 'TIMES["1"] = 50.0' in text and 'TIMES["2"] = 100.0' in text  # both keeps on one BEST line
-    events = [e["event"] for e in b.store.ledger()]
+    events = [e["event"] for e in b.books.store.ledger()]
     assert events.count("commit") == 1 and "best_moved" in events
-    assert last(b.store.events(), Commit).overtaken_rounds == 1 and last(a.store.events(), Commit).overtaken_rounds == 0
-    assert b.store.verify() == [] and b.status().phase == "ready" and b.state.best.commit == cb.commit
+    assert last(b.books.store.events(), Commit).overtaken_rounds == 1 and last(a.books.store.events(), Commit).overtaken_rounds == 0
+    assert b.books.store.verify() == [] and b.status().phase == "ready" and b.books.state.best.commit == cb.commit
 
 
 def test_a_slot_killed_after_its_git_commit_does_not_drop_a_keep_published_meanwhile(repo, make_referee, lease_dir):  # noqa: F811
@@ -80,8 +80,8 @@ def test_a_slot_killed_after_its_git_commit_does_not_drop_a_keep_published_meanw
 
     assert b_commits_under_fault(repo, b_ws, "commit_improvement.after_git_commit") == "killed"
     stale = _branch(repo, "kopt-slot/t/b")
-    assert "kopt-mcp attempt 1" in a.repo.commit(stale).message  # b's commit exists, unpublished
-    _kernel(a.workspace_path, 50.0, 200.0)
+    assert "kopt-mcp attempt 1" in a.where.repo.commit(stale).message  # b's commit exists, unpublished
+    _kernel(a.where.workspace_path, 50.0, 200.0)
     assert a.save_and_test("n=1", "a").verdict == "improved"
     ca = a.commit_improvement()
     assert ca.committed and _branch(repo, "kernel-opt/t") == ca.commit
@@ -97,7 +97,7 @@ def test_a_slot_killed_after_its_git_commit_does_not_drop_a_keep_published_meanw
     assert st["phase"] == "improved" and st["kept"] == 0  # the stale commit was not adopted
     assert cr["committed"] and cr["overtaken_rounds"] == 0, cr["reason"]  # re-applied at its start, not overtaken
     line = _branch(repo, "kernel-opt/t")
-    assert line == cr["commit"] != stale and a.repo.commit(line).parents[0].hexsha == ca.commit
+    assert line == cr["commit"] != stale and a.where.repo.commit(line).parents[0].hexsha == ca.commit
     assert json.loads(repo.joinpath(".git", "kopt", "t", "best.json").read_text())["commit"] == line
     assert _line(repo)[:2] == ["b", "a"]  # both keeps on the BEST line, b's on top of a's
     text = subprocess.run(["git", "show", "kernel-opt/t:kernel.py"], cwd=repo, capture_output=True, text=True,

@@ -47,9 +47,9 @@ def _line(repo: Path) -> list[str]:
 
 def test_a_slot_joins_the_session_on_its_own_workspace_and_branch(pair, repo):
     a, b = pair
-    assert b.workspace_path != a.workspace_path and b.branch == "kopt-slot/t/b"
+    assert b.where.workspace_path != a.where.workspace_path and b.where.branch == "kopt-slot/t/b"
     assert b.run_benchmark().ok  # no second baseline: the slot adopts the session's
-    assert b.state.best.commit == a.state.best.commit and b.status().phase == "ready"
+    assert b.books.state.best.commit == a.books.state.best.commit and b.status().phase == "ready"
     assert [s["slot"] for s in a.status().slots] == ["main", "b"]
     from kopt_mcp.referee import Referee
 
@@ -63,18 +63,18 @@ def test_the_main_slot_joins_a_session_that_a_slot_started(repo, make_referee):
     a = make_referee(repo)  # the main slot opens later: it joins b's BEST line (kernel-opt/t)
     r = a.run_benchmark()
     assert r.ok and not r.baseline_recorded and a.status().phase == "ready"
-    assert a.state.best.commit == b.state.best.commit and a.workspace_path.name == "t"
-    _kernel(a.workspace_path, 50.0, 200.0)
+    assert a.books.state.best.commit == b.books.state.best.commit and a.where.workspace_path.name == "t"
+    _kernel(a.where.workspace_path, 50.0, 200.0)
     assert a.save_and_test("n=1", "a").verdict == "improved"
     ca = a.commit_improvement()
     assert ca.committed and _line(repo)[0] == "a"
-    assert b.run_benchmark().ok and b.state.best.commit == ca.commit  # and b follows
+    assert b.run_benchmark().ok and b.books.state.best.commit == ca.commit  # and b follows
 
 
 def test_one_commits_while_the_other_was_judged_against_the_old_best(pair, repo):
     a, b = pair
-    _kernel(a.workspace_path, 50.0, 200.0)
-    _kernel(b.workspace_path, 100.0, 100.0)
+    _kernel(a.where.workspace_path, 50.0, 200.0)
+    _kernel(b.where.workspace_path, 100.0, 100.0)
     verdicts = {}
 
     def judge(name, ref, target):  # both measure at once (two threads), each in its own checkout
@@ -86,49 +86,49 @@ def test_one_commits_while_the_other_was_judged_against_the_old_best(pair, repo)
     for t in threads:
         t.join()
     assert verdicts["a"].verdict == verdicts["b"].verdict == "improved"
-    old = a.state.best.commit
+    old = a.books.state.best.commit
     ca = a.commit_improvement()
     assert ca.committed
     cb = b.commit_improvement()  # judged against the old BEST: re-applied onto a's commit and re-measured
     assert cb.committed, cb.reason
     head = subprocess.run(check=False, args=["git", "rev-parse", "kernel-opt/t"], cwd=repo, capture_output=True, text=True).stdout.strip()
-    assert head == cb.commit and a.repo.commit(cb.commit).parents[0].hexsha == ca.commit != old
+    assert head == cb.commit and a.where.repo.commit(cb.commit).parents[0].hexsha == ca.commit != old
     text = subprocess.run(check=False, args=["git", "show", "kernel-opt/t:kernel.py"], cwd=repo, capture_output=True, text=True).stdout
     assert 'TIMES["1"] = 50.0' in text and 'TIMES["2"] = 100.0' in text  # both keeps on one BEST line
-    assert b.state.best.metrics == {"n=1": 50.0, "n=2": 100.0}
-    reapplied = [e for e in b.store.ledger() if e["event"] == "snapshot" and e.get("reapplied")]
+    assert b.books.state.best.metrics == {"n=1": 50.0, "n=2": 100.0}
+    reapplied = [e for e in b.books.store.ledger() if e["event"] == "snapshot" and e.get("reapplied")]
     assert reapplied and reapplied[0]["best_commit"] == ca.commit
     # the main slot follows the moved BEST before its next call; performance.md holds both keeps once
-    assert a.run_benchmark().ok and a.state.best.commit == cb.commit
+    assert a.run_benchmark().ok and a.books.state.best.commit == cb.commit
     perf = subprocess.run(check=False, args=["git", "show", "kernel-opt/t:performance.md"], cwd=repo, capture_output=True,
                           text=True).stdout
     assert perf.count("| keep |") == 4 and perf.count("| baseline |") == 2  # a row per class: 2 keeps, 1 baseline
-    assert (a.workspace_path / "performance.md").read_text() == perf
+    assert (a.where.workspace_path / "performance.md").read_text() == perf
 
 
 def test_a_conflicting_pair_is_a_conflict_and_the_loser_is_archived(pair, repo):
     a, b = pair
-    _kernel(a.workspace_path, 50.0, 200.0)
-    _kernel(b.workspace_path, 40.0, 200.0)
+    _kernel(a.where.workspace_path, 50.0, 200.0)
+    _kernel(b.where.workspace_path, 40.0, 200.0)
     assert a.save_and_test("n=1").verdict == "improved"
     assert b.save_and_test("n=1").verdict == "improved"
     ca = a.commit_improvement()
     cb = b.commit_improvement()
     assert ca.committed and not cb.committed and cb.code == "conflict" and cb.best_commit == ca.commit
     assert b.status().last_verdict["verdict"] == "conflict" and b.status().phase == "ready"
-    assert 'TIMES["1"] = 40.0' in next(b.store.attempts.glob("*-conflict.patch")).read_text()  # nothing lost
-    assert 'TIMES["1"] = 50.0' in (b.workspace_path / "kernel.py").read_text()  # b is at the newest BEST
+    assert 'TIMES["1"] = 40.0' in next(b.books.store.attempts.glob("*-conflict.patch")).read_text()  # nothing lost
+    assert 'TIMES["1"] = 50.0' in (b.where.workspace_path / "kernel.py").read_text()  # b is at the newest BEST
 
 
 def test_revert_in_one_slot_leaves_the_other_slots_candidate_and_counters(pair):
     a, b = pair
-    _kernel(a.workspace_path, 50.0, 200.0)
+    _kernel(a.where.workspace_path, 50.0, 200.0)
     assert a.save_and_test("n=1").verdict == "improved"
-    _kernel(b.workspace_path, 300.0, 200.0)
+    _kernel(b.where.workspace_path, 300.0, 200.0)
     assert b.save_and_test("n=1").verdict == "regressed"  # counted in b only
-    _kernel(b.workspace_path, 100.0, 150.0)
+    _kernel(b.where.workspace_path, 100.0, 150.0)
     b.revert_to_best("changed my mind")
-    assert 'TIMES["1"] = 50.0' in (a.workspace_path / "kernel.py").read_text()
+    assert 'TIMES["1"] = 50.0' in (a.where.workspace_path / "kernel.py").read_text()
     sa, sb = a.status(), b.status()
     assert (sa.phase, sa.consecutive_regressions, sb.consecutive_regressions) == ("improved", 0, 1)
     assert a.commit_improvement().committed  # a's pending verdict survived b's revert
@@ -136,13 +136,13 @@ def test_revert_in_one_slot_leaves_the_other_slots_candidate_and_counters(pair):
 
 def test_a_slots_edit_in_progress_follows_a_moved_best(pair):
     a, b = pair
-    _kernel(a.workspace_path, 50.0, 200.0)
+    _kernel(a.where.workspace_path, 50.0, 200.0)
     assert a.save_and_test("n=1").verdict == "improved" and a.commit_improvement().committed
-    _kernel(b.workspace_path, 100.0, 100.0)  # b edited before it heard of a's keep
+    _kernel(b.where.workspace_path, 100.0, 100.0)  # b edited before it heard of a's keep
     v = b.save_and_test("n=2")  # synced first: b's edit is re-applied onto the newest BEST
     assert v.verdict == "improved" and v.classes and {c.key for c in v.classes} == {"n=1", "n=2"}
-    assert 'TIMES["1"] = 50.0' in (b.workspace_path / "kernel.py").read_text()
-    assert any(e["event"] == "best_moved" for e in b.store.ledger())
+    assert 'TIMES["1"] = 50.0' in (b.where.workspace_path / "kernel.py").read_text()
+    assert any(e["event"] == "best_moved" for e in b.books.store.ledger())
 
 
 def _slot_params(repo: Path, slot: str | None, fault: str | None):
@@ -202,7 +202,7 @@ def test_a_slot_server_killed_after_moving_the_best_line_is_recovered_and_the_ot
     a = make_referee(repo)
     a.run_benchmark()
     b_ws = repo / ".kopt" / "worktrees" / "t@b"
-    _kernel(a.workspace_path, 50.0, 200.0)  # the main slot's edit, not yet tested
+    _kernel(a.where.workspace_path, 50.0, 200.0)  # the main slot's edit, not yet tested
 
     assert b_commits_under_fault(repo, b_ws, "slots.after_best_branch") == "killed"
 
@@ -222,8 +222,8 @@ def test_a_slot_server_killed_after_moving_the_best_line_is_recovered_and_the_ot
     store.load_state_json()
     assert store.verify() == [] and [e["event"] for e in store.ledger()].count("commit") == 1
     v = a.save_and_test("n=1", "a")  # the main slot follows: its edit re-applied onto b's keep
-    assert v.verdict == "improved" and a.state.best.commit == line
-    assert 'TIMES["2"] = 100.0' in (a.workspace_path / "kernel.py").read_text()
+    assert v.verdict == "improved" and a.books.state.best.commit == line
+    assert 'TIMES["2"] = 100.0' in (a.where.workspace_path / "kernel.py").read_text()
 
 
 def test_each_mcp_session_gets_its_own_slot(repo, make_referee):
@@ -233,5 +233,5 @@ def test_each_mcp_session_gets_its_own_slot(repo, make_referee):
     pool = SlotPool(main, lambda name: make_referee(repo, slot=name))
     assert pool.for_session("session-1") is main and pool.for_session("session-1") is main
     second = pool.for_session("session-2")
-    assert second is not main and second.slot == "http-1" and second.workspace_path.name == "t@http-1"
-    assert pool.for_session("session-2") is second and pool.for_session("session-3").slot == "http-2"
+    assert second is not main and second.where.slot == "http-1" and second.where.workspace_path.name == "t@http-1"
+    assert pool.for_session("session-2") is second and pool.for_session("session-3").where.slot == "http-2"

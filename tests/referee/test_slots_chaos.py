@@ -139,5 +139,5 @@ def test_killing_one_of_three_slot_servers_mid_run_leaves_the_others_and_best_co
         store = Store(d)
         store.load_state_json()
         assert store.verify() == [], d
-    assert main.run_benchmark().ok and main.state.best.commit == head  # the main slot follows
+    assert main.run_benchmark().ok and main.books.state.best.commit == head  # the main slot follows
     assert not psutil.pid_exists(results["killed_pid"]) or psutil.Process(results["killed_pid"]).status() == "zombie"

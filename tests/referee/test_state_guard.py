@@ -9,12 +9,12 @@ from kopt_mcp.testing.toy import kernel_source
 
 
 def test_every_kind_of_change_is_found_and_put_back(ref):
-    (ref.workspace_path / "kernel.py").write_text(kernel_source({"1": 150.0, "2": 300.0}))
+    (ref.where.workspace_path / "kernel.py").write_text(kernel_source({"1": 150.0, "2": 300.0}))
     v = ref.save_and_test("global", "slower")
     patch = Path(v.patch_path)
-    store, ws, prefix = ref.store, ref.ws, ref.ref_prefix
+    store, ws, prefix = ref.books.store, ref.where.ws, ref.where.ref_prefix
     files = {p: p.read_bytes() for p in (patch, store.state_path, store.ledger_path)}
-    ref_name = ref.attempt_ref(1)
+    ref_name = ref.where.attempt_ref(1)
     frozen = ws.git.rev_parse(ref_name)
     before = seal(store, ws, prefix)
     patch.write_text("forged\n")

@@ -22,29 +22,29 @@ def test_a_trace_goes_stale_when_a_keep_moves_best_and_a_new_one_is_current(cupt
     r = cupti_ref(1000.0)
     assert _latest_line(r).startswith("- latest trace: none yet")
     assert r.kernel_trace_analysis().available
-    t = last(r.store.events(), Trace)
-    assert (t.best_commit, t.of_best) == (r.state.best.commit, True)
+    t = last(r.books.store.events(), Trace)
+    assert (t.best_commit, t.of_best) == (r.books.state.best.commit, True)
     assert "Trace current: " in research_directions(r) and "latest trace: current" in _latest_line(r)
-    set_kernel(r.workspace_path, FASTER, GPU_US=500.0)
+    set_kernel(r.where.workspace_path, FASTER, GPU_US=500.0)
     v = r.save_and_test("global", "halve")
     assert v.verdict == "improved", v.reason
     assert r.commit_improvement("halve").committed
-    age = trace_age(r.store.events(), r.state.best.commit)
+    age = trace_age(r.books.store.events(), r.books.state.best.commit)
     assert (age.stale, age.keeps_since) == (True, (v.attempt,))
     text = research_directions(r)
     assert f"Trace STALE: taken {t.at}, before 1 keep (attempt {v.attempt}) moved BEST_COMMIT to " \
-           f"{r.state.best.commit[:12]}" in text and "kernel_trace_analysis" in text.split("Trace STALE", 1)[1]
+           f"{r.books.state.best.commit[:12]}" in text and "kernel_trace_analysis" in text.split("Trace STALE", 1)[1]
     assert "STALE" in _latest_line(r) and "kernel_trace_analysis" in _latest_line(r)
     r.kernel_trace_analysis()  # refreshed: of the new BEST
-    assert trace_age(r.store.events(), r.state.best.commit).stale is False
+    assert trace_age(r.books.store.events(), r.books.state.best.commit).stale is False
     assert "Trace current: " in research_directions(r)
 
 
 def test_a_trace_of_a_candidates_edits_is_not_one_of_best(cupti_ref):
     r = cupti_ref(1000.0)
-    set_kernel(r.workspace_path, FASTER, GPU_US=500.0)  # edits in the workspace, not tested yet
+    set_kernel(r.where.workspace_path, FASTER, GPU_US=500.0)  # edits in the workspace, not tested yet
     r.kernel_trace_analysis()
-    t = last(r.store.events(), Trace)
+    t = last(r.books.store.events(), Trace)
     assert t.of_best is False
-    age = trace_age(r.store.events(), r.state.best.commit)
+    age = trace_age(r.books.store.events(), r.books.state.best.commit)
     assert (age.stale, age.keeps_since) == (True, ()) and "of a candidate's edits" in age.text

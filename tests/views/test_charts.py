@@ -27,7 +27,7 @@ def events(tmp_path_factory) -> list[dict]:
     ref = Referee(make_toy_repo(tmp / "repo", BASE), tag="t", lease_dir=tmp / "leases")
     try:
         ref.run_benchmark()
-        ws = ref.workspace_path
+        ws = ref.where.workspace_path
         steps = [({"1": 80.0, "2": 160.0}, None, "global", "improved"),
                  ({"1": 96.0, "2": 192.0}, None, "global", "regressed"),
                  ({"1": 80.08, "2": 160.16}, None, "global", "tie"),
@@ -39,10 +39,10 @@ def events(tmp_path_factory) -> list[dict]:
             if expect == "improved":
                 assert ref.commit_improvement("faster").committed
         ref.revert_to_best("give up the wrong one")
-        evs = ref.store.ledger()
+        evs = ref.books.store.ledger()
         if out := os.environ.get("KOPT_CHART_DIR"):  # to look at them
             Path(out, "progress.png").write_bytes(charts.progress_chart(evs, "us_per_call", False))
-            Path(out, "last_verdict.png").write_bytes(charts.last_verdict_chart(evs, ref.cfg.gates.noise_pct))
+            Path(out, "last_verdict.png").write_bytes(charts.last_verdict_chart(evs, ref.what.cfg.gates.noise_pct))
         return evs
     finally:
         ref.close()

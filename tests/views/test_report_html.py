@@ -41,7 +41,7 @@ def session(tmp_path_factory):
     ref = Referee(repo, tag="r", lease_dir=tmp / "leases")
     try:
         ref.run_benchmark()
-        ws = ref.workspace_path
+        ws = ref.where.workspace_path
         set_kernel(ws, {"1": 50.0, "2": 100.0})  # planted 2x win
         assert ref.save_and_test("global", "halve the work").verdict == "improved"
         assert ref.commit_improvement("halve the work").committed
@@ -53,7 +53,7 @@ def session(tmp_path_factory):
         (ws / "bench.py").write_text((ws / "bench.py").read_text() + f"\n# {HOSTILE}\n")
         assert ref.save_and_test("global", "edit the harness").verdict == "rejected"
         ref.stop("planted stop: the test ends the session")
-        yield ref, ref.store.ledger()
+        yield ref, ref.books.store.ledger()
     finally:
         ref.close()
 
@@ -68,8 +68,8 @@ def _expected_rows(events) -> list[tuple[int, str]]:
 def _page(ref, events) -> str:
     from kopt_mcp.views.report_html import read_patches
 
-    perf = (ref.workspace_path / "performance.md").read_text(encoding="utf-8")
-    return render_report(events, read_patches(ref.store, events), metric="us_per_call", noise_pct=1.0,
+    perf = (ref.where.workspace_path / "performance.md").read_text(encoding="utf-8")
+    return render_report(events, read_patches(ref.books.store, events), metric="us_per_call", noise_pct=1.0,
                          performance_md=perf, generated_at="2026-11-23T00:00:00+00:00")
 
 
@@ -170,7 +170,7 @@ def test_empty_and_malformed_ledgers_render():
 def test_write_report_is_atomic_and_never_breaks_a_verdict(session, tmp_path):
     ref, _ = session
     path = write_session_report(ref, strict=True)
-    assert path == ref.store.root / "report.html" and 'id="attempts-table"' in path.read_text()
+    assert path == ref.books.store.root / "report.html" and 'id="attempts-table"' in path.read_text()
 
     class Broken:
         root = tmp_path
@@ -186,12 +186,12 @@ def test_write_report_is_atomic_and_never_breaks_a_verdict(session, tmp_path):
 
 def test_cli_report_finds_the_session_and_writes_the_page(session, tmp_path, capsys):
     ref, events = session
-    assert [s[1]["tag"] for s in find_sessions(ref.repo_path)] == ["r"]
+    assert [s[1]["tag"] for s in find_sessions(ref.where.repo_path)] == ["r"]
     out = tmp_path / "r.html"
-    assert cli.main(["report", "--repo", str(ref.repo_path), "--tag", "r", "--out", str(out)]) == 0
+    assert cli.main(["report", "--repo", str(ref.where.repo_path), "--tag", "r", "--out", str(out)]) == 0
     assert capsys.readouterr().out.strip() == str(out)
     assert [(int(n), v) for n, v, _ in Dom(out.read_text()).rows] == _expected_rows(events)
-    assert cli.main(["report", "--repo", str(ref.repo_path), "--tag", "nope"]) == 2
+    assert cli.main(["report", "--repo", str(ref.where.repo_path), "--tag", "nope"]) == 2
     err = capsys.readouterr().err
     assert "no kopt-mcp session with tag 'nope'" in err and "sessions found: r" in err
     assert cli.main(["report", "--repo", str(tmp_path / "missing")]) == 2

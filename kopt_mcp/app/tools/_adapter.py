@@ -49,7 +49,7 @@ def referee(ctx: Context) -> Referee:
 
 def _repo_of(ctx: Context | None) -> Path | None:
     try:
-        return referee(ctx).repo_path if ctx is not None else None
+        return referee(ctx).where.repo_path if ctx is not None else None
     except Exception:
         return None
 

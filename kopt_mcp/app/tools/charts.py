@@ -57,7 +57,7 @@ class ProgressPlot(BaseModel):
 
 def ledger_events(ref: Referee) -> list[dict]:
     """The session's ledger events, oldest first; a line that is not JSON (half-written) is skipped."""
-    p = ref.store.ledger_path
+    p = ref.books.store.ledger_path
     events = []
     for line in (p.read_text(encoding="utf-8").splitlines() if p.exists() else []):
         try:
@@ -95,7 +95,7 @@ def progress_plot(events: list[dict], metric: str, higher_is_better: bool) -> Pr
 
 def progress_png(ref: Referee, events: list[dict] | None = None) -> bytes:
     """PNG of the progress chart of `ref`'s session (see kopt_mcp.views.charts.progress_chart)."""
-    b = ref.cfg.benchmark
+    b = ref.what.cfg.benchmark
     with _RENDER:
         events = ledger_events(ref) if events is None else events
         return charts.progress_chart(events, b.metric, b.higher_is_better, gpu_decided(events))
@@ -104,11 +104,11 @@ def progress_png(ref: Referee, events: list[dict] | None = None) -> bytes:
 def last_verdict_png(ref: Referee) -> bytes:
     """PNG of the last measured attempt's per-class change, noise band from the frozen config."""
     with _RENDER:
-        return charts.last_verdict_chart(ledger_events(ref), ref.cfg.gates.noise_pct)
+        return charts.last_verdict_chart(ledger_events(ref), ref.what.cfg.gates.noise_pct)
 
 
 def _plot(ref: Referee) -> CallToolResult:
-    b = ref.cfg.benchmark
+    b = ref.what.cfg.benchmark
     events = ledger_events(ref)
     plot = progress_plot(events, b.metric, b.higher_is_better)
     image = Image(data=progress_png(ref, events), format="png").to_image_content()

@@ -36,11 +36,11 @@ def register(tools: list[Tool]) -> None:
         ref = referee(ctx)
         source = "argument"
         if bottleneck is None:
-            trace = ref.store.last(Trace)
+            trace = ref.books.store.last(Trace)
             kind = trace.bottleneck.kind if trace is not None and trace.bottleneck is not None else None
             bottleneck, source = (kind, "latest kernel_trace_analysis") if kind in CLASSES else (None, "none")
-        if vendor is None and ref.device is not None and ref.device.vendor in ("nvidia", "amd", "cpu"):
-            vendor = ref.device.vendor
+        if vendor is None and ref.jobs.device is not None and ref.jobs.device.vendor in ("nvidia", "amd", "cpu"):
+            vendor = ref.jobs.device.vendor
         hits = retrieve(bottleneck, query, vendor, backend, max_chars)  # KnowledgeError -> tool error
         skills = [s.name for s in load_skills() if vendor is None or vendor in s.vendors]
         if backend and backend in skills:

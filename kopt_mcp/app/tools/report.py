@@ -33,8 +33,8 @@ def current_report(ref: Referee) -> str:
     """The report page of `ref`'s session (UTF-8 HTML): the written file when it is at least as new as
     the ledger and performance.md, else rendered and written now. Raises what rendering raises."""
     with _RENDER:
-        path = Path(ref.store.root) / REPORT_NAME
-        newest_input = max(_mtime(ref.store.ledger_path), _mtime(ref.workspace_path / "performance.md"))
+        path = Path(ref.books.store.root) / REPORT_NAME
+        newest_input = max(_mtime(ref.books.store.ledger_path), _mtime(ref.where.workspace_path / "performance.md"))
         if not path.exists() or _mtime(path) < newest_input:
             path = write_session_report(ref, strict=True)
         return path.read_text(encoding="utf-8")

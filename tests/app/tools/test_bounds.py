@@ -55,7 +55,7 @@ async def test_every_result_of_a_60_class_session_stays_small(tmp_path, make_ref
     ref = make_referee(repo)
     async with Client(build_server(ref)) as c:
         sizes = {"run_benchmark": await c.call_tool("run_benchmark", {})}
-        set_kernel(ref.workspace_path, {str(i): (100.0 + i) / 2 for i in range(CLASSES)})
+        set_kernel(ref.where.workspace_path, {str(i): (100.0 + i) / 2 for i in range(CLASSES)})
         sizes["save_and_test"] = await c.call_tool("save_and_test", {"hypothesis": "twice as fast"})
         assert sizes["save_and_test"].structured_content["verdict"] == "improved"
         sizes["commit_improvement"] = await c.call_tool("commit_improvement", {})

@@ -42,7 +42,7 @@ async def test_cancelled_save_and_test_kills_the_run_and_changes_nothing(ref, tm
     runs = tmp_path / "runs"  # every run happens in a disposable checkout under KOPT_RUN_ROOT
     monkeypatch.setenv("KOPT_RUN_ROOT", str(runs))
     server = build_server(ref)
-    ws = ref.workspace_path
+    ws = ref.where.workspace_path
     set_kernel(ws, {"1": 50.0, "2": 100.0}, SLEEP_S=300)
     before = ref.status()
     async with Client(server) as c:
@@ -57,8 +57,8 @@ async def test_cancelled_save_and_test_kills_the_run_and_changes_nothing(ref, tm
     assert after["phase"] == before.phase and after["best_commit"] == before.best_commit
     assert after["consecutive_regressions"] == before.consecutive_regressions
     assert "SLEEP_S = 300" in (ws / "kernel.py").read_text()  # the candidate is still in place
-    assert ref.job is None and ref.executor.held == []  # the job lease released
-    assert list(ref.store.attempts.glob("*-cancelled.patch"))  # and its diff archived
-    records = [(e["verdict"], e["code"]) for e in ref.store.ledger() if e["event"] == "attempt"]
+    assert ref.jobs.job is None and ref.jobs.executor.held == []  # the job lease released
+    assert list(ref.books.store.attempts.glob("*-cancelled.patch"))  # and its diff archived
+    records = [(e["verdict"], e["code"]) for e in ref.books.store.ledger() if e["event"] == "attempt"]
     assert records == [("cancelled", "cancelled")]
     assert list(runs.iterdir()) == []  # the run's checkout is removed

@@ -74,12 +74,12 @@ def test_unexpected_errors_are_not_bare_and_every_text_is_bounded():
 
 async def test_an_os_error_inside_a_tool_reaches_the_client_as_advice(toy_repo, make_referee):
     ref = make_referee(toy_repo)
-    ref.store.ledger_path.unlink(missing_ok=True)
-    ref.store.ledger_path.mkdir(parents=True)  # the ledger is now a folder: appending to it fails (EISDIR)
+    ref.books.store.ledger_path.unlink(missing_ok=True)
+    ref.books.store.ledger_path.mkdir(parents=True)  # the ledger is now a folder: appending to it fails (EISDIR)
     async with Client(build_server(ref)) as c:
         r = await c.call_tool("run_benchmark", {})
     assert r.is_error and "Error executing tool run_benchmark" != r.content[0].text.strip()
-    assert "IsADirectoryError" in r.content[0].text and str(ref.store.ledger_path) in r.content[0].text
+    assert "IsADirectoryError" in r.content[0].text and str(ref.books.store.ledger_path) in r.content[0].text
 
 
 # -- inputs -----------------------------------------------------------------------------------------------------
@@ -161,12 +161,12 @@ async def test_every_tool_result_validates_against_its_output_schema_with_baseli
         assert (await run("run_benchmark"))["baseline_recorded"]
         await run("kernel_trace_analysis", {"top": 3})
         await run("warm_up_harness")
-        set_kernel(ref.workspace_path, {"1": 80.0, "2": 160.0})
+        set_kernel(ref.where.workspace_path, {"1": 80.0, "2": 160.0})
         assert (await run("save_and_test", {"target": "n=1", "hypothesis": "faster"}))["verdict"] == "improved"
         committed = await run("commit_improvement", {"message": "faster"})
         assert committed["committed"] and committed["code"] == "script_only"  # the toy repo has no profiler
         assert (await run("measure_session_gain"))["head_commit"] == committed["commit"]
-        set_kernel(ref.workspace_path, {"1": 80.0, "2": 160.0}, errors={"1": 1})
+        set_kernel(ref.where.workspace_path, {"1": 80.0, "2": 160.0}, errors={"1": 1})
         assert (await run("save_and_test", {"hypothesis": "wrong"}))["verdict"] == "incorrect"
         await run("revert_to_best", {"reason": "give up"})
         await run("get_attempt", {"attempt": 1})
@@ -190,7 +190,7 @@ def test_interval_none_when_df_is_zero_is_what_the_domain_returns():
 async def test_a_committed_sub_noise_win_does_not_read_like_a_tie(ref):
     """The commit gate re-measures one round; for a sub-noise win that round alone reads "within the
     noise threshold and not confirmed" (a tie's wording). A committed result must not say that."""
-    set_kernel(ref.workspace_path, {"1": 99.5, "2": 199.0})  # 0.5% faster everywhere, under noise_pct 1%
+    set_kernel(ref.where.workspace_path, {"1": 99.5, "2": 199.0})  # 0.5% faster everywhere, under noise_pct 1%
     async with Client(build_server(ref)) as c:
         v = (await c.call_tool("save_and_test", {"hypothesis": "a little faster"})).structured_content
         assert v["verdict"] == "improved", v["reason"]
@@ -218,7 +218,7 @@ async def test_a_stale_lock_in_the_workspace_reaches_the_client_as_git_advice(to
     """A git process killed while holding the workspace's index.lock: the baseline's commit fails; the
     client reads which lock file to check, not a bare error."""
     ref = make_referee(toy_repo)
-    lock = Path(ref.ws.git_dir) / "index.lock"
+    lock = Path(ref.where.ws.git_dir) / "index.lock"
     lock.write_text("")
     async with Client(build_server(ref)) as c:
         r = await c.call_tool("run_benchmark", {})

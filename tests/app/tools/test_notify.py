@@ -48,7 +48,7 @@ async def test_subscribe_is_advertised_and_verdict_announces_every_session_file(
     async with Client(mcp, mode="legacy", message_handler=on_message) as c:
         assert c.session.server_capabilities.resources.subscribe
         await _subscribe(c, SESSION_URIS)
-        set_kernel(ref.workspace_path, {"1": 150.0, "2": 300.0})  # planted: 50% slower
+        set_kernel(ref.where.workspace_path, {"1": 150.0, "2": 300.0})  # planted: 50% slower
         r = await c.call_tool("save_and_test", {"target": "global", "hypothesis": "planted slowdown"})
         assert not r.is_error
         for _ in range(50):

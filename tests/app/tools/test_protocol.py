@@ -154,7 +154,7 @@ async def test_knowledge_tool_uses_the_latest_trace_class_and_stays_in_budget(se
 
 async def test_knowledge_tool_reads_the_bottleneck_of_the_last_trace_report(toy_repo, make_referee):
     ref = make_referee(toy_repo)
-    ref.store.log("trace", kernels=[], bottleneck={"kind": "latency/occupancy-bound", "evidence": {}, "reason": "x"})
+    ref.books.store.log("trace", kernels=[], bottleneck={"kind": "latency/occupancy-bound", "evidence": {}, "reason": "x"})
     async with Client(build_server(ref)) as c:
         r = await c.call_tool("optimization_knowledge", {"query": "register spills"})
     sc = r.structured_content

@@ -30,7 +30,7 @@ def quick_heartbeat(monkeypatch):
 
 
 async def test_a_long_save_and_test_runs_as_a_task_with_status_and_completes(ref, quick_heartbeat):
-    set_kernel(ref.workspace_path, FAST, SLEEP_S=1.0)  # each candidate run takes over a second
+    set_kernel(ref.where.workspace_path, FAST, SLEEP_S=1.0)  # each candidate run takes over a second
     tasks = TasksClient(poll_s=0.2)
     async with Client(build_server(ref), extensions=[tasks]) as c:
         r = await c.call_tool("save_and_test", {"target": "global", "hypothesis": "twice as fast"})
@@ -47,7 +47,7 @@ async def test_a_long_save_and_test_runs_as_a_task_with_status_and_completes(ref
 async def test_a_cancelled_task_kills_the_process_tree_and_leaves_the_session_as_it_was(ref, tmp_path, monkeypatch):
     runs = tmp_path / "runs"
     monkeypatch.setenv("KOPT_RUN_ROOT", str(runs))
-    set_kernel(ref.workspace_path, FAST, SLEEP_S=300)
+    set_kernel(ref.where.workspace_path, FAST, SLEEP_S=300)
     before = ref.status()
     async with Client(build_server(ref), extensions=[TasksClient()]) as c:
         handle = await c.session.call_tool("save_and_test", {"hypothesis": "hangs"}, allow_claimed=True)
@@ -68,11 +68,11 @@ async def test_a_cancelled_task_kills_the_process_tree_and_leaves_the_session_as
         ref.lock.release()
         after = (await c.call_tool("status", {})).structured_content
     assert after["phase"] == before.phase and after["best_commit"] == before.best_commit
-    assert ref.job is None and list(ref.store.attempts.glob("*-cancelled.patch"))
+    assert ref.jobs.job is None and list(ref.books.store.attempts.glob("*-cancelled.patch"))
 
 
 async def test_a_client_without_the_extension_gets_the_plain_result_with_progress(ref):
-    set_kernel(ref.workspace_path, FAST)
+    set_kernel(ref.where.workspace_path, FAST)
     seen = []
 
     async def progress(done, total, message):

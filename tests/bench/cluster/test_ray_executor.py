@@ -339,22 +339,22 @@ def test_the_referee_measures_through_ray_when_the_config_names_a_cluster(local,
                'start_timeout_s = 60\n')
     repo = make_toy_repo(tmp_path / "repo", {"1": 100.0, "2": 200.0},
                          extra_gates='gpu_wait_s = 0.0\ngpu_poll_s = 1.0\n' + cluster)
-    services = fake_services(executor=lambda sess: executor_for(sess.cfg, sess.tag, probe_factory=local.probe))
+    services = fake_services(executor=lambda where, what, _: executor_for(what.cfg, where.tag, probe_factory=local.probe))
     ref = Referee(repo, tag="ray", services=services)
     try:
-        assert ref.executor.__class__.__name__ == "RayExecutor"
+        assert ref.jobs.executor.__class__.__name__ == "RayExecutor"
         base = ref.run_benchmark()
         assert base.baseline_recorded, base.reason
-        set_kernel(ref.workspace_path, {"1": 50.0, "2": 100.0})
+        set_kernel(ref.where.workspace_path, {"1": 50.0, "2": 100.0})
         v = ref.save_and_test(hypothesis="halve both classes")
         assert v.verdict == "improved", v.reason
         c = ref.commit_improvement("halved")
         assert c.committed, c.reason
-        events = {e["event"]: e for e in ref.store.ledger()}
+        events = {e["event"]: e for e in ref.books.store.ledger()}
         node_ids = set(local.ids.values())
         for kind, key in (("baseline", "device_id"), ("attempt", "device"), ("commit", "device")):
             dev = events[kind][key]
             assert dev and any(i in dev for i in node_ids), (kind, dev)
-        assert ref.job is None
+        assert ref.jobs.job is None
     finally:
         ref.close()
