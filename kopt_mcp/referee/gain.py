@@ -82,16 +82,16 @@ def measure_session_gain(sess: Session, base: str | None = None, head: str | Non
     prof = sess.profiler()
     policy = sess.what.policy  # the script metric alone: the full round budget at [gates] confidence
     total = 2.0 * policy.max_rounds + (3.0 if prof.name != "none" else 0.0)
-    d = _script_rounds(sess, a, base_tree, head_tree, policy, total, progress)
+    d, loaded_counted = _script_rounds(sess, a, base_tree, head_tree, policy, total, progress)
     gpu = _gpu_time(sess, a, prof, base_tree, head_tree, d, progress, total) if prof.name != "none" else None
-    result = _result(sess, a, d, gpu, base_sha, head_sha, policy.confidence)
+    result = _result(sess, a, d, gpu, base_sha, head_sha, policy.confidence, loaded_counted)
     sess.books.store.log("session_gain", **result.model_dump(mode="json", exclude={"device", "classes"}),
                          classes=[c.model_dump(mode="json") for c in result.classes], device=sess.jobs.device_id)
     return result
 
 
 def _script_rounds(sess: Session, a: Attempt, base_tree: str, head_tree: str, policy, total: float,
-                   progress: Progress | None) -> ScriptDecision:
+                   progress: Progress | None) -> tuple[ScriptDecision, int]:
     """Paired rounds (head then base, then base then head, ...) until the rules need no more (at most
     policy.max_rounds): rules.load.decide_counted, so a round under foreign load is measured again or
     left out as in save_and_test. Raises RefereeError when a run fails its gate."""
@@ -113,12 +113,12 @@ def _script_rounds(sess: Session, a: Attempt, base_tree: str, head_tree: str, po
         loads.append(RoundLoad(runs=[load["base"], load["head"]]))
         can = can_measure_more(loads, policy, policy.max_rounds)
         try:
-            d, _ = decide_counted(rounds, loads, GLOBAL, hib, policy, sess.books.state.noise_history, can_measure=can)
+            d, lr = decide_counted(rounds, loads, GLOBAL, hib, policy, sess.books.state.noise_history, can_measure=can)
         except VerdictError as e:
             raise RefereeError(f"the two commits cannot be compared: {e}") from e
         if not d.needs_round or not can:
             a.rounds = len(rounds)
-            return d
+            return d, len(set(lr.under_load) & set(lr.counted))
 
 
 def _gpu_time(sess: Session, a: Attempt, prof, base_tree: str, head_tree: str, d: ScriptDecision,
@@ -153,8 +153,19 @@ def ratio_x(improvement_pct: float, higher_is_better: bool) -> float:
     return math.inf if improvement_pct >= 100.0 else 1.0 / (1.0 - improvement_pct / 100.0)
 
 
+def _loaded_text(under_load: int, counted: int) -> str:
+    """The headline's rounds under foreign load: left out, or counted (a ratio measured under load is that
+    load's: base and head can slow by different factors, as the MCP-client pass saw, 6.85x beside 11.97x)."""
+    if not under_load:
+        return ""
+    if not counted:
+        return f" ({under_load} under foreign load, left out)"
+    return (f" ({under_load} under foreign load, counted: the ratio is that load's, and base and head can slow by "
+            "different factors under it; measure again on a quieter machine before quoting it)")
+
+
 def _result(sess: Session, a: Attempt, d: ScriptDecision, gpu: KeepDecision | None, base_sha: str, head_sha: str,
-            confidence: float) -> SessionGainResult:
+            confidence: float, loaded_counted: int = 0) -> SessionGainResult:
     hib, tiv = sess.what.cfg.benchmark.higher_is_better, d.target_interval
     mean = tiv.mean_pct if tiv else sum(d.target_deltas_pct) / len(d.target_deltas_pct)
     lo, hi = (tiv.lo_pct, tiv.hi_pct) if tiv else (-math.inf, math.inf)
@@ -167,8 +178,7 @@ def _result(sess: Session, a: Attempt, d: ScriptDecision, gpu: KeepDecision | No
         gpu_gain = gpu.gpu_delta_pct
         gpu_text = (f"; profiler GPU time {gpu.gpu_best_us:.1f} -> {gpu.gpu_candidate_us:.1f} us"
                     + (f" ({-gpu_gain:+.2f}%)" if gpu_gain is not None else ""))
-    loaded = (f" ({d.rounds_under_load} under foreign load, left out or counted as the rules say)"
-              if d.rounds_under_load else "")
+    loaded = _loaded_text(d.rounds_under_load, loaded_counted)
     metric, device = sess.what.cfg.benchmark.metric, sess.jobs.device.name
     headline = (f"{base_sha[:12]} -> {head_sha[:12]}: {metric} {GLOBAL} {mean:+.2f}% ({x:.2f}x; "
                 f"{bounds}) over {a.rounds} paired round{'s' if a.rounds != 1 else ''}{loaded} on {device}, "

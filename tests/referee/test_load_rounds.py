@@ -68,6 +68,12 @@ def test_under_idle_cpu_pct_rounds_under_load_are_measured_again_then_counted(tm
     assert (rec["load"]["code"], rec["load"]["under_load"], rec["load"]["counted"]) == ("load_counted_anyway", every,
                                                                                       every)
     assert all(x["other_pct"] >= 1.0 for x in _runs(rec))
+    assert r.commit_improvement("halve").committed
+    with ForeignLoad(2):
+        g = r.measure_session_gain()
+    assert (g.outcome, g.rounds, g.rounds_under_load) == ("improved", ALL_LOADED, ALL_LOADED)
+    # the MCP-client pass (2026-12-02): a gain measured under load read 6.85x beside the keep's 11.97x
+    assert f"({ALL_LOADED} under foreign load, counted: the ratio is that load's" in g.headline
 
 
 def test_load_under_the_gates_threshold_is_recorded_but_leaves_every_round_in(tmp_path, make_referee):
