@@ -184,7 +184,7 @@ def play(a: argparse.Namespace) -> int:
             code |= 0 if run_step(ref, step, example, result) else 1
             write()
     finally:
-        ledger = ref.state_dir / "ledger.jsonl"
+        ledger = ref.where.state_dir / "ledger.jsonl"
         if ledger.exists():
             shutil.copy(ledger, a.out / "cheats-ledger.jsonl")
         write()
@@ -195,7 +195,7 @@ def play(a: argparse.Namespace) -> int:
 def run_step(ref, step: dict, example: Path, result: dict) -> bool:
     """One candidate: applied to the workspace, save_and_test, commit_improvement where improved; its
     record appended to result["steps"]; whether it got what it must."""
-    problem = apply(patch_path(step, example), ref.workspace_path)
+    problem = apply(patch_path(step, example), ref.where.workspace_path)
     if problem is not None:
         result["steps"].append({"name": step["name"], "applied": False, "problem": problem, "right": False})
         print(f"{step['name']}: patch does not apply: {problem}", flush=True)

@@ -134,7 +134,7 @@ def main() -> int:
     counter, profiler_file = tmp / "next_verdict", tmp / "profiler"
     trial0, index0 = map(int, counter.read_text().split()) if resumed and counter.exists() else (0, 0)
     t0 = time.perf_counter()
-    if resumed and ref.state.phase.value != "needs_baseline":
+    if resumed and ref.books.state.phase.value != "needs_baseline":
         ref.revert_to_best("decision-quality run resumed")  # a run cut off mid-trial left a candidate
         print(f"resumed the session in {tmp} at trial {trial0}, effect {index0} (no new baseline)", flush=True)
     else:
@@ -142,7 +142,7 @@ def main() -> int:
         assert baseline.baseline_recorded, baseline.reason
         profiler_file.write_text(ref.profiler().name)
     baseline_s = time.perf_counter() - t0
-    g = ref.cfg.gates
+    g = ref.what.cfg.gates
     meta = {"device": a.device, "effects": list(effects), "baseline_s": round(baseline_s, 2), "baseline_runs": g.baseline_runs,
             "noise_pct": g.noise_pct, "confirmations": g.confirmations, "confidence": g.confidence,
             "screen_confidence": g.screen_confidence, "max_rounds": g.max_rounds,
@@ -159,9 +159,9 @@ def main() -> int:
                   f"--max-seconds {a.max_seconds:g}", flush=True)
             break
         name, (pct, _) = names[i], effects[names[i]]
-        set_work(ref.workspace_path, base, pct)
+        set_work(ref.where.workspace_path, base, pct)
         if pct == 0.0:  # identical work, but a changed file (save_and_test refuses an empty diff)
-            kp = ref.workspace_path / "kernel.py"
+            kp = ref.where.workspace_path / "kernel.py"
             kp.write_text(kp.read_text() + f"# trial {trial}\n")
         t = time.perf_counter()
         v = ref.save_and_test("global", f"{name} trial {trial}")

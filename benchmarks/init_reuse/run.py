@@ -40,8 +40,8 @@ def flow(root: Path, adopt: bool) -> dict:
     t1 = time.time()
     base = ref.run_benchmark()
     base_s = time.time() - t1
-    dirs = [d for d in ref.store.runs.iterdir() if d.name.startswith("0000-baseline")]
-    b = [e for e in ref.store.ledger() if e["event"] == "baseline"][0]
+    dirs = [d for d in ref.books.store.runs.iterdir() if d.name.startswith("0000-baseline")]
+    b = [e for e in ref.books.store.ledger() if e["event"] == "baseline"][0]
     out = {"adopt": adopt, "init_s": round(init_s, 1), "baseline_s": round(base_s, 1),
            "init_plain_runs": len(rec.runs), "init_processes": init_processes,
            "baseline_processes": len(counter.read_text().splitlines()) - init_processes,
@@ -49,7 +49,7 @@ def flow(root: Path, adopt: bool) -> dict:
            "measured_plain": sum(not (d / ADOPTED_FILE).is_file() and "profile" not in d.name for d in dirs),
            "profiled": sum("profile" in d.name for d in dirs),
            "adoption_code": b.get("adoption_code"), "adopted_runs": b.get("adopted_runs"),
-           "plain_run_s": ref.state.plain_run_s, "device": base.device.name if base.device else None,
+           "plain_run_s": ref.books.state.plain_run_s, "device": base.device.name if base.device else None,
            "recorded": base.baseline_recorded, "reason": base.reason, "metrics": b["metrics"], "runs": b["runs"]}
     ref.close()
     return out

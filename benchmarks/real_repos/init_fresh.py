@@ -196,7 +196,7 @@ def check(fresh: Fresh, src: Path, out: Path, work: Path | None, deadline: float
         write(out, fresh, result)
         if not result["baseline"]["ok"]:
             return False
-        Candidate("identical", "tie", "a comment only", fresh.kernel_file, append=IDENTICAL).apply(ref.workspace_path)
+        Candidate("identical", "tie", "a comment only", fresh.kernel_file, append=IDENTICAL).apply(ref.where.workspace_path)
         t = time.perf_counter()
         v = ref.save_and_test("global", "identical kernel: a comment only")
         result["identical"] = {"verdict": v.verdict, "right": v.verdict == "tie", "reason": v.reason,

@@ -162,7 +162,7 @@ def _start(a, work: Path, ref_of) -> tuple[object, dict] | None:
         if not b.baseline_recorded:
             ref.close()
             return None
-        ops = ref.workspace_path / LIGER_OPS
+        ops = ref.where.workspace_path / LIGER_OPS
         ops.write_text(set_work(ops.read_text(), 2 * w0))
         v = ref.save_and_test("global", f"calibration: {2 * w0} units of planted work instead of {w0}")
         if v.verdict == "improved":
@@ -229,7 +229,7 @@ def main() -> int:
             "benchmark": LIGER.command}
     rows = {n: state["rows"].get(n, []) for n in names}
     code, longest = write(a.out, rows, meta), 0.0
-    ops = ref.workspace_path / LIGER_OPS
+    ops = ref.where.workspace_path / LIGER_OPS
     try:
         for k in range(state["next"], state["next"] + a.trials * len(names)):
             name = names[k % len(names)]

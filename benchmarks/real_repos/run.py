@@ -250,7 +250,7 @@ def main() -> int:
             if left() is not None and left() <= 0:
                 result["skipped"].append(cand.name)
                 continue
-            cand.apply(ref.workspace_path)
+            cand.apply(ref.where.workspace_path)
             t = time.perf_counter()
             v = ref.save_and_test(cand.target, cand.hypothesis)
             rec = verdict_record(cand, v, time.perf_counter() - t)
@@ -267,15 +267,15 @@ def main() -> int:
                 ref.revert_to_best(f"real-repository check: {cand.name} done")
             write(a.out, project, result)
     finally:
-        runs = sorted((ref.state_dir / "runs").glob("*"))
+        runs = sorted((ref.where.state_dir / "runs").glob("*"))
         if runs:  # the baseline's first run: its log and result files, as the benchmark wrote them
             with tarfile.open(a.out / f"{project.name}-first-run.tar.gz", "w:gz") as tar:
                 tar.add(runs[0], arcname=runs[0].name)
-        ledger = ref.state_dir / "ledger.jsonl"
+        ledger = ref.where.state_dir / "ledger.jsonl"
         if ledger.exists():
             shutil.copy(ledger, a.out / f"{project.name}-ledger.jsonl")
         if a.keep_runs:
-            keep_runs(ref.state_dir, a.out / f"{project.name}-runs.tar.gz")
+            keep_runs(ref.where.state_dir, a.out / f"{project.name}-runs.tar.gz")
         write(a.out, project, result)
         ref.close()
     return code

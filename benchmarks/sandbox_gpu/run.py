@@ -43,7 +43,7 @@ def one_session(mode: str) -> dict:
         base = ref.run_benchmark()
         base_s = time.monotonic() - t0
         trace = ref.kernel_trace_analysis(top=3)
-        kernel = ref.workspace_path / "kernel.py"
+        kernel = ref.where.workspace_path / "kernel.py"
         kernel.write_text(kernel.read_text() + "\n# a comment: the same kernel\n")
         t0 = time.monotonic()
         v = ref.save_and_test("global", "identical kernel (a comment)")

@@ -79,9 +79,9 @@ def play(repo: str, slot: str, names: list[str], lease_dir: str, base: int, dead
         for i, name in enumerate(names):
             if time.time() > deadline:
                 break
-            set_work(ref.workspace_path, base, EFFECTS[name])
+            set_work(ref.where.workspace_path, base, EFFECTS[name])
             if EFFECTS[name] == 0.0:  # identical work, but a changed file (an empty diff is refused)
-                kp = ref.workspace_path / "kernel.py"
+                kp = ref.where.workspace_path / "kernel.py"
                 kp.write_text(kp.read_text() + f"# {slot} {i}\n")
             t0 = time.time()
             v = ref.save_and_test("global", f"{name} ({slot}, {i})")

@@ -58,7 +58,7 @@ def play(repo: str, slot: str | None, names: list[str]) -> list[dict]:
     ref = Referee(Path(repo), tag=TAG, slot=slot)
     out = []
     try:
-        if slot is None and ref.state.phase.value == "needs_baseline":
+        if slot is None and ref.books.state.phase.value == "needs_baseline":
             t0 = time.time()
             ref.run_benchmark()
             out.append({"slot": "main", "step": "baseline", "start": t0, "end": time.time()})
@@ -66,7 +66,7 @@ def play(repo: str, slot: str | None, names: list[str]) -> list[dict]:
         for name in names:
             st = steps()[name]
             subprocess.run(["git", "apply", "--whitespace=nowarn", str(example() / st["patch"])],
-                           cwd=ref.workspace_path, check=True)
+                           cwd=ref.where.workspace_path, check=True)
             t0 = time.time()
             v = ref.save_and_test(st.get("target", "global"), st.get("hypothesis", name))
             rec = {"slot": slot or "main", "step": name, "expect": st["expect"], "verdict": v.verdict,

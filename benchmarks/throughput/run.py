@@ -150,7 +150,7 @@ def worker(repo: str, slot: str, k: int, n_gpus: int, lease_dir: str, spans: str
         barrier.wait()
         t0 = time.time()
         for name, factor, note, expect in script(k, rounds, stagger):
-            set_line(ref.workspace_path, k, best * factor, note)
+            set_line(ref.where.workspace_path, k, best * factor, note)
             ts = time.time()
             v = ref.save_and_test(f"n={k}", name)
             row = {"step": name, "expect": expect, "verdict": v.verdict, "t": time.time()}
