@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from pathlib import Path
 
 from kopt_mcp.rules.load import EXCLUSIVE_CORE_PCT, LOAD_EXTRA_ROUNDS
@@ -32,6 +33,19 @@ def _halve_under_load(r):
     set_kernel(r.where.workspace_path, {"1": 50.0, "2": 100.0})
     with ForeignLoad(2):
         return r.save_and_test("global", "halve")
+
+
+def _quiet(call, quiet, tries: int = 4, pause_s: float = 5.0):
+    """`call()` again, after a pause, while its result says the machine was not quiet (`quiet(result)`
+    false), at most `tries` times: the exclusive gate's limit is a quarter of one core, and in a full run
+    the background (processes a killed server of another test left, kernel threads: "29% not attributed
+    to a process" on 2026-12-02) can exceed it for a while. Only the setup steps of a test go through this."""
+    for _ in range(tries - 1):
+        out = call()
+        if quiet(out):
+            return out
+        time.sleep(pause_s)
+    return call()
 
 
 def _runs(rec: dict) -> list[dict]:
@@ -111,10 +125,14 @@ def test_compare_measures_a_round_under_load_again_and_says_so(tmp_path, make_re
     tie (under_load) whose count the result and the ledger record carry."""
     r = make_referee(make_toy_repo(tmp_path / "r", BASE_TIMES, extra_gates=EXCLUSIVE))
     r.run_benchmark()
-    set_kernel(r.where.workspace_path, {"1": 50.0, "2": 100.0})
-    assert r.save_and_test("global", "halve").verdict == "improved"
+
+    def halve():  # a tie under load reverts the workspace: the planted win is written again each try
+        set_kernel(r.where.workspace_path, {"1": 50.0, "2": 100.0})
+        return r.save_and_test("global", "halve")
+
+    assert _quiet(halve, lambda v: v.code != "under_load").verdict == "improved"
     assert r.commit_improvement("halve").committed
-    clean = r.measure_session_gain()
+    clean = _quiet(r.measure_session_gain, lambda g: g.rounds_under_load == 0)
     assert (clean.outcome, clean.rounds, clean.rounds_under_load) == ("improved", 2, 0)
     with ForeignLoad(2):
         g = r.measure_session_gain()
