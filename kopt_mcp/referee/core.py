@@ -66,7 +66,7 @@ from kopt_mcp.profilers.base import Profiler
 from kopt_mcp.referee.parts import Books, Jobs, What, Where
 from kopt_mcp.referee.parts.jobs import Progress  # noqa: F401 -- the operations import it from here
 from kopt_mcp.referee.services import Services
-from kopt_mcp.referee.slots import shared_events
+from kopt_mcp.referee.slots import session_root, shared_events
 from kopt_mcp.referee.state_guard import guarded
 
 BASELINE_MESSAGE = "kopt: baseline"
@@ -103,7 +103,7 @@ class Session:
     def __init__(self, parts: Parts) -> None:
         self.where, self.what, self.books, self.jobs, self.services, self.server_lock = parts
         self.lock = threading.RLock()
-        self.shared_lock = FileLock(str(self.where.kopt_dir / self.where.tag / "best.lock"), thread_local=False)
+        self.shared_lock = FileLock(str(session_root(self.where) / "best.lock"), thread_local=False)
 
     def write_performance(self, extra: list[dict] | None = None) -> None:
         """Render performance.md from the ledger, the queued records and `extra` records (the ones
