@@ -43,15 +43,21 @@ class RunLoad(BaseModel):
     #: intervals); None where not measured
     bench_cores: float | None = None
 
+    def _count(self) -> str:
+        n = len(self.processes)
+        return f"{n} other compute process{'es' if n != 1 else ''}"
+
+    def share(self) -> str:
+        """This run's load in a few words: '88%' (CPU, of all cores) or '2 other compute processes' (GPU)."""
+        return self._count() if self.device == "gpu" else f"{self.other_pct or 0.0:.0f}%"
+
     def shown(self) -> str:
         """'other processes used 71% of 2 cores (pid 12 stress 50%, pid 13 python 19%, 3 more processes
         1%, 1% not attributed to a process)' or '1 other compute process (pid 400 python, 874 MiB); utilization up to 99%'."""
         if self.device == "gpu":
             parts = [f"pid {p.pid} {p.name}" + (f", {p.mem_mib:.0f} MiB" if p.mem_mib is not None else "")
                      for p in self.processes]
-            n = len(self.processes)
-            text = (f"{n} other compute process{'es' if n != 1 else ''} ({'; '.join(parts)})" if n
-                    else "no other compute process")
+            text = f"{self._count()} ({'; '.join(parts)})" if parts else "no other compute process"
             return text + (f"; utilization up to {self.util_pct:.0f}%" if self.util_pct is not None else "")
         cores = self.cores or 1
         parts = [f"pid {p.pid} {p.name} {p.pct:.0f}%" for p in self.processes if p.pct is not None]

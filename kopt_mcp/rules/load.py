@@ -154,15 +154,8 @@ def _which(loads: list[RoundLoad], loaded: list[int], policy: Policy, peak: floa
     worst = {i: _worst(loads[i], policy, peak) for i in loaded}
     top = max(loaded, key=lambda i: worst[i].other_pct or 0.0)
     text = f"round {top + 1}: {worst[top].shown()}"
-    rest = [f"round {i + 1}: {shown_share(worst[i])}" for i in loaded if i != top]
+    rest = [f"round {i + 1}: {worst[i].share()}" for i in loaded if i != top]
     return text + (f"; {', '.join(rest)}" if rest else "")
-
-
-def shown_share(x: RunLoad) -> str:
-    """A loaded run in a few words: '88%' (CPU, of all cores) or '2 other compute processes' (GPU)."""
-    if x.device == "gpu":
-        return f"{len(x.processes)} other compute process{'es' if len(x.processes) != 1 else ''}"
-    return f"{x.other_pct or 0.0:.0f}%"
 
 
 def _sentence(loads: list[RoundLoad], loaded: list[int], code: Code, policy: Policy) -> str:
