@@ -72,6 +72,10 @@ class VerdictSummary(BaseModel):
     gpu_lo_pct: float | None = None
     #: the whole operation's GPU-time gain (%, + = less), where the keep was judged by harness unit
     op_gain_pct: float | None = None
+    #: per config class, where the keep was judged by harness unit: the target kernels' GPU-time gain and the
+    #: whole operation's (%, + = less GPU time; rules.units.class_sums), the figures that decided the keep
+    classes_gpu_pct: dict[str, float] = Field(default_factory=dict)
+    classes_op_pct: dict[str, float] = Field(default_factory=dict)
 
 
 class PendingImprovement(BaseModel):

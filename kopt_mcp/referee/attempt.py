@@ -33,6 +33,7 @@ from kopt_mcp.rules.repair import after_incorrect
 from kopt_mcp.rules.script import GLOBAL, Round
 from kopt_mcp.rules.script_only import script_only_keeps_allowed, script_only_note
 from kopt_mcp.rules.stop import RegressionNote, should_stop
+from kopt_mcp.rules.units import class_sums
 from kopt_mcp.rules.verdict import attempt_verdict, clear_script_win
 from kopt_mcp.session import PendingImprovement, Phase, TieCandidate, VerdictSummary, next_actions, require
 from kopt_mcp.testing import faults
@@ -248,6 +249,14 @@ def _incorrect(sess: Session, a: Attempt, reason: str, code: Code) -> VerdictRes
                   code=code)
 
 
+def _class_gains(keep) -> dict[str, dict[str, float]]:
+    """VerdictSummary's classes_gpu_pct / classes_op_pct from a keep judged by harness unit (its `units`);
+    empty where another metric decided."""
+    sums = class_sums(getattr(keep, "units", None) or [])
+    return {"classes_gpu_pct": {c.cls: c.gain_pct for c in sums if c.gain_pct is not None},
+            "classes_op_pct": {c.cls: c.op_gain_pct for c in sums if c.op_gain_pct is not None}}
+
+
 def _improved(sess: Session, a: Attempt, reason: str, code: Code) -> VerdictResult:
     d, keep = a.decision, a.keep
     tiv = d.keep_interval or d.target_interval  # the bound the reason showed: the keep's own where it decided
@@ -257,7 +266,7 @@ def _improved(sess: Session, a: Attempt, reason: str, code: Code) -> VerdictResu
         confidence=tiv.overall_confidence if tiv else None,
         classes_pct={c.key: c.mean_pct for c in d.classes}, gpu_best_us=keep.gpu_best_us,
         gpu_candidate_us=keep.gpu_candidate_us, gpu_gain_pct=keep.gpu_delta_pct, gpu_lo_pct=keep.lower_bound_pct,
-        op_gain_pct=getattr(keep, "op_delta_pct", None))
+        op_gain_pct=getattr(keep, "op_delta_pct", None), **_class_gains(keep))
     vendor = sess.jobs.device.vendor if sess.jobs.device else "cpu"
     script_only = keep.metric_used == "script metric"  # no profiler measured it (rules/script_only.py)
     if script_only:

@@ -28,7 +28,7 @@ from kopt_mcp.referee.core import Progress, Session
 from kopt_mcp.referee.guards import protected_paths, workspace_moved
 from kopt_mcp.referee.neutral import keep_neutral
 from kopt_mcp.referee.recovery import adopt_best, lease_or_stop, recover
-from kopt_mcp.referee.report import commit_message, format_note, keep_note, perf_rows
+from kopt_mcp.referee.report import commit_message, format_note, gpu_change_cells, keep_note, perf_rows
 from kopt_mcp.referee.runs import Attempt
 from kopt_mcp.referee.slots import best_lock, read_shared, sync
 from kopt_mcp.results import CommitResult
@@ -269,6 +269,16 @@ def _included(sess: Session, run_dir: str) -> dict[str, bytes]:
     return {k: v for k, v in out.items() if k not in bad}
 
 
+def _gpu_changes(p, k: Kept) -> dict[str, str] | None:
+    """performance.md's per-class GPU-time change of a keep judged by harness unit: the verdict's
+    (VerdictSummary.classes_gpu_pct / classes_op_pct); None where another metric decided or the candidate
+    was re-applied onto a newer BEST (the verdict compared it with an older one)."""
+    v = p.verdict
+    if k.reapplied or v is None or not v.classes_gpu_pct:
+        return None
+    return gpu_change_cells(v.classes_gpu_pct, v.classes_op_pct)
+
+
 def _write_commit(sess: Session, a: Attempt, k: Kept, message: str, progress: Progress | None) -> CommitResult:
     """Commit the judged snapshot `a.tree` + performance.md on BEST and adopt it (under best_lock)."""
     s, cfg, p, rm = sess.books.state, sess.what.cfg, sess.books.state.pending, k.rm
@@ -285,7 +295,7 @@ def _write_commit(sess: Session, a: Attempt, k: Kept, message: str, progress: Pr
         "keep", "(this commit)", cfg.benchmark.command, p.target, p.kernels, metrics, gpu_us,
         changes, keep_note(p, title, None if rm.decision.code == Code.VERDICT_STANDS else rm.at_commit_pct(), gpu_us,
                            k.confirmed), class_gpu_us=a.class_gpu_us,
-        class_op_us=a.class_op_us)]
+        class_op_us=a.class_op_us, gpu_changes=_gpu_changes(p, k))]
     # what recovery adopts after a crash; the rows go into the `commit` record
     s.in_progress.update(metrics=metrics, gpu_us=gpu_us, rows=rows, overtaken_rounds=k.overtaken_rounds)
     sess.books.save()

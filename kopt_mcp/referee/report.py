@@ -16,16 +16,21 @@ def fmt(v: float | None, unit: str = "") -> str:
 def perf_rows(status: str, commit: str, command: str, target: str, kernels: list[str],
               metrics: dict[str, float], gpu_us: float | None, changes: dict[str, float] | None,
               explanation: str, class_gpu_us: dict[str, float] | None = None,
-              class_op_us: dict[str, float] | None = None) -> list[PerfRow]:
+              class_op_us: dict[str, float] | None = None, gpu_changes: dict[str, str] | None = None) -> list[PerfRow]:
     """One performance.md row per config class. The GPU time cell is the class's own GPU time
     where `class_gpu_us` maps it (class key -> us: the target kernels per invocation of its harness
     units, or the median launch of its target launch groups), else the target kernels' total `gpu_us`;
     followed by the class's whole operation (`class_op_us`: every non-utility kernel of its
-    invocations, us) where judged by harness unit: `12.3 (whole op 45.6)`."""
+    invocations, us) where judged by harness unit: `12.3 (whole op 45.6)`. The change cell: the script
+    metric's change (`changes`, % + = better), after the class's GPU-time change where GPU time per
+    harness unit decided (`gpu_changes`: class key -> gpu_change_cell), so the row leads with the metric
+    that decided the keep."""
     kernel = ", ".join(k[:50] for k in kernels) or "-"
     rows = []
     for key, value in metrics.items():
         change = "-" if changes is None else f"{changes.get(key, 0.0):+.2f}%"
+        if gpu_changes and key in gpu_changes:
+            change = f"{gpu_changes[key]}; script {change}"
         rows.append(PerfRow(date=now_iso(), commit=commit, status=status, command=command,
                             target=f"{key}" + (" (target)" if key == target else ""), kernel=kernel,
                             metric=fmt(metrics[key]),
@@ -34,6 +39,13 @@ def perf_rows(status: str, commit: str, command: str, target: str, kernels: list
                             change=change,
                             explanation=explanation))
     return rows
+
+
+def gpu_change_cells(target_pct: dict[str, float], op_pct: dict[str, float]) -> dict[str, str]:
+    """Per config class the GPU-time change of a keep judged by harness unit (% less GPU time, + =
+    faster: VerdictSummary.classes_gpu_pct / classes_op_pct), e.g. `GPU time +37.91% (whole op +24.20%)`."""
+    return {k: f"GPU time {v:+.2f}%" + (f" (whole op {op_pct[k]:+.2f}%)" if k in op_pct else "")
+            for k, v in target_pct.items()}
 
 
 def landing_lines(tag: str) -> list[str]:
@@ -167,9 +179,16 @@ def commit_message(title: str, p: PendingImprovement, remeasure_line: str, notes
         conf = f"{confidence_shown(v.confidence)} " if v.confidence is not None else ""
         bound = f" ({conf}lower bound {v.target_lo_pct:+.2f}%)" if v.target_lo_pct is not None else ""
         gpu = _gpu_change(v.gpu_best_us, v.gpu_candidate_us)
-        lines.append(f"save_and_test verdict: improved, {p.target} {v.target_pct:+.2f}%{bound} over {v.rounds} "
-                     f"paired round{'s' if v.rounds != 1 else ''}; per class {_per_class(v.classes_pct)}"
-                     + (f"; {gpu}" if gpu else ""))
+        script = (f"{p.target} {v.target_pct:+.2f}%{bound} over {v.rounds} paired round{'s' if v.rounds != 1 else ''}; "
+                  f"per class {_per_class(v.classes_pct)}")
+        if v.classes_gpu_pct:  # GPU time per harness unit decided: it comes first, the script metric screened
+            whole = f", whole operation {v.op_gain_pct:+.2f}%" if v.op_gain_pct is not None else ""
+            lines.append(f"save_and_test verdict: improved on {gpu}{whole}; per class (GPU time, + = faster) "
+                         + ", ".join(f"{k} {c}" for k, c in gpu_change_cells(v.classes_gpu_pct, v.classes_op_pct).items()
+                                     ).replace("GPU time ", ""))
+            lines.append(f"script metric (the screen): {script}")
+        else:
+            lines.append(f"save_and_test verdict: improved, {script}" + (f"; {gpu}" if gpu else ""))
     else:  # a pending improvement saved before the verdict's numbers were kept
         lines.append(f"save_and_test verdict: improved, {p.target} {p.target_delta_pct:+.2f}%")
     lines.append(remeasure_line)

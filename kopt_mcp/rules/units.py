@@ -84,6 +84,52 @@ class UnitDelta(BaseModel):
     op_significant_loss: bool = False
 
 
+class ClassSum(BaseModel):
+    """The units of one config class summed (us per invocation): BEST = (before + after) / 2, the
+    candidate's, for the target kernels and the whole operation (`op_*`: None where a unit lacks
+    it), how many units, and whether some unit lost significantly. `gain_pct` / `op_gain_pct`:
+    (1 - candidate / BEST) x 100, + = faster (for one unit exactly the rule's gain_pct)."""
+
+    cls: str
+    units: int
+    best_us: float
+    candidate_us: float
+    op_best_us: float | None = None
+    op_candidate_us: float | None = None
+    loss: bool = False
+    op_loss: bool = False
+
+    @staticmethod
+    def _gain(best: float | None, cand: float | None) -> float | None:
+        return (1.0 - cand / best) * 100.0 if best and cand is not None and best > 0 else None
+
+    @property
+    def gain_pct(self) -> float | None:
+        return self._gain(self.best_us, self.candidate_us)
+
+    @property
+    def op_gain_pct(self) -> float | None:
+        return self._gain(self.op_best_us, self.op_candidate_us)
+
+
+def class_sums(units: Sequence[UnitDelta]) -> list[ClassSum]:
+    """Per config class (in the units' order) its units summed (ClassSum): what performance.md, the
+    commit message and the report show per class of a verdict judged by harness unit. Never raises."""
+    by: dict[str, list[UnitDelta]] = {}
+    for u in units:
+        by.setdefault(u.cls, []).append(u)
+    out = []
+    for cls, us in by.items():
+        ops = [(u.op_best_before_us, u.op_best_after_us, u.op_candidate_us) for u in us]
+        whole = not any(v is None for row in ops for v in row)
+        out.append(ClassSum(cls=cls, units=len(us), best_us=sum((u.best_before_us + u.best_after_us) / 2.0 for u in us),
+                            candidate_us=sum(u.candidate_us for u in us),
+                            op_best_us=sum((b + a) / 2.0 for b, a, _ in ops) if whole else None,
+                            op_candidate_us=sum(c for _, _, c in ops) if whole else None,
+                            loss=any(u.significant_loss for u in us), op_loss=any(u.op_significant_loss for u in us)))
+    return out
+
+
 class UnitKeepDecision(KeepDecision):
     """The keep metric by harness unit: `outcome` (improved / regressed / divergent / tie), the
     target's and the operation's gain (%) with bounds, the floor, BEST's A/A spread, per-unit rows."""

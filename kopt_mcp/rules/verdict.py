@@ -2,7 +2,10 @@
 (rules/script.py) and, where a profiler ran, the keep metric's (rules/keep.py, rules/keep_totals.py).
 
 The script metric screens; profiler GPU time decides a keep (DESIGN.md: keep metric): a script win
-the GPU time does not confirm is a `tie` with the keep metric's code.
+the GPU time does not confirm is a `tie` with the keep metric's code. A reward hack the keep metric
+names (HACK_CODES: a replayed result, skipped work, persisting L2; issue 38) decides before anything
+else: `rejected` with its code, whatever the script metric says (on an H200 the replayed-result and
+persisting-L2 cheats were also slower by the script metric, and `regressed` hid what they were).
 """
 
 from __future__ import annotations
@@ -14,6 +17,17 @@ from kopt_mcp.rules.gpu_time import GpuTimeJudgement
 from kopt_mcp.rules.keep_totals import KeepDecision
 from kopt_mcp.rules.policy import Policy
 from kopt_mcp.rules.script import ScriptDecision
+
+#: the keep metric's codes for a reward hack (rules/units.py steps 1-2): the verdict is `rejected`
+HACK_CODES = frozenset({Code.REPLAYED_RESULT, Code.SKIPPED_WORK, Code.PERSISTING_L2})
+
+
+def hack_verdict(script: ScriptDecision, keep: KeepDecision | None) -> Decision | None:
+    """`rejected` with the keep metric's code and reason where it named a reward hack (HACK_CODES),
+    the script metric's reason after it; None otherwise. Never raises."""
+    if keep is None or keep.code not in HACK_CODES:
+        return None
+    return Decision(outcome="rejected", code=keep.code, reason=f"{keep.reason}; script metric: {script.reason}")
 
 
 def clear_script_win(script: ScriptDecision, noise_pct: float) -> bool:
@@ -27,8 +41,11 @@ def clear_script_win(script: ScriptDecision, noise_pct: float) -> bool:
 def attempt_verdict(script: ScriptDecision, keep: KeepDecision | None) -> Decision:
     """The attempt's verdict: the script metric's outcome unless it is `improved`; then `improved`
     where the keep metric kept it (code: the keep metric's: gpu_time_win, or script_only without a profiler),
-    else `tie` with the keep metric's code and reason. `keep` None: not measured (the script's
-    outcome stands, which is then not `improved`). Never raises."""
+    else `tie` with the keep metric's code and reason (`rejected` for a hack: hack_verdict). `keep` None:
+    not measured (the script's outcome stands, which is then not `improved`). Never raises."""
+    hack = hack_verdict(script, keep)
+    if hack is not None:
+        return hack
     if script.outcome != "improved" or keep is None:
         return Decision(outcome=script.outcome, code=script.code, reason=script.reason)
     if not keep.kept:
@@ -49,6 +66,8 @@ def profiled_verdict(script: ScriptDecision, gpu: GpuTimeJudgement, policy: Poli
     runs screens. Outcome "needs_round" asks for one more candidate run and BEST run
     (`can_measure`: the [gates] max_rounds budget allows it). In order:
 
+    0. A reward hack the keep metric named (HACK_CODES): `rejected` with its code (hack_verdict), no
+       round more.
     1. GPU time `regressed` (a loss beyond the floor, target or whole operation): regressed, or
        `divergent` where the script metric found the target class clearly faster and another class
        slower (the per-class win is the agent's lead; divergent keeps nothing either), or where the
@@ -65,6 +84,9 @@ def profiled_verdict(script: ScriptDecision, gpu: GpuTimeJudgement, policy: Poli
        GPU time's code (gpu_time_not_improved where the script metric showed a clear win: the
        reason names the timing cheats). Never raises."""
     keep = gpu.keep
+    hack = hack_verdict(script, keep)
+    if hack is not None:
+        return hack
     if gpu.outcome == "regressed" and script.outcome == "divergent":
         return Decision(outcome="divergent", code=script.code, reason=f"{script.reason}; GPU time: {keep.reason}")
     split = (split_on_target(gpu.class_rows, script.target, gpu.floor.pct if gpu.floor is not None else 0.0)
@@ -98,4 +120,4 @@ def profiled_verdict(script: ScriptDecision, gpu: GpuTimeJudgement, policy: Poli
     return Decision(outcome="tie", code=code, reason=reason)
 
 
-__all__ = ["attempt_verdict", "clear_script_win", "profiled_verdict"]
+__all__ = ["HACK_CODES", "attempt_verdict", "clear_script_win", "hack_verdict", "profiled_verdict"]

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pydantic import ValidationError
 
 from kopt_mcp.events import Attempt, GpuKeep, as_events
-from kopt_mcp.rules.units import UnitDelta
+from kopt_mcp.rules.units import UnitDelta, class_sums
 from kopt_mcp.views.charts import shown_verdict
 
 GPU_METRIC = "profiler GPU time"
@@ -72,19 +72,10 @@ def unit_rows(gpu: GpuKeep | None) -> list[UnitDelta]:
 def class_gpu(attempt: Attempt) -> list[ClassGpu]:
     """Per config class (in the units' order) the GPU time of `attempt`'s verdict, units of one class
     summed (module docstring); [] where no unit rows were recorded."""
-    by: dict[str, list[UnitDelta]] = {}
-    for u in unit_rows(attempt.gpu):
-        by.setdefault(u.cls, []).append(u)
     script = {c.key: c.mean_pct for c in attempt.classes}
-    out = []
-    for cls, us in by.items():
-        target = _side(sum((u.best_before_us + u.best_after_us) / 2.0 for u in us), sum(u.candidate_us for u in us))
-        ops = [(u.op_best_before_us, u.op_best_after_us, u.op_candidate_us) for u in us]
-        op = None if any(v is None for row in ops for v in row) else _side(
-            sum((b + a) / 2.0 for b, a, _ in ops), sum(c for _, _, c in ops))
-        out.append(ClassGpu(cls, len(us), target, op, any(u.significant_loss for u in us),
-                            any(u.op_significant_loss for u in us), script.get(cls)))
-    return out
+    return [ClassGpu(c.cls, c.units, _side(c.best_us, c.candidate_us),
+                     None if c.op_best_us is None or c.op_candidate_us is None else _side(c.op_best_us, c.op_candidate_us),
+                     c.loss, c.op_loss, script.get(c.cls)) for c in class_sums(unit_rows(attempt.gpu))]
 
 
 @dataclass

@@ -101,3 +101,23 @@ def test_the_next_commits_confirmation_reuses_the_last_confirmed_tree_as_best(un
     assert stored.commit == first.commit  # bound to the BEST_COMMIT that holds the measured tree
     assert got[0][1] is None and got[1][1] == stored.time.us  # BEST: the first keep
     assert second.cost.runs == 1  # the candidate's run only
+
+
+def test_a_unit_judged_keeps_record_leads_with_the_gpu_time_per_class(units_win, monkeypatch):
+    """performance.md and the commit message of a keep decided by GPU time per harness unit show each
+    class's GPU-time change (target kernels and whole operation, + = faster) first, the script metric
+    after it as the screen: on the H200 (fla-ln, 2026-12-02) the row's only change was the launch-bound
+    script metric (-21.55% at T=256 for a keep whose kernel was 44% faster), read as a slowdown."""
+    monkeypatch.setattr(commit, "confirm_out_of_process", _planted(27.0, 24.3, []))
+    p = units_win.books.state.pending.verdict
+    assert p.classes_gpu_pct and all(g == pytest.approx(10.0, abs=1.0) for g in p.classes_gpu_pct.values())
+    c = units_win.commit_improvement("10% faster kernel")
+    assert c.committed, c.reason
+    rows = [r for r in (units_win.where.workspace_path / "performance.md").read_text().splitlines()
+            if "| keep |" in r]
+    assert rows and all("| GPU time +" in r and "; script " in r for r in rows)
+    for key, gain in p.classes_gpu_pct.items():
+        assert any(f"| {key}" in r and f"GPU time {gain:+.2f}%" in r for r in rows)
+    body = units_win.where.repo.commit(c.commit).message.splitlines()
+    assert body[3].startswith("save_and_test verdict: improved on profiler GPU time")
+    assert body[4].startswith("script metric (the screen):")
