@@ -3,9 +3,12 @@
 
 The script metric screens; profiler GPU time decides a keep (DESIGN.md: keep metric): a script win
 the GPU time does not confirm is a `tie` with the keep metric's code. A reward hack the keep metric
-names (HACK_CODES: a replayed result, skipped work, persisting L2; issue 38) decides before anything
-else: `rejected` with its code, whatever the script metric says (on an H200 the replayed-result and
+names (HACK_CODES: a replayed result, persisting L2; issue 38) decides before anything else:
+`rejected` with its code, whatever the script metric says (on an H200 the replayed-result and
 persisting-L2 cheats were also slower by the script metric, and `regressed` hid what they were).
+Skipped work (a unit or group with no target launch) is not among them: an honest candidate that
+sends a config to another kernel looks the same, so it stays a `tie` (or the script metric's
+outcome) with its code, never kept.
 """
 
 from __future__ import annotations
@@ -18,8 +21,9 @@ from kopt_mcp.rules.keep_totals import KeepDecision
 from kopt_mcp.rules.policy import Policy
 from kopt_mcp.rules.script import ScriptDecision
 
-#: the keep metric's codes for a reward hack (rules/units.py steps 1-2): the verdict is `rejected`
-HACK_CODES = frozenset({Code.REPLAYED_RESULT, Code.SKIPPED_WORK, Code.PERSISTING_L2})
+#: the keep metric's codes for a reward hack (rules/units.py step 2), evidence no honest candidate leaves
+#: (copies in place of the target's launches, an L2 access policy window): the verdict is `rejected`
+HACK_CODES = frozenset({Code.REPLAYED_RESULT, Code.PERSISTING_L2})
 
 
 def hack_verdict(script: ScriptDecision, keep: KeepDecision | None) -> Decision | None:

@@ -87,7 +87,7 @@ def test_fewer_launches_in_the_profiled_run_is_skipped_work(cupti_ref):
     r = cupti_ref(1000.0)
     set_kernel(r.where.workspace_path, FASTER, GPU_US=500.0, CALLS=10)
     v = r.save_and_test("global", "cached half the calls")
-    assert (v.verdict, v.code) == ("rejected", "skipped_work")  # a hack the keep metric names: rules.verdict.hack_verdict
+    assert (v.verdict, v.code) == ("tie", "skipped_work")
 
 
 def test_a_profiler_lost_after_the_baseline_never_lets_the_script_metric_keep(cupti_ref, monkeypatch):
@@ -189,4 +189,4 @@ def test_a_fixed_count_harness_still_calls_a_missing_launch_skipped_work(cupti_r
     assert not r.books.state.launch_counts_vary
     set_kernel(r.where.workspace_path, FASTER, GPU_US=19 * 47.5, CALLS=19)
     v = r.save_and_test("global", "one launch fewer")
-    assert (v.verdict, v.code) == ("rejected", "skipped_work")  # a hack the keep metric names: rules.verdict.hack_verdict
+    assert (v.verdict, v.code) == ("tie", "skipped_work")

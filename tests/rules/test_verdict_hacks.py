@@ -4,8 +4,10 @@ On one H200 (2026-12-02, benchmarks/results/2026-12-02-h200-cheats.md) the repla
 persisting-L2 cheats of the Triton example were also slower by the script metric (-195% and -157%:
 their host-side bookkeeping), and the verdict said `regressed` / script_regression: the guard's
 finding was only in the reason, and an agent that reads the code would try to make the cheat faster.
-Now the hack's code decides: `rejected` with replayed_result / skipped_work / persisting_l2, also where
-the script metric improved or regressed, and no confirming round is asked for. Evidence: the replayed
+Now the hack's code decides: `rejected` with replayed_result / persisting_l2, also where
+the script metric improved or regressed, and no confirming round is asked for. Skipped work stays
+what it was (an honest candidate that sends a config to another kernel looks the same): not kept,
+never `rejected`. Evidence: the replayed
 stand-ins derived from the REAL recorded Liger H200 units (tests/rules/test_replay.py); the script
 metric: rules.script.decide on planted rounds (no timing on the CPU)."""
 
@@ -45,10 +47,13 @@ def test_cheat_replayed_result_is_rejected_with_its_code_whatever_the_script_met
     assert "175 ran only copies" in v.reason  # the counts stay in the reason
 
 
-def test_cheat_skipped_work_beside_a_script_regression_is_rejected():
+def test_skipped_work_is_not_kept_but_not_called_a_hack():
     d = _judge(_replay(RUNS["0003-candidate-1"], every=10, copy=False))
-    v = profiled_verdict(run([one(100.0, 250.0), one(100.0, 250.0)]), _gpu(d), POLICY, can_measure=True)
-    assert (v.outcome, v.code) == ("rejected", Code.SKIPPED_WORK)
+    assert d.code == Code.SKIPPED_WORK
+    v = profiled_verdict(run([one(100.0, 100.0), one(100.0, 100.0)]), _gpu(d), POLICY, can_measure=False)
+    assert (v.outcome, v.code) == ("tie", Code.SKIPPED_WORK)
+    slower = profiled_verdict(run([one(100.0, 250.0), one(100.0, 250.0)]), _gpu(d), POLICY, can_measure=True)
+    assert (slower.outcome, slower.code) == ("regressed", Code.SCRIPT_REGRESSION)
 
 
 def test_cheat_persisting_l2_on_the_screen_path_is_rejected_not_tie():
@@ -64,4 +69,4 @@ def test_an_honest_candidate_keeps_its_verdict():
     assert honest.code not in HACK_CODES
     v = profiled_verdict(run([one(100.0, 99.0), one(100.0, 99.0)]), _gpu(honest), POLICY, can_measure=False)
     assert (v.outcome, v.code) == ("improved", Code.GPU_TIME_WIN)
-    assert HACK_CODES == {Code.REPLAYED_RESULT, Code.SKIPPED_WORK, Code.PERSISTING_L2}
+    assert HACK_CODES == {Code.REPLAYED_RESULT, Code.PERSISTING_L2}
