@@ -1,20 +1,25 @@
-"""`kopt-mcp init` on fresh clones, unedited (issue 25 item 4): per project, a fresh repository from
-the staged snapshot, `kopt-mcp init --command "<its documented command, plus the PYTHONPATH init
-asks for>" --write` with no other flag, then the session through the in-process Referee on that
-proposal: the baseline, and an identical candidate (a comment) that must be `tie`.
+"""`kopt-mcp init` on fresh clones, unedited (issue 25 item 4; issue 35 item 6: seven real kernels): per
+project, a fresh repository from the staged snapshot, `kopt-mcp init --command "<its documented command,
+plus the PYTHONPATH init asks for>" --write` with no other flag, then the session through the in-process
+Referee on that proposal: the baseline, and an identical candidate (a comment) that must be `tie`.
 
     python benchmarks/real_repos/init_fresh.py --project liger --src DIR --out OUT [--work W] [--deadline-s S]
     python benchmarks/real_repos/init_fresh.py --project all --src .devstage/src --out OUT
+    python benchmarks/real_repos/fresh_table.py --out OUT      # OUT/issue35-table.md from OUT/<name>-fresh.json
 
 DIR: the project's files (a `git archive` of the snapshot; its commit in DIR.sha when there), or the
 staging folder that holds them as liger/, tk/, fg/, p5/. With `--project all`, --src is the staging
-folder and every staged project there runs in turn (liger,
-liger-layer-norm, tk, fg, p5; those whose folder is missing are skipped; `--project cpu-providers
---src examples/cpu_providers` checks the driver on the CPU). Per project it writes
+folder and every staged project there runs in turn: first the seven of issue 35 item 6 in its order
+(liger = RMSNorm, liger-layer-norm, liger-swiglu, liger-cross-entropy, liger-flce = fused linear cross
+entropy (heavy), fg = FlagGems RMSNorm, fla-ln = flash-linear-attention's LayerNorm backward), then p5
+(flash-linear-attention's chunk_gla) and tk; those whose folder is missing are skipped, and the run ends
+by writing OUT/issue35-table.md (fresh_table.py). `--project cpu-providers --src examples/cpu_providers`
+checks the driver on the CPU. Per project it writes
 OUT/<name>-fresh.json and OUT/<name>-fresh.md after every step: the proposal, every key in which it
 differs from the hand-finished kopt.toml of projects.py (none for projects without one), init's
 exit code, wall time and stderr tail, what init dropped from the correctness command and why (its
-`# dropped:` lines), and the baseline's and the identical candidate's verdicts. `--work W` keeps the
+`# dropped:` lines), the baseline's verdict and one plain run's seconds (`baseline.plain_run_s`, the
+session's cost unit), and the identical candidate's verdict, code and cost. `--work W` keeps the
 repository in W/<name>: a later call (GPU machine still warm) skips init and goes on with the
 session. Exit 0 when every project's init wrote a proposal, its baseline was recorded and the
 identical candidate tied; 1 otherwise.
@@ -38,6 +43,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parents[1]))
 
+from fla import FLA_LN
+from fresh_table import ISSUE35, write_table
 from projects import PROJECTS, Candidate, Project
 from run import make_repo, versions
 
@@ -63,23 +70,40 @@ class Fresh:
         return self.hand or Project(self.name, self.github, [], self.command, [], "")
 
 
+LIGER_OPS = "src/liger_kernel/ops/"
+
+
+def liger(name: str, script: str, op: str) -> Fresh:
+    """One Liger-Kernel kernel: its benchmark script with --overwrite (src/ first: the script imports
+    liger_kernel), the staged liger/ snapshot, no hand-finished kopt.toml."""
+    return Fresh(name, "liger", "linkedin/Liger-Kernel",
+                 f"{SRC_FIRST}python benchmark/scripts/{script} --overwrite", None, LIGER_OPS + op)
+
+
 FRESH = {f.name: f for f in (
+    # issue 35 item 6's seven, in its order (`--project all` runs them first)
     # the documented command imports an installed liger_kernel, not src/: init says to put src first
     Fresh("liger", "liger", "linkedin/Liger-Kernel", SRC_FIRST + PROJECTS["liger"].command, PROJECTS["liger"],
-          "src/liger_kernel/ops/rms_norm.py"),
-    Fresh("liger-layer-norm", "liger", "linkedin/Liger-Kernel",
-          SRC_FIRST + "python benchmark/scripts/benchmark_layer_norm.py --overwrite", None,
-          "src/liger_kernel/ops/layer_norm.py"),
-    # documented: PYTHONPATH=. python benchmarks/rms_norm.py; on torch 2.11 its torch_compile provider
-    # needs donated buffers off: the finished command (projects.py init_command)
-    Fresh("tk", "tk", "ai-compiler-study/triton-kernels", PROJECTS["triton-kernels"].init_command,
-          PROJECTS["triton-kernels"], "triton_kernels/kernels/normalization.py"),
+          LIGER_OPS + "rms_norm.py"),
+    liger("liger-layer-norm", "benchmark_layer_norm.py", "layer_norm.py"),
+    liger("liger-swiglu", "benchmark_swiglu.py", "swiglu.py"),
+    liger("liger-cross-entropy", "benchmark_cross_entropy.py", "cross_entropy.py"),
+    # heavy: the lm_head matmul and the cross entropy fused, vocabulary-sized chunks
+    liger("liger-flce", "benchmark_fused_linear_cross_entropy.py", "fused_linear_cross_entropy.py"),
     Fresh("fg", "fg", "FlagOpen/FlagGems", PROJECTS["flaggems"].command, PROJECTS["flaggems"],
           "src/flag_gems/ops/rms_norm.py"),
+    # flash-linear-attention's LayerNorm backward (fla_ln.py): the documented command runs all 16 providers
+    # (281 s on the H200): init gets the command narrowed to fused_ln_bwd, as fla_ln's Project does
+    Fresh("fla-ln", "p5", "fla-org/flash-linear-attention", PROJECTS["fla-ln"].init_command, PROJECTS["fla-ln"],
+          FLA_LN),
     # flash-linear-attention's op runner (benchmarks/ops/run.py docstring), the sources first
     Fresh("p5", "p5", "fla-org/flash-linear-attention",
           "PYTHONPATH=.${PYTHONPATH:+:$PYTHONPATH} python -m benchmarks.ops.run --op chunk_gla --json results.json",
           None, "fla/ops/gla/chunk.py"),
+    # documented: PYTHONPATH=. python benchmarks/rms_norm.py; on torch 2.11 its torch_compile provider
+    # needs donated buffers off: the finished command (projects.py init_command)
+    Fresh("tk", "tk", "ai-compiler-study/triton-kernels", PROJECTS["triton-kernels"].init_command,
+          PROJECTS["triton-kernels"], "triton_kernels/kernels/normalization.py"),
     # the bundled CPU example (examples/cpu_providers): the driver's own check, no GPU
     Fresh("cpu-providers", "cpu_providers", "kopt-mcp/examples/cpu_providers",
           SRC_FIRST + "python benchmark/scripts/benchmark_rms_norm.py --overwrite", None, "src/tinynorm/rms_norm.py"),
@@ -165,8 +189,9 @@ def check(fresh: Fresh, src: Path, out: Path, work: Path | None, deadline: float
     repo = root / "repo"
     saved = out / f"{fresh.name}-fresh.json"
     result["resumed"] = (repo / "kopt.toml").is_file() and saved.is_file()
+    earlier = json.loads(saved.read_text()) if result["resumed"] else {}
     if result["resumed"]:
-        result["init"] = json.loads(saved.read_text()).get("init", {})
+        result["init"] = earlier.get("init", {})
     else:
         if repo.exists():  # an earlier call cut short before init wrote its proposal
             shutil.rmtree(repo)
@@ -191,7 +216,11 @@ def check(fresh: Fresh, src: Path, out: Path, work: Path | None, deadline: float
                                   "seconds": round(time.perf_counter() - t, 1),
                                   "classes": [c.model_dump() for c in b.classes]}
         else:
-            result["baseline"] = {"ok": True, "reason": "recorded by an earlier call", "seconds": 0}
+            # recorded by an earlier call: its entry (wall time included) stays, for the table
+            result["baseline"] = (earlier.get("baseline") or {"ok": True, "reason": "recorded by an earlier call",
+                                                              "seconds": None}) | {"resumed": True}
+        # one plain run of the benchmark (s): the baseline's median run, the unit of every cost (results.Cost)
+        result["baseline"]["plain_run_s"] = ref.books.state.plain_run_s
         print(f"{fresh.name}: baseline ok={result['baseline']['ok']}: {result['baseline']['reason'][:300]}", flush=True)
         write(out, fresh, result)
         if not result["baseline"]["ok"]:
@@ -201,7 +230,9 @@ def check(fresh: Fresh, src: Path, out: Path, work: Path | None, deadline: float
         v = ref.save_and_test("global", "identical kernel: a comment only")
         result["identical"] = {"verdict": v.verdict, "right": v.verdict == "tie", "reason": v.reason,
                                "seconds": round(time.perf_counter() - t, 1), "rounds": v.rounds,
-                               "gpu_delta_pct": v.gpu_delta_pct, "target_deltas_pct": v.target_deltas_pct}
+                               "gpu_delta_pct": v.gpu_delta_pct, "target_deltas_pct": v.target_deltas_pct, "code": v.code,
+                               "cost": v.cost.model_dump() if v.cost else None,
+                               "correctness": v.correctness.model_dump() if v.correctness else None}
         print(f"{fresh.name}: identical -> {v.verdict}: {v.reason[:300]}", flush=True)
         return v.verdict == "tie"
     finally:
@@ -237,6 +268,8 @@ def main() -> int:
             print(f"{fresh.name}: {src} is not staged: skipped", flush=True)
             continue
         ok &= check(fresh, src, a.out, a.work, deadline, a.lease_dir)
+    if name == "all":
+        print(f"table: {write_table(a.out)}", flush=True)
     return 0 if ok else 1
 
 
