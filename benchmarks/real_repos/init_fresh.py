@@ -242,7 +242,8 @@ def check(fresh: Fresh, src: Path, out: Path, work: Path | None, deadline: float
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--project", required=True, help=f"one of {sorted(FRESH)} (or {sorted(ALIASES)}), or all")
+    ap.add_argument("--project", required=True, help=f"one of {sorted(FRESH)} (or {sorted(ALIASES)}), or all "
+                    f"(issue 35 item 6's seven first: {', '.join(ISSUE35)}; then the table)")
     ap.add_argument("--src", type=Path, required=True, help="the project's staged files, or the staging folder "
                     "holding liger/, tk/, fg/, p5/ (needed with --project all)")
     ap.add_argument("--out", type=Path, required=True)
