@@ -119,7 +119,7 @@ def cells(r: dict) -> list[str]:
               if r["met"] is not None else NA)
     base = num(r["baseline_s"]) + ("" if r["baseline_ok"] in (True, None) else " (failed)")
     return [r["name"], num(r["init_s"]), NA if r["init_exit"] is None else str(r["init_exit"]), base,
-            num(r["plain_s"]), NA if r["baseline_x"] is None else f"{r['baseline_x']}x", kept,
+            num(r["plain_s"], 2), NA if r["baseline_x"] is None else f"{r['baseline_x']}x", kept,
             dropped_cell(r["dropped"]), verdict, target]
 
 
@@ -145,13 +145,13 @@ def load(out: Path, name: str) -> dict | None:
     return json.loads(f.read_text()) if f.is_file() else None
 
 
-def write_table(out: Path, names: tuple[str, ...] = ISSUE35) -> Path:
-    """OUT/issue35-table.md from OUT/<name>-fresh.json, one row per name; its path."""
+def write_table(out: Path, names: tuple[str, ...] = ISSUE35, dest: Path | None = None) -> Path:
+    """DEST/issue35-table.md (DEST: OUT unless given) from OUT/<name>-fresh.json, one row per name; its path."""
     rows = [row(n, load(out, n)) for n in names]
     head = ("# Issue 35 item 6: `kopt-mcp init --write` on fresh clones of seven real kernels\n\n"
             "From init_fresh.py's OUT/<name>-fresh.json (benchmarks/real_repos/fresh_table.py). The test run of "
             "the target: the identical candidate's correctness wall time, else init's own run's.\n\n")
-    path = out / "issue35-table.md"
+    path = (dest or out) / "issue35-table.md"
     path.write_text(head + table(rows))
     return path
 

@@ -152,9 +152,12 @@ def run_init(repo: Path, fresh: Fresh) -> dict:
     return out
 
 
-def write(out: Path, fresh: Fresh, result: dict) -> None:
-    """OUT/<name>-fresh.json and .md."""
-    (out / f"{fresh.name}-fresh.json").write_text(json.dumps(result, indent=1, default=str))
+def write(out: Path, fresh: Fresh, result: dict, work: Path | None = None) -> None:
+    """OUT/<name>-fresh.json and .md; the json also as WORK/<name>-fresh.json with --work (a later call on
+    the warm machine may get a new, empty OUT: it resumes from, and the table may be written from, WORK)."""
+    text = json.dumps(result, indent=1, default=str)
+    for folder in (out, work) if work else (out,):
+        (folder / f"{fresh.name}-fresh.json").write_text(text)
     init = result.get("init", {})
     lines = [f"# {fresh.github} at {result['commit']}: `kopt-mcp init --write` on a fresh clone, unedited", "",
              f"Command: `{fresh.command}`. Versions: {result.get('versions')}.", "",
@@ -188,8 +191,14 @@ def check(fresh: Fresh, src: Path, out: Path, work: Path | None, deadline: float
     root = (work / fresh.name) if work else Path(tempfile.mkdtemp(prefix=f"kopt-fresh-{fresh.name}-"))
     repo = root / "repo"
     saved = out / f"{fresh.name}-fresh.json"
+    if not saved.is_file() and work and (work / saved.name).is_file():  # OUT is new: the copy in WORK
+        saved = work / saved.name
     result["resumed"] = (repo / "kopt.toml").is_file() and saved.is_file()
     earlier = json.loads(saved.read_text()) if result["resumed"] else {}
+    if result["resumed"] and (earlier.get("identical") or {}).get("right"):
+        print(f"{fresh.name}: done by an earlier call (identical -> tie): not run again", flush=True)
+        write(out, fresh, earlier, work)  # into this call's OUT too
+        return True
     if result["resumed"]:
         result["init"] = earlier.get("init", {})
     else:
@@ -198,7 +207,7 @@ def check(fresh: Fresh, src: Path, out: Path, work: Path | None, deadline: float
         make_repo(src, repo, fresh.snapshot, result["commit"])
         result["init"] = run_init(repo, fresh)
         print(f"{fresh.name}: init exit {result['init']['exit_code']} in {result['init']['seconds']} s", flush=True)
-    write(out, fresh, result)
+    write(out, fresh, result, work)
     if result["init"].get("exit_code") != 0:
         return False
     if deadline is not None and time.monotonic() > deadline:
@@ -222,7 +231,7 @@ def check(fresh: Fresh, src: Path, out: Path, work: Path | None, deadline: float
         # one plain run of the benchmark (s): the baseline's median run, the unit of every cost (results.Cost)
         result["baseline"]["plain_run_s"] = ref.books.state.plain_run_s
         print(f"{fresh.name}: baseline ok={result['baseline']['ok']}: {result['baseline']['reason'][:300]}", flush=True)
-        write(out, fresh, result)
+        write(out, fresh, result, work)
         if not result["baseline"]["ok"]:
             return False
         Candidate("identical", "tie", "a comment only", fresh.kernel_file, append=IDENTICAL).apply(ref.where.workspace_path)
@@ -236,7 +245,7 @@ def check(fresh: Fresh, src: Path, out: Path, work: Path | None, deadline: float
         print(f"{fresh.name}: identical -> {v.verdict}: {v.reason[:300]}", flush=True)
         return v.verdict == "tie"
     finally:
-        write(out, fresh, result)
+        write(out, fresh, result, work)
         ref.close()
 
 
@@ -251,26 +260,33 @@ def main() -> int:
     ap.add_argument("--deadline-s", type=float, default=None, help="start no session after this many seconds")
     ap.add_argument("--lease-dir", type=Path, default=None,
                     help="the GPU lease folder to share with other sessions on this host (default: one of its own)")
+    ap.add_argument("--table", action="store_true", help="at the end, write OUT/issue35-table.md (fresh_table.py) "
+                    "from the <name>-fresh.json files in WORK (with --work: every call's on this machine) or OUT "
+                    "(always with --project all)")
     a = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(124))
-    name = ALIASES.get(a.project, a.project)
-    if name != "all" and name not in FRESH:
-        ap.error(f"--project {a.project}: one of {sorted(FRESH)}, {sorted(ALIASES)} or all")
+    names = [ALIASES.get(n, n) for n in a.project.split(",") if n]
+    if names != ["all"] and not set(names) <= set(FRESH):
+        ap.error(f"--project {a.project}: one or more (comma-separated) of {sorted(FRESH)}, {sorted(ALIASES)}; or all")
     a.out.mkdir(parents=True, exist_ok=True)
     deadline = None if a.deadline_s is None else time.monotonic() + a.deadline_s
     # --src: the project's folder, or the staging folder that holds it (liger/, tk/, ...)
-    todo = [(f, a.src / f.staged if (a.src / f.staged).is_dir() else a.src)
-            for f in (FRESH.values() if name == "all" else [FRESH[name]])]
-    if name == "all":
-        todo = [(f, src) for f, src in todo if src != a.src]
+    picked = list(FRESH.values()) if names == ["all"] else [FRESH[n] for n in names]
+    # more than one: --src is the staging folder, and a project not staged there is skipped
+    todo = [(f, a.src / f.staged if len(picked) > 1 or (a.src / f.staged).is_dir() else a.src) for f in picked]
     ok = True
     for fresh, src in todo:
         if not src.is_dir():
             print(f"{fresh.name}: {src} is not staged: skipped", flush=True)
             continue
+        if deadline is not None and time.monotonic() > deadline:  # no init or session this late: the next call's
+            print(f"{fresh.name}: deadline: left for the next call (--work)", flush=True)
+            ok = False
+            continue
         ok &= check(fresh, src, a.out, a.work, deadline, a.lease_dir)
-    if name == "all":
-        print(f"table: {write_table(a.out)}", flush=True)
+    if a.table or names == ["all"]:
+        rows = ISSUE35 + tuple(f.name for f, _ in todo if f.name not in ISSUE35)
+        print(f"table: {write_table(a.work or a.out, rows, dest=a.out)}", flush=True)
     return 0 if ok else 1
 
 

@@ -101,7 +101,7 @@ def test_table_holds_each_kernels_numbers_and_the_item_4_target(tmp_path):
     path = ft.write_table(tmp_path)
     lines = {line.split(" | ")[0]: line.split(" | ") for line in path.read_text().splitlines() if line.startswith("| ")}
     liger = lines["| liger"]
-    assert liger[1:6] == ["239.0", "0", "161.0", "23.0", "7.0x"]
+    assert liger[1:6] == ["239.0", "0", "161.0", "23.00", "7.0x"]
     assert liger[6] == "test/a/test_k.py, test/b/test_k.py, -k not slow (77 passed)"
     assert liger[7] == "1: test/b/test_k.py::test_dtensor (needs more GPUs)"
     assert liger[8] == "tie (within_noise)"
