@@ -6,7 +6,8 @@
 # own root, whose kopt_mcp/ they would import instead of the wheel's):
 #   bash .devstage/benchmarks/real_repos/device.sh PHASE:SECONDS ...
 # PHASE: liger | tk | fg | fla | flaln (benchmarks/real_repos/run.py on Liger-Kernel, triton-kernels, FlagGems,
-# flash-linear-attention, its LayerNorm backward alone: fla_ln.py) | fresh (init_fresh.py: `kopt-mcp init --write` on a fresh clone of FRESH_PROJECT,
+# flash-linear-attention, its LayerNorm backward alone: fla_ln.py) | fresh (init_fresh.py: `kopt-mcp init --write` on a fresh clone of FRESH_PROJECT
+# (one name, a comma-separated list, or all),
 # unedited, then baseline and an identical candidate; FRESH_FLAGS e.g. --work /tmp/w-fresh) | dq (the do_bench decision-quality
 # benchmark) | clk (benchmarks/clocks/levels.py: the harness's time against the SM clock, CLK_RUNS runs). SECONDS: the phase's hard limit (timeout kills it; its drivers stop starting new steps
 # about 100 s before), or `rest`: until TOTAL (default 570) seconds after the start. Results go to

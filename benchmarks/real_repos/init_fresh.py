@@ -1,20 +1,25 @@
-"""`kopt-mcp init` on fresh clones, unedited (issue 25 item 4): per project, a fresh repository from
-the staged snapshot, `kopt-mcp init --command "<its documented command, plus the PYTHONPATH init
-asks for>" --write` with no other flag, then the session through the in-process Referee on that
-proposal: the baseline, and an identical candidate (a comment) that must be `tie`.
+"""`kopt-mcp init` on fresh clones, unedited (issue 25 item 4; issue 35 item 6: seven real kernels): per
+project, a fresh repository from the staged snapshot, `kopt-mcp init --command "<its documented command,
+plus the PYTHONPATH init asks for>" --write` with no other flag, then the session through the in-process
+Referee on that proposal: the baseline, and an identical candidate (a comment) that must be `tie`.
 
     python benchmarks/real_repos/init_fresh.py --project liger --src DIR --out OUT [--work W] [--deadline-s S]
     python benchmarks/real_repos/init_fresh.py --project all --src .devstage/src --out OUT
+    python benchmarks/real_repos/fresh_table.py --out OUT      # OUT/issue35-table.md from OUT/<name>-fresh.json
 
 DIR: the project's files (a `git archive` of the snapshot; its commit in DIR.sha when there), or the
 staging folder that holds them as liger/, tk/, fg/, p5/. With `--project all`, --src is the staging
-folder and every staged project there runs in turn (liger,
-liger-layer-norm, tk, fg, p5; those whose folder is missing are skipped; `--project cpu-providers
---src examples/cpu_providers` checks the driver on the CPU). Per project it writes
+folder and every staged project there runs in turn: first the seven of issue 35 item 6 in its order
+(liger = RMSNorm, liger-layer-norm, liger-swiglu, liger-cross-entropy, liger-flce = fused linear cross
+entropy (heavy), fg = FlagGems RMSNorm, fla-ln = flash-linear-attention's LayerNorm backward), then p5
+(flash-linear-attention's chunk_gla) and tk; those whose folder is missing are skipped, and the run ends
+by writing OUT/issue35-table.md (fresh_table.py). `--project cpu-providers --src examples/cpu_providers`
+checks the driver on the CPU. Per project it writes
 OUT/<name>-fresh.json and OUT/<name>-fresh.md after every step: the proposal, every key in which it
 differs from the hand-finished kopt.toml of projects.py (none for projects without one), init's
 exit code, wall time and stderr tail, what init dropped from the correctness command and why (its
-`# dropped:` lines), and the baseline's and the identical candidate's verdicts. `--work W` keeps the
+`# dropped:` lines), the baseline's verdict and one plain run's seconds (`baseline.plain_run_s`, the
+session's cost unit), and the identical candidate's verdict, code and cost. `--work W` keeps the
 repository in W/<name>: a later call (GPU machine still warm) skips init and goes on with the
 session. Exit 0 when every project's init wrote a proposal, its baseline was recorded and the
 identical candidate tied; 1 otherwise.
@@ -38,6 +43,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parents[1]))
 
+from fla import FLA_LN
+from fresh_table import ISSUE35, write_table
 from projects import PROJECTS, Candidate, Project
 from run import make_repo, versions
 
@@ -63,23 +70,40 @@ class Fresh:
         return self.hand or Project(self.name, self.github, [], self.command, [], "")
 
 
+LIGER_OPS = "src/liger_kernel/ops/"
+
+
+def liger(name: str, script: str, op: str) -> Fresh:
+    """One Liger-Kernel kernel: its benchmark script with --overwrite (src/ first: the script imports
+    liger_kernel), the staged liger/ snapshot, no hand-finished kopt.toml."""
+    return Fresh(name, "liger", "linkedin/Liger-Kernel",
+                 f"{SRC_FIRST}python benchmark/scripts/{script} --overwrite", None, LIGER_OPS + op)
+
+
 FRESH = {f.name: f for f in (
+    # issue 35 item 6's seven, in its order (`--project all` runs them first)
     # the documented command imports an installed liger_kernel, not src/: init says to put src first
     Fresh("liger", "liger", "linkedin/Liger-Kernel", SRC_FIRST + PROJECTS["liger"].command, PROJECTS["liger"],
-          "src/liger_kernel/ops/rms_norm.py"),
-    Fresh("liger-layer-norm", "liger", "linkedin/Liger-Kernel",
-          SRC_FIRST + "python benchmark/scripts/benchmark_layer_norm.py --overwrite", None,
-          "src/liger_kernel/ops/layer_norm.py"),
-    # documented: PYTHONPATH=. python benchmarks/rms_norm.py; on torch 2.11 its torch_compile provider
-    # needs donated buffers off: the finished command (projects.py init_command)
-    Fresh("tk", "tk", "ai-compiler-study/triton-kernels", PROJECTS["triton-kernels"].init_command,
-          PROJECTS["triton-kernels"], "triton_kernels/kernels/normalization.py"),
+          LIGER_OPS + "rms_norm.py"),
+    liger("liger-layer-norm", "benchmark_layer_norm.py", "layer_norm.py"),
+    liger("liger-swiglu", "benchmark_swiglu.py", "swiglu.py"),
+    liger("liger-cross-entropy", "benchmark_cross_entropy.py", "cross_entropy.py"),
+    # heavy: the lm_head matmul and the cross entropy fused, vocabulary-sized chunks
+    liger("liger-flce", "benchmark_fused_linear_cross_entropy.py", "fused_linear_cross_entropy.py"),
     Fresh("fg", "fg", "FlagOpen/FlagGems", PROJECTS["flaggems"].command, PROJECTS["flaggems"],
           "src/flag_gems/ops/rms_norm.py"),
+    # flash-linear-attention's LayerNorm backward (fla_ln.py): the documented command runs all 16 providers
+    # (281 s on the H200): init gets the command narrowed to fused_ln_bwd, as fla_ln's Project does
+    Fresh("fla-ln", "p5", "fla-org/flash-linear-attention", PROJECTS["fla-ln"].init_command, PROJECTS["fla-ln"],
+          FLA_LN),
     # flash-linear-attention's op runner (benchmarks/ops/run.py docstring), the sources first
     Fresh("p5", "p5", "fla-org/flash-linear-attention",
           "PYTHONPATH=.${PYTHONPATH:+:$PYTHONPATH} python -m benchmarks.ops.run --op chunk_gla --json results.json",
           None, "fla/ops/gla/chunk.py"),
+    # documented: PYTHONPATH=. python benchmarks/rms_norm.py; on torch 2.11 its torch_compile provider
+    # needs donated buffers off: the finished command (projects.py init_command)
+    Fresh("tk", "tk", "ai-compiler-study/triton-kernels", PROJECTS["triton-kernels"].init_command,
+          PROJECTS["triton-kernels"], "triton_kernels/kernels/normalization.py"),
     # the bundled CPU example (examples/cpu_providers): the driver's own check, no GPU
     Fresh("cpu-providers", "cpu_providers", "kopt-mcp/examples/cpu_providers",
           SRC_FIRST + "python benchmark/scripts/benchmark_rms_norm.py --overwrite", None, "src/tinynorm/rms_norm.py"),
@@ -128,9 +152,12 @@ def run_init(repo: Path, fresh: Fresh) -> dict:
     return out
 
 
-def write(out: Path, fresh: Fresh, result: dict) -> None:
-    """OUT/<name>-fresh.json and .md."""
-    (out / f"{fresh.name}-fresh.json").write_text(json.dumps(result, indent=1, default=str))
+def write(out: Path, fresh: Fresh, result: dict, work: Path | None = None) -> None:
+    """OUT/<name>-fresh.json and .md; the json also as WORK/<name>-fresh.json with --work (a later call on
+    the warm machine may get a new, empty OUT: it resumes from, and the table may be written from, WORK)."""
+    text = json.dumps(result, indent=1, default=str)
+    for folder in (out, work) if work else (out,):
+        (folder / f"{fresh.name}-fresh.json").write_text(text)
     init = result.get("init", {})
     lines = [f"# {fresh.github} at {result['commit']}: `kopt-mcp init --write` on a fresh clone, unedited", "",
              f"Command: `{fresh.command}`. Versions: {result.get('versions')}.", "",
@@ -164,16 +191,23 @@ def check(fresh: Fresh, src: Path, out: Path, work: Path | None, deadline: float
     root = (work / fresh.name) if work else Path(tempfile.mkdtemp(prefix=f"kopt-fresh-{fresh.name}-"))
     repo = root / "repo"
     saved = out / f"{fresh.name}-fresh.json"
+    if not saved.is_file() and work and (work / saved.name).is_file():  # OUT is new: the copy in WORK
+        saved = work / saved.name
     result["resumed"] = (repo / "kopt.toml").is_file() and saved.is_file()
+    earlier = json.loads(saved.read_text()) if result["resumed"] else {}
+    if result["resumed"] and (earlier.get("identical") or {}).get("right"):
+        print(f"{fresh.name}: done by an earlier call (identical -> tie): not run again", flush=True)
+        write(out, fresh, earlier, work)  # into this call's OUT too
+        return True
     if result["resumed"]:
-        result["init"] = json.loads(saved.read_text()).get("init", {})
+        result["init"] = earlier.get("init", {})
     else:
         if repo.exists():  # an earlier call cut short before init wrote its proposal
             shutil.rmtree(repo)
         make_repo(src, repo, fresh.snapshot, result["commit"])
         result["init"] = run_init(repo, fresh)
         print(f"{fresh.name}: init exit {result['init']['exit_code']} in {result['init']['seconds']} s", flush=True)
-    write(out, fresh, result)
+    write(out, fresh, result, work)
     if result["init"].get("exit_code") != 0:
         return False
     if deadline is not None and time.monotonic() > deadline:
@@ -191,9 +225,13 @@ def check(fresh: Fresh, src: Path, out: Path, work: Path | None, deadline: float
                                   "seconds": round(time.perf_counter() - t, 1),
                                   "classes": [c.model_dump() for c in b.classes]}
         else:
-            result["baseline"] = {"ok": True, "reason": "recorded by an earlier call", "seconds": 0}
+            # recorded by an earlier call: its entry (wall time included) stays, for the table
+            result["baseline"] = (earlier.get("baseline") or {"ok": True, "reason": "recorded by an earlier call",
+                                                              "seconds": None}) | {"resumed": True}
+        # one plain run of the benchmark (s): the baseline's median run, the unit of every cost (results.Cost)
+        result["baseline"]["plain_run_s"] = ref.books.state.plain_run_s
         print(f"{fresh.name}: baseline ok={result['baseline']['ok']}: {result['baseline']['reason'][:300]}", flush=True)
-        write(out, fresh, result)
+        write(out, fresh, result, work)
         if not result["baseline"]["ok"]:
             return False
         Candidate("identical", "tie", "a comment only", fresh.kernel_file, append=IDENTICAL).apply(ref.where.workspace_path)
@@ -201,17 +239,20 @@ def check(fresh: Fresh, src: Path, out: Path, work: Path | None, deadline: float
         v = ref.save_and_test("global", "identical kernel: a comment only")
         result["identical"] = {"verdict": v.verdict, "right": v.verdict == "tie", "reason": v.reason,
                                "seconds": round(time.perf_counter() - t, 1), "rounds": v.rounds,
-                               "gpu_delta_pct": v.gpu_delta_pct, "target_deltas_pct": v.target_deltas_pct}
+                               "gpu_delta_pct": v.gpu_delta_pct, "target_deltas_pct": v.target_deltas_pct, "code": v.code,
+                               "cost": v.cost.model_dump() if v.cost else None,
+                               "correctness": v.correctness.model_dump() if v.correctness else None}
         print(f"{fresh.name}: identical -> {v.verdict}: {v.reason[:300]}", flush=True)
         return v.verdict == "tie"
     finally:
-        write(out, fresh, result)
+        write(out, fresh, result, work)
         ref.close()
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--project", required=True, help=f"one of {sorted(FRESH)} (or {sorted(ALIASES)}), or all")
+    ap.add_argument("--project", required=True, help=f"one of {sorted(FRESH)} (or {sorted(ALIASES)}), or all "
+                    f"(issue 35 item 6's seven first: {', '.join(ISSUE35)}; then the table)")
     ap.add_argument("--src", type=Path, required=True, help="the project's staged files, or the staging folder "
                     "holding liger/, tk/, fg/, p5/ (needed with --project all)")
     ap.add_argument("--out", type=Path, required=True)
@@ -219,24 +260,33 @@ def main() -> int:
     ap.add_argument("--deadline-s", type=float, default=None, help="start no session after this many seconds")
     ap.add_argument("--lease-dir", type=Path, default=None,
                     help="the GPU lease folder to share with other sessions on this host (default: one of its own)")
+    ap.add_argument("--table", action="store_true", help="at the end, write OUT/issue35-table.md (fresh_table.py) "
+                    "from the <name>-fresh.json files in WORK (with --work: every call's on this machine) or OUT "
+                    "(always with --project all)")
     a = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(124))
-    name = ALIASES.get(a.project, a.project)
-    if name != "all" and name not in FRESH:
-        ap.error(f"--project {a.project}: one of {sorted(FRESH)}, {sorted(ALIASES)} or all")
+    names = [ALIASES.get(n, n) for n in a.project.split(",") if n]
+    if names != ["all"] and not set(names) <= set(FRESH):
+        ap.error(f"--project {a.project}: one or more (comma-separated) of {sorted(FRESH)}, {sorted(ALIASES)}; or all")
     a.out.mkdir(parents=True, exist_ok=True)
     deadline = None if a.deadline_s is None else time.monotonic() + a.deadline_s
     # --src: the project's folder, or the staging folder that holds it (liger/, tk/, ...)
-    todo = [(f, a.src / f.staged if (a.src / f.staged).is_dir() else a.src)
-            for f in (FRESH.values() if name == "all" else [FRESH[name]])]
-    if name == "all":
-        todo = [(f, src) for f, src in todo if src != a.src]
+    picked = list(FRESH.values()) if names == ["all"] else [FRESH[n] for n in names]
+    # more than one: --src is the staging folder, and a project not staged there is skipped
+    todo = [(f, a.src / f.staged if len(picked) > 1 or (a.src / f.staged).is_dir() else a.src) for f in picked]
     ok = True
     for fresh, src in todo:
         if not src.is_dir():
             print(f"{fresh.name}: {src} is not staged: skipped", flush=True)
             continue
+        if deadline is not None and time.monotonic() > deadline:  # no init or session this late: the next call's
+            print(f"{fresh.name}: deadline: left for the next call (--work)", flush=True)
+            ok = False
+            continue
         ok &= check(fresh, src, a.out, a.work, deadline, a.lease_dir)
+    if a.table or names == ["all"]:
+        rows = ISSUE35 + tuple(f.name for f, _ in todo if f.name not in ISSUE35)
+        print(f"table: {write_table(a.work or a.out, rows, dest=a.out)}", flush=True)
     return 0 if ok else 1
 
 
