@@ -153,3 +153,23 @@ def test_fla_ln_runs_the_projects_benchmark_narrowed_to_the_metrics_provider():
     # the edits of NS (the persistent grid) are different lines; `broken` is the D > 512 kernel's mask
     ns_edits = {c.name: c.new for c in p.candidates if c.old.lstrip().startswith("NS = ")}
     assert set(ns_edits) == {"win", "more-programs", "slowdown"} and len(set(ns_edits.values())) == 3
+
+
+def test_fla_ln_candidates_apply_after_the_win_was_committed(tmp_path):
+    """With --commit-wins the win's NS line (2 programs per SM) is BEST's when the other candidates run
+    (on the H200, 2026-12-02, their upstream anchor was gone: EditError): they fall back to it."""
+    from fla import FLA_NS
+    from fla_ln import ns_times
+
+    p = PROJECTS["fla-ln"]
+    by = {c.name: c for c in p.candidates}
+    for base in (FLA_NS, ns_times("2")):  # upstream, then after the win's commit
+        for name, grown in (("more-programs", "* 4"), ("slowdown", "// 8")):
+            f = tmp_path / by[name].file
+            f.parent.mkdir(parents=True, exist_ok=True)
+            f.write_text("    G = 1\n" + base + "    BS = 1\n")
+            by[name].apply(tmp_path)
+            assert grown in f.read_text() and f.read_text().count("NS = ") == 1
+    f.write_text("    G = 1\n")
+    with pytest.raises(EditError, match="found 0 times"):
+        by["slowdown"].apply(tmp_path)

@@ -102,10 +102,11 @@ FLA_LN_PROJECT = Project(
         # H200 probe: backward kernel -52..-68%, but torch's sum over 4 x SMs partial rows 8 -> 21 us: the whole
         # call of T = 128 went 28.0 -> 34.8 us (+24%) while T >= 512 gained: a trade-off between config classes
         Candidate("more-programs", "divergent", "LayerNorm backward: 4 programs per SM (more rows in flight; "
-                  "the dW/dB partial-sum reduction grows 4x)", FLA_LN, old=FLA_NS, new=ns_times("4")),
+                  "the dW/dB partial-sum reduction grows 4x)", FLA_LN, old=FLA_NS, new=ns_times("4"), after_keep=(ns_times("2"),)),
         # H200 probe: backward kernel 6.9-7.7x slower at every T
         Candidate("slowdown", "regressed", "LayerNorm backward on 1/8 of the SMs", FLA_LN, old=FLA_NS,
-                  new="    NS = min(triton.cdiv(max(1, get_multiprocessor_count(x.device.index) // 8), G), T // G) * G\n"),
+                  new="    NS = min(triton.cdiv(max(1, get_multiprocessor_count(x.device.index) // 8), G), T // G) * G\n",
+                  after_keep=(ns_times("2"),)),
         Candidate("broken", "incorrect", "LayerNorm backward (D > 512): the last column masked off (dx's last "
                   "column never written)", FLA_LN, old=FLA_LN_KERNEL1_MASK, new="    mask = o_d < D - 1\n"),
     ],

@@ -36,14 +36,20 @@ class Candidate:
     append: str = ""
     #: the config class the agent names as its target in save_and_test ("global": all classes)
     target: str = "global"
+    #: anchors to replace instead of `old` where `old` is gone because an earlier candidate of the same
+    #: session was committed over it (`--commit-wins`), e.g. fla-ln's NS line after its win: tried in order
+    after_keep: tuple[str, ...] = ()
 
     def apply(self, workspace: Path) -> None:
-        """Edit the workspace copy of `file` (append text, or replace `old` by `new`)."""
+        """Edit the workspace copy of `file` (append text, or replace `old` by `new`; where `old` is not
+        in the file, the first of `after_keep` that is). Raises EditError when none is there exactly once."""
         path = workspace / self.file
         if self.append:
             path.write_text(path.read_text() + self.append)
-        else:
-            replace_once(path, self.old, self.new)
+            return
+        text = path.read_text()
+        anchor = next((a for a in (self.old, *self.after_keep) if a in text), self.old)
+        replace_once(path, anchor, self.new)
 
 
 @dataclass
