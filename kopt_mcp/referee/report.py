@@ -23,14 +23,14 @@ def perf_rows(status: str, commit: str, command: str, target: str, kernels: list
     followed by the class's whole operation (`class_op_us`: every non-utility kernel of its
     invocations, us) where judged by harness unit: `12.3 (whole op 45.6)`. The change cell: the script
     metric's change (`changes`, % + = better), after the class's GPU-time change where GPU time per
-    harness unit decided (`gpu_changes`: class key -> gpu_change_cell), so the row leads with the metric
-    that decided the keep."""
+    harness unit decided (`gpu_changes`: class key -> gpu_change_cells' text), so the row leads with the
+    metric that decided the keep: `GPU time +37.91% (whole op +24.20%); script -4.21%`."""
     kernel = ", ".join(k[:50] for k in kernels) or "-"
     rows = []
     for key, value in metrics.items():
         change = "-" if changes is None else f"{changes.get(key, 0.0):+.2f}%"
         if gpu_changes and key in gpu_changes:
-            change = f"{gpu_changes[key]}; script {change}"
+            change = f"GPU time {gpu_changes[key]}; script {change}"
         rows.append(PerfRow(date=now_iso(), commit=commit, status=status, command=command,
                             target=f"{key}" + (" (target)" if key == target else ""), kernel=kernel,
                             metric=fmt(metrics[key]),
@@ -43,8 +43,8 @@ def perf_rows(status: str, commit: str, command: str, target: str, kernels: list
 
 def gpu_change_cells(target_pct: dict[str, float], op_pct: dict[str, float]) -> dict[str, str]:
     """Per config class the GPU-time change of a keep judged by harness unit (% less GPU time, + =
-    faster: VerdictSummary.classes_gpu_pct / classes_op_pct), e.g. `GPU time +37.91% (whole op +24.20%)`."""
-    return {k: f"GPU time {v:+.2f}%" + (f" (whole op {op_pct[k]:+.2f}%)" if k in op_pct else "")
+    faster: VerdictSummary.classes_gpu_pct / classes_op_pct), e.g. `+37.91% (whole op +24.20%)`."""
+    return {k: f"{v:+.2f}%" + (f" (whole op {op_pct[k]:+.2f}%)" if k in op_pct else "")
             for k, v in target_pct.items()}
 
 
@@ -184,8 +184,7 @@ def commit_message(title: str, p: PendingImprovement, remeasure_line: str, notes
         if v.classes_gpu_pct:  # GPU time per harness unit decided: it comes first, the script metric screened
             whole = f", whole operation {v.op_gain_pct:+.2f}%" if v.op_gain_pct is not None else ""
             lines.append(f"save_and_test verdict: improved on {gpu}{whole}; per class (GPU time, + = faster) "
-                         + ", ".join(f"{k} {c}" for k, c in gpu_change_cells(v.classes_gpu_pct, v.classes_op_pct).items()
-                                     ).replace("GPU time ", ""))
+                         + ", ".join(f"{k} {c}" for k, c in gpu_change_cells(v.classes_gpu_pct, v.classes_op_pct).items()))
             lines.append(f"script metric (the screen): {script}")
         else:
             lines.append(f"save_and_test verdict: improved, {script}" + (f"; {gpu}" if gpu else ""))

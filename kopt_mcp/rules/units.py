@@ -84,6 +84,12 @@ class UnitDelta(BaseModel):
     op_significant_loss: bool = False
 
 
+def gain_pct(best_us: float | None, candidate_us: float | None) -> float | None:
+    """(1 - candidate / BEST) x 100 (%, + = faster); None where BEST is missing or not positive, or the
+    candidate is missing."""
+    return (1.0 - candidate_us / best_us) * 100.0 if best_us and candidate_us is not None and best_us > 0 else None
+
+
 class ClassSum(BaseModel):
     """The units of one config class summed (us per invocation): BEST = (before + after) / 2, the
     candidate's, for the target kernels and the whole operation (`op_*`: None where a unit lacks
@@ -99,17 +105,13 @@ class ClassSum(BaseModel):
     loss: bool = False
     op_loss: bool = False
 
-    @staticmethod
-    def _gain(best: float | None, cand: float | None) -> float | None:
-        return (1.0 - cand / best) * 100.0 if best and cand is not None and best > 0 else None
-
     @property
     def gain_pct(self) -> float | None:
-        return self._gain(self.best_us, self.candidate_us)
+        return gain_pct(self.best_us, self.candidate_us)
 
     @property
     def op_gain_pct(self) -> float | None:
-        return self._gain(self.op_best_us, self.op_candidate_us)
+        return gain_pct(self.op_best_us, self.op_candidate_us)
 
 
 def class_sums(units: Sequence[UnitDelta]) -> list[ClassSum]:

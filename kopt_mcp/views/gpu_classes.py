@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pydantic import ValidationError
 
 from kopt_mcp.events import Attempt, GpuKeep, as_events
-from kopt_mcp.rules.units import UnitDelta, class_sums
+from kopt_mcp.rules.units import UnitDelta, class_sums, gain_pct
 from kopt_mcp.views.charts import shown_verdict
 
 GPU_METRIC = "profiler GPU time"
@@ -37,7 +37,7 @@ class Side:
 
 
 def _side(best: float, cand: float) -> Side:
-    return Side(best, cand, (1.0 - cand / best) * 100.0 if best > 0 else None, best / cand if cand > 0 else None)
+    return Side(best, cand, gain_pct(best, cand), best / cand if cand > 0 else None)
 
 
 @dataclass(frozen=True)
