@@ -78,6 +78,11 @@ class ProfilerSection(_Section):
     confirm: Literal["auto", "off"] = Field(
         "auto", description="commit_improvement confirms a keep with one out-of-process measurement (ncu as the "
         "benchmark's parent on NVIDIA, rocprofv3 on AMD: profilers/confirm.py); auto: where that tool is on PATH")
+    confirm_flops: bool = Field(
+        False, description="the ncu confirmation also counts the target's floating-point work per math path and "
+        "refuses a rate beyond that path's peak, and reports % of the FLOP peak (profilers/ncu_flops.py); off by "
+        "default: the counters take ncu from 1 replay pass to 3-8 and made an L2-resident kernel read 4% slower "
+        "(both trees alike), so turn it on for compute-bound targets (GEMM, attention)")
 
 
 class GatesSection(_Section):

@@ -34,6 +34,11 @@ class TargetTime(BaseModel):
     peak_gbps: float | None = None
     peak_source: str | None = None
     persisting_l2_bytes: float | None = None
+    #: floating-point work where ncu counted it ([profiler] confirm_flops; profilers/ncu_flops.py): per math
+    #: path ("fp32", "tensor fp16", ...) the achieved rate (operations per second) of the target kernel that
+    #: came closest to that path's peak, and that kernel's peak for the path (operations per second)
+    flop_rates: dict[str, float] = Field(default_factory=dict)
+    flop_peaks: dict[str, float] = Field(default_factory=dict)
 
 
 class StoredTargetTime(BaseModel):

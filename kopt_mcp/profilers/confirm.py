@@ -57,6 +57,7 @@ from kopt_mcp.evidence.trace import KernelTrace, trace_groups
 from kopt_mcp.profilers.base import Profiler
 from kopt_mcp.profilers.cupti import INJECT_DIR, keep_injector
 from kopt_mcp.profilers.ncu import DRAM_METRICS, LOG_NAME, parse_ncu_csv
+from kopt_mcp.profilers.ncu_flops import FLOP_METRICS
 from kopt_mcp.profilers.ncu_units import NVTX_INCLUDE
 from kopt_mcp.profilers.rocprof import OUTPUT_NAME, parse_rocprof_dir
 
@@ -122,7 +123,8 @@ class ConfirmNcu:
     filter_mode: str | None = "per-launch-config"
 
     def __init__(self, kernel_regex: str | None = None, target_names: Sequence[str] = (),
-                 launch_count: int = DEFAULT_LAUNCH_COUNT, binary: str = "ncu", by_unit: bool = False) -> None:
+                 launch_count: int = DEFAULT_LAUNCH_COUNT, binary: str = "ncu", by_unit: bool = False,
+                 flops: bool = False) -> None:
         if launch_count < 1:
             raise ValueError(f"launch_count must be >= 1, got {launch_count}")
         self.kernel_regex = kernel_regex or None
@@ -130,6 +132,13 @@ class ConfirmNcu:
         self.launch_count = launch_count
         self.binary = binary
         self.by_unit = by_unit
+        self.flops = flops
+
+    @property
+    def metrics(self) -> tuple[str, ...]:
+        """CONFIRM_METRICS, and with `flops` ([profiler] confirm_flops) the FLOP counters and peaks of
+        profilers/ncu_flops.py (3 to 8 replay passes instead of 1: measured cost in that module)."""
+        return CONFIRM_METRICS + (FLOP_METRICS if self.flops else ())
 
     @property
     def keeps_harness(self) -> bool:
@@ -140,7 +149,8 @@ class ConfirmNcu:
     def by_launch_config(self) -> ConfirmNcu:
         """The same targets, selected by launch configuration instead of by unit (the fallback where a
         by-unit run found no marked launch)."""
-        return ConfirmNcu(self.kernel_regex, self.target_names, self.launch_count, self.binary, by_unit=False)
+        return ConfirmNcu(self.kernel_regex, self.target_names, self.launch_count, self.binary, by_unit=False,
+                          flops=self.flops)
 
     def available(self) -> bool:
         """True where `binary` resolves on PATH (or is an executable path)."""
@@ -170,7 +180,7 @@ class ConfirmNcu:
                       "--launch-count", str(self.launch_count)]
         parts = [shlex.quote(self.binary), "--clock-control", "none", "--cache-control", "none",
                  "--target-processes", "all", *map(shlex.quote, self.kernel_filter()), *select,
-                 "--metrics", ",".join(CONFIRM_METRICS), "--csv", "--page", "raw",
+                 "--metrics", ",".join(self.metrics), "--csv", "--page", "raw",
                  "--log-file", shlex.quote(str(log)), "bash", "-c"]
         if not self.by_unit:
             return " ".join([*parts, shlex.quote(command)])
@@ -238,19 +248,20 @@ ConfirmProfiler = ConfirmNcu | ConfirmRocprof
 
 def confirm_profiler(setting: str, vendor: str, kernel_regex: str | None = None,
                      target_names: Sequence[str] = (), launch_count: int = DEFAULT_LAUNCH_COUNT,
-                     by_unit: bool = False) -> tuple[ConfirmProfiler | None, str]:
+                     by_unit: bool = False, flops: bool = False) -> tuple[ConfirmProfiler | None, str]:
     """The confirming profiler for `[profiler] confirm` (`setting`: "auto" | "off") on a GPU of
     `vendor` ("nvidia", "amd", anything else), or None and why there is none. `kernel_regex`:
     [profiler] kernel ("" or None: use `target_names`, BEST's target kernels as the keep metric
     named them); `by_unit`: measure per harness unit (ConfirmNcu; rocprofv3 records every launch and
-    needs no selection). Raises ValueError for an unknown setting."""
+    needs no selection); `flops`: ncu also counts the target's floating-point work ([profiler] confirm_flops;
+    rocprofv3 has no such counters here). Raises ValueError for an unknown setting."""
     if setting not in ("auto", "off"):
         raise ValueError(f'[profiler] confirm must be "auto" or "off", got {setting!r}')
     if setting == "off":
         return None, '[profiler] confirm = "off": no out-of-process confirmation'
     v = vendor.lower()
     if v == "nvidia":
-        prof: ConfirmProfiler = ConfirmNcu(kernel_regex, target_names, launch_count, by_unit=by_unit)
+        prof: ConfirmProfiler = ConfirmNcu(kernel_regex, target_names, launch_count, by_unit=by_unit, flops=flops)
         missing = "ncu (Nsight Compute) is not on PATH where the server runs"
     elif v == "amd":
         prof = ConfirmRocprof(kernel_regex, target_names)
@@ -278,7 +289,7 @@ def target_time(trace: KernelTrace, kernel_regex: str | None) -> TargetTime:
     return TargetTime(us=sum(units.values()) if units else sum(g.median_us for g in groups),
                       launches=sum(g.calls for g in groups), groups=[g.label() for g in groups],
                       kernels=list(dict.fromkeys(short_kernel_name(k, 60) for k in kernels)), units=units,
-                      **_dram(trace, kernels, groups))
+                      **_dram(trace, kernels, groups), **_flops(trace, kernels))
 
 
 def _dram(trace: KernelTrace, kernels: list[str], groups: list[LaunchGroup]) -> dict:
@@ -312,6 +323,27 @@ def _dram(trace: KernelTrace, kernels: list[str], groups: list[LaunchGroup]) -> 
     return out
 
 
+def _flops(trace: KernelTrace, kernels: list[str]) -> dict:
+    """TargetTime's FLOP fields for the target `kernels`: per math path, the rate (operations per second:
+    the kernel's mean work per launch / its mean GPU time) of the target kernel nearest that path's peak,
+    and that kernel's peak; {} where ncu counted no floating-point work (profilers/ncu_flops.py)."""
+    nearest: dict[str, tuple[float, float | None]] = {}
+
+    def closeness(rate_peak: tuple[float, float | None]) -> tuple[float, float]:
+        rate, peak = rate_peak
+        return (rate / peak if peak else -1.0, rate)
+
+    for k in (k for k in trace.kernels if k.name in set(kernels) and k.avg_us > 0):
+        for path in (key.removeprefix("flops ") for key in k.extra if key.startswith("flops ")):
+            here = (k.extra[f"flops {path}"] / (k.avg_us * 1e-6), k.extra.get(f"flop_peak {path}"))
+            if path not in nearest or closeness(here) > closeness(nearest[path]):
+                nearest[path] = here
+    if not nearest:
+        return {}
+    return {"flop_rates": {p: r for p, (r, _) in nearest.items()},
+            "flop_peaks": {p: pk for p, (_, pk) in nearest.items() if pk}}
+
+
 def _unit_medians(trace: KernelTrace, kernels: set[str]) -> dict[int, float]:
     """Unit index -> median over its invocations of `kernels`' summed GPU time per invocation (us),
     for the units whose invocations launched one of them; {} without units."""
@@ -324,10 +356,13 @@ RunProfiled = Callable[[str, Profiler, str], KernelTrace]
 
 def selection_key(prof: ConfirmProfiler) -> str:
     """The confirming profiler's target selection as one string (backend, by unit or by launch
-    configuration, kernel regex, target names, launch count): two measurements compare only under the
-    same key (rules/confirm.py reusable_best)."""
-    return json.dumps([prof.name, bool(getattr(prof, "by_unit", False)), getattr(prof, "kernel_regex", None),
-                       list(getattr(prof, "target_names", [])), getattr(prof, "launch_count", None)])
+    configuration, kernel regex, target names, launch count, and "flops" where the FLOP counters were
+    read): two measurements compare only under the same key (rules/confirm.py reusable_best)."""
+    key = [prof.name, bool(getattr(prof, "by_unit", False)), getattr(prof, "kernel_regex", None),
+           list(getattr(prof, "target_names", [])), getattr(prof, "launch_count", None)]
+    # FLOP counters add replay passes, which move a small kernel's measured time (profilers/ncu_flops.py):
+    # a measurement with them is not BEST's for one without, nor the other way round
+    return json.dumps(key + (["flops"] if getattr(prof, "flops", False) else []))
 
 
 def measure_trees(run_profiled: RunProfiled, cand_tree: str, best_tree: str, prof: ConfirmProfiler,

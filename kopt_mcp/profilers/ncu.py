@@ -20,6 +20,7 @@ from kopt_mcp.errors import ProfilerError
 from kopt_mcp.evidence.groups import build_groups, launch_median_us
 from kopt_mcp.evidence.peak import peak_from_interface
 from kopt_mcp.evidence.trace import KernelStat, KernelTrace
+from kopt_mcp.profilers.ncu_flops import flop_fields
 from kopt_mcp.profilers.ncu_units import nvtx_units
 
 __all__ = ["DRAM_METRICS", "LOG_NAME", "NcuProfiler", "dram_bytes", "parse_ncu_csv"]
@@ -75,6 +76,8 @@ EXTRA_FIELDS: dict[str, tuple[str, ...]] = {
 
 _TO_US = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3,
           "s": 1e6, "second": 1e6}
+_TO_HZ = {"": 1.0, "hz": 1.0, "khz": 1e3, "mhz": 1e6, "ghz": 1e9, "cycle/second": 1.0, "cycle/nsecond": 1e9,
+          "cycle/usecond": 1e6}
 _TO_BYTES = {"": 1, "b": 1, "byte": 1, "kbyte": 1e3, "mbyte": 1e6, "gbyte": 1e9,
              "kibyte": 1024, "mibyte": 1024**2, "gibyte": 1024**3}
 _NO_ROWS_HINT = (
@@ -292,7 +295,8 @@ def dram_bytes(launch: _Launch, path: Path) -> float | None:
 
 def _device_fields(launch: _Launch, path: Path) -> dict[str, float]:
     """The launch's DRAM bytes, persisting-L2 size (bytes) and the device's peak DRAM bandwidth (GB/s:
-    bus width / 8 x memory clock x 2, double data rate) where ncu wrote them."""
+    bus width / 8 x memory clock x 2, double data rate) where ncu wrote them; with FLOP counters, each math
+    path's work and peak (profilers/ncu_flops.py `flop_fields`: "flops <path>", "flop_peak <path>")."""
     out: dict[str, float] = {}
     moved = dram_bytes(launch, path)
     if moved is not None:
@@ -303,7 +307,18 @@ def _device_fields(launch: _Launch, path: Path) -> dict[str, float]:
     clock, bus = _value(launch, _MEM_CLOCK_KHZ, None, path), _value(launch, _BUS_BITS, None, path)
     if clock and bus:
         out["dram_peak_gbps"] = peak_from_interface(bus, clock)
+    if any(m.startswith(("sm__sass_thread_inst_executed_op_", "sm__ops_path_tensor_")) for m in launch.metrics):
+        out.update(flop_fields(lambda m: _flop_value(launch, m, path)))
     return out
+
+
+def _flop_value(launch: _Launch, metric: str, path: Path) -> float | None:
+    """A FLOP counter or peak as written; the SM clock in Hz; None for a clock in a unit not known here
+    (the FLOP/s check is then skipped, never the confirmation)."""
+    try:
+        return _value(launch, (metric,), _TO_HZ if metric.endswith("per_second") else None, path)
+    except ProfilerError:
+        return None
 
 
 @dataclass

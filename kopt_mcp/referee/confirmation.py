@@ -30,7 +30,7 @@ def confirm_keep(run_profiled: RunProfiled, cand_tree: str, best_tree: str, clai
                  floor_pct: float, vendor: str, setting: str = "auto", kernel_regex: str | None = None,
                  target_names: Sequence[str] = (), launch_count: int = DEFAULT_LAUNCH_COUNT,
                  profiler: ConfirmProfiler | None = None, by_unit: bool = False,
-                 best_known: Callable[[str], TargetTime | None] | None = None) -> Confirmation:
+                 best_known: Callable[[str], TargetTime | None] | None = None, flops: bool = False) -> Confirmation:
     """Confirm a keep with one out-of-process measurement of the candidate and of BEST.
 
     Where: in commit_improvement, inside the re-measure's GPU lease, after the re-measure found the
@@ -48,7 +48,8 @@ def confirm_keep(run_profiled: RunProfiled, cand_tree: str, best_tree: str, clai
     gpu_best_us and gpu_candidate_us) and the GPU-time floor it cleared (%). `vendor`,
     `setting` ([profiler] confirm), `kernel_regex` ([profiler] kernel), `target_names` (BEST's
     target kernels), `launch_count`, `by_unit` (measure per marked harness unit, as the keep was
-    judged): see `confirm_profiler`; `profiler` overrides the choice.
+    judged), `flops` (count the floating-point work too: [profiler] confirm_flops): see `confirm_profiler`;
+    `profiler` overrides the choice.
 
     By unit, where BEST's run held no marked launch, both trees run again by launch configuration
     (`ConfirmNcu.by_launch_config`; four runs in all).
@@ -61,7 +62,7 @@ def confirm_keep(run_profiled: RunProfiled, cand_tree: str, best_tree: str, clai
     no out-of-process profiler applies. Raises ValueError for an unknown `setting`.
     """
     prof, why = (profiler, "") if profiler is not None else confirm_profiler(
-        setting, vendor, kernel_regex, target_names, launch_count, by_unit)
+        setting, vendor, kernel_regex, target_names, launch_count, by_unit, flops)
     if prof is None:
         return Confirmation(status="unavailable", code=Code.UNCONFIRMED, claimed_gain_pct=claimed_gain_pct,
                             floor_pct=floor_pct, reason=(f"not confirmed out of process: {why}; the keep rests on the "
@@ -123,7 +124,7 @@ def confirm_out_of_process(sess: Session, a: Attempt, claim: tuple[float | None,
     conf = confirm_keep(run_profiled, a.tree, a.best_tree, claimed_gain_pct=gain_pct(best_us, cand_us),
                         floor_pct=floor if floor is not None else sess.what.policy.min_gpu_gain_pct, vendor=vendor,
                         setting=sess.what.cfg.profiler.confirm, kernel_regex=sess.what.cfg.profiler.kernel or None,
-                        target_names=best.kernels, by_unit=by_unit,
+                        target_names=best.kernels, by_unit=by_unit, flops=sess.what.cfg.profiler.confirm_flops,
                         best_known=lambda sel: reusable_best(stored, best.commit, sel, device, time.time()))
     sess.books.store.log("confirmation", attempt=a.n, **conf.model_dump(mode="json"))
     if conf.status == "confirmed" and conf.candidate is not None and conf.selection is not None:

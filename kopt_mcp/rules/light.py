@@ -14,9 +14,14 @@ Rule (`judge_light`):
    flag; results kept in L2) -> too_few_bytes. Without units, the same on bytes per step.
 3. Persisting L2: the candidate's target launches ran with a larger persisting-L2 set-aside than
    BEST's (ncu's launch__persisting_l2_cache_size) -> persisting_l2.
+4. Beyond the FLOP peak (where ncu counted floating-point work: `[profiler] confirm_flops`): on a math
+   path (fp32, fp16, fp64 on the CUDA cores; the tensor cores per source type), the candidate's target
+   ran faster than BEST_MARGIN x that path's peak at the SM clock it ran at -> beyond_speed_of_light
+   (profilers/ncu_flops.py: the counters, the peaks, what they were on an H200).
 
-Else passes, with the candidate's % of peak (None where ncu measured no DRAM bytes or the peak is
-unknown: an older command line, rocprofv3).
+Else passes, with the candidate's % of the DRAM peak (None where ncu measured no DRAM bytes or the peak
+is unknown: an older command line, rocprofv3) and, with FLOP counters, its % of the peak of the math path
+it came closest to.
 """
 
 from __future__ import annotations
@@ -50,12 +55,32 @@ class LightCheck(BaseModel):
     peak_gbps: float | None = None
     pct_of_peak: float | None = None
     units: list[int] = Field(default_factory=list)
+    #: with FLOP counters: the math path nearest its peak, its rate and peak (operations per second), the %
+    flop_path: str | None = None
+    flop_rate: float | None = None
+    flop_peak: float | None = None
+    pct_of_flop_peak: float | None = None
 
     def shown(self) -> str:
-        """"3,212 GB/s, 66.7% of the 4,814 GB/s peak", or "" where not measured."""
-        if self.pct_of_peak is None:
-            return ""
-        return f"{self.gbps:,.0f} GB/s, {self.pct_of_peak:.1f}% of the {self.peak_gbps:,.0f} GB/s DRAM peak"
+        """"3,212 GB/s, 66.7% of the 4,814 GB/s DRAM peak; fp32 51.1 TFLOP/s, 76.8% of its 66.5 TFLOP/s
+        peak", either part alone, or "" where neither was measured."""
+        parts = []
+        if self.pct_of_peak is not None:
+            parts.append(f"{self.gbps:,.0f} GB/s, {self.pct_of_peak:.1f}% of the {self.peak_gbps:,.0f} GB/s DRAM peak")
+        if self.pct_of_flop_peak is not None:
+            parts.append(f"{self.flop_path} {self.flop_rate / 1e12:,.1f} TFLOP/s, {self.pct_of_flop_peak:.1f}% of its "
+                         f"{self.flop_peak / 1e12:,.1f} TFLOP/s peak")
+        return "; ".join(parts)
+
+
+def _nearest_flop_peak(cand: TargetTime) -> dict:
+    """LightCheck's FLOP fields: the candidate's math path with the highest % of its peak; {} without one."""
+    shares = [(r / cand.flop_peaks[p] * 100.0, p) for p, r in cand.flop_rates.items() if cand.flop_peaks.get(p)]
+    if not shares:
+        return {}
+    pct, path = max(shares)
+    return {"flop_path": path, "flop_rate": cand.flop_rates[path], "flop_peak": cand.flop_peaks[path],
+            "pct_of_flop_peak": pct}
 
 
 def _few(best: TargetTime, cand: TargetTime) -> list[tuple[str, float, float]]:
@@ -73,12 +98,19 @@ def judge_light(best: TargetTime, cand: TargetTime) -> LightCheck:
     """The rule (module docstring) over BEST's and the candidate's out-of-process measurements. Never raises."""
     peak = cand.peak_gbps or best.peak_gbps
     pct = cand.gbps / peak * 100.0 if peak and cand.gbps is not None else None
-    base = {"gbps": cand.gbps, "peak_gbps": peak, "pct_of_peak": pct}
+    base = {"gbps": cand.gbps, "peak_gbps": peak, "pct_of_peak": pct, **_nearest_flop_peak(cand)}
     if pct is not None and pct > BEST_MARGIN * 100.0:
         return LightCheck(code=Code.BEYOND_SPEED_OF_LIGHT, **base, reason=(
             f"beyond the speed of light: the candidate's target moved DRAM data at {cand.gbps:,.0f} GB/s, {pct:.0f}% "
             f"of the device's {peak:,.0f} GB/s peak ({cand.peak_source or best.peak_source}); BEST "
             f"{best.gbps or 0:,.0f} GB/s: no kernel outruns its memory; the time or the traffic is not real"))
+    flop_pct = base.get("pct_of_flop_peak")
+    if flop_pct is not None and flop_pct > BEST_MARGIN * 100.0:
+        return LightCheck(code=Code.BEYOND_SPEED_OF_LIGHT, **base, reason=(
+            f"beyond the speed of light: the candidate's target ran {base['flop_path']} math at "
+            f"{base['flop_rate'] / 1e12:,.1f} TFLOP/s, {flop_pct:.0f}% of that path's {base['flop_peak'] / 1e12:,.1f} "
+            "TFLOP/s peak at the SM clock it ran at (ncu's counters and peak): no kernel outruns its math units; the "
+            "time or the work counted is not real"))
     few = _few(best, cand)
     if few:
         shown = "; ".join(f"{w}: {c / 1e6:.2f} MB vs BEST's {b / 1e6:.2f} MB ({c / b * 100:.1f}%)" for w, b, c in few[:4])
