@@ -18,6 +18,11 @@ do_bench's warm-up calls and its first call, and unlike a launch group's median 
 launch of one call (forward and backward in one step, a persistent grid whose launch shape is the
 same for every config). `se_rel` is the median's relative standard error (1.2533 x 1.4826 x MAD /
 sqrt n / median, normal data).
+
+`tick_us`: the GPU timer's step where the per-invocation target times sit on a lattice (`timer_tick_us`):
+CUPTI's kernel durations on an H200 are multiples of 32 ns (Liger's 5-us forward kernel: 4.992, 5.024,
+5.056 ... us; tests/fixtures/cupti/h200_liger_units), so a unit's median moves in steps of 0.4-0.6% of a
+5-8 us kernel and its standard error says nothing below one step. 0.0 where the times are not on one.
 """
 
 from __future__ import annotations
@@ -49,6 +54,7 @@ class UnitFigures(BaseModel):
     kernel_us: dict[str, float]
     invocations: int
     target_invocations: int
+    tick_us: float = 0.0
 
     @property
     def empty_share(self) -> float:
@@ -66,6 +72,31 @@ def _median_se(values: list[float]) -> tuple[float | None, float]:
     return med, _MEDIAN_SE * 1.4826 * mad / math.sqrt(len(values)) / med
 
 
+#: a lattice: at least this share of the values lie within LATTICE_SLACK_US of a multiple of the step (a
+#: sum of a few kernels' recorded µs figures carries a few ns of rounding), and the step is at least MIN_TICK_US
+#: (random times lie that close to a multiple of a smaller step too often)
+LATTICE_SHARE = 0.9
+LATTICE_SLACK_US = 0.0035
+MIN_TICK_US = 0.016
+
+
+def timer_tick_us(values: list[float]) -> float:
+    """The timer step (us) the values sit on: the smallest gap between neighbouring distinct values (rounded to
+    1 ns), of at least MIN_TICK_US, on whose multiples at least LATTICE_SHARE of the values lie (within
+    LATTICE_SLACK_US); 0.0 where none does (continuous times) or under 3 distinct values. Never raises."""
+    positive = [v for v in values if v > 0]
+    distinct = sorted({round(v, 3) for v in positive})
+    if len(distinct) < 3:
+        return 0.0
+    for step in sorted({round(b - a, 3) for a, b in zip(distinct, distinct[1:])} - {0.0})[:12]:
+        if step < MIN_TICK_US:
+            continue
+        on = sum(abs(v - round(v / step) * step) <= LATTICE_SLACK_US for v in positive)
+        if on >= LATTICE_SHARE * len(positive):
+            return step
+    return 0.0
+
+
 def figures(unit: HarnessUnit, target: re.Pattern) -> UnitFigures:
     """The figures of `unit` for the target kernels `target` (re.search on the kernel name)."""
     invs = unit.invocations_of(unit.per_invocation)
@@ -76,12 +107,14 @@ def figures(unit: HarnessUnit, target: re.Pattern) -> UnitFigures:
     # launches between invocations (work deferred past the timed window) count too, spread over them all
     t_between = sum(us for k, us in unit.between_us.items() if target.search(k)) / max(seen, 1)
     o_between = sum(us for k, us in unit.between_us.items() if not is_utility_kernel(k)) / max(seen, 1)
-    target_us, target_se = _median_se([unit.invocation_us(targets, i) + t_between for i in hit])
+    per_target = [unit.invocation_us(targets, i) + t_between for i in hit]
+    target_us, target_se = _median_se(per_target)
     op_us, op_se = _median_se([unit.invocation_us(ops, i) + o_between for i in hit])
     kernel_us = {k: statistics.median(v / unit.weights.get(i, 1) for i, v in per.items())
                  for k, per in unit.per_invocation.items() if per}
     return UnitFigures(index=unit.index, label=unit.label, target_us=target_us, target_se_rel=target_se, op_us=op_us,
-                       op_se_rel=op_se, kernel_us=kernel_us, invocations=seen, target_invocations=len(hit))
+                       op_se_rel=op_se, kernel_us=kernel_us, invocations=seen, target_invocations=len(hit),
+                       tick_us=timer_tick_us(per_target))
 
 
-__all__ = ["UnitFigures", "figures"]
+__all__ = ["LATTICE_SHARE", "MIN_TICK_US", "UnitFigures", "figures", "timer_tick_us"]

@@ -278,11 +278,17 @@ class _UnitGain(BaseModel):
     loss: bool
 
 
+#: a unit's loss counts only beyond this many steps of the GPU timer (UnitFigures.tick_us): on an H200 BEST's A/A
+#: pairs and honest candidates moved an untouched unit's median by up to 2.5 steps of 32 ns (Liger RMSNorm,
+#: 2026-12-02); the trade-offs the rule exists for moved 55+ steps (-3.6% of a 49-us unit and more)
+RESOLUTION_TICKS = 4
+
+
 def _unit_gain(b: UnitFigures, c: UnitFigures, a: UnitFigures, what: str, floor_pct: float, z: float,
                min_gain_pct: float) -> _UnitGain:
     """One unit's gain (%) on `what` ("target" or "op"), BEST's A/A spread there (%), the unit's own
     floor (rules/class_split.py class_margin_pct) and whether it lost beyond that floor significantly
-    (its upper bound below -min_gain_pct)."""
+    (its upper bound below -min_gain_pct) and by more than RESOLUTION_TICKS steps of the GPU timer."""
     b1, cv, b2 = (getattr(f, f"{what}_us") or 0.0 for f in (b, c, a))
     mean = (b1 + b2) / 2.0
     own = abs(b2 - b1) / mean * 100.0 if mean > 0 else 0.0
@@ -290,8 +296,13 @@ def _unit_gain(b: UnitFigures, c: UnitFigures, a: UnitFigures, what: str, floor_
     se = math.sqrt((getattr(b, f"{what}_se_rel") ** 2 + getattr(a, f"{what}_se_rel") ** 2) / 4.0
                    + getattr(c, f"{what}_se_rel") ** 2) * 100.0
     own_floor = class_margin_pct(floor_pct, own)
+    # a median of times on the GPU timer's lattice moves in whole steps, and between two processes by one or two
+    # of them (H200, Liger's untouched 8-us forward kernel: 8.128 -> 8.192 us against BEST's 8.128 / 8.096):
+    # a loss of fewer than RESOLUTION_TICKS steps is below what one unit's median resolves
+    tick = max(b.tick_us, c.tick_us, a.tick_us)
+    resolved = cv - mean > RESOLUTION_TICKS * tick
     return _UnitGain(b1=b1, c=cv, b2=b2, gain=gain, own=own, floor=own_floor,
-                     loss=gain < -own_floor and gain + z * se < -min_gain_pct)
+                     loss=gain < -own_floor and gain + z * se < -min_gain_pct and resolved)
 
 
 def _grew_in(fb: list[UnitFigures], fc: list[UnitFigures], fa: list[UnitFigures], pick: list[int],
@@ -391,4 +402,4 @@ def unit_gpu_times(units: Sequence[HarnessUnit], kernel_regex: str, classes: Seq
     return total, sum_by_class((classes[c], f.target_us) for f, c in zip(figs, of))
 
 
-__all__ = ["SKIPPED_SHARE", "UnitDelta", "UnitKeepDecision", "judge_units", "unit_gpu_times", "unit_spread_pct"]
+__all__ = ["RESOLUTION_TICKS", "SKIPPED_SHARE", "UnitDelta", "UnitKeepDecision", "judge_units", "unit_gpu_times", "unit_spread_pct"]
