@@ -140,6 +140,34 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: a step label's first words name the step: the benchmark runs and test rounds are summed per kind
+_KINDS = (("benchmark run", "benchmark runs"), ("the correctness tests", "correctness test rounds"),
+          ("one profiled run", "the profiled run"))
+
+
+def step_times(init: dict) -> dict[str, float]:
+    """Init's wall time by kind of step (s), from its json's `steps` (init_fresh.py init_steps): benchmark
+    runs, correctness test rounds, the profiled run, anything else by its label, and "not in a step" (init's
+    wall less the steps: reading, probing the interpreter, choosing tests); {} where no steps were recorded."""
+    steps = init.get("steps") or []
+    if not steps:
+        return {}
+    out: dict[str, float] = {}
+    for st in steps:
+        kind = next((name for start, name in _KINDS if st["step"].startswith(start)), st["step"][:60])
+        out[kind] = round(out.get(kind, 0.0) + st["s"], 1)
+    if init.get("seconds") is not None:
+        out["not in a step"] = round(init["seconds"] - sum(st["s"] for st in steps), 1)
+    return out
+
+
+def where_init_went(names: tuple[str, ...], docs: list[dict | None]) -> str:
+    """A markdown list: per kernel, init's wall by kind of step (`step_times`); "" where none has steps."""
+    lines = [f"- {n}: " + ", ".join(f"{k} {v:g} s" for k, v in t.items())
+             for n, d in zip(names, docs) if d and (t := step_times(d.get("init") or {}))]
+    return ("\n## Where init's time went (its own progress lines)\n\n" + "\n".join(lines) + "\n") if lines else ""
+
+
 def load(out: Path, name: str) -> dict | None:
     f = out / f"{name}-fresh.json"
     return json.loads(f.read_text()) if f.is_file() else None
@@ -147,12 +175,13 @@ def load(out: Path, name: str) -> dict | None:
 
 def write_table(out: Path, names: tuple[str, ...] = ISSUE35, dest: Path | None = None) -> Path:
     """DEST/issue35-table.md (DEST: OUT unless given) from OUT/<name>-fresh.json, one row per name; its path."""
-    rows = [row(n, load(out, n)) for n in names]
+    docs = [load(out, n) for n in names]
+    rows = [row(n, d) for n, d in zip(names, docs)]
     head = ("# Issue 35 item 6: `kopt-mcp init --write` on fresh clones of seven real kernels\n\n"
             "From init_fresh.py's OUT/<name>-fresh.json (benchmarks/real_repos/fresh_table.py). The test run of "
             "the target: the identical candidate's correctness wall time, else init's own run's.\n\n")
     path = (dest or out) / "issue35-table.md"
-    path.write_text(head + table(rows))
+    path.write_text(head + table(rows) + where_init_went(names, docs))
     return path
 
 

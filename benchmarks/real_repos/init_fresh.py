@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import signal
 import subprocess
@@ -135,12 +136,28 @@ def comment_lines(proposal: str, prefix: str) -> list[str]:
     return [line[len(prefix):] for line in proposal.splitlines() if line.startswith(prefix)]
 
 
+_STEP_DONE = re.compile(r"^\[init (\d+)s\] (.+): done in ([0-9.]+) s$")
+
+
+def init_steps(stderr: str) -> list[dict]:
+    """Init's timed steps from its progress lines (kopt_mcp/commands/init/progress.py: "[init 12s] LABEL: done in
+    3.4 s"): [{"step": LABEL, "s": 3.4, "ended_at_s": 12}] in order, so the table can say where init's wall went."""
+    return [{"step": m[2], "s": float(m[3]), "ended_at_s": int(m[1])}
+            for m in map(_STEP_DONE.match, stderr.splitlines()) if m]
+
+
+def progress_lines(stderr: str, limit: int = 300) -> list[str]:
+    """Init's own progress lines ("[init Ns] ..."), the heartbeats left out, at most `limit`."""
+    return [ln for ln in stderr.splitlines() if ln.startswith("[init ")][:limit]
+
+
 def run_init(repo: Path, fresh: Fresh) -> dict:
     """`kopt-mcp init --command C --write` in `repo`, no other flag; exit code, wall time, stderr tail."""
     t = time.perf_counter()
     p = subprocess.run([sys.executable, "-m", "kopt_mcp.app.cli", "init", "--repo", str(repo), "--command",
                         fresh.command, "--write"], capture_output=True, text=True, timeout=1800, check=False)
-    out = {"exit_code": p.returncode, "seconds": round(time.perf_counter() - t, 1), "stderr_tail": p.stderr[-3000:]}
+    out = {"exit_code": p.returncode, "seconds": round(time.perf_counter() - t, 1), "stderr_tail": p.stderr[-3000:],
+           "steps": init_steps(p.stderr), "progress": progress_lines(p.stderr)}
     toml = repo / "kopt.toml"
     if p.returncode == 0 and toml.is_file():
         text = toml.read_text()

@@ -14,8 +14,9 @@ Rule (`judge_units`), with per unit k the medians b1, c, b2 (unit_figures.figure
    paired by their launch signature: rules/unit_pairing.py), and each target unit's invocations
    launch the target in the candidate too; else not kept (gpu_time_unreproducible / gpu_time_missing).
 2. Persisting L2: the candidate set an L2 access policy window or the persisting-L2 limit where
-   BEST did not (rules/hacks.py): not kept (persisting_l2, naming the calls). Replayed results: a candidate unit whose target is absent from invocations where BEST launched
-   it, those invocations running only copies or few of them (rules/replay.py): not kept
+   BEST did not (rules/hacks.py): not kept (persisting_l2, naming the calls). Replayed results: a
+   candidate unit whose target is absent from invocations where BEST launched it, those invocations
+   running only copies or few of them (rules/replay.py): not kept
    (replayed_result, with the counts). Skipped work: a candidate unit whose share of invocations
    without a target launch exceeds BEST's by more than SKIPPED_SHARE (results cached across calls, an
    early return): not kept.
@@ -24,8 +25,8 @@ Rule (`judge_units`), with per unit k the medians b1, c, b2 (unit_figures.figure
    The same for the operation time (every non-utility kernel of the invocation).
 4. Floor: rules.floor.gpu_gain_floor of this attempt's A/A spread and the session's recent spreads
    (the harness earns its floor: per-invocation medians of one config spread far less than launch
-   groups that mix configs). Each class's own floor (2x its unit's A/A spread, at least the floor)
-   is reported with it.
+   groups that mix configs). Each class's own floor (2x its unit's A/A spread, at least the floor;
+   a loss there also beyond RESOLUTION_TICKS steps of the GPU timer) is reported with it.
 5. Decision: a loss beyond the floor, significant, in the target or the operation -> `regressed`
    (gpu_time_loss, or other_kernel_grew naming the kernel that grew); a gain beyond the floor,
    significant, the operation not slower beyond the floor -> `improved` (gpu_time_win), or
@@ -278,9 +279,8 @@ class _UnitGain(BaseModel):
     loss: bool
 
 
-#: a unit's loss counts only beyond this many steps of the GPU timer (UnitFigures.tick_us): on an H200 BEST's A/A
-#: pairs and honest candidates moved an untouched unit's median by up to 2.5 steps of 32 ns (Liger RMSNorm,
-#: 2026-12-02); the trade-offs the rule exists for moved 55+ steps (-3.6% of a 49-us unit and more)
+#: a unit's loss counts only beyond this many GPU timer steps (UnitFigures.tick_us): an untouched 8-us unit moved 2
+#: steps of 32 ns between processes (H200, Liger RMSNorm, 2026-12-02); real trade-offs there moved 55+ steps
 RESOLUTION_TICKS = 4
 
 
@@ -296,11 +296,7 @@ def _unit_gain(b: UnitFigures, c: UnitFigures, a: UnitFigures, what: str, floor_
     se = math.sqrt((getattr(b, f"{what}_se_rel") ** 2 + getattr(a, f"{what}_se_rel") ** 2) / 4.0
                    + getattr(c, f"{what}_se_rel") ** 2) * 100.0
     own_floor = class_margin_pct(floor_pct, own)
-    # a median of times on the GPU timer's lattice moves in whole steps, and between two processes by one or two
-    # of them (H200, Liger's untouched 8-us forward kernel: 8.128 -> 8.192 us against BEST's 8.128 / 8.096):
-    # a loss of fewer than RESOLUTION_TICKS steps is below what one unit's median resolves
-    tick = max(b.tick_us, c.tick_us, a.tick_us)
-    resolved = cv - mean > RESOLUTION_TICKS * tick
+    resolved = cv - mean > RESOLUTION_TICKS * max(b.tick_us, c.tick_us, a.tick_us)
     return _UnitGain(b1=b1, c=cv, b2=b2, gain=gain, own=own, floor=own_floor,
                      loss=gain < -own_floor and gain + z * se < -min_gain_pct and resolved)
 
@@ -313,8 +309,7 @@ def _grew_in(fb: list[UnitFigures], fc: list[UnitFigures], fa: list[UnitFigures]
 
 
 def _moved_pct(t: _Agg, op: _Agg) -> float:
-    """How much the operation's kernels other than the target grew (% of the operation's BEST time per
-    invocation): the target's saving that the whole operation did not keep."""
+    """How much the operation's other kernels grew (% of its BEST time per invocation): the saving it did not keep."""
     grown = (op.cand_us - t.cand_us) - (op.best_us - t.best_us)
     return 100.0 * grown / op.best_us if op.best_us > 0 else 0.0
 

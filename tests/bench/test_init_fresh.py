@@ -120,3 +120,23 @@ def test_table_reads_a_recorded_fresh_json(tmp_path):
     assert (r["init_s"], r["init_exit"], r["baseline_s"], r["plain_s"], r["verdict"]) == (228.3, 0, 180.7, None, "tie")
     assert r["kept"] == ["test/megatron/test_rms_norm.py", "test/transformers/test_rms_norm.py"]
     assert (r["passed"], r["test_s"], len(r["dropped"]), r["met"]) == (77, 23.2, 2, None)
+
+
+def test_inits_own_progress_lines_say_where_its_wall_went(tmp_path):
+    """init's real stderr on the CPU example (tests/fixtures/init/cpu_providers_init_progress.txt): its steps
+    by kind, and the rest of its wall outside any step, in the table's last section."""
+    stderr = (ROOT / "tests/fixtures/init/cpu_providers_init_progress.txt").read_text()
+    steps = fresh.init_steps(stderr)
+    assert [s["s"] for s in steps] == [0.5, 0.2, 2.7, 2.2, 0.0]
+    assert steps[2] == {"step": "the correctness tests on the unmodified tree", "s": 2.7, "ended_at_s": 4}
+    assert len(fresh.progress_lines(stderr)) == 25 and len(fresh.progress_lines(stderr, limit=3)) == 3
+    times = ft.step_times({"steps": steps, "seconds": 7.0})
+    assert times == {"benchmark runs": 0.7, "correctness test rounds": 4.9, "the profiled run": 0.0,
+                     "not in a step": 1.4}
+    _plant(tmp_path, "liger", 239.0, 161.0, 23.0, "tie")
+    doc = json.loads((tmp_path / "liger-fresh.json").read_text())
+    doc["init"] |= {"steps": steps, "seconds": 7.0}
+    (tmp_path / "liger-fresh.json").write_text(json.dumps(doc))
+    text = ft.write_table(tmp_path).read_text()
+    assert "- liger: benchmark runs 0.7 s, correctness test rounds 4.9 s, the profiled run 0 s, not in a step 1.4 s" in text
+    assert ft.step_times({"seconds": 228.3}) == {}  # an older json (2026-11-27): no steps recorded
