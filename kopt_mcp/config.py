@@ -82,7 +82,8 @@ class ProfilerSection(_Section):
         False, description="the ncu confirmation also counts the target's floating-point work per math path and "
         "refuses a rate beyond that path's peak, and reports % of the FLOP peak (profilers/ncu_flops.py); off by "
         "default: the counters take ncu from 1 replay pass to 3-8 and made an L2-resident kernel read 4% slower "
-        "(both trees alike), so turn it on for compute-bound targets (GEMM, attention)")
+        "(both trees alike), so turn it on for compute-bound targets (GEMM, attention); its counter names were "
+        "recorded on Hopper (H200): where ncu rejects one, the confirmation says so and comes back unavailable")
 
 
 class GatesSection(_Section):

@@ -27,8 +27,8 @@ for set in "C" "C,F" "C,F,T" "C,F,T,P"; do
   M=$(for k in ${set//,/ }; do printf '%s,' "${!k}"; done); M=${M%,}
   for w in "$HERE/workload.py 4" "/tmp/smx.py"; do
     n=$((n+1)); s=$(date +%s%N)
-    ncu --clock-control none --cache-control none --metrics "$M" --csv --page raw python3 $w > "$D/run$n.csv" 2> "$D/run$n.err"
-    echo "run$n set=$set work=$(basename ${w%% *}) rc=$? wall_ms=$(( ($(date +%s%N) - s) / 1000000 ))" | tee -a "$D/index.txt"
+    ncu --clock-control none --cache-control none --metrics "$M" --csv --page raw python3 $w > "$D/run$n.csv" 2> "$D/run$n.err"; rc=$?
+    echo "run$n set=$set work=$(basename ${w%% *}) rc=$rc wall_ms=$(( ($(date +%s%N) - s) / 1000000 ))" | tee -a "$D/index.txt"
   done
 done
 ncu --clock-control none --metrics "$PT" --csv --page raw python3 "$HERE/workload.py" 1 > "$D/tensor-peak.csv" 2>&1; echo "tensor peak rc=$?"

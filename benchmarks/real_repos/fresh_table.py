@@ -142,7 +142,7 @@ def table(rows: list[dict]) -> str:
 
 #: a step label's first words name the step: the benchmark runs and test rounds are summed per kind
 _KINDS = (("benchmark run", "benchmark runs"), ("the correctness tests", "correctness test rounds"),
-          ("one profiled run", "the profiled run"))
+          ("the correctness command", "correctness test rounds"), ("one profiled run", "the profiled run"))
 
 
 def step_times(init: dict) -> dict[str, float]:

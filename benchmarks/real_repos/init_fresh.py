@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shutil
 import signal
@@ -155,7 +156,8 @@ def run_init(repo: Path, fresh: Fresh) -> dict:
     """`kopt-mcp init --command C --write` in `repo`, no other flag; exit code, wall time, stderr tail."""
     t = time.perf_counter()
     p = subprocess.run([sys.executable, "-m", "kopt_mcp.app.cli", "init", "--repo", str(repo), "--command",
-                        fresh.command, "--write"], capture_output=True, text=True, timeout=1800, check=False)
+                        fresh.command, "--write"], capture_output=True, text=True, timeout=1800, check=False,
+                       env={**os.environ, "NO_COLOR": "1"})  # plain progress lines for init_steps
     out = {"exit_code": p.returncode, "seconds": round(time.perf_counter() - t, 1), "stderr_tail": p.stderr[-3000:],
            "steps": init_steps(p.stderr), "progress": progress_lines(p.stderr)}
     toml = repo / "kopt.toml"

@@ -336,7 +336,7 @@ def _flops(trace: KernelTrace, kernels: list[str]) -> dict:
     for k in (k for k in trace.kernels if k.name in set(kernels) and k.avg_us > 0):
         for path in (key.removeprefix("flops ") for key in k.extra if key.startswith("flops ")):
             here = (k.extra[f"flops {path}"] / (k.avg_us * 1e-6), k.extra.get(f"flop_peak {path}"))
-            if path not in nearest or closeness(here) > closeness(nearest[path]):
+            if here[0] > 0 and (path not in nearest or closeness(here) > closeness(nearest[path])):
                 nearest[path] = here
     if not nearest:
         return {}

@@ -62,7 +62,7 @@ class LightCheck(BaseModel):
     pct_of_flop_peak: float | None = None
 
     def shown(self) -> str:
-        """"3,212 GB/s, 66.7% of the 4,814 GB/s DRAM peak; fp32 51.1 TFLOP/s, 76.8% of its 66.5 TFLOP/s
+        """"3,212 GB/s, 66.7% of the 4,814 GB/s DRAM peak; fp32 51.1 TFLOP/s, 76.5% of its 66.7 TFLOP/s
         peak", either part alone, or "" where neither was measured."""
         parts = []
         if self.pct_of_peak is not None:

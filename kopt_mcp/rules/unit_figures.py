@@ -72,29 +72,54 @@ def _median_se(values: list[float]) -> tuple[float | None, float]:
     return med, _MEDIAN_SE * 1.4826 * mad / math.sqrt(len(values)) / med
 
 
-#: a lattice: at least this share of the values lie within LATTICE_SLACK_US of a multiple of the step (a
-#: sum of a few kernels' recorded µs figures carries a few ns of rounding), and the step is at least MIN_TICK_US
-#: (random times lie that close to a multiple of a smaller step too often)
+#: a lattice: at least this share of the values lie within LATTICE_SLACK_US of a multiple of the step (a sum of
+#: a few kernels' recorded µs figures carries a few ns of rounding), the step is at least MIN_TICK_US (random
+#: times lie that close to a multiple of a smaller step too often), and there are MIN_VALUES values at least
 LATTICE_SHARE = 0.9
 LATTICE_SLACK_US = 0.0035
 MIN_TICK_US = 0.016
+MIN_VALUES = 20
 
 
 def timer_tick_us(values: list[float]) -> float:
-    """The timer step (us) the values sit on: the smallest gap between neighbouring distinct values (rounded to
-    1 ns), of at least MIN_TICK_US, on whose multiples at least LATTICE_SHARE of the values lie (within
-    LATTICE_SLACK_US); 0.0 where none does (continuous times) or under 3 distinct values. Never raises."""
-    positive = [v for v in values if v > 0]
-    distinct = sorted({round(v, 3) for v in positive})
-    if len(distinct) < 3:
+    """The timer step (us) the values sit on, measured from the lowest level (a unit's times may all carry the
+    same offset: launches between invocations spread over them): values within LATTICE_SLACK_US of each other are one
+    level; the step is first the median of the gaps between neighbouring levels under 1.5 x the smallest gap of
+    at least MIN_TICK_US (single steps; at least two of them), then fitted to every value (least squares of time
+    on level number, which also gives the lattice's origin), and LATTICE_SHARE of the values must lie on it. 0.0 otherwise (continuous times, under MIN_VALUES values, no repeated step). Never
+    raises."""
+    positive = sorted(v for v in values if v > 0)
+    if len(positive) < MIN_VALUES:
         return 0.0
-    for step in sorted({round(b - a, 3) for a, b in zip(distinct, distinct[1:])} - {0.0})[:12]:
-        if step < MIN_TICK_US:
-            continue
-        on = sum(abs(v - round(v / step) * step) <= LATTICE_SLACK_US for v in positive)
-        if on >= LATTICE_SHARE * len(positive):
-            return step
-    return 0.0
+    rel = [v - positive[0] for v in positive]
+    levels: list[list[float]] = []
+    for r in rel:
+        if levels and r - levels[-1][0] <= 2 * LATTICE_SLACK_US:
+            levels[-1].append(r)
+        else:
+            levels.append([r])
+    centres = [statistics.fmean(lv) for lv in levels]
+    gaps = [b - a for a, b in zip(centres, centres[1:]) if b - a >= MIN_TICK_US]
+    if not gaps:
+        return 0.0
+    single = [g for g in gaps if g < 1.5 * min(gaps)]
+    if len(single) < 2:
+        return 0.0
+    rough = statistics.median(single)
+    # refined on every value: a straight line through (level number, time), least squares; far levels pin the step
+    # to a fraction of a ns, and all values together the lattice's origin
+    steps_at = [0]  # each level's step number: neighbouring gaps are a few steps each, so rounding them is safe
+    for a, b in zip(centres, centres[1:]):
+        steps_at.append(steps_at[-1] + round((b - a) / rough))
+    n = [k for k, lv in zip(steps_at, levels) for _ in lv]
+    n_mean, r_mean = statistics.fmean(n), statistics.fmean(rel)
+    spread = sum((k - n_mean) ** 2 for k in n)
+    if spread <= 0:
+        return 0.0
+    step = sum((k - n_mean) * (r - r_mean) for k, r in zip(n, rel)) / spread
+    origin = r_mean - step * n_mean
+    on = sum(abs(r - origin - k * step) <= LATTICE_SLACK_US for k, r in zip(n, rel))
+    return round(step, 4) if on >= LATTICE_SHARE * len(rel) else 0.0
 
 
 def figures(unit: HarnessUnit, target: re.Pattern) -> UnitFigures:
@@ -117,4 +142,4 @@ def figures(unit: HarnessUnit, target: re.Pattern) -> UnitFigures:
                        tick_us=timer_tick_us(per_target))
 
 
-__all__ = ["LATTICE_SHARE", "MIN_TICK_US", "UnitFigures", "figures", "timer_tick_us"]
+__all__ = ["LATTICE_SHARE", "MIN_TICK_US", "MIN_VALUES", "UnitFigures", "figures", "timer_tick_us"]

@@ -296,7 +296,7 @@ def _unit_gain(b: UnitFigures, c: UnitFigures, a: UnitFigures, what: str, floor_
     se = math.sqrt((getattr(b, f"{what}_se_rel") ** 2 + getattr(a, f"{what}_se_rel") ** 2) / 4.0
                    + getattr(c, f"{what}_se_rel") ** 2) * 100.0
     own_floor = class_margin_pct(floor_pct, own)
-    resolved = cv - mean > RESOLUTION_TICKS * max(b.tick_us, c.tick_us, a.tick_us)
+    resolved = not (tick := max(b.tick_us, c.tick_us, a.tick_us)) or round((cv - mean) / tick, 6) > RESOLUTION_TICKS
     return _UnitGain(b1=b1, c=cv, b2=b2, gain=gain, own=own, floor=own_floor,
                      loss=gain < -own_floor and gain + z * se < -min_gain_pct and resolved)
 

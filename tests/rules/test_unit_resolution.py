@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -45,10 +46,19 @@ def _judge(shift_us: float = 0.0, scale: float = 1.0):
 def test_cuptis_kernel_times_on_an_h200_sit_on_a_32_ns_lattice():
     import re
     rx = re.compile(TARGET)
-    ticks = {figures(u, rx).tick_us for u in _units("0001-best-1") if figures(u, rx).target_us}
-    assert ticks == {0.032}
+    ticks = [figures(u, rx).tick_us for u in _units("0001-best-1") if figures(u, rx).target_us]
+    assert len(ticks) == 12 and all(t == pytest.approx(0.032, abs=0.0005) for t in ticks)
     assert timer_tick_us([5.0 + 0.0137 * i ** 1.5 for i in range(200)]) == 0.0  # times not on a lattice
-    assert timer_tick_us([5.12, 5.12]) == 0.0  # too few distinct values to say
+    assert timer_tick_us([5.12, 5.152, 5.184, 5.12, 5.152]) == 0.0  # under MIN_VALUES: too few to say
+
+
+def test_the_step_is_found_through_rounding_jitter_and_a_common_offset():
+    lattice = [0.032 * (150 + (7 * i) % 90) for i in range(400)]  # 4.8 .. 7.65 us, every step present
+    jitter = [v + ((i * 37) % 7 - 3) / 1000 for i, v in enumerate(lattice)]  # -3 .. +3 ns
+    shifted = [v + 0.0173 for v in lattice]  # launches between invocations spread over them all
+    assert [timer_tick_us(x) for x in (lattice, jitter, shifted)] == [0.032, 0.032, 0.032]
+    # continuous times (a CPU timer, or many kernels summed) have no step: the unit rule is as before there
+    assert timer_tick_us([8.0 + 0.05 * math.sin(i * 1.7) + 0.0003 * i for i in range(300)]) == 0.0
 
 
 @pytest.mark.parametrize("steps", [1, 2, 3])
