@@ -295,7 +295,8 @@ def target_time(trace: KernelTrace, kernel_regex: str | None) -> TargetTime:
 def _dram(trace: KernelTrace, kernels: list[str], groups: list[LaunchGroup]) -> dict:
     """TargetTime's DRAM fields (evidence/confirm.py) for the target `kernels`; {} where ncu measured no
     DRAM bytes (an older command line, rocprofv3)."""
-    stats = [k for k in trace.kernels if k.name in set(kernels)]
+    chosen = set(kernels)
+    stats = [k for k in trace.kernels if k.name in chosen]
     out: dict = {}
     peaks = [k.extra["dram_peak_gbps"] for k in stats if "dram_peak_gbps" in k.extra]
     if peaks:
@@ -333,7 +334,8 @@ def _flops(trace: KernelTrace, kernels: list[str]) -> dict:
         rate, peak = rate_peak
         return (rate / peak if peak else -1.0, rate)
 
-    for k in (k for k in trace.kernels if k.name in set(kernels) and k.avg_us > 0):
+    chosen = set(kernels)
+    for k in (k for k in trace.kernels if k.name in chosen and k.avg_us > 0):
         for path in (key.removeprefix("flops ") for key in k.extra if key.startswith("flops ")):
             here = (k.extra[f"flops {path}"] / (k.avg_us * 1e-6), k.extra.get(f"flop_peak {path}"))
             if here[0] > 0 and (path not in nearest or closeness(here) > closeness(nearest[path])):

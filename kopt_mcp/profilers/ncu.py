@@ -20,7 +20,7 @@ from kopt_mcp.errors import ProfilerError
 from kopt_mcp.evidence.groups import build_groups, launch_median_us
 from kopt_mcp.evidence.peak import peak_from_interface
 from kopt_mcp.evidence.trace import KernelStat, KernelTrace
-from kopt_mcp.profilers.ncu_flops import flop_fields
+from kopt_mcp.profilers.ncu_flops import FLOP_METRICS, flop_fields
 from kopt_mcp.profilers.ncu_units import nvtx_units
 
 __all__ = ["DRAM_METRICS", "LOG_NAME", "NcuProfiler", "dram_bytes", "parse_ncu_csv"]
@@ -76,6 +76,7 @@ EXTRA_FIELDS: dict[str, tuple[str, ...]] = {
 
 _TO_US = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3,
           "s": 1e6, "second": 1e6}
+_FLOP_COLUMNS = frozenset(FLOP_METRICS)
 _TO_HZ = {"": 1.0, "hz": 1.0, "khz": 1e3, "mhz": 1e6, "ghz": 1e9, "cycle/second": 1.0, "cycle/nsecond": 1e9,
           "cycle/usecond": 1e6}
 _TO_BYTES = {"": 1, "b": 1, "byte": 1, "kbyte": 1e3, "mbyte": 1e6, "gbyte": 1e9,
@@ -307,7 +308,7 @@ def _device_fields(launch: _Launch, path: Path) -> dict[str, float]:
     clock, bus = _value(launch, _MEM_CLOCK_KHZ, None, path), _value(launch, _BUS_BITS, None, path)
     if clock and bus:
         out["dram_peak_gbps"] = peak_from_interface(bus, clock)
-    if any(m.startswith(("sm__sass_thread_inst_executed_op_", "sm__ops_path_tensor_")) for m in launch.metrics):
+    if not _FLOP_COLUMNS.isdisjoint(launch.metrics):  # a page without FLOP counters costs one set check per launch
         out.update(flop_fields(lambda m: _flop_value(launch, m, path)))
     return out
 

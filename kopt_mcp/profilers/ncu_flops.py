@@ -5,7 +5,8 @@ rate for it (operations per second at the SM clock the launch ran at), read from
 
 - CUDA cores, one path per precision, the terms of ncu's own roofline: fp32 = FADD + FMUL + 2 x FFMA
   thread instructions (`sm__sass_thread_inst_executed_op_{fadd,fmul,ffma}_pred_on.sum`), peak = FFMA's
-  `.sum.peak_sustained` x 2 x `sm__cycles_elapsed.avg.per_second`; fp16 (HADD, HMUL, HFMA) and fp64
+  `.sum.peak_sustained` x 2 x the SM clock (the fastest SM's, `sm__cycles_elapsed.max.per_second`, where
+  the page has it, else `.avg.per_second`, which ncu's roofline uses); fp16 (HADD, HMUL, HFMA) and fp64
   (DADD, DMUL, DFMA) the same way;
 - tensor cores, one path per source type: `sm__ops_path_tensor_src_<type>.sum` already counts
   operations, peak = its `.sum.peak_sustained` x the SM clock.

@@ -83,11 +83,12 @@ MIN_VALUES = 20
 
 def timer_tick_us(values: list[float]) -> float:
     """The timer step (us) the values sit on, measured from the lowest level (a unit's times may all carry the
-    same offset: launches between invocations spread over them): values within LATTICE_SLACK_US of each other are one
-    level; the step is first the median of the gaps between neighbouring levels under 1.5 x the smallest gap of
-    at least MIN_TICK_US (single steps; at least two of them), then fitted to every value (least squares of time
-    on level number, which also gives the lattice's origin), and LATTICE_SHARE of the values must lie on it. 0.0 otherwise (continuous times, under MIN_VALUES values, no repeated step). Never
-    raises."""
+    same offset: launches between invocations spread over them). Values within 2 x LATTICE_SLACK_US of a
+    level's first value are that level; the step is first the median of the gaps between neighbouring levels
+    under 1.5 x the smallest gap of at least MIN_TICK_US (single steps; at least two of them), then fitted to
+    every value (least squares of time on step number, which also gives the lattice's origin), and
+    LATTICE_SHARE of the values must lie on it. 0.0 otherwise (continuous times, under MIN_VALUES values, no
+    repeated step). Never raises."""
     positive = sorted(v for v in values if v > 0)
     if len(positive) < MIN_VALUES:
         return 0.0
