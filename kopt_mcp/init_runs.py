@@ -60,6 +60,8 @@ class InitTests(BaseModel):
     seconds: float = 0.0
     summary: str = ""
     runs: int = 0  # how many times init ran it (narrowing the selection)
+    #: '' where init ran `command` as written; else how one wider run stood for it (correctness.Checked.within)
+    within: str = ""
 
 
 class InitRecord(BaseModel):

@@ -28,13 +28,14 @@ class Outcome(BaseModel):
     `nodeid`: pytest's node id ("test/x.py::TestA::test_b[1-2]"; the file alone for a collection
     error); `file`: its path as pytest names it (relative to pytest's rootdir); `message`: pytest's
     one-line message (the exception, or the skip/xfail reason); `text`: the traceback and captured
-    stderr."""
+    stderr; `seconds`: the test's time as the report gives it (s; 0 where it gives none)."""
 
     nodeid: str
     file: str
     outcome: OutcomeName
     message: str = ""
     text: str = ""
+    seconds: float = 0.0
 
 
 def _nodeid(file: str, classname: str, name: str) -> str:
@@ -66,8 +67,12 @@ def parse_junit(xml_text: str) -> list[Outcome]:
                     outcome = "xfailed" if child.get("type") == "pytest.xfail" else "skipped"
                 break
         nodeid = file if outcome == "collection_error" else _nodeid(file, classname, name)
+        try:
+            seconds = float(case.get("time") or 0.0)
+        except ValueError:
+            seconds = 0.0
         out.append(Outcome(nodeid=nodeid, file=file, outcome=outcome, message=message,
-                           text=(text + ("\n" + err if err else "")).strip()))
+                           text=(text + ("\n" + err if err else "")).strip(), seconds=seconds))
     return out
 
 

@@ -36,7 +36,11 @@ def _correctness_lines(checked: Checked | None, columns: list[str]) -> list[str]
             return ["# no pytest file found: the error columns above are the correctness check"]
         return ['# command = "python -m pytest -q tests/test_my_kernel.py"  # no test files found: write one']
     lines = []
-    if checked.ran:
+    if checked.ran and checked.within:
+        lines.append(f"# init ran these tests on the unmodified tree: {checked.summary} ({checked.within}: "
+                     f"{checked.seconds:g} s); they must pass there, or every candidate fails for another reason")
+        lines.append(f"# wall time of one run: ~{checked.seconds:g} s (it runs once per candidate)")
+    elif checked.ran:
         lines.append(f"# init ran this command on the unmodified tree: {checked.summary or 'exit 0'} "
                      f"({checked.seconds:g} s); it must pass there, or every candidate fails for another reason")
         lines.append(f"# wall time of one run: {checked.seconds:g} s (it runs once per candidate)")

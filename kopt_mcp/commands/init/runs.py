@@ -142,7 +142,8 @@ def keep_for_baseline(repo: Path, command: str, tree: str | None, runs: list[Run
         interpreter=(found[0], found[1]) if found else None, host=init_runs.host(), gpus=list(gpus),
         runs=[init_runs.InitRun(files=r.files, log=r.log, seconds=r.seconds) for r in runs],
         tests=init_runs.InitTests(command=checked.command, passed=checked.ran and not checked.not_checked,
-                                  seconds=checked.seconds, summary=checked.summary, runs=checked.runs) if checked else None)
+                                  seconds=checked.seconds, summary=checked.summary, runs=checked.runs,
+                                  within=checked.within) if checked else None)
     return init_runs.save(repo, rec)
 
 

@@ -1,0 +1,130 @@
+"""One run of the proposed tests by `kopt-mcp init` (kopt_mcp/commands/init/correctness.py): the
+command with its JUnit report and the deselecting plugin (pytest_xfail_plugin.py), read back as
+outcomes, with a running count for the progress line.
+
+The plugin is copied into the run's temporary folder, which goes first on PYTHONPATH (a benchmark
+prefix such as `PYTHONPATH=src${PYTHONPATH:+:$PYTHONPATH}` keeps it); where the tests' interpreter
+still cannot load it (a prefix that replaces PYTHONPATH), the same run is made once more without it,
+as before the plugin existed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import time
+import xml.etree.ElementTree as ET
+from collections import Counter
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from kopt_mcp.bench.runner import run_command
+from kopt_mcp.commands.init.progress import Progress
+from kopt_mcp.commands.init.pytest_report import Outcome, parse_junit, parse_progress, summary_line
+
+#: the plugin's module name in the run's folder, and its source (never imported here: it imports pytest)
+PLUGIN = "kopt_init_xfail"
+PLUGIN_SOURCE = Path(__file__).with_name("pytest_xfail_plugin.py")
+_COLLECTED = re.compile(r"\bcollected (\d+) items?")
+
+
+class PytestRun(BaseModel):
+    """What one run of the tests showed: `outcomes` (from the JUnit report, else the progress lines;
+    the items the plugin deselected come first, as `xfailed` with their reason), `log` (its text),
+    `exit_code`, `timed_out`, `seconds` (wall, s) and `deselected` (how many the plugin left out)."""
+
+    outcomes: list[Outcome]
+    log: str
+    exit_code: int | None  # None: killed at the time limit
+    timed_out: bool
+    seconds: float
+    deselected: int = 0
+
+
+def running_count(log_path: Path) -> str:
+    """How far a `pytest -v` run is, from its log so far: "12/40 test(s) done (1 failed)"."""
+    try:
+        text = log_path.read_text(errors="replace")
+    except OSError:
+        return ""
+    done = parse_progress(text)
+    total = _COLLECTED.findall(text)
+    bad = sum(o.outcome in ("failed", "error") for o in done)
+    return (f"{len(done)}/{total[-1] if total else '?'} test(s) done" + (f" ({bad} failed)" if bad else ""))
+
+
+def install_plugin(folder: Path) -> None:
+    """Copy the deselecting plugin into `folder` as `kopt_init_xfail.py`."""
+    shutil.copyfile(PLUGIN_SOURCE, folder / f"{PLUGIN}.py")
+
+
+def run_tests(repo: Path, command, report: Path, timeout_s: float, progress: Progress,
+              xfail_re: str | None) -> PytestRun:
+    """Run `command(plugin)` (the pytest command text, with `-p PLUGIN` where `plugin` is not None) in
+    `repo` within `timeout_s` s, the plugin deselecting the xfails whose reason matches `xfail_re`
+    (None: no plugin); `report` is the JUnit XML path, in the folder that holds the plugin."""
+    folder = report.parent
+    chosen = report.with_suffix(".deselected.json")
+    env = {}
+    if xfail_re is not None:
+        env = {"PYTHONPATH": os.pathsep.join(x for x in (str(folder), os.environ.get("PYTHONPATH", "")) if x),
+               "KOPT_INIT_XFAIL_RE": xfail_re, "KOPT_INIT_XFAIL_OUT": str(chosen)}
+    run = _once(repo, command(PLUGIN if env else None), report, timeout_s, progress, env)
+    if env and not chosen.is_file() and f"No module named '{PLUGIN}'" in run.log and not run.outcomes:
+        progress.say("the tests' interpreter could not load init's plugin (PYTHONPATH replaced?): running them "
+                     "without it")
+        return _once(repo, command(None), report, max(1.0, timeout_s - run.seconds), progress, {})
+    gone = []
+    if chosen.is_file():
+        try:
+            gone = [Outcome(nodeid=x["nodeid"], file=x["nodeid"].split("::", 1)[0], outcome="xfailed",
+                            message=x["reason"]) for x in json.loads(chosen.read_text())]
+        except (ValueError, KeyError, TypeError):
+            gone = []
+    if gone:
+        progress.say(f"deselected before they ran: {len(gone)} test(s) expected to fail on this host "
+                     f"({gone[0].message.strip()[:120]})")
+    return run.model_copy(update={"outcomes": gone + run.outcomes, "deselected": len(gone)})
+
+
+def _once(repo: Path, command: str, report: Path, timeout_s: float, progress: Progress,
+          env: dict[str, str]) -> PytestRun:
+    log = report.with_suffix(".log")
+    report.unlink(missing_ok=True)
+    t = time.monotonic()
+    with progress.step("the correctness tests on the unmodified tree", lambda: running_count(log)):
+        r = run_command(command, repo, env, timeout_s, log)
+    secs = time.monotonic() - t
+    text = log.read_text(errors="replace") if log.exists() else r.log_tail
+    outcomes: list[Outcome] = []
+    if report.is_file() and not r.timed_out:
+        try:
+            outcomes = parse_junit(report.read_text(errors="replace"))
+        except ET.ParseError:
+            outcomes = []
+    if not outcomes:
+        outcomes = parse_progress(text)
+    progress.say(f"tests: {summary_line(text) or running_count(log) or 'no summary'}")
+    return PytestRun(outcomes=outcomes, log=text, exit_code=r.exit_code, timed_out=r.timed_out, seconds=secs)
+
+
+def kept_summary(kept: list[Outcome]) -> str:
+    """pytest's words for the outcomes of the tests a command keeps ("77 passed, 12 skipped")."""
+    counts = Counter(o.outcome for o in kept)
+    return ", ".join(f"{counts[k]} {k}" for k in ("passed", "xpassed", "skipped", "xfailed") if counts[k])
+
+
+def stands_for(run: PytestRun, kept: list[Outcome], whole: set[str]) -> str:
+    """How init's one run stands for the narrowed command: the same tests (`kept`), less what it left
+    out: those the plugin deselected, the `whole` files dropped, and the failing or slow tests."""
+    pre = {o.nodeid for o in run.outcomes[:run.deselected]}
+    left = [o for o in run.outcomes if o not in kept and o.nodeid not in pre]
+    in_files = sum(o.file in whole for o in left)
+    parts = [f"{len(pre)} deselected before they ran" if pre else "",
+             f"{len(whole)} whole file(s) ({in_files} test outcome(s))" if whole else "",
+             f"{len(left) - in_files} failing or slow test(s)" if len(left) > in_files else ""]
+    return (f"in one run of {len(run.outcomes)} test outcome(s) ({run.seconds:.1f} s) holding the same tests; left "
+            f"out: {', '.join(x for x in parts if x)}; wall time without them")

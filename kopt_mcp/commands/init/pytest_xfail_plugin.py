@@ -1,0 +1,51 @@
+"""A pytest plugin `kopt-mcp init` loads into its run of the proposed tests (issue 35 item 3): it
+deselects, before anything runs, the tests expected to fail on this host for a reason init names.
+
+Liger-Kernel's `test_dtensor_rms_norm` carries `@pytest.mark.xfail(torch.cuda.device_count() < 8,
+reason="Pending multi-GPU host support...")`; on a one-GPU H200 (2026-12-02) its 8 cases each spawned
+4 or 8 processes and took 146 s of a 151 s run, and a non-strict xfail can never fail the suite, so it
+gave no verdict for that time. pytest's own `evaluate_xfail_marks` (src/_pytest/skipping.py, pytest
+>= 6) evaluates each item's xfail marks, conditions included, as the run would; an item whose xfail
+holds here, runs (`run=True`), is not strict and whose reason matches the regex in
+KOPT_INIT_XFAIL_RE (case-insensitive) is deselected, and `{"nodeid", "reason"}` per item is
+written as a JSON list to KOPT_INIT_XFAIL_OUT. Anything else is left as pytest would run it.
+
+This file is copied into a temporary folder as `kopt_init_xfail.py` and loaded with `-p
+kopt_init_xfail` by the tests' own interpreter, which need not have kopt_mcp installed: it imports
+only the standard library and pytest.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+
+import pytest
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(session, config, items):
+    """Deselect the items described in the module docstring; write them to KOPT_INIT_XFAIL_OUT."""
+    try:
+        from _pytest.skipping import evaluate_xfail_marks
+    except ImportError:  # a pytest older than 6: nothing is deselected
+        return
+    pattern = re.compile(os.environ.get("KOPT_INIT_XFAIL_RE", r"(?!)"), re.I)
+    keep, gone, found = [], [], []
+    for item in items:
+        try:
+            xfail = evaluate_xfail_marks(item)
+        except Exception:  # a condition that does not evaluate: pytest reports it when the test runs
+            xfail = None
+        if xfail is not None and xfail.run and not xfail.strict and pattern.search(xfail.reason or ""):
+            gone.append(item)
+            found.append({"nodeid": item.nodeid, "reason": xfail.reason or ""})
+        else:
+            keep.append(item)
+    if gone:
+        config.hook.pytest_deselected(items=gone)
+        items[:] = keep
+    out = os.environ.get("KOPT_INIT_XFAIL_OUT")
+    if out:
+        with open(out, "w") as f:
+            json.dump(found, f)
