@@ -140,6 +140,13 @@ def comment_lines(proposal: str, prefix: str) -> list[str]:
 _STEP_DONE = re.compile(r"^\[init (\d+)s\] (.+): done in ([0-9.]+) s$")
 
 
+def tests_ran(proposal: str) -> list[str]:
+    """The proposal's line on init's run of the tests: of the command as written, or of one wider run
+    that stands for it (kopt_mcp/commands/init/correctness.py `Checked.within`)."""
+    return (comment_lines(proposal, "# init ran this command on the unmodified tree: ")
+            + comment_lines(proposal, "# init ran these tests on the unmodified tree: "))
+
+
 def init_steps(stderr: str) -> list[dict]:
     """Init's timed steps from its progress lines (kopt_mcp/commands/init/progress.py: "[init 12s] LABEL: done in
     3.4 s"): [{"step": LABEL, "s": 3.4, "ended_at_s": 12}] in order, so the table can say where init's wall went."""
@@ -152,21 +159,26 @@ def progress_lines(stderr: str, limit: int = 300) -> list[str]:
     return [ln for ln in stderr.splitlines() if ln.startswith("[init ")][:limit]
 
 
-def run_init(repo: Path, fresh: Fresh) -> dict:
-    """`kopt-mcp init --command C --write` in `repo`, no other flag; exit code, wall time, stderr tail."""
+def run_init(repo: Path, fresh: Fresh, log: Path) -> dict:
+    """`kopt-mcp init --command C --write` in `repo`, no other flag; exit code, wall time, stderr tail.
+    Init's stderr goes to `log` as it runs (OUT/<name>-init.log): a call cut by its time limit still
+    shows how far init got (2026-12-03: SwiGLU's init was cut at 220 s with nothing to show)."""
     t = time.perf_counter()
-    p = subprocess.run([sys.executable, "-m", "kopt_mcp.app.cli", "init", "--repo", str(repo), "--command",
-                        fresh.command, "--write"], capture_output=True, text=True, timeout=1800, check=False,
-                       env={**os.environ, "NO_COLOR": "1"})  # plain progress lines for init_steps
-    out = {"exit_code": p.returncode, "seconds": round(time.perf_counter() - t, 1), "stderr_tail": p.stderr[-3000:],
-           "steps": init_steps(p.stderr), "progress": progress_lines(p.stderr)}
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("w") as err:
+        p = subprocess.run([sys.executable, "-m", "kopt_mcp.app.cli", "init", "--repo", str(repo), "--command",
+                            fresh.command, "--write"], stdout=subprocess.DEVNULL, stderr=err, text=True, timeout=1800,
+                           check=False, env={**os.environ, "NO_COLOR": "1"})  # plain progress lines for init_steps
+    stderr = log.read_text(errors="replace")
+    out = {"exit_code": p.returncode, "seconds": round(time.perf_counter() - t, 1), "stderr_tail": stderr[-3000:],
+           "steps": init_steps(stderr), "progress": progress_lines(stderr)}
     toml = repo / "kopt.toml"
     if p.returncode == 0 and toml.is_file():
         text = toml.read_text()
         hand = fresh.hand.toml if fresh.hand else None
         out |= {"proposal": text, "diff": key_diff(text, hand),
                 "dropped": comment_lines(text, "# dropped: "), "notes": comment_lines(text, "# note: "),
-                "tests_ran": comment_lines(text, "# init ran this command on the unmodified tree: "),
+                "tests_ran": tests_ran(text),
                 "found": comment_lines(text, "# found: ")}
     return out
 
@@ -224,7 +236,7 @@ def check(fresh: Fresh, src: Path, out: Path, work: Path | None, deadline: float
         if repo.exists():  # an earlier call cut short before init wrote its proposal
             shutil.rmtree(repo)
         make_repo(src, repo, fresh.snapshot, result["commit"])
-        result["init"] = run_init(repo, fresh)
+        result["init"] = run_init(repo, fresh, out / f"{fresh.name}-init.log")
         print(f"{fresh.name}: init exit {result['init']['exit_code']} in {result['init']['seconds']} s", flush=True)
     write(out, fresh, result, work)
     if result["init"].get("exit_code") != 0:
