@@ -223,3 +223,13 @@ def test_tests_that_import_the_kernels_module_are_chosen_where_no_file_is_named_
         "tests/test_activations.py"]
     assert correctness_tests(tests, ["benchmark/benchmark_rms_norm.py"], None, "", sources) == ["tests/test_norms.py"]
     assert correctness_tests(tests, bench, None, "", {}) == tests  # no source read: every test file, as before
+
+
+def test_a_run_that_never_wrote_its_report_does_not_stand_for_the_narrowed_command(tmp_path):
+    """pytest-timeout's thread method ends a hung test with os._exit: no JUnit report, the tests after it
+    never ran. Such a run is not a whole session, so it cannot stand for the narrowed command."""
+    _write(tmp_path, {"t/test_a.py": "def test_broken():\n    assert 0.5 == 1.0\n",
+                      "t/test_b.py": "import os\n\ndef test_ok():\n    pass\n\ndef test_exit():\n    os._exit(1)\n\n"
+                                     "def test_never_reached():\n    pass\n"})
+    with pytest.raises(InitError, match=r"exited 1 on the unmodified tree without a failing test"):
+        check_correctness(tmp_path, "", sys.executable, ["t/test_a.py", "t/test_b.py"], [], timeout_s=120)

@@ -333,7 +333,7 @@ def check_correctness(repo: Path, prefix: str, python: str, files: list[str], se
             deselect += [d.target for d in grouped if d.target not in whole]
             if not files or (not passed and not run.timed_out):
                 raise InitError(_nothing_passes(drops, prefix, python))
-            if not run.timed_out and run.exit_code in (0, 1):  # every test it keeps ran to the end and passed
+            if run.finished and run.exit_code in (0, 1):  # a whole session: every test it keeps ran and passed
                 kept = [o for o in run.outcomes if o.nodeid not in gone and o.file not in whole]
                 return Checked(command=command_text(prefix, python, files, select, deselect), ran=True,
                                summary=kept_summary(kept), within=stands_for(run, kept, whole),

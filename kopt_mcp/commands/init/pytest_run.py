@@ -34,7 +34,9 @@ _COLLECTED = re.compile(r"\bcollected (\d+) items?")
 class PytestRun(BaseModel):
     """What one run of the tests showed: `outcomes` (from the JUnit report, else the progress lines;
     the items the plugin deselected come first, as `xfailed` with their reason), `log` (its text),
-    `exit_code`, `timed_out`, `seconds` (wall, s) and `deselected` (how many the plugin left out)."""
+    `exit_code`, `timed_out`, `seconds` (wall, s), `deselected` (how many the plugin left out) and
+    `finished`: pytest wrote its JUnit report, which it does at the end of a whole session only (a run
+    that pytest-timeout's thread method ended with os._exit leaves none)."""
 
     outcomes: list[Outcome]
     log: str
@@ -42,6 +44,7 @@ class PytestRun(BaseModel):
     timed_out: bool
     seconds: float
     deselected: int = 0
+    finished: bool = False
 
 
 def running_count(log_path: Path) -> str:
@@ -100,15 +103,18 @@ def _once(repo: Path, command: str, report: Path, timeout_s: float, progress: Pr
     secs = time.monotonic() - t
     text = log.read_text(errors="replace") if log.exists() else r.log_tail
     outcomes: list[Outcome] = []
+    finished = False
     if report.is_file() and not r.timed_out:
         try:
             outcomes = parse_junit(report.read_text(errors="replace"))
+            finished = True
         except ET.ParseError:
             outcomes = []
     if not outcomes:
         outcomes = parse_progress(text)
     progress.say(f"tests: {summary_line(text) or running_count(log) or 'no summary'}")
-    return PytestRun(outcomes=outcomes, log=text, exit_code=r.exit_code, timed_out=r.timed_out, seconds=secs)
+    return PytestRun(outcomes=outcomes, log=text, exit_code=r.exit_code, timed_out=r.timed_out, seconds=secs,
+                     finished=finished)
 
 
 def kept_summary(kept: list[Outcome]) -> str:
