@@ -334,11 +334,12 @@ def check_correctness(repo: Path, prefix: str, python: str, files: list[str], se
             if not files or (not passed and not run.timed_out):
                 raise InitError(_nothing_passes(drops, prefix, python))
             if run.finished and run.exit_code in (0, 1):  # a whole session: every test it keeps ran and passed
-                kept = [o for o in run.outcomes if o.nodeid not in gone and o.file not in whole]
+                kept, left = [], []
+                for o in run.outcomes:
+                    (left if o.nodeid in gone or o.file in whole else kept).append(o)
                 return Checked(command=command_text(prefix, python, files, select, deselect), ran=True,
-                               summary=kept_summary(kept), within=stands_for(run, kept, whole),
-                               seconds=round(max(0.0, run.seconds - sum(o.seconds for o in run.outcomes
-                                                                         if o not in kept)), 1),
+                               summary=kept_summary(kept), within=stands_for(run, left, whole),
+                               seconds=round(max(0.0, run.seconds - sum(o.seconds for o in left)), 1),
                                runs=done + 1, drops=drops, notes=_notes(kept))
     raise InitError(f"the correctness command still failed after {MAX_ROUNDS} runs on the unmodified tree, each "
                     f"narrowed by what the last one showed (flaky tests?): {_nothing_passes(drops, prefix, python)}")

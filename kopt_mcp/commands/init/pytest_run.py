@@ -64,19 +64,16 @@ def install_plugin(folder: Path) -> None:
     shutil.copyfile(PLUGIN_SOURCE, folder / f"{PLUGIN}.py")
 
 
-def run_tests(repo: Path, command, report: Path, timeout_s: float, progress: Progress,
-              xfail_re: str | None) -> PytestRun:
+def run_tests(repo: Path, command, report: Path, timeout_s: float, progress: Progress, xfail_re: str) -> PytestRun:
     """Run `command(plugin)` (the pytest command text, with `-p PLUGIN` where `plugin` is not None) in
-    `repo` within `timeout_s` s, the plugin deselecting the xfails whose reason matches `xfail_re`
-    (None: no plugin); `report` is the JUnit XML path, in the folder that holds the plugin."""
-    folder = report.parent
+    `repo` within `timeout_s` s, the plugin deselecting the xfails whose reason matches `xfail_re`;
+    `report` is the JUnit XML path, in the folder that holds the plugin (`install_plugin`)."""
     chosen = report.with_suffix(".deselected.json")
-    env = {}
-    if xfail_re is not None:
-        env = {"PYTHONPATH": os.pathsep.join(x for x in (str(folder), os.environ.get("PYTHONPATH", "")) if x),
-               "KOPT_INIT_XFAIL_RE": xfail_re, "KOPT_INIT_XFAIL_OUT": str(chosen)}
-    run = _once(repo, command(PLUGIN if env else None), report, timeout_s, progress, env)
-    if env and not chosen.is_file() and f"No module named '{PLUGIN}'" in run.log and not run.outcomes:
+    env = {"PYTHONPATH": os.pathsep.join(x for x in (str(report.parent), os.environ.get("PYTHONPATH", "")) if x),
+           "KOPT_INIT_XFAIL_RE": xfail_re, "KOPT_INIT_XFAIL_OUT": str(chosen)}
+    chosen.unlink(missing_ok=True)  # an earlier round's list is not this run's
+    run = _once(repo, command(PLUGIN), report, timeout_s, progress, env)
+    if not chosen.is_file() and f"No module named '{PLUGIN}'" in run.log and not run.outcomes:
         progress.say("the tests' interpreter could not load init's plugin (PYTHONPATH replaced?): running them "
                      "without it")
         return _once(repo, command(None), report, max(1.0, timeout_s - run.seconds), progress, {})
@@ -123,11 +120,11 @@ def kept_summary(kept: list[Outcome]) -> str:
     return ", ".join(f"{counts[k]} {k}" for k in ("passed", "xpassed", "skipped", "xfailed") if counts[k])
 
 
-def stands_for(run: PytestRun, kept: list[Outcome], whole: set[str]) -> str:
-    """How init's one run stands for the narrowed command: the same tests (`kept`), less what it left
-    out: those the plugin deselected, the `whole` files dropped, and the failing or slow tests."""
+def stands_for(run: PytestRun, dropped: list[Outcome], whole: set[str]) -> str:
+    """How init's one run stands for the narrowed command: the same tests, less the `dropped` outcomes:
+    those the plugin deselected, the `whole` files dropped, and the failing or slow tests."""
     pre = {o.nodeid for o in run.outcomes[:run.deselected]}
-    left = [o for o in run.outcomes if o not in kept and o.nodeid not in pre]
+    left = [o for o in dropped if o.nodeid not in pre]
     in_files = sum(o.file in whole for o in left)
     parts = [f"{len(pre)} deselected before they ran" if pre else "",
              f"{len(whole)} whole file(s) ({in_files} test outcome(s))" if whole else "",

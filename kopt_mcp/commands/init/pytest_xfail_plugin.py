@@ -23,6 +23,7 @@ import re
 
 import pytest
 
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(session, config, items):
     """Deselect the items described in the module docstring; write them to KOPT_INIT_XFAIL_OUT."""
