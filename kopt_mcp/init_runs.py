@@ -40,8 +40,9 @@ RECORD_VERSION = 1
 
 
 class InitRun(BaseModel):
-    """One plain benchmark run of init: repo path -> (content before this run or None, after), the
-    run's log (bytes), its wall time (s) and start (epoch s)."""
+    """One benchmark run of init: repo path -> (content before this run or None, after), the run's
+    log (bytes), its wall time (s) and start (epoch s); `profiler`: the profiler it ran under ('': a
+    plain run; init runs its last run under CUPTI, whose runs are script-metric runs)."""
 
     model_config = ConfigDict(ser_json_bytes="base64", val_json_bytes="base64")
 
@@ -49,6 +50,7 @@ class InitRun(BaseModel):
     log: bytes = b""
     seconds: float
     started_at: float = 0.0
+    profiler: str = ""
 
 
 class InitTests(BaseModel):

@@ -43,6 +43,8 @@ class Baseline(_OnSlot):
     adopted_runs: int = 0  # of `runs`, `kopt-mcp init`'s (referee/baseline_adopt.py)
     adopted_tests: bool = False  # init's run of the [correctness] command stood for the baseline's
     adoption_code: str = ""  # why init's runs were not adopted ('' where they were): Adoption.code
+    #: of `runs`, read from the baseline's own profiled runs (a `measures_script` profiler: referee/baseline.py)
+    profiled_runs: int = 0
 
 
 class Attempt(_OnSlot):

@@ -1,7 +1,10 @@
 """The baseline: `baseline_runs` runs and (with a profiler) BASELINE_PROFILES profiled runs of
 unmodified BEST_COMMIT; their median is BEST's metric, the profiles' spreads the first noise
 estimate of GPU time. The first plain runs may be `kopt-mcp init`'s runs of the same tree, command,
-config and interpreter (referee/baseline_adopt.py; the result's `reason` says whether and why).
+config and interpreter (referee/baseline_adopt.py; the result's `reason` says whether and why). Under
+a profiler whose runs are also script-metric runs (`measures_script`: CUPTI; every run of a verdict
+is then profiled, referee/profiled.py) the profiled runs' results stand for the plain runs still
+due, so the baseline runs BASELINE_PROFILES runs, not `baseline_runs` + BASELINE_PROFILES.
 Recorded in the ledger, rendered into performance.md and committed (`kopt: baseline`); BEST_COMMIT
 moves to that commit and the phase to ready."""
 
@@ -48,30 +51,23 @@ def baseline(sess: Session, progress: Progress | None) -> BenchmarkResult:
     profiles_due = BASELINE_PROFILES if prof.name != "none" else 0
     steps = runs + profiles_due  # the progress total
     best_tree = vcs.tree_of(sess.where.ws, sess.books.state.best.commit)
-    group, m, walls, adoption = _plain_runs(sess, progress, steps, best_tree)
+    adoption = adopt_init_runs(sess, best_tree, runs, prof)
+    # the profiled runs that also stand for plain runs (module docstring), in order
+    stand_in = min(profiles_due, runs - len(adoption.runs)) if getattr(prof, "measures_script", False) else 0
+    steps -= stand_in
+    group, m, walls = _plain_runs(sess, progress, steps, best_tree, adoption, runs - stand_in)
+    check_due = not adoption.tests and len(group) == len(adoption.runs)  # no plain run measured here
+    note = "no profiler: the script metric is the keep metric"
+    class_gpu_us: dict[str, float] | None = None
+    profiles, traces, clocks, kernels, stood = _profiles(sess, prof, best_tree, progress, (runs - stand_in, steps),
+                                                         stand_in, check_due)
+    gpu_us = profiles[0] if profiles else None
+    for mi in stood:
+        m = m or mi  # the first run is the one shown in the result
+        group.append(mi.values())
+        walls.append(mi.run.duration_s)
     baseline_values = {k: statistics.median(g[k] for g in group) for k in group[0]}
     sess.books.state.plain_run_s = statistics.median(walls)  # the unit of every cost (results.Cost)
-    gpu_us, kernels, note = None, [], "no profiler: the script metric is the keep metric"
-    class_gpu_us: dict[str, float] | None = None
-    profiles: list[float] = []  # adjacent profiled runs: the first spreads for the keep metric's floor
-    traces, clocks = [], []
-    for i in range(profiles_due):
-        if progress:
-            progress(runs + i, steps, f"baseline: profiling with {prof.name} ({i + 1} of {profiles_due})")
-        p = sess.profile(prof, best_tree, sess.books.store.run_dir(0, "baseline-profile"))
-        _baseline_changes(sess, p.changes)
-        if p.trace is None:
-            raise RefereeError(f"profiling the baseline failed: {p.error}. Fix it, or set [profiler] "
-                               "backend = \"none\" to decide on the script metric alone")
-        try:
-            us, names = target_gpu_time(p.trace, cfg.profiler.kernel or exact_names_regex(kernels))
-        except ProfilerError as e:
-            raise RefereeError(str(e)) from e
-        profiles.append(us)
-        traces.append(p.trace)
-        clocks.append(p.clock)
-        if i == 0:
-            gpu_us, kernels = us, names
     regex = cfg.profiler.kernel or exact_names_regex(kernels)
     spreads = _baseline_spreads(traces, profiles, regex, clocks)
     counts_vary = any(launch_counts_differ(a, b, regex) for a, b in zip(traces, traces[1:]))
@@ -98,7 +94,8 @@ def baseline(sess: Session, progress: Progress | None) -> BenchmarkResult:
     rec = sess.books.record("baseline", best_commit=s.best.commit, metrics=s.best.metrics, runs=group, gpu_us=gpu_us,
                             kernels=kernels, gpu_profiles_us=profiles, device=sess.jobs.device.model_dump(),
                             device_id=sess.jobs.device_id, run_dir=m.run_dir, rows=rows,
-                            adopted_runs=len(adoption.runs), adopted_tests=adoption.tests, adoption_code=adoption.code)
+                            adopted_runs=len(adoption.runs), adopted_tests=adoption.tests, adoption_code=adoption.code,
+                            profiled_runs=stand_in)
     sess.write_performance()
     faults.point("baseline.after_perf_written")
     commit = rec["best_commit"] = vcs.commit_paths(sess.where.ws, ["performance.md"], BASELINE_MESSAGE)
@@ -111,23 +108,55 @@ def baseline(sess: Session, progress: Progress | None) -> BenchmarkResult:
         publish(sess)  # the session's BEST, for every candidate slot
     sess.books.save()  # the commit point: the baseline record is committed with the phase
     res = bench_result(sess, "baseline (BEST_COMMIT)", m, recorded=True, runs=group)
-    return res.model_copy(update={"reason": "; ".join(x for x in (res.reason, adoption.reason) if x)})
+    said = (f"{stand_in} of the {runs} baseline run(s) read from the {prof.name} profiled runs (their results are "
+            "script-metric runs, as in every verdict under this profiler)") if stand_in else ""
+    return res.model_copy(update={"reason": "; ".join(x for x in (res.reason, adoption.reason, said) if x)})
 
 
-def _plain_runs(sess: Session, progress: Progress | None, steps: int,
-                best_tree: str) -> tuple[list[dict[str, float]], Measurement, list[float], Adoption]:
-    """The baseline's `[gates] baseline_runs` plain runs of `best_tree`: init's runs where they may
-    stand for the first ones (referee/baseline_adopt.py), the rest measured here, the [correctness]
-    command with the first measured one unless init's run of it is adopted. Returns each run's
-    metric per class, the run shown in the result, the wall times (s) and the adoption. Raises
-    RefereeError as `baseline` does."""
+def _profiles(sess: Session, prof, best_tree: str, progress: Progress | None, at: tuple[int, int], stand_in: int,
+              check: bool) -> tuple[list[float], list, list, list[str], list[Measurement]]:
+    """The baseline's BASELINE_PROFILES profiled runs of `best_tree` (none without a profiler), back to
+    back; the first `stand_in` also stand for plain runs (their Measurements returned, each through the
+    correctness gate; `check`: the [correctness] command with the first). `at`: (the first one's
+    progress step, the total). Returns the target kernels' GPU time per run (us), the traces, the SM
+    clocks, the target kernels (the first trace's) and the standing Measurements. Raises RefereeError
+    (a failed profile, no target kernel, a failed gate, a protected write)."""
+    cfg, due = sess.what.cfg, BASELINE_PROFILES if prof.name != "none" else 0
+    profiles, traces, clocks, kernels, stood = [], [], [], [], []
+    for i in range(due):
+        if progress:
+            progress(at[0] + i, at[1], f"baseline: profiling with {prof.name} ({i + 1} of {due})"
+                     + ("; its results stand for a plain run" if i < stand_in else ""))
+        p = sess.profile(prof, best_tree, sess.books.store.run_dir(0, "baseline-profile"), check=check and i == 0)
+        _baseline_changes(sess, p.changes)
+        if i < stand_in:
+            stood.append(_passed(sess, p.measurement, p.error or "the profiled run left no results to read"))
+        if p.trace is None:
+            raise RefereeError(f"profiling the baseline failed: {p.error}. Fix it, or set [profiler] "
+                               "backend = \"none\" to decide on the script metric alone")
+        try:
+            us, names = target_gpu_time(p.trace, cfg.profiler.kernel or exact_names_regex(kernels))
+        except ProfilerError as e:
+            raise RefereeError(str(e)) from e
+        profiles.append(us)
+        traces.append(p.trace)
+        clocks.append(p.clock)
+        kernels = kernels or names
+    return profiles, traces, clocks, kernels, stood
+
+
+def _plain_runs(sess: Session, progress: Progress | None, steps: int, best_tree: str, adoption: Adoption,
+                wanted: int) -> tuple[list[dict[str, float]], Measurement | None, list[float]]:
+    """The baseline's first `wanted` plain runs of `best_tree`: init's adopted runs (referee/baseline_adopt.py),
+    the rest measured here, the [correctness] command with the first measured one unless init's run of
+    it is adopted. Returns each run's metric per class, the run shown in the result (None: none yet)
+    and the wall times (s). Raises RefereeError as `baseline` does."""
     runs = sess.what.cfg.gates.baseline_runs
-    adoption = adopt_init_runs(sess, best_tree, runs)
     group = [a.values() for a in adoption.runs]
     walls = [a.run.duration_s for a in adoption.runs]
     m = adoption.runs[0] if adoption.runs else None
     check_due = not adoption.tests
-    for i in range(len(adoption.runs), runs):
+    for i in range(len(adoption.runs), wanted):
         if progress:
             progress(i, steps, f"baseline: run {i + 1} of {runs} of unmodified BEST_COMMIT")
         label = "baseline" if i == 0 else f"baseline-r{i + 1}"
@@ -135,15 +164,25 @@ def _plain_runs(sess: Session, progress: Progress | None, steps: int,
         mi = sess.measure(best_tree, sess.books.store.run_dir(0, label), check=check_due)
         check_due = False
         _baseline_changes(sess, mi.changes)
-        if mi.gate.kind != "ok":
-            sess.books.store.log("baseline_failed", reason=mi.gate.reason, run_dir=mi.run_dir)
-            raise RefereeError(
-                f"the unmodified benchmark does not pass the correctness gate ({mi.gate.reason}); fix the "
-                f"repository or kopt.toml and start again. Log: {mi.run.log_path}")
+        mi = _passed(sess, mi, "")
         m = m or mi  # the first run is the one shown in the result
         group.append(mi.values())
         walls.append(mi.run.duration_s)
-    return group, m, walls, adoption
+    return group, m, walls
+
+
+def _passed(sess: Session, mi: Measurement | None, missing: str) -> Measurement:
+    """`mi` where it passed the correctness gate; else the failure is logged and RefereeError raised
+    (`missing`: why there is no measurement, for a profiled run that left none)."""
+    if mi is None:
+        raise RefereeError(f"profiling the unmodified benchmark gave no results to read ({missing}); fix it, or set "
+                           "[profiler] backend = \"none\" to decide on the script metric alone")
+    if mi.gate.kind != "ok":
+        sess.books.store.log("baseline_failed", reason=mi.gate.reason, run_dir=mi.run_dir)
+        raise RefereeError(
+            f"the unmodified benchmark does not pass the correctness gate ({mi.gate.reason}); fix the "
+            f"repository or kopt.toml and start again. Log: {mi.run.log_path}")
+    return mi
 
 
 def _baseline_changes(sess: Session, changes: list[FileChange]) -> None:

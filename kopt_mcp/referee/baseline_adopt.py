@@ -5,13 +5,16 @@ nothing against it (the same tree as BEST_COMMIT with the config file left out, 
 config hash, interpreter and host, recent enough), turns init's plain runs into the baseline's first
 plain runs: each run's result files are re-read from the record's copies with the session's own
 reader and config (`read_results`, `correctness_gate`), copies kept in a run folder of the store
-(`0000-baseline-init<k>`, with ADOPTED_FILE naming the record). At least one plain run is always
-measured by the baseline itself (it alone sees every file the benchmark writes in its checkout, and
-its wall time on the leased device). Init's correctness run stands for the baseline's when the
+(`0000-baseline-init<k>`, with ADOPTED_FILE naming the record). At least one run is always
+measured by the baseline itself, plain or profiled (it alone sees every file the benchmark writes in
+its checkout, and its wall time on the leased device). Init's correctness run stands for the baseline's when the
 config's [correctness] command is the one init ran, it passed, and within the config's timeout.
 
-Adopted runs are plain runs: they count toward the run-to-run spread (the noise estimate) like the
-baseline's own plain runs, never toward the profiled runs' spreads.
+Adopted runs are script-metric runs: they count toward the run-to-run spread (the noise estimate)
+like the baseline's own plain runs, never toward the profiled runs' spreads. Init's run made under a
+profiler (InitRun.profiler: CUPTI, whose runs are script-metric runs) stands only where the session's
+profiler is that one and `measures_script` (its verdicts read every run under it); else only init's
+plain runs are adopted.
 """
 
 from __future__ import annotations
@@ -50,16 +53,17 @@ class Adoption:
     code: str = ""
 
 
-def adopt_init_runs(sess: Session, best_tree: str, wanted: int) -> Adoption:
+def adopt_init_runs(sess: Session, best_tree: str, wanted: int, profiler: object = None) -> Adoption:
     """Init's runs that may stand for up to `wanted - 1` of the baseline's `wanted` plain runs of
-    `best_tree` (module docstring), with the reason either way; nothing where the record is missing
-    or any check fails. The baseline's ledger record says how many runs it adopted and why not."""
+    `best_tree` (module docstring; `profiler`: the session's), with the reason either way; nothing
+    where the record is missing or any check fails. The baseline's ledger record says how many runs
+    it adopted and why not."""
     rec, why = init_runs.load(sess.where.repo)
     code = "no_record" if rec is None else ""
     if rec is not None:
         code, why = _why_not(sess, rec, best_tree)
     if rec is not None and not code:
-        return _adopt(sess, rec, best_tree, wanted)
+        return _adopt(sess, rec, best_tree, wanted, profiler)
     return Adoption(reason=f"init's runs not adopted: {why}; the baseline measured every run", code=code)
 
 
@@ -90,26 +94,35 @@ def _tests_adoptable(what: What, rec: init_runs.InitRecord) -> str:
     return ""
 
 
-def _adopt(sess: Session, rec: init_runs.InitRecord, best_tree: str, wanted: int) -> Adoption:
+def _usable(rec: init_runs.InitRecord, profiler: object) -> list[int]:
+    """The indices of init's runs that may stand for script-metric runs of this session (module docstring)."""
+    same = getattr(profiler, "measures_script", False) and getattr(profiler, "name", None)
+    return [k for k, r in enumerate(rec.runs) if not r.profiler or r.profiler == same]
+
+
+def _adopt(sess: Session, rec: init_runs.InitRecord, best_tree: str, wanted: int, profiler: object) -> Adoption:
     tests_why = _tests_adoptable(sess.what, rec)
-    n = min(len(rec.runs), wanted - 1)
+    usable = _usable(rec, profiler)
+    n = min(len(usable), wanted - 1)
     tracked = set(vcs.tree_files(sess.where.ws, best_tree))
     runs = []
-    for k in range(n):
-        m, why = _adopted_run(sess, rec, k, tracked, best_tree, check=k == 0 and not tests_why)
+    for k in usable[:n]:
+        m, why = _adopted_run(sess, rec, k, tracked, best_tree, check=not runs and not tests_why)
         if m is None:  # nothing of init's runs stands: their folders go
             for done in runs:
                 shutil.rmtree(done.run_dir, ignore_errors=True)
             return Adoption(reason=f"init's runs not adopted: {why}; the baseline measured every run",
                             code="run_unusable")
         runs.append(m)
-    for k, m in enumerate(runs):  # marked only once every run stands: a folder without it was measured or dropped
+    for k, m in zip(usable, runs):  # marked only once every run stands: a folder without it was measured or dropped
         (Path(m.run_dir) / ADOPTED_FILE).write_text(json.dumps({
             "record": str(init_runs.where(sess.where.repo)), "run": k + 1, "written_at": rec.written_at,
-            "tree": rec.tree}) + "\n")
+            "tree": rec.tree, "profiler": rec.runs[k].profiler}) + "\n")
     tests = not tests_why and bool(sess.what.cfg.correctness.command)
+    traced = "".join(f"; init's run {k + 1} ran under {rec.runs[k].profiler}, as every run of its verdicts does"
+                     for k in usable[:n] if rec.runs[k].profiler)
     said = (f"{n} of {wanted} baseline run(s) adopted from `kopt-mcp init` (same tree, command, config and "
-            f"interpreter, {_age(rec)} old)" if n else
+            f"interpreter, {_age(rec)} old{traced})" if n else
             f"no run adopted from `kopt-mcp init` ([gates] baseline_runs = {wanted}: the baseline measures at least one)")
     if sess.what.cfg.correctness.command:
         said += ("; init's passing run of the [correctness] command stands for the baseline's" if tests else

@@ -11,7 +11,9 @@ kopt_mcp/commands/init/own.py; flags pick others; modes become config classes), 
 (kopt_mcp/commands/init/correctness.py: the benchmark's topic, its environment assignments and
 interpreter, RUN once on the unmodified tree and narrowed to what passes there, each dropped test
 named with why), and the target kernels from one profiled run where a profiler is available
-(kopt_mcp/commands/init/kernels.py: the trace's kernels the repository defines).
+(kopt_mcp/commands/init/kernels.py: the trace's kernels the repository defines): under CUPTI, whose
+runs are script-metric runs, that is the benchmark's second run (`script_profiler`, `traced_targets`);
+under ncu or rocprof a separate run (`kernel_regex`).
 
 Running the benchmark (`run_twice`) is kopt_mcp/commands/init/runs.py and reading it (`analyse`:
 format, metric, config columns) kopt_mcp/commands/init/read.py, both re-exported here; the budget
@@ -141,6 +143,34 @@ def kernel_regex(repo: Path, command: str, timeout_s: float = 1200.0, profiler=N
         return None, f"profiling failed: {e}"
 
 
+def script_profiler(profile: bool, command: str | None):
+    """The profiler init runs its last benchmark run under (runs.run_twice): the machine's `auto`
+    profiler for its first GPU where it is available and its runs are script-metric runs
+    (`measures_script`: CUPTI), else None (no command, `profile` off, no GPU, ncu, rocprof: those
+    get the separate profiled run, `kernel_regex`)."""
+    if not (profile and command):
+        return None
+    try:
+        gpus = make_probe("auto").read()
+        prof = make_profiler("auto", gpus[0].vendor) if gpus else None
+    except Exception:  # the separate profiled run says why
+        return None
+    ok = prof is not None and getattr(prof, "measures_script", False) and prof.available()
+    return prof if ok else None
+
+
+def traced_targets(runs: list[Run], repo: Path, topic: str | None) -> tuple[str | None, str] | None:
+    """The target kernel line from the benchmark run made under a profiler (`run_twice`): the trace's
+    kernels the repository defines (`choose_targets`), or None where no run was profiled."""
+    run = next((r for r in runs if r.profiler), None)
+    if run is None:
+        return None
+    if run.kernels is None:
+        return None, f"profiling failed: {run.profile_error}"
+    names, why = choose_targets(run.kernels, defined_kernels(repo), topic)
+    return exact_names_regex(names), f"{why} (one {run.profiler} trace: benchmark run {runs.index(run) + 1})"
+
+
 def gpu_count() -> int:
     """GPUs this machine's `auto` probe sees (0 where none, or where the probe fails)."""
     return len(gpu_names())
@@ -239,9 +269,9 @@ def _profile(repo: Path, command: str, kernel: str | None, budget: Budget, progr
 
 
 def _read_runs(repo: Path, command: str | None, results: str | None, timeout_s: float, budget: Budget,
-               progress: Progress) -> list[Run]:
+               progress: Progress, profiler=None) -> list[Run]:
     if command:
-        return run_twice(repo, command, timeout_s, budget=budget, progress=progress)
+        return run_twice(repo, command, timeout_s, budget=budget, progress=progress, profiler=profiler)
     if not results:
         raise InitError("pass --command CMD (the benchmark, run twice) or --results GLOB (output already there)")
     hits = sorted(p for p in repo.glob(results) if p.is_file())
@@ -265,7 +295,7 @@ def propose(repo: Path, command: str | None, results: str | None = None, kernel:
     budget = Budget(budget_s)
     progress = Progress(budget, console=progress.console, quiet=progress.quiet) if progress else Progress(budget, quiet=True)
     tree = worktree_identity(repo) if command else None  # what the runs measure: the baseline may adopt them
-    runs = _read_runs(repo, command, results, timeout_s, budget, progress)
+    runs = _read_runs(repo, command, results, timeout_s, budget, progress, script_profiler(profile, command))
     found, bench = find_test_files(repo), (benchmark_files(repo, command) if command else [])
     own = ownership(repo, bench, command or "")
     keys, findings = analyse(runs, results=results, kernel=kernel, provider=provider, mode=mode,
@@ -284,8 +314,9 @@ def propose(repo: Path, command: str | None, results: str | None = None, kernel:
     written = {path for r in runs for path in r.files}
     protect = protected_paths(repo, bench, found, oracles[:10], written)
     progress.say(f"protected: {protect}")
-    kern = (_profile(repo, command, kernel, budget, progress, runs[0].seconds, timeout_s) if (profile and command)
-            else (None, "not profiled"))
+    kern = traced_targets(runs, repo, kernel) or (
+        _profile(repo, command, kernel, budget, progress, runs[0].seconds, timeout_s) if (profile and command)
+        else (None, "not profiled"))
     progress.say(f"target kernels: {kern[0] or '-'} ({kern[1]})")
     unchecked = list(budget.unchecked)
     toml = render(command, keys, unit, checked, protect, kern, findings, unchecked)

@@ -15,21 +15,27 @@ from pydantic import BaseModel
 
 from kopt_mcp import init_runs
 from kopt_mcp.bench.preflight import resolved_interpreter
-from kopt_mcp.bench.runner import run_command
+from kopt_mcp.bench.runner import RunResult, run_command
 from kopt_mcp.commands.init.correctness import Checked
 from kopt_mcp.commands.init.progress import Budget, Progress
 from kopt_mcp.errors import InitError
+from kopt_mcp.profilers.base import Profiler, profile_env
 
 RESULT_SUFFIXES = (".csv", ".json")
 SKIP_DIRS = {".git", ".kopt", "__pycache__", "node_modules", ".venv", "venv", ".tox", ".mypy_cache", ".pytest_cache"}
 
 
 class Run(BaseModel):
-    """What one benchmark run left: result file -> (content before, content after), and its log."""
+    """What one benchmark run left: result file -> (content before, content after), and its log;
+    for a run under a profiler (`profiler`: its name, '' for a plain run) the trace's kernel names,
+    hottest first (`kernels`; None where the trace could not be read: `profile_error` says why)."""
 
     files: dict[str, tuple[bytes | None, bytes]]
     log: bytes = b""
     seconds: float = 0.0  # the run's wall time (s); 0 for results read without a run
+    profiler: str = ""
+    kernels: list[str] | None = None
+    profile_error: str = ""
 
 
 def _result_files(repo: Path) -> dict[str, tuple[int, int]]:
@@ -73,13 +79,16 @@ def installed_copy_hint(repo: Path, log: str) -> str:
 
 
 def run_twice(repo: Path, command: str, timeout_s: float = 600.0, runs: int = 2, budget: Budget | None = None,
-              progress: Progress | None = None) -> list[Run]:
+              progress: Progress | None = None, profiler: Profiler | None = None) -> list[Run]:
     """Run `command` `runs` times in `repo`; per run, the .csv/.json files it wrote or changed (with
     their content before that run) and its log. Every file is put back as it was before the first
     run (created ones are removed). With `budget` (kopt_mcp/commands/init/progress.py) each run's
     limit is what is left of it; a later run that would leave less than half the rest for the tests,
-    or that the budget cuts, is dropped and recorded as not checked. Raises InitError when a run
-    fails, or when the budget ends the first one."""
+    or that the budget cuts, is dropped and recorded as not checked. With `profiler` (one whose runs
+    are script-metric runs, `measures_script`: CUPTI) the last run (not the first) runs under it and
+    its trace names the kernels (Run.kernels): init then needs no separate profiled run; where that
+    run fails, it runs again plain. Raises InitError when a run fails, or when the budget ends the
+    first one."""
     budget = budget or Budget(max(timeout_s * runs, 1.0))
     progress = progress or Progress(budget, quiet=True)
     first = {p: (repo / p).read_bytes() for p in _result_files(repo)}
@@ -97,8 +106,8 @@ def run_twice(repo: Path, command: str, timeout_s: float = 600.0, runs: int = 2,
                 before = {p: (repo / p).read_bytes() for p in _result_files(repo)}
                 stamp = _result_files(repo)
                 limit = budget.limit(timeout_s)
-                with progress.step(f"benchmark run {i + 1}/{runs}: `{command}`"):
-                    r = run_command(command, repo, {}, limit, Path(tmp) / f"run{i}.log")
+                traced = profiler if (i and i + 1 == runs) else None
+                r, kernels, why = _run(repo, command, limit, Path(tmp), i, runs, traced, before, progress)
                 cut = r.timed_out and limit < timeout_s
                 if cut and i:
                     progress.say(f"benchmark run {i + 1}/{runs} cut by the budget after {r.duration_s:.0f} s")
@@ -114,17 +123,51 @@ def run_twice(repo: Path, command: str, timeout_s: float = 600.0, runs: int = 2,
                 changed = {p: (before.get(p), (repo / p).read_bytes()) for p, s in _result_files(repo).items()
                            if stamp.get(p) != s}
                 out.append(Run(files=changed, log=(Path(tmp) / f"run{i}.log").read_bytes(),
-                               seconds=round(r.duration_s, 2)))
+                               seconds=round(r.duration_s, 2), profiler=traced.name if why is not None else "",
+                               kernels=kernels, profile_error=why or ""))
                 if i + 1 < runs:
                     progress.say(f"one benchmark run: {r.duration_s:.1f} s; expected for the rest: "
                                  f"~{r.duration_s * (runs - i - 1):.0f} s ({runs - i - 1} run(s))")
     finally:
-        for p in set(_result_files(repo)) - set(first):
-            (repo / p).unlink(missing_ok=True)
-        for p, content in first.items():
-            if (repo / p).read_bytes() != content:
-                (repo / p).write_bytes(content)
+        _put_back(repo, first)
     return out
+
+
+def _run(repo: Path, command: str, limit: float, tmp: Path, i: int, runs: int, profiler: Profiler | None,
+         before: dict[str, bytes], progress: Progress) -> tuple[RunResult, list[str] | None, str | None]:
+    """Benchmark run `i` (its log: tmp/run<i>.log), under `profiler` where one is given: (the run,
+    the trace's kernel names hottest first or None, why there are none: '' where read, None where
+    the run was plain). A profiled run that exits non-zero is put back (`before`: the result files'
+    content before it) and run again plain: the profiler must not fail init's run of the benchmark."""
+    log = tmp / f"run{i}.log"
+    if profiler is not None:
+        trace_dir = tmp / f"trace{i}"
+        trace_dir.mkdir()
+        with progress.step(f"benchmark run {i + 1}/{runs} under {profiler.name} (its results count as a run; its "
+                           f"trace names the target kernels): `{command}`"):
+            r = run_command(profiler.wrap(command, trace_dir), repo, profile_env(profiler), limit, log)
+        if r.exit_code == 0 and not r.timed_out:
+            try:
+                return r, [k.name for k in profiler.parse(trace_dir).kernels], ""
+            except Exception as e:  # the run's results stand; only the kernels are not named
+                return r, None, f"its trace could not be read: {e}"
+        if r.timed_out:
+            return r, None, None
+        progress.say(f"benchmark run {i + 1}/{runs} under {profiler.name} exited {r.exit_code}: it runs again "
+                     f"without the profiler (log tail: {r.log_tail[-300:].strip()})")
+        _put_back(repo, before)
+        limit = max(1.0, limit - r.duration_s)  # what is left of this run's share of the budget
+    with progress.step(f"benchmark run {i + 1}/{runs}: `{command}`"):
+        return run_command(command, repo, {}, limit, log), None, None
+
+
+def _put_back(repo: Path, content: dict[str, bytes]) -> None:
+    """The result files of `repo` as `content` has them: the others removed, changed ones rewritten."""
+    for p in set(_result_files(repo)) - set(content):
+        (repo / p).unlink(missing_ok=True)
+    for p, data in content.items():
+        if (repo / p).read_bytes() != data:
+            (repo / p).write_bytes(data)
 
 
 def keep_for_baseline(repo: Path, command: str, tree: str | None, runs: list[Run], checked: Checked | None,
@@ -140,7 +183,7 @@ def keep_for_baseline(repo: Path, command: str, tree: str | None, runs: list[Run
     rec = init_runs.InitRecord(
         written_at=time.time(), tree=tree, command=command, config_sha256=init_runs.config_sha256(toml),
         interpreter=(found[0], found[1]) if found else None, host=init_runs.host(), gpus=list(gpus),
-        runs=[init_runs.InitRun(files=r.files, log=r.log, seconds=r.seconds) for r in runs],
+        runs=[init_runs.InitRun(files=r.files, log=r.log, seconds=r.seconds, profiler=r.profiler) for r in runs],
         tests=init_runs.InitTests(command=checked.command, passed=checked.ran and not checked.not_checked,
                                   seconds=checked.seconds, summary=checked.summary, runs=checked.runs,
                                   within=checked.within) if checked else None)
