@@ -172,6 +172,11 @@ def run_init(repo: Path, fresh: Fresh, log: Path) -> dict:
     stderr = log.read_text(errors="replace")
     out = {"exit_code": p.returncode, "seconds": round(time.perf_counter() - t, 1), "stderr_tail": stderr[-3000:],
            "steps": init_steps(stderr), "progress": progress_lines(stderr)}
+    runs = repo / ".git" / "kopt" / "init" / "runs.json"  # init's record (kopt_mcp/init_runs.py): each run's wall
+    if runs.is_file():
+        rec = json.loads(runs.read_text())
+        out |= {"runs_s": [r.get("seconds") for r in rec.get("runs", [])],
+                "runs_profiler": [r.get("profiler", "") for r in rec.get("runs", [])]}
     toml = repo / "kopt.toml"
     if p.returncode == 0 and toml.is_file():
         text = toml.read_text()
