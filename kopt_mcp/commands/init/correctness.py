@@ -36,7 +36,7 @@ from pydantic import BaseModel
 
 from kopt_mcp.commands.init.progress import Budget, Progress
 from kopt_mcp.commands.init.pytest_report import Outcome, running_test, summary_line
-from kopt_mcp.commands.init.pytest_run import PytestRun, install_plugin, kept_summary, run_tests, running_count, stands_for
+from kopt_mcp.commands.init.pytest_run import HUNG_SKIP, PytestRun, install_plugin, kept_summary, run_tests, running_count, stands_for
 from kopt_mcp.errors import InitError
 
 MAX_ROUNDS = 3
@@ -199,6 +199,8 @@ def why_dropped(o: Outcome, gpus: int, own_packages: set[str]) -> Drop | None:
     command, or None when it stays (passed, skipped, or an xfail that is not for a multi-GPU host).
     `gpus`: this machine's GPU count; `own_packages`: the repository's import names (its own package
     not importing is an import error, not a missing package). Pure."""
+    if o.outcome == "skipped" and HUNG_SKIP in o.message:  # init's plugin: its function hung at the per-test limit
+        return Drop(target=o.nodeid, kind="too slow", detail=o.message.strip()[:200])
     if o.outcome in ("passed", "xpassed", "skipped"):
         return None
     text = f"{o.message}\n{o.text}"
