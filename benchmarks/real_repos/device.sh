@@ -40,7 +40,7 @@ for spec in "$@"; do
     flaln) timeout -k 10 "$secs" python3 "$STAGE/benchmarks/real_repos/run.py" --project fla-ln --src "$STAGE/src/p5" \
           --commit "$(cat "$STAGE/src/p5.sha")" --out "$OUT/flaln" --deadline-s $((secs - 60)) ${FLALN_FLAGS:-} ;;
     fresh) timeout -k 10 "$secs" python3 "$STAGE/benchmarks/real_repos/init_fresh.py" --project "${FRESH_PROJECT:-liger}" \
-             --src "$STAGE/src" --out "$OUT/fresh" --deadline-s $((secs - 200)) ${FRESH_FLAGS:-} ;;
+             --src "$STAGE/src" --out "$OUT/fresh" --deadline-s $((secs - 200)) --end-s $((secs - 15)) ${FRESH_FLAGS:-} ;;
     clk) timeout -k 10 "$secs" python3 "$STAGE/benchmarks/clocks/levels.py" --runs "${CLK_RUNS:-12}" --out "$OUT/clk" ;;
     dq) timeout -k 10 "$secs" python3 "$STAGE/benchmarks/decision_quality/run.py" --device gpu-dobench --trials 20 \
           --effects "${DQ_EFFECTS:-identical,-1%,+1%}" --out "$OUT/dq" --max-seconds $((secs - 40)) ${DQ_FLAGS:-} ;;

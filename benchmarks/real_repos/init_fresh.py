@@ -3,7 +3,7 @@ project, a fresh repository from the staged snapshot, `kopt-mcp init --command "
 plus the PYTHONPATH init asks for>" --write` with no other flag, then the session through the in-process
 Referee on that proposal: the baseline, and an identical candidate (a comment) that must be `tie`.
 
-    python benchmarks/real_repos/init_fresh.py --project liger --src DIR --out OUT [--work W] [--deadline-s S]
+    python benchmarks/real_repos/init_fresh.py --project liger --src DIR --out OUT [--work W] [--deadline-s S] [--end-s E]
     python benchmarks/real_repos/init_fresh.py --project all --src .devstage/src --out OUT
     python benchmarks/real_repos/fresh_table.py --out OUT      # OUT/issue35-table.md from OUT/<name>-fresh.json
 
@@ -46,7 +46,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parents[1]))
 
 from fla import FLA_LN
-from fresh_table import ISSUE35, write_table
+from fresh_table import ISSUE35, init_test_s, write_table
 from projects import PROJECTS, Candidate, Project
 from run import make_repo, versions
 
@@ -218,9 +218,32 @@ def write(out: Path, fresh: Fresh, result: dict, work: Path | None = None) -> No
     (out / f"{fresh.name}-fresh.md").write_text("\n".join(lines) + "\n")
 
 
+#: forecasts in benchmark runs (init's longest run): the baseline (4 profiled runs, worktrees, traces) and
+#: the identical candidate (BEST, the candidate, BEST profiled; its test run is added); Liger on one H200
+#: (2026-12-03): 4.5-4.7 and 4.6-4.9 runs with the test run
+FORECAST_RUNS = {"baseline": 5.0, "identical": 3.5}
+
+
+def fits(step: str, result: dict, end: float | None) -> bool:
+    """Whether `step` is forecast to end before `end` (time.monotonic(); None: no end), from init's runs
+    (`result["init"]["runs_s"]`) and, for the identical candidate, init's test run; prints why not."""
+    runs = [x for x in (result.get("init") or {}).get("runs_s") or [] if x]
+    if end is None or not runs:
+        return True
+    tests = (init_test_s((result.get("init") or {}).get("tests_ran", [])) or 0.0) if step == "identical" else 0.0
+    need = FORECAST_RUNS[step] * max(runs) + tests
+    if time.monotonic() + need <= end:
+        return True
+    print(f"{result['name']}: {step} forecast {need:.0f} s, {max(0.0, end - time.monotonic()):.0f} s left in this "
+          "call: left for the next call (--work)", flush=True)
+    return False
+
+
 def check(fresh: Fresh, src: Path, out: Path, work: Path | None, deadline: float | None,
-          lease_dir: Path | None = None) -> bool:
-    """One project: fresh repository, init, baseline, identical candidate. True when all went right."""
+          lease_dir: Path | None = None, end: float | None = None) -> bool:
+    """One project: fresh repository, init, baseline, identical candidate. True when all went right.
+    `end` (time.monotonic()): the call's end; a baseline or candidate forecast to pass it is left for
+    the next call (`fits`)."""
     sha = src.parent / f"{src.name}.sha"
     result: dict = {"project": fresh.github, "name": fresh.name, "commit": sha.read_text().strip() if sha.exists()
                     else "unknown", "command": fresh.command, "versions": versions()}
@@ -256,6 +279,8 @@ def check(fresh: Fresh, src: Path, out: Path, work: Path | None, deadline: float
     try:
         t = time.perf_counter()
         if ref.status().phase == "needs_baseline":
+            if not fits("baseline", result, end):
+                return False
             b = ref.run_benchmark()
             result["baseline"] = {"ok": b.ok and b.baseline_recorded, "reason": b.reason,
                                   "seconds": round(time.perf_counter() - t, 1),
@@ -268,7 +293,7 @@ def check(fresh: Fresh, src: Path, out: Path, work: Path | None, deadline: float
         result["baseline"]["plain_run_s"] = ref.books.state.plain_run_s
         print(f"{fresh.name}: baseline ok={result['baseline']['ok']}: {result['baseline']['reason'][:300]}", flush=True)
         write(out, fresh, result, work)
-        if not result["baseline"]["ok"]:
+        if not result["baseline"]["ok"] or not fits("identical", result, end):
             return False
         Candidate("identical", "tie", "a comment only", fresh.kernel_file, append=IDENTICAL).apply(ref.where.workspace_path)
         t = time.perf_counter()
@@ -294,6 +319,8 @@ def main() -> int:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--work", type=Path, default=None, help="keep each repository and session in WORK/<name>")
     ap.add_argument("--deadline-s", type=float, default=None, help="start no session after this many seconds")
+    ap.add_argument("--end-s", type=float, default=None, help="the call ends this many seconds after the start: a "
+                    "baseline or identical candidate forecast to pass it is left for the next call (with --work)")
     ap.add_argument("--lease-dir", type=Path, default=None,
                     help="the GPU lease folder to share with other sessions on this host (default: one of its own)")
     ap.add_argument("--table", action="store_true", help="at the end, write OUT/issue35-table.md (fresh_table.py) "
@@ -306,6 +333,7 @@ def main() -> int:
         ap.error(f"--project {a.project}: one or more (comma-separated) of {sorted(FRESH)}, {sorted(ALIASES)}; or all")
     a.out.mkdir(parents=True, exist_ok=True)
     deadline = None if a.deadline_s is None else time.monotonic() + a.deadline_s
+    end = None if a.end_s is None else time.monotonic() + a.end_s
     # --src: the project's folder, or the staging folder that holds it (liger/, tk/, ...)
     picked = list(FRESH.values()) if names == ["all"] else [FRESH[n] for n in names]
     # more than one: --src is the staging folder, and a project not staged there is skipped
@@ -319,7 +347,7 @@ def main() -> int:
             print(f"{fresh.name}: deadline: left for the next call (--work)", flush=True)
             ok = False
             continue
-        ok &= check(fresh, src, a.out, a.work, deadline, a.lease_dir)
+        ok &= check(fresh, src, a.out, a.work, deadline, a.lease_dir, end)
     if a.table or names == ["all"]:
         rows = ISSUE35 + tuple(f.name for f, _ in todo if f.name not in ISSUE35)
         print(f"table: {write_table(a.work or a.out, rows, dest=a.out)}", flush=True)

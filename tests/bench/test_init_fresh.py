@@ -140,3 +140,27 @@ def test_inits_own_progress_lines_say_where_its_wall_went(tmp_path):
     text = ft.write_table(tmp_path).read_text()
     assert "- liger: benchmark runs 0.7 s, correctness test rounds 4.9 s, the profiled run 0 s, not in a step 1.4 s" in text
     assert ft.step_times({"seconds": 228.3}) == {}  # an older json (2026-11-27): no steps recorded
+
+
+def test_table_takes_the_shortest_of_inits_runs_and_the_baselines_median_run(tmp_path):
+    """The ninth session's H200 json: init's runs 20.21 s (plain, first: it compiles) and 18.97 s (CUPTI),
+    the baseline's median run 20.21 s: one plain run is 18.97 s, so the target takes no slack from them."""
+    doc = json.loads((ROOT / "benchmarks/results/2026-12-03-h200-init-fresh-cupti-liger.json").read_text())
+    assert doc["init"]["runs_s"] == [20.21, 18.97] and doc["init"]["runs_profiler"] == ["", "cupti"]
+    r = ft.row("liger", doc)
+    assert (r["plain_s"], r["spent_s"], r["met"]) == (18.97, 169.9, True)
+    assert round(r["budget_s"], 1) == round(8 * 18.97 + r["test_s"], 1) == 185.7
+
+
+def test_a_step_forecast_to_pass_the_calls_end_is_left_for_the_next_call(capsys):
+    import time
+
+    result = {"name": "liger-swiglu", "init": {"runs_s": [96.6, 100.7], "tests_ran": ["t.py (30.0 s)"]}}
+    now = time.monotonic()
+    assert fresh.fits("baseline", result, None)  # no end: always
+    assert not fresh.fits("baseline", result, now + 400)  # 5 x 100.7 = 503.5 s
+    assert "baseline forecast 504 s" in capsys.readouterr().out
+    assert fresh.fits("baseline", result, now + 600)
+    assert not fresh.fits("identical", result, now + 360)  # 3.5 x 100.7 + 30 = 382.5 s
+    assert fresh.fits("identical", result, now + 420)
+    assert fresh.fits("baseline", {"name": "x", "init": {}}, now + 1)  # an older json: no forecast, as before
