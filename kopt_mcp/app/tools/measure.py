@@ -15,7 +15,8 @@ def register(tools: list[Tool]) -> None:
     @tool(tools, "Run the fixed benchmark", **MEASURING)
     async def run_benchmark(ctx: Context) -> BenchmarkResult:
         """Run the fixed benchmark once on a leased device; no verdict. The first call records the
-        baseline of BEST_COMMIT; later calls are a quick check of the workspace with the change vs BEST
+        baseline of BEST_COMMIT (several runs, profiled too; init's runs of the same tree adopted:
+        `reason` says which). Later calls are a quick check of the workspace with the change vs BEST
         per class (+% = better; one run: use save_and_test for a verdict). Returns per-class metric and
         correctness, the gate, exit code, log tail and next_actions.
         """
