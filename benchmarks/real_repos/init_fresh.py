@@ -172,11 +172,11 @@ def run_init(repo: Path, fresh: Fresh, log: Path) -> dict:
     stderr = log.read_text(errors="replace")
     out = {"exit_code": p.returncode, "seconds": round(time.perf_counter() - t, 1), "stderr_tail": stderr[-3000:],
            "steps": init_steps(stderr), "progress": progress_lines(stderr)}
-    runs = repo / ".git" / "kopt" / "init" / "runs.json"  # init's record (kopt_mcp/init_runs.py): each run's wall
-    if runs.is_file():
-        rec = json.loads(runs.read_text())
-        out |= {"runs_s": [r.get("seconds") for r in rec.get("runs", [])],
-                "runs_profiler": [r.get("profiler", "") for r in rec.get("runs", [])]}
+    from kopt_mcp import init_runs
+
+    rec, _ = init_runs.load(repo)  # init's record: each run's wall time and profiler
+    if rec is not None:
+        out |= {"runs_s": [r.seconds for r in rec.runs], "runs_profiler": [r.profiler for r in rec.runs]}
     toml = repo / "kopt.toml"
     if p.returncode == 0 and toml.is_file():
         text = toml.read_text()
@@ -227,10 +227,11 @@ FORECAST_RUNS = {"baseline": 5.0, "identical": 3.5}
 def fits(step: str, result: dict, end: float | None) -> bool:
     """Whether `step` is forecast to end before `end` (time.monotonic(); None: no end), from init's runs
     (`result["init"]["runs_s"]`) and, for the identical candidate, init's test run; prints why not."""
-    runs = [x for x in (result.get("init") or {}).get("runs_s") or [] if x]
+    init = result.get("init") or {}
+    runs = [x for x in init.get("runs_s") or [] if x]
     if end is None or not runs:
         return True
-    tests = (init_test_s((result.get("init") or {}).get("tests_ran", [])) or 0.0) if step == "identical" else 0.0
+    tests = (init_test_s(init.get("tests_ran", [])) or 0.0) if step == "identical" else 0.0
     need = FORECAST_RUNS[step] * max(runs) + tests
     if time.monotonic() + need <= end:
         return True

@@ -60,7 +60,7 @@ def baseline(sess: Session, progress: Progress | None) -> BenchmarkResult:
     note = "no profiler: the script metric is the keep metric"
     class_gpu_us: dict[str, float] | None = None
     profiles, traces, clocks, kernels, stood = _profiles(sess, prof, best_tree, progress, (runs - stand_in, steps),
-                                                         stand_in, check_due)
+                                                         profiles_due, stand_in, check_due)
     gpu_us = profiles[0] if profiles else None
     for mi in stood:
         m = m or mi  # the first run is the one shown in the result
@@ -113,15 +113,15 @@ def baseline(sess: Session, progress: Progress | None) -> BenchmarkResult:
     return res.model_copy(update={"reason": "; ".join(x for x in (res.reason, adoption.reason, said) if x)})
 
 
-def _profiles(sess: Session, prof, best_tree: str, progress: Progress | None, at: tuple[int, int], stand_in: int,
-              check: bool) -> tuple[list[float], list, list, list[str], list[Measurement]]:
-    """The baseline's BASELINE_PROFILES profiled runs of `best_tree` (none without a profiler), back to
-    back; the first `stand_in` also stand for plain runs (their Measurements returned, each through the
+def _profiles(sess: Session, prof, best_tree: str, progress: Progress | None, at: tuple[int, int], due: int,
+              stand_in: int, check: bool) -> tuple[list[float], list, list, list[str], list[Measurement]]:
+    """The baseline's `due` profiled runs of `best_tree` (BASELINE_PROFILES; none without a profiler), back
+    to back; the first `stand_in` also stand for plain runs (their Measurements returned, each through the
     correctness gate; `check`: the [correctness] command with the first). `at`: (the first one's
     progress step, the total). Returns the target kernels' GPU time per run (us), the traces, the SM
     clocks, the target kernels (the first trace's) and the standing Measurements. Raises RefereeError
     (a failed profile, no target kernel, a failed gate, a protected write)."""
-    cfg, due = sess.what.cfg, BASELINE_PROFILES if prof.name != "none" else 0
+    cfg = sess.what.cfg
     profiles, traces, clocks, kernels, stood = [], [], [], [], []
     for i in range(due):
         if progress:

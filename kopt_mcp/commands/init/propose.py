@@ -124,23 +124,31 @@ def kernel_regex(repo: Path, command: str, timeout_s: float = 1200.0, profiler=N
     first (kopt_mcp/commands/init/kernels.py `choose_targets`; `topic`: init's --kernel), and why; or None and
     why not (no GPU, no profiler, a failed run, an empty trace)."""
     try:
-        prof = profiler
-        if prof is None:
-            gpus = make_probe("auto").read()
-            if not gpus:
-                return None, "no GPU here"
-            prof = make_profiler("auto", gpus[0].vendor)
-        if prof.name == "none" or not prof.available():
-            return None, "no profiler available"
+        prof, why = _machine_profiler() if profiler is None else (profiler, "")
+        if prof is None or prof.name == "none" or not prof.available():
+            return None, why or "no profiler available"
         with tempfile.TemporaryDirectory(prefix="kopt-init-trace-") as tmp:
             r = run_command(prof.wrap(command, Path(tmp)), repo, profile_env(prof), timeout_s, Path(tmp) / "p.log")
             if r.exit_code != 0:
                 return None, f"the profiled run exited {r.exit_code}"
             trace = prof.parse(Path(tmp))
-        names, why = choose_targets([k.name for k in trace.kernels], defined_kernels(repo), topic)
-        return exact_names_regex(names), f"{why} (one {prof.name} trace)"
+        return _targets([k.name for k in trace.kernels], repo, topic, f"one {prof.name} trace")
     except Exception as e:  # a proposal, not a gate: say why and go on
         return None, f"profiling failed: {e}"
+
+
+def _machine_profiler():
+    """(the machine's `auto` profiler for its first GPU, '') or (None, "no GPU here"). Raises what the
+    GPU probe raises."""
+    gpus = make_probe("auto").read()
+    return (make_profiler("auto", gpus[0].vendor), "") if gpus else (None, "no GPU here")
+
+
+def _targets(names: list[str], repo: Path, topic: str | None, source: str) -> tuple[str | None, str]:
+    """The anchored regex of the trace's kernels (`names`, hottest first) that the repository defines
+    (`choose_targets`), and why, naming the trace (`source`)."""
+    chosen, why = choose_targets(names, defined_kernels(repo), topic)
+    return exact_names_regex(chosen), f"{why} ({source})"
 
 
 def script_profiler(profile: bool, command: str | None):
@@ -151,8 +159,7 @@ def script_profiler(profile: bool, command: str | None):
     if not (profile and command):
         return None
     try:
-        gpus = make_probe("auto").read()
-        prof = make_profiler("auto", gpus[0].vendor) if gpus else None
+        prof, _ = _machine_profiler()
     except Exception:  # the separate profiled run says why
         return None
     ok = prof is not None and getattr(prof, "measures_script", False) and prof.available()
@@ -167,8 +174,7 @@ def traced_targets(runs: list[Run], repo: Path, topic: str | None) -> tuple[str 
         return None
     if run.kernels is None:
         return None, f"profiling failed: {run.profile_error}"
-    names, why = choose_targets(run.kernels, defined_kernels(repo), topic)
-    return exact_names_regex(names), f"{why} (one {run.profiler} trace: benchmark run {runs.index(run) + 1})"
+    return _targets(run.kernels, repo, topic, f"one {run.profiler} trace: benchmark run {runs.index(run) + 1}")
 
 
 def gpu_count() -> int:

@@ -172,8 +172,8 @@ def _put_back(repo: Path, content: dict[str, bytes]) -> None:
 
 def keep_for_baseline(repo: Path, command: str, tree: str | None, runs: list[Run], checked: Checked | None,
                       toml: str, probe_s: float = 30.0, gpus: list[str] = ()) -> Path | None:
-    """Record init's plain `runs` and its correctness run (`checked`) for the baseline to adopt
-    (kopt_mcp/init_runs.py): `tree` is `init_runs.worktree_identity` taken before the runs, `toml`
+    """Record init's `runs` (plain, or under CUPTI: Run.profiler) and its correctness run (`checked`)
+    for the baseline to adopt (kopt_mcp/init_runs.py): `tree` is `init_runs.worktree_identity` taken before the runs, `toml`
     the proposal's text (its sha256 must match the session's kopt.toml), `gpus` the names of the
     GPUs this host shows (the runs used the default one). The record's path, or None
     where nothing was recorded (no tree identity, no run, a record too large)."""
