@@ -35,11 +35,13 @@ def _halve_under_load(r):
         return r.save_and_test("global", "halve")
 
 
-def _quiet(call, quiet, tries: int = 4, pause_s: float = 5.0):
+def _quiet(call, quiet, tries: int = 6, pause_s: float = 10.0):
     """`call()` again, after a pause, while its result says the machine was not quiet (`quiet(result)`
     false), at most `tries` times: the exclusive gate's limit is a quarter of one core, and in a full run
     the background (processes a killed server of another test left, kernel threads: "29% not attributed
-    to a process" on 2026-12-02) can exceed it for a while. Only the setup steps of a test go through this."""
+    to a process" on 2026-12-02) can exceed it for a while; on 2026-12-03 a fresh clone's full run still
+    saw 4 tries 5 s apart come back loaded (the file passed alone twice after it), so 6 tries 10 s apart outlast
+    about 50 s of it. Only the setup steps of a test go through this."""
     for _ in range(tries - 1):
         out = call()
         if quiet(out):
