@@ -50,6 +50,7 @@ from kopt_mcp.profilers.pyspy import parse_speedscope
 from kopt_mcp.referee import Referee
 from kopt_mcp.referee.services import Services
 from kopt_mcp.testing.toy import kernel_source, make_toy_repo, set_kernel
+from tests.fixed_load import FixedLoad
 
 TESTS = "import kernel\ndef test_no_errors():\n    assert not kernel.ERRORS\ndef test_positive():\n" \
         "    assert min(kernel.TIMES.values()) > 0\n"
@@ -270,22 +271,11 @@ def test_1_without_the_harness_apart_the_reference_would_be_the_hottest_own_func
         "reference_softmax.<locals>.<listcomp>", "benchmark/scripts/reference.py", 110, 0)
 
 
-class _Neighbour:
-    """The load sampler's protocol (kopt_mcp.gpus.load): every run beside a neighbour holding one core of two
-    (49.6% of all cores, pid 4243 stress), the benchmark using `cores` cores at its peak."""
-
-    def __init__(self, cores: float) -> None:
-        self.cores = cores
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        return None
-
-    def summary(self) -> RunLoad:
-        return RunLoad(device="cpu", duration_s=1.0, samples=3, other_pct=49.6, cores=2, bench_cores=self.cores,
-                       processes=[ForeignProcess(pid=4243, name="stress", pct=49.5)], unattributed_pct=0.1)
+def _neighbour(cores: float) -> FixedLoad:
+    """Every run beside a neighbour holding one core of two (49.6% of all cores, pid 4243 stress), the
+    benchmark using `cores` cores at its peak."""
+    return FixedLoad(RunLoad(device="cpu", duration_s=1.0, samples=3, other_pct=49.6, cores=2, bench_cores=cores,
+                             processes=[ForeignProcess(pid=4243, name="stress", pct=49.5)], unattributed_pct=0.1))
 
 
 class _NoCpuGate:
@@ -304,7 +294,7 @@ def test_4_a_whole_foreign_core_is_load_for_a_multi_core_benchmark_and_reported_
         tmp_path, monkeypatch, bench_cores):
     monkeypatch.setattr("kopt_mcp.referee.opening.CpuLoadProbe", _NoCpuGate)
     repo = make_toy_repo(tmp_path / "repo", {"1": 100.0, "2": 200.0}, idle_cpu_pct=50.0)
-    loads = Services(loads=lambda vendor, uuid, probe: (lambda: _Neighbour(bench_cores)))
+    loads = Services(loads=lambda vendor, uuid, probe: (lambda: _neighbour(bench_cores)))
     ref = Referee(repo, tag="t", lease_dir=tmp_path / "leases", services=loads)
 
     async def verdict():

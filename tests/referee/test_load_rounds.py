@@ -11,12 +11,12 @@ import json
 import subprocess
 from pathlib import Path
 
-from kopt_mcp.evidence.load import RunLoad
 from kopt_mcp.gpus.load import CpuLoadSampler
 from kopt_mcp.referee.services import Services
 from kopt_mcp.rules.load import EXCLUSIVE_CORE_PCT, LOAD_EXTRA_ROUNDS
 from kopt_mcp.testing.toy import ForeignLoad, make_toy_repo, set_kernel, toy_runs_dir
 from tests.conftest import BASE_TIMES
+from tests.fixed_load import QUIET, FixedLoad
 from tests.replay_units import ReplayUnits
 
 EXCLUSIVE = "exclusive_cpu = true\ncpu_wait_s = 0.0"
@@ -37,25 +37,12 @@ def _halve_under_load(r):
         return r.save_and_test("global", "halve")
 
 
-class _Quiet:
-    """A load sampler (kopt_mcp.gpus.load's protocol) that reports no foreign load on the 2 cores."""
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        return None
-
-    def summary(self) -> RunLoad:
-        return RunLoad(device="cpu", duration_s=1.0, samples=2, other_pct=0.0, cores=2)
-
-
 def _quiet_until_loaded(real: list[bool]):
     """Services whose CPU load sampler reports a quiet machine until `real[0]` is set, then the real
     sampler (kopt_mcp.gpus.load.CpuLoadSampler): the steps before the planted load cannot be flipped by
     the machine's own background (a CI run of 2026-12-03 saw it above a quarter of one core for over 60
     s), and the step under ForeignLoad reads the real loops."""
-    return Services(loads=lambda vendor, uuid, probe: lambda: CpuLoadSampler() if real[0] else _Quiet())
+    return Services(loads=lambda vendor, uuid, probe: lambda: CpuLoadSampler() if real[0] else FixedLoad(QUIET))
 
 
 def _runs(rec: dict) -> list[dict]:
