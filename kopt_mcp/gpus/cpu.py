@@ -11,7 +11,9 @@ Accounting between two readings (psutil; `read_cpu`):
 - own time: the CPU time of kopt-mcp's own tree, the server (`roots`, this process) and every
   descendant (its runs and their children), each with the time of its finished children
   (user + system + children_user + children_system): a run that starts and ends between two
-  readings is still counted as own, through its parent's children time. The server's own
+  readings is still counted as own, through its parent's children time; a run that ends while the
+  process table is being read counts once (`_runs_seconds`: the own tree is read again after the
+  table, this process before and after its runs). The server's own
   launchers (ancestors whose command line runs kopt-mcp, e.g. `uv run kopt-mcp`) count as own;
 - other = busy - own, as % of all cores' time, clipped to 0..100. Each other process is named with
   its OWN CPU time (user + system) over the interval, a process that started inside the interval
@@ -165,14 +167,40 @@ def read_cpu(roots: frozenset[int] = frozenset()) -> CpuReading:
             stack.extend(kids.get(pid, ()))
     launchers = _launchers()
     own = tree | launchers  # a launcher itself, not its other children
-    own_s = sum(_with_children(ct) for pid, (_, _, _, ct) in procs.items() if pid in own)
-    me = procs.get(os.getpid())
-    bench_s = sum(_with_children(ct) for pid, (_, _, _, ct) in procs.items()
-                  if pid in tree and pid != os.getpid() and pid not in launchers)
-    bench_s += _children_s(me[3]) if me is not None else 0.0
+    runs = {pid: procs[pid][1] for pid in tree if pid in procs and pid != os.getpid() and pid not in launchers}
+    me_s, bench_s = _runs_seconds(runs)
+    own_s = me_s + bench_s + sum(_with_children(procs[pid][3]) for pid in launchers if pid in procs)
     others = {pid: (name, created, ct.user + ct.system, ppid, _children_s(ct))
               for pid, (name, created, ppid, ct) in procs.items() if pid not in own}
     return CpuReading(t=t, wall=wall, busy_s=busy, own_s=own_s, others=others, own=own, bench_s=bench_s)
+
+
+#: times the own tree is read again when one of its runs was reaped while it was being read
+OWN_READ_TRIES = 3
+
+
+def _runs_seconds(runs: dict[int, float]) -> tuple[float, float]:
+    """(this process's own CPU s, the runs' CPU s), read after the scan of the process table:
+    `runs` (pid -> create time, epoch s) each with its finished children, plus this process's
+    finished children. This process is read before and after the runs, and again while a run was
+    reaped in between, so a run reaped during a reading counts once: in its entry or in this
+    process's finished children, never in both nor in neither. A pid now held by another process
+    (another create time) is not read."""
+    me = psutil.Process()
+    for _ in range(OWN_READ_TRIES):
+        before = me.cpu_times()
+        runs_s = 0.0
+        for pid, created in runs.items():
+            try:
+                p = psutil.Process(pid)
+                if abs(p.create_time() - created) < 0.01:
+                    runs_s += _with_children(p.cpu_times())
+            except psutil.Error:
+                continue  # ended: reaped, its time is in its parent's finished children
+        after = me.cpu_times()
+        if _children_s(after) == _children_s(before):
+            break
+    return after.user + after.system, runs_s + _children_s(after)
 
 
 def _children_s(ct) -> float:

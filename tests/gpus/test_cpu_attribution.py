@@ -96,7 +96,12 @@ def test_a_single_process_run_is_never_more_than_one_core_and_the_servers_thread
     """A planted run (one spinning child) beside a busy thread of this process: the thread is the
     server's, not the benchmark's, so the run used at most one core (plus reading jitter)."""
     stop = threading.Event()
-    busy = threading.Thread(target=lambda: [None for _ in iter(lambda: stop.is_set(), True)], daemon=True)
+
+    def spin() -> None:
+        while not stop.is_set():
+            pass
+
+    busy = threading.Thread(target=spin, daemon=True)
     with CpuLoadSampler() as s:
         busy.start()
         subprocess.run([sys.executable, "-c", SPIN.format(s=2.0)], check=True)
