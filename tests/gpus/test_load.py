@@ -31,7 +31,12 @@ def test_a_run_of_kopts_own_tree_is_never_foreign_load():
     """The run (a child spinning for 1.5 s, started and reaped inside the sample) and a busy thread of
     this process are kopt-mcp's own: neither is named, whatever else the machine runs."""
     stop = threading.Event()
-    busy = threading.Thread(target=lambda: [None for _ in iter(lambda: stop.is_set(), True)], daemon=True)
+
+    def spin() -> None:
+        while not stop.is_set():
+            pass
+
+    busy = threading.Thread(target=spin, daemon=True)
     with CpuLoadSampler(top=10_000) as s:
         busy.start()
         child = subprocess.Popen([sys.executable, "-c", SPIN.format(s=1.5)])
