@@ -183,9 +183,11 @@ def _runs_seconds(runs: dict[int, float]) -> tuple[float, float]:
     """(this process's own CPU s, the runs' CPU s), read after the scan of the process table:
     `runs` (pid -> create time, epoch s) each with its finished children, plus this process's
     finished children. This process is read before and after the runs, and again while a run was
-    reaped in between, so a run reaped during a reading counts once: in its entry or in this
-    process's finished children, never in both nor in neither. A pid now held by another process
-    (another create time) is not read."""
+    reaped in between, so a run this process reaped during a reading counts once: in its entry or
+    in this process's finished children, never in both nor in neither. A run's own child that the
+    run reaps during the pass can still count 0 or 2 times; the pass takes milliseconds, where the
+    scan before it can take seconds. A pid now held by another process (another create time) is
+    not read."""
     me = psutil.Process()
     for _ in range(OWN_READ_TRIES):
         before = me.cpu_times()
