@@ -11,7 +11,10 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import psutil
@@ -154,6 +157,29 @@ def fake_services(clock: FakeClock | None = None, **fields):
     return Services(clock=clock, sleep=clock.sleep, **fields)
 
 
+#: a Python program that spins one core for `s` seconds (wall clock): `SPIN_LOOP.format(s=2.0)`
+SPIN_LOOP = "import time\nt=time.time()+{s}\nwhile time.time()<t: pass"
+
+
+@contextmanager
+def spinning_thread() -> Iterator[None]:
+    """A thread of this process spinning while the block runs, stopped at its end: to kopt-mcp's load
+    figures, the server's own work (never the benchmark's, never foreign load)."""
+    stop = threading.Event()
+
+    def spin() -> None:
+        while not stop.is_set():
+            pass
+
+    busy = threading.Thread(target=spin, daemon=True)
+    busy.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        busy.join()
+
+
 class ForeignLoad:
     """Busy loops on `processes` cores that are NOT in this process's tree (started by a shell that
     exits at once, so they are re-parented away): to kopt-mcp's load figures, another job on the
@@ -166,7 +192,7 @@ class ForeignLoad:
         self.pids: list[int] = []
 
     def __enter__(self) -> ForeignLoad:
-        loop = f"import time\nt=time.time()+{self.seconds}\nwhile time.time()<t: pass"
+        loop = SPIN_LOOP.format(s=self.seconds)
         starts = " ".join(f'{sys.executable} -c "{loop}" >/dev/null 2>&1 & echo $!;' for _ in range(self.processes))
         out = subprocess.run(["bash", "-c", starts], capture_output=True, text=True, check=True)
         self.pids = [int(x) for x in out.stdout.split()]

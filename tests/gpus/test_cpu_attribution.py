@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import threading
 from collections import namedtuple
 from types import SimpleNamespace
 
@@ -20,6 +19,7 @@ from kopt_mcp.gpus import cpu as cpu_mod
 from kopt_mcp.gpus import load as load_mod
 from kopt_mcp.gpus.cpu import CpuReading, cpu_load_between, process_seconds, read_cpu
 from kopt_mcp.gpus.load import CpuLoadSampler, bench_cores, forget_bench_cores, recent_bench_cores
+from kopt_mcp.testing.toy import SPIN_LOOP, spinning_thread
 
 Times = namedtuple("Times", "user system children_user children_system")
 Machine = namedtuple("Machine", "user nice system idle iowait")
@@ -89,23 +89,11 @@ def test_the_benchmarks_peak_cores_are_its_busiest_interval(monkeypatch):
     assert bench_cores(a, b) == pytest.approx(0.5)
 
 
-SPIN = "import time\nt=time.time()+{s}\nwhile time.time()<t: pass"
-
-
 def test_a_single_process_run_is_never_more_than_one_core_and_the_servers_threads_are_not_its():
     """A planted run (one spinning child) beside a busy thread of this process: the thread is the
     server's, not the benchmark's, so the run used at most one core (plus reading jitter)."""
-    stop = threading.Event()
-
-    def spin() -> None:
-        while not stop.is_set():
-            pass
-
-    busy = threading.Thread(target=spin, daemon=True)
-    with CpuLoadSampler() as s:
-        busy.start()
-        subprocess.run([sys.executable, "-c", SPIN.format(s=2.0)], check=True)
-        stop.set()
+    with CpuLoadSampler() as s, spinning_thread():
+        subprocess.run([sys.executable, "-c", SPIN_LOOP.format(s=2.0)], check=True)
     run = s.summary()
     forget_bench_cores()
     assert run is not None and 0.0 < run.bench_cores <= 1.15

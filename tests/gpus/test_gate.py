@@ -176,7 +176,9 @@ class _Hog:
         import subprocess
         import sys
 
-        loop = f"import time\nt=time.time()+{seconds}\nwhile time.time()<t: pass"
+        from kopt_mcp.testing.toy import SPIN_LOOP
+
+        loop = SPIN_LOOP.format(s=seconds)
         out = subprocess.run(["bash", "-c", f'{sys.executable} -c "{loop}" >/dev/null 2>&1 & echo $!'],
                              capture_output=True, text=True, check=True)
         self.pid = int(out.stdout.split()[0])

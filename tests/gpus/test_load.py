@@ -8,16 +8,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import threading
 import time
 
 import pytest
 
 from kopt_mcp.gpus.cpu import CpuLoadProbe, read_cpu
 from kopt_mcp.gpus.load import CpuLoadSampler, GpuLoadSampler, load_factory
-from kopt_mcp.testing.toy import ForeignLoad
-
-SPIN = "import time\nt=time.time()+{s}\nwhile time.time()<t: pass"
+from kopt_mcp.testing.toy import SPIN_LOOP, ForeignLoad, spinning_thread
 
 
 def _adds_up(load) -> None:
@@ -30,18 +27,9 @@ def _adds_up(load) -> None:
 def test_a_run_of_kopts_own_tree_is_never_foreign_load():
     """The run (a child spinning for 1.5 s, started and reaped inside the sample) and a busy thread of
     this process are kopt-mcp's own: neither is named, whatever else the machine runs."""
-    stop = threading.Event()
-
-    def spin() -> None:
-        while not stop.is_set():
-            pass
-
-    busy = threading.Thread(target=spin, daemon=True)
-    with CpuLoadSampler(top=10_000) as s:
-        busy.start()
-        child = subprocess.Popen([sys.executable, "-c", SPIN.format(s=1.5)])
+    with CpuLoadSampler(top=10_000) as s, spinning_thread():
+        child = subprocess.Popen([sys.executable, "-c", SPIN_LOOP.format(s=1.5)])
         child.wait()
-        stop.set()
     load = s.summary()
     assert load is not None and load.device == "cpu" and load.samples >= 2
     assert {os.getpid(), child.pid}.isdisjoint(p.pid for p in load.processes)
