@@ -35,7 +35,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from kopt_mcp.commands.init.progress import Budget, Progress
-from kopt_mcp.commands.init.pytest_report import Outcome, running_test, summary_line
+from kopt_mcp.commands.init.pytest_report import Outcome, summary_line
 from kopt_mcp.commands.init.pytest_run import HUNG_SKIP, PytestRun, install_plugin, kept_summary, run_tests, running_count, stands_for
 from kopt_mcp.errors import InitError
 
@@ -314,7 +314,7 @@ def check_correctness(repo: Path, prefix: str, python: str, files: list[str], se
                 return _unchecked(prefix, python, files, select,
                                   deselect + [d.target for d in grouped if d.target not in files],
                                   drops + grouped, budget, f"after {run.seconds:.0f} s inside its run "
-                                  f"({running_count(report.with_suffix('.log'))})")
+                                  f"({running_count(report)})")
             if run.timed_out:  # the test it was inside is left out; files it never reached too; the rest runs again
                 new += _cut_drops(run, files, timeout_s)
             known = {o.nodeid for o in run.outcomes}
@@ -350,7 +350,7 @@ def check_correctness(repo: Path, prefix: str, python: str, files: list[str], se
 def _cut_drops(run: PytestRun, files: list[str], timeout_s: float) -> list[Drop]:
     """What a run ended by the tests' own limit leaves out: the test it was inside (every case of its
     function) and the files it never reached."""
-    running, seen = running_test(run.log), {o.file for o in run.outcomes}
+    running, seen = run.running, {o.file for o in run.outcomes}
     limit_text = f"init's {timeout_s:g} s limit for the tests (--tests-timeout)"
     out = []
     if running:

@@ -13,6 +13,7 @@ outcomes out (xml.etree from the standard library).
 
 from __future__ import annotations
 
+import json
 import re
 import xml.etree.ElementTree as ET
 from typing import Literal
@@ -76,34 +77,82 @@ def parse_junit(xml_text: str) -> list[Outcome]:
     return out
 
 
-_PROGRESS = re.compile(r"^(?P<id>\S.*?::.+?) (?P<st>PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)"
-                       r"(?: \((?P<why>.*)\))?\s+\[\s*\d+%\]\s*$")
+_STATUSES = "PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS"
+_PROGRESS = re.compile(rf"^(?P<id>\S.*?::.+?) (?P<st>{_STATUSES})(?: \((?P<why>.*)\))?\s+\[\s*\d+%\]\s*$")
+#: the outcome alone: under live logging (`log_cli = true`) it follows the test's log lines
+_BARE = re.compile(rf"^(?P<st>{_STATUSES})(?: \((?P<why>.*)\))?\s+\[\s*\d+%\]\s*$")
 _STATUS: dict[str, OutcomeName] = {"PASSED": "passed", "FAILED": "failed", "ERROR": "error", "SKIPPED": "skipped",
                                    "XFAIL": "xfailed", "XPASS": "xpassed"}
 
 
-def parse_progress(log: str) -> list[Outcome]:
-    """The tests a `pytest -v` run finished, from its progress lines ("t/x.py::test_a PASSED
-    [ 50%]"), in order: what is known of a run that was killed before it wrote its report. A test
-    may show twice (a failure in teardown after its pass): the last line counts."""
+#: a line that starts with a test's node id (a path to a .py file, then "::")
+_NODE = re.compile(r"^[^\s:]+\.py::\S")
+
+
+def _started(line: str) -> bool:
+    """A node id pytest wrote as its test started, no outcome after it yet ("tests/test_slow.py::test_slow ")."""
+    return bool(_NODE.match(line)) and not _PROGRESS.match(line)
+
+
+def _walk(log: str) -> tuple[dict[str, Outcome], str | None]:
+    """The finished tests of a `pytest -v` log by node id, in order, and the test started last without an outcome."""
     seen: dict[str, Outcome] = {}
-    for line in log.splitlines():
-        m = _PROGRESS.match(line.rstrip())
-        if m:
-            nodeid = m.group("id")
+    pending: str | None = None
+    for line in (x.rstrip() for x in log.splitlines()):
+        m, bare = _PROGRESS.match(line), _BARE.match(line)
+        nodeid = m.group("id") if m else pending if bare else None
+        if nodeid:
+            m = m or bare
             seen.pop(nodeid, None)
             seen[nodeid] = Outcome(nodeid=nodeid, file=nodeid.split("::", 1)[0], outcome=_STATUS[m.group("st")],
                                    message=m.group("why") or "")
-    return list(seen.values())
+            pending = None
+        elif _started(line):
+            pending = line.strip()
+    return seen, pending
+
+
+def parse_progress(log: str) -> list[Outcome]:
+    """The tests a `pytest -v` run finished, from its progress lines ("t/x.py::test_a PASSED
+    [ 50%]", or under live logging the node id, the test's log lines, then "PASSED  [ 50%]"), in
+    order: what is known of a run that was killed before it wrote its report. A test may show twice
+    (a failure in teardown after its pass): the last line counts."""
+    return list(_walk(log)[0].values())
 
 
 def running_test(log: str) -> str | None:
-    """The test a killed `pytest -v` run was inside: its last line holds a node id that pytest wrote
-    when the test started and no outcome after it ("tests/test_slow.py::test_slow "); None when the
-    run ended between tests."""
-    lines = [line for line in log.splitlines() if line.strip()]
-    last = lines[-1].rstrip() if lines else ""
-    return last if "::" in last and not _PROGRESS.match(last) and not last.startswith((" ", "=", "_")) else None
+    """The test a killed `pytest -v` run was inside: the node id pytest wrote when the test started,
+    with no outcome after it ("tests/test_slow.py::test_slow"); None when the run ended between tests."""
+    return _walk(log)[1]
+
+
+def parse_events(text: str) -> tuple[list[Outcome], str | None]:
+    """The tests a run finished, in order, and the test it was inside (None: between tests), from the
+    JSON lines init's plugin appends as the run goes on (kopt_mcp/commands/init/pytest_xfail_plugin.py:
+    `{"start": nodeid}`, `{"selected": n}`, and per finished test its outcome, message, text and
+    seconds). A line cut off by a kill is passed over. Pure."""
+    done: dict[str, Outcome] = {}
+    running: str | None = None
+    for line in text.splitlines():
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if "start" in rec:
+            running = rec["start"]
+        elif "nodeid" in rec and rec.get("outcome") in _STATUS.values():
+            done.pop(rec["nodeid"], None)
+            done[rec["nodeid"]] = Outcome(nodeid=rec["nodeid"], file=rec["nodeid"].split("::", 1)[0],
+                                          outcome=rec["outcome"], message=str(rec.get("message") or ""),
+                                          text=str(rec.get("text") or ""), seconds=float(rec.get("seconds") or 0.0))
+            running = None if running == rec["nodeid"] else running
+    return list(done.values()), running
+
+
+def selected_count(text: str) -> int | None:
+    """The number of tests the run selected, from the plugin's `{"selected": n}` line (None: not written yet)."""
+    found = re.findall(r'^\{"selected": (\d+)\}$', text, re.M)
+    return int(found[-1]) if found else None
 
 
 _SUMMARY = re.compile(r"^(?:=+ )?(?P<s>\d+ \w+(?:, \d+ \w+)* in [\d.]+s(?: \([\d:]+\))?)(?: =+)?$", re.M)

@@ -6,6 +6,10 @@ The plugin is copied into the run's temporary folder, which goes first on PYTHON
 prefix such as `PYTHONPATH=src${PYTHONPATH:+:$PYTHONPATH}` keeps it); where the tests' interpreter
 still cannot load it (a prefix that replaces PYTHONPATH), the same run is made once more without it,
 as before the plugin existed.
+
+While the run goes on, the plugin appends each test's start and end to `<report>.events.jsonl`
+(pytest_report.parse_events): the running count, and what a run cut short had done and was inside,
+come from there; the `-v` lines of the log are read only where the plugin did not load.
 """
 
 from __future__ import annotations
@@ -23,7 +27,15 @@ from pydantic import BaseModel
 
 from kopt_mcp.bench.runner import run_command
 from kopt_mcp.commands.init.progress import Progress
-from kopt_mcp.commands.init.pytest_report import Outcome, parse_junit, parse_progress, summary_line
+from kopt_mcp.commands.init.pytest_report import (
+    Outcome,
+    parse_events,
+    parse_junit,
+    parse_progress,
+    running_test,
+    selected_count,
+    summary_line,
+)
 
 #: the plugin's module name in the run's folder, and its source (never imported here: it imports pytest)
 PLUGIN = "kopt_init_xfail"
@@ -39,7 +51,8 @@ class PytestRun(BaseModel):
     the items the plugin deselected come first, as `xfailed` with their reason), `log` (its text),
     `exit_code`, `timed_out`, `seconds` (wall, s), `deselected` (how many the plugin left out) and
     `finished`: pytest wrote its JUnit report, which it does at the end of a whole session only (a run
-    that pytest-timeout's thread method ended with os._exit leaves none)."""
+    that pytest-timeout's thread method ended with os._exit leaves none); `running`: the test a run
+    cut short was inside (its node id; None: between tests, or the run ended)."""
 
     outcomes: list[Outcome]
     log: str
@@ -48,18 +61,31 @@ class PytestRun(BaseModel):
     seconds: float
     deselected: int = 0
     finished: bool = False
+    running: str | None = None
 
 
-def running_count(log_path: Path) -> str:
-    """How far a `pytest -v` run is, from its log so far: "12/40 test(s) done (1 failed)"."""
+def _events(report: Path) -> Path:
+    return report.with_suffix(".events.jsonl")
+
+
+def _read(path: Path) -> str | None:
     try:
-        text = log_path.read_text(errors="replace")
+        return path.read_text(errors="replace")
     except OSError:
+        return None
+
+
+def running_count(report: Path) -> str:
+    """How far the run whose JUnit report is `report` is: "12/40 test(s) done (1 failed)", from the
+    plugin's lines (`<report>.events.jsonl`), else from the `-v` lines of its log (`<report>.log`)."""
+    events, log = _read(_events(report)), _read(report.with_suffix(".log")) or ""
+    if events is None and not log:
         return ""
-    done = parse_progress(text)
-    total = _COLLECTED.findall(text)
+    done = parse_events(events)[0] if events is not None else parse_progress(log)
+    total = (selected_count(events) if events is not None else None) or next(
+        iter(reversed(_COLLECTED.findall(log))), "?")
     bad = sum(o.outcome in ("failed", "error") for o in done)
-    return (f"{len(done)}/{total[-1] if total else '?'} test(s) done" + (f" ({bad} failed)" if bad else ""))
+    return f"{len(done)}/{total} test(s) done" + (f" ({bad} failed)" if bad else "")
 
 
 def install_plugin(folder: Path) -> None:
@@ -73,7 +99,8 @@ def run_tests(repo: Path, command, report: Path, timeout_s: float, progress: Pro
     `report` is the JUnit XML path, in the folder that holds the plugin (`install_plugin`)."""
     chosen = report.with_suffix(".deselected.json")
     env = {"PYTHONPATH": os.pathsep.join(x for x in (str(report.parent), os.environ.get("PYTHONPATH", "")) if x),
-           "KOPT_INIT_XFAIL_RE": xfail_re, "KOPT_INIT_XFAIL_OUT": str(chosen)}
+           "KOPT_INIT_XFAIL_RE": xfail_re, "KOPT_INIT_XFAIL_OUT": str(chosen),
+           "KOPT_INIT_EVENTS_OUT": str(_events(report))}
     chosen.unlink(missing_ok=True)  # an earlier round's list is not this run's
     run = _once(repo, command(PLUGIN), report, timeout_s, progress, env)
     if not chosen.is_file() and f"No module named '{PLUGIN}'" in run.log and not run.outcomes:
@@ -95,10 +122,11 @@ def run_tests(repo: Path, command, report: Path, timeout_s: float, progress: Pro
 
 def _once(repo: Path, command: str, report: Path, timeout_s: float, progress: Progress,
           env: dict[str, str]) -> PytestRun:
-    log = report.with_suffix(".log")
+    log, events = report.with_suffix(".log"), _events(report)
     report.unlink(missing_ok=True)
+    events.unlink(missing_ok=True)
     t = time.monotonic()
-    with progress.step("the correctness tests on the unmodified tree", lambda: running_count(log)):
+    with progress.step("the correctness tests on the unmodified tree", lambda: running_count(report)):
         r = run_command(command, repo, env, timeout_s, log)
     secs = time.monotonic() - t
     text = log.read_text(errors="replace") if log.exists() else r.log_tail
@@ -110,11 +138,11 @@ def _once(repo: Path, command: str, report: Path, timeout_s: float, progress: Pr
             finished = True
         except ET.ParseError:
             outcomes = []
-    if not outcomes:
-        outcomes = parse_progress(text)
-    progress.say(f"tests: {summary_line(text) or running_count(log) or 'no summary'}")
-    return PytestRun(outcomes=outcomes, log=text, exit_code=r.exit_code, timed_out=r.timed_out, seconds=secs,
-                     finished=finished)
+    seen = _read(events)
+    done, running = parse_events(seen) if seen is not None else (parse_progress(text), running_test(text))
+    progress.say(f"tests: {summary_line(text) or running_count(report) or 'no summary'}")
+    return PytestRun(outcomes=outcomes or done, log=text, exit_code=r.exit_code, timed_out=r.timed_out,
+                     seconds=secs, finished=finished, running=None if finished else running)
 
 
 def kept_summary(kept: list[Outcome]) -> str:

@@ -16,6 +16,14 @@ slow. On one H200 (2026-12-03) Liger-Kernel's 4 `test_correctness_mixtralexperts
 until the per-test limit (20 s of 20 s each), so at init's 60 s limit they cost 240 s of the run for
 one finding. Anything else is left as pytest would run it.
 
+Where KOPT_INIT_EVENTS_OUT names a file, each test's start (`{"start": nodeid}`), the number of tests
+selected (`{"selected": n}`) and each test's end (`{"nodeid", "outcome", "message", "text", "seconds"}`,
+outcome and message as pytest's JUnit report gives them: src/_pytest/junitxml.py) are appended to it as
+JSON lines while the run goes on. No output setting changes them: with `log_cli = true`
+(flash-linear-attention's pyproject.toml) pytest writes each outcome on a line of its own after the
+live log, which init's reading of the `-v` lines missed (0 of 150 tests counted in 255 s, an H200,
+2026-12-03).
+
 This file is copied into a temporary folder as `kopt_init_xfail.py` and loaded with `-p
 kopt_init_xfail` by the tests' own interpreter, which need not have kopt_mcp installed: it imports
 only the standard library and pytest.
@@ -32,6 +40,14 @@ import pytest
 #: the reason's start for a case skipped because another case of its function hit the per-test limit
 HUNG_SKIP = "kopt-init: not run: another case of"
 _HUNG: set[str] = set()  # test functions (node ids without parameters) with a case ended by pytest-timeout
+_ENDING: dict[str, dict] = {}  # node id -> its end line so far (written at its teardown)
+
+
+def _emit(record: dict) -> None:
+    out = os.environ.get("KOPT_INIT_EVENTS_OUT")
+    if out:
+        with open(out, "a") as f:
+            f.write(json.dumps(record) + "\n")
 
 
 def _function(nodeid: str) -> str:
@@ -52,6 +68,44 @@ def pytest_runtest_makereport(item, call):
     report = outcome.get_result()
     if report.when == "call" and report.failed and "Timeout" in (report.longreprtext or ""):
         _HUNG.add(_function(item.nodeid))
+
+
+def pytest_runtest_logstart(nodeid, location):
+    """A test starts: `{"start": nodeid}`."""
+    _emit({"start": nodeid})
+
+
+def pytest_collection_finish(session):
+    """The tests this run will run, deselected ones left out: `{"selected": n}`."""
+    _emit({"selected": len(session.items)})
+
+
+def _ended(report) -> tuple[str, str]:
+    """The outcome of one failed or skipped phase and its message, as pytest's JUnit report names them."""
+    if report.skipped:
+        if hasattr(report, "wasxfail"):
+            reason = report.wasxfail
+            return "xfailed", reason[8:] if reason.startswith("reason: ") else reason
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        return "skipped", reason[9:] if reason.startswith("Skipped: ") else reason
+    crash = getattr(report.longrepr, "reprcrash", None)
+    message = crash.message if crash is not None else str(report.longrepr)
+    return ("failed" if report.when == "call" else "error"), message
+
+
+def pytest_runtest_logreport(report):
+    """Fold a test's setup, call and teardown into its end line; write it at teardown (module docstring)."""
+    rec = _ENDING.setdefault(report.nodeid, {"nodeid": report.nodeid, "outcome": "passed", "message": "",
+                                             "text": "", "seconds": 0.0})
+    rec["seconds"] += report.duration
+    if report.passed and report.when == "call" and hasattr(report, "wasxfail"):
+        rec["outcome"], rec["message"] = "xpassed", report.wasxfail
+    elif not report.passed and rec["outcome"] == "passed":
+        rec["outcome"], rec["message"] = _ended(report)
+        if report.failed:  # the traceback and captured stderr, as the JUnit report's text of a failure or error
+            rec["text"] = "\n".join(x for x in (report.longreprtext, report.capstderr) if x)
+    if report.when == "teardown":
+        _emit(_ENDING.pop(report.nodeid))
 
 
 @pytest.hookimpl(trylast=True)

@@ -1,0 +1,77 @@
+"""Init's run of the tests in a repository whose pytest settings turn live logging on
+(`log_cli = true`), as flash-linear-attention's pyproject.toml does: its `assert_close` logs each
+comparison at INFO, so pytest writes every test's outcome on a line of its own, after the live log
+("PASSED    [ 25%]"), not after the node id. On one H200 (2026-12-03) init's running count of
+`tests/modules/test_layernorm.py` read "0/150 test(s) done" for 255 s; a run cut by a limit was read
+as no test done, and its file as not reached.
+
+Init's plugin writes each test's start and end as it runs (kopt_mcp/commands/init/pytest_xfail_plugin.py),
+which no output setting changes; the `-v` lines stay the fallback and read the split form too. Real
+pytest runs in a planted repository; the slow test sleeps 120 s against a 15 s limit."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from kopt_mcp.commands.init.correctness import check_correctness
+from kopt_mcp.commands.init.progress import Budget, Progress
+from kopt_mcp.commands.init.pytest_report import parse_events, parse_progress, running_test
+from kopt_mcp.commands.init.pytest_run import running_count
+
+FIX = Path(__file__).parents[1] / "fixtures" / "init"
+PYPROJECT = '[tool.pytest.ini_options]\nlog_cli = true\nlog_cli_level = "INFO"\n'
+TESTS = (
+    "import logging, time\nimport pytest\n\nlog = logging.getLogger('kern')\n\n"
+    "@pytest.mark.parametrize('n', [1, 2, 3])\ndef test_close(n):\n    log.info('close %d', n)\n\n"
+    "def test_slow():\n    log.info('slow starts')\n    time.sleep(120)\n\n"
+    "def test_after():\n    log.info('after')\n")
+
+
+def _repo(root: Path) -> Path:
+    (root / "tests").mkdir(parents=True)
+    (root / "pyproject.toml").write_text(PYPROJECT)
+    (root / "tests" / "test_k.py").write_text(TESTS)
+    return root
+
+
+class _Said(Progress):
+    def __init__(self) -> None:
+        super().__init__(Budget(300), quiet=True)
+        self.lines: list[str] = []
+
+    def say(self, text: str) -> None:
+        self.lines.append(text)
+
+
+def test_a_run_cut_inside_a_logging_test_drops_that_test_only(tmp_path):
+    repo, said = _repo(tmp_path), _Said()
+    checked = check_correctness(repo, "", sys.executable, ["tests/test_k.py"], [], timeout_s=15, progress=said)
+    assert [(d.target, d.kind) for d in checked.drops] == [("tests/test_k.py::test_slow", "too slow")]
+    assert checked.runs == 2 and checked.summary.startswith("4 passed")
+    assert checked.command.endswith("tests/test_k.py --deselect tests/test_k.py::test_slow")
+    assert "tests: 3/5 test(s) done" in said.lines  # the cut run, counted from the plugin's lines
+    assert subprocess.run(checked.command, shell=True, cwd=repo, capture_output=True).returncode == 0
+
+
+def test_the_plugins_lines_give_outcomes_and_the_test_still_running():
+    outcomes, running = parse_events((FIX / "pytest_events_killed.jsonl").read_text())
+    assert [(o.nodeid, o.outcome) for o in outcomes] == [
+        ("tests/test_e.py::test_close[1]", "passed"), ("tests/test_e.py::test_close[2]", "passed"),
+        ("tests/test_e.py::test_fails", "failed"), ("tests/test_e.py::test_skips", "skipped"),
+        ("tests/test_e.py::test_xfails", "xfailed")]
+    assert outcomes[2].message == "assert 2 == 3" and outcomes[3].message == "no device"
+    assert outcomes[4].message == "known bug" and "tests/test_e.py:15: AssertionError" in outcomes[2].text
+    assert running == "tests/test_e.py::test_slow"
+
+
+def test_the_split_progress_lines_of_live_logging_are_read(tmp_path):
+    log = (FIX / "pytest_verbose_live_log_killed.log").read_text()
+    assert [(o.nodeid, o.outcome) for o in parse_progress(log)] == [
+        ("tests/test_k.py::test_close[1]", "passed"), ("tests/test_k.py::test_close[2]", "passed"),
+        ("tests/test_k.py::test_close[3]", "passed"), ("tests/test_k.py::test_quiet", "passed"),
+        ("tests/test_k.py::test_fails", "failed")]
+    assert running_test(log) == "tests/test_k.py::test_slow"
+    (tmp_path / "junit.log").write_text(log)
+    assert running_count(tmp_path / "junit.xml") == "5/7 test(s) done (1 failed)"
