@@ -21,7 +21,7 @@ exit code, wall time and stderr tail, what init dropped from the correctness com
 `# dropped:` lines), the baseline's verdict and one plain run's seconds (`baseline.plain_run_s`, the
 session's cost unit), and the identical candidate's verdict, code and cost. `--work W` keeps the
 repository in W/<name>: a later call (GPU machine still warm) skips init and goes on with the
-session. Exit 0 when every project's init wrote a proposal, its baseline was recorded and the
+session; the session's ledger (every verdict, its units and whole operation) goes to OUT/<name>-ledger.jsonl. Exit 0 when every project's init wrote a proposal, its baseline was recorded and the
 identical candidate tied; 1 otherwise.
 """
 
@@ -308,6 +308,9 @@ def check(fresh: Fresh, src: Path, out: Path, work: Path | None, deadline: float
         return v.verdict == "tie"
     finally:
         write(out, fresh, result, work)
+        ledger = ref.where.state_dir / "ledger.jsonl"  # every verdict's units, whole operation included
+        if ledger.is_file():
+            shutil.copy(ledger, out / f"{fresh.name}-ledger.jsonl")
         ref.close()
 
 
