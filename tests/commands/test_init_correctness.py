@@ -14,11 +14,15 @@ from kopt_mcp.commands.init.correctness import (
     _group,
     check_correctness,
     command_text,
-    correctness_tests,
-    selection,
     why_dropped,
 )
-from kopt_mcp.commands.init.pytest_report import parse_junit, parse_progress, running_test, summary_line
+from kopt_mcp.commands.init.pytest_report import (
+    parse_junit,
+    parse_progress,
+    running_test,
+    summary_line,
+)
+from kopt_mcp.commands.init.test_files import correctness_tests, selection
 from kopt_mcp.errors import InitError
 
 FIX = Path(__file__).parents[1] / "fixtures" / "init"

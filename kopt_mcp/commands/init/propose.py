@@ -35,14 +35,7 @@ from pathlib import Path
 from kopt_mcp.bench.preflight import interpreter_line, interpreter_word, resolved_interpreter, runner_problems
 from kopt_mcp.bench.runner import run_command
 from kopt_mcp.commands.init import saved
-from kopt_mcp.commands.init.correctness import (
-    PERF_FILE,
-    Checked,
-    check_correctness,
-    command_text,
-    correctness_tests,
-    selection,
-)
+from kopt_mcp.commands.init.correctness import Checked, check_correctness, command_text
 from kopt_mcp.commands.init.kernels import choose_targets, defined_kernels
 from kopt_mcp.commands.init.own import ownership
 from kopt_mcp.commands.init.progress import DEFAULT_BUDGET_S, Budget, Progress
@@ -51,6 +44,7 @@ from kopt_mcp.commands.init.pytest_report import summary_line
 from kopt_mcp.commands.init.read import HIGHER_IS_BETTER, TEST_FILE, TIME_NAME, analyse, result_unit
 from kopt_mcp.commands.init.render import Proposal, render
 from kopt_mcp.commands.init.runs import SKIP_DIRS, Run, installed_copy_hint, keep_for_baseline, run_twice
+from kopt_mcp.commands.init.test_files import PERF_FILE, correctness_tests, selection
 from kopt_mcp.errors import InitError
 from kopt_mcp.evidence.trace import exact_names_regex
 from kopt_mcp.gpus import make_probe
