@@ -162,8 +162,9 @@ def _init_parser(sub) -> None:
     i.add_argument("--correctness", default=None, metavar="CMD",
                    help="the correctness command to propose instead of the one init finds (init runs it once: it "
                    "must pass on the unmodified tree)")
-    i.add_argument("--tests-timeout", type=float, default=600.0, metavar="S",
-                   help="time limit (s) of each of init's runs of the correctness command (default 600)")
+    i.add_argument("--tests-timeout", type=float, default=300.0, metavar="S",
+                   help="time limit (s) of each of init's runs of the correctness command (default 300: it runs "
+                   "once per candidate); a run cut there while still finishing tests keeps the ones it finished")
     i.add_argument("--no-run-tests", action="store_true",
                    help="do not run the correctness command: the proposal says so and is printed, never written")
     i.add_argument("--budget", type=float, default=600.0, metavar="S",

@@ -56,14 +56,16 @@ def test_a_run_cut_inside_a_logging_test_drops_that_test_only(tmp_path):
 
 
 def test_the_plugins_lines_give_outcomes_and_the_test_still_running():
-    outcomes, running = parse_events((FIX / "pytest_events_killed.jsonl").read_text())
+    ev = parse_events((FIX / "pytest_events_killed.jsonl").read_text())
+    outcomes = ev.done
     assert [(o.nodeid, o.outcome) for o in outcomes] == [
         ("tests/test_e.py::test_close[1]", "passed"), ("tests/test_e.py::test_close[2]", "passed"),
         ("tests/test_e.py::test_fails", "failed"), ("tests/test_e.py::test_skips", "skipped"),
         ("tests/test_e.py::test_xfails", "xfailed")]
     assert outcomes[2].message == "assert 2 == 3" and outcomes[3].message == "no device"
     assert outcomes[4].message == "known bug" and "tests/test_e.py:15: AssertionError" in outcomes[2].text
-    assert running == "tests/test_e.py::test_slow"
+    assert ev.running == "tests/test_e.py::test_slow" and ev.running_since is not None
+    assert ev.selected == [o.nodeid for o in outcomes] + ["tests/test_e.py::test_slow"]
 
 
 def test_the_split_progress_lines_of_live_logging_are_read(tmp_path):
@@ -75,3 +77,27 @@ def test_the_split_progress_lines_of_live_logging_are_read(tmp_path):
     assert running_test(log) == "tests/test_k.py::test_slow"
     (tmp_path / "junit.log").write_text(log)
     assert running_count(tmp_path / "junit.xml") == "5/7 test(s) done (1 failed)"
+
+
+LONG = ("import time\nimport pytest\n\n@pytest.mark.parametrize('n', range(40))\n"
+        "def test_case(n):\n    time.sleep(0.4)\n")
+
+
+def test_a_long_file_cut_at_the_limit_stands_for_the_tests_it_finished(tmp_path):
+    """40 cases of 0.4 s (16 s) against a 12 s limit: the run is cut while it is still finishing tests.
+    It stands for the cases it finished (no second run); the rest, and a file it never reached, are
+    left out as not reached. Before: the case it was inside took its whole function with it, so
+    nothing of the file was left and init refused."""
+    _repo(tmp_path)
+    (tmp_path / "tests" / "test_k.py").write_text(LONG)
+    (tmp_path / "tests" / "test_z.py").write_text("def test_z():\n    pass\n")
+    checked = check_correctness(tmp_path, "", sys.executable, ["tests/test_k.py", "tests/test_z.py"], [], timeout_s=12)
+    assert checked.runs == 1 and checked.ran
+    assert {d.kind for d in checked.drops} == {"not reached"} and checked.drops[-1].target == "tests/test_z.py"
+    cases = [d.target for d in checked.drops[:-1]]
+    kept = int(checked.summary.split(" passed")[0])
+    assert kept >= 1 and kept + len(cases) == 40
+    assert cases == [f"tests/test_k.py::test_case[{n}]" for n in range(kept, 40)]  # the unfinished tail, in order
+    assert "test(s) not finished when the run's limit ended it" in checked.within and checked.seconds < 12
+    done = subprocess.run(checked.command, shell=True, cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0 and f"{kept} passed" in done.stdout

@@ -14,13 +14,15 @@ one-GPU machine, and the baseline was refused after 245 s. Now init
    error, a test that needs more GPUs than the machine has (spawning world_size processes, an
    invalid device ordinal, or an xfail for a multi-GPU host), or a real failure of the unmodified
    tree: a whole file where nothing of it passed, else `--deselect NODE` (a prefix: every
-   parametrization of a function). A run cut by the time limit leaves out the test it was inside
-   (every case of its function) and the files it never reached;
-4. where that run ended by itself and every test it keeps passed, that one run stands for the
-   narrowed command (the same tests; `Checked.within` says what was left out, `seconds` is its wall
-   time less theirs: issue 35's one test run); else (a run cut by the limit) runs the narrowed
-   command again (at most MAX_ROUNDS runs), or raises InitError saying what to write when nothing
-   passes.
+   parametrization of a function). A run cut by the tests' own limit (--tests-timeout) while it
+   was still finishing tests (`_long`: its selection known from init's plugin) leaves out each test
+   it did not finish ("not reached"); one that a single test held leaves out that test (every case
+   of its function) and the files it never reached;
+4. where that run ended by itself, or was a long run cut at the limit, and every test it keeps
+   passed, that one run stands for the narrowed command (the same tests; `Checked.within` says what
+   was left out, `seconds` is its wall time less theirs: issue 35's one test run); else (a run a
+   single test held) runs the narrowed command again (at most MAX_ROUNDS runs), or raises InitError
+   saying what to write when nothing passes.
 """
 
 from __future__ import annotations
@@ -63,7 +65,7 @@ _E_LINE = re.compile(r"^E\s+(.+)$", re.M)
 
 class Drop(BaseModel):
     """A test file or node id (a prefix, as pytest's --deselect takes it) left out, and why.
-    `kind`: "missing package", "import error", "needs more GPUs", "too slow", "failure"."""
+    `kind`: "missing package", "import error", "needs more GPUs", "too slow", "failure", "not reached"."""
 
     target: str
     kind: str
@@ -213,10 +215,11 @@ def check_correctness(repo: Path, prefix: str, python: str, files: list[str], se
                                   deselect + [d.target for d in grouped if d.target not in files],
                                   drops + grouped, budget, f"after {run.seconds:.0f} s inside its run "
                                   f"({running_count(report)})")
-            if run.timed_out:  # the test it was inside is left out; files it never reached too; the rest runs again
+            if run.timed_out:  # the test it was inside is left out; what it never reached too
                 new += _cut_drops(run, files, timeout_s)
-            known = {o.nodeid for o in run.outcomes}
-            grouped = list({d.target: d for d in [*_group(run.outcomes, new), *(d for d in new if d.target not in known)]
+            reached = run.outcomes + (_unreached(run) if _long(run, timeout_s) else [])
+            known = {o.nodeid for o in reached}
+            grouped = list({d.target: d for d in [*_group(reached, new), *(d for d in new if d.target not in known)]
                             }.values())
             for d in grouped:
                 progress.say(f"dropped from the correctness command: {d.target}: {d.kind}: {d.detail[:160]}")
@@ -231,31 +234,57 @@ def check_correctness(repo: Path, prefix: str, python: str, files: list[str], se
             whole = {d.target for d in grouped if d.target in files}
             files = [f for f in files if f not in whole]
             deselect += [d.target for d in grouped if d.target not in whole]
-            if not files or (not passed and not run.timed_out):
+            # a whole session, or one cut at the limit whose every test is known: every test it keeps ran and passed
+            stands = (run.finished and run.exit_code in (0, 1)) or _long(run, timeout_s)
+            if not files or (not passed and (stands or not run.timed_out)):
                 raise InitError(_nothing_passes(drops, prefix, python))
-            if run.finished and run.exit_code in (0, 1):  # a whole session: every test it keeps ran and passed
+            if stands:
                 kept, left = [], []
                 for o in run.outcomes:
                     (left if o.nodeid in gone or o.file in whole else kept).append(o)
                 return Checked(command=command_text(prefix, python, files, select, deselect), ran=True,
                                summary=kept_summary(kept), within=stands_for(run, left, whole),
-                               seconds=round(max(0.0, run.seconds - sum(o.seconds for o in left)), 1),
+                               seconds=round(max(0.0, run.seconds - (run.running_s or 0.0)
+                                                 - sum(o.seconds for o in left)), 1),
                                runs=done + 1, drops=drops, notes=_notes(kept))
     raise InitError(f"the correctness command still failed after {MAX_ROUNDS} runs on the unmodified tree, each "
                     f"narrowed by what the last one showed (flaky tests?): {_nothing_passes(drops, prefix, python)}")
 
 
+def _long(run: PytestRun, timeout_s: float) -> bool:
+    """A run the tests' own limit (`timeout_s`, s) ended while it was still finishing tests: init's plugin
+    wrote what it selected, and the test it was inside had run for less than half the limit. Such a run
+    stands for the tests it finished; the rest was not reached (a long file: flash-linear-attention's
+    test_layernorm.py holds 150 cases, test_groupnorm's 20 took 128-150 s on an H200)."""
+    return run.timed_out and run.selected is not None and (run.running_s or 0.0) < timeout_s / 2
+
+
 def _cut_drops(run: PytestRun, files: list[str], timeout_s: float) -> list[Drop]:
-    """What a run ended by the tests' own limit leaves out: the test it was inside (every case of its
-    function) and the files it never reached."""
+    """What a run ended by the tests' own limit leaves out. A long run (`_long`): each test it did not
+    finish, the one it was inside included (`_unreached`; `_group` makes them functions and files). Else
+    (one test held the run): that test (every case of its function) and the files it never reached; the
+    rest runs again."""
     running, seen = run.running, {o.file for o in run.outcomes}
     limit_text = f"init's {timeout_s:g} s limit for the tests (--tests-timeout)"
+    if _long(run, timeout_s):
+        return [Drop(target=o.nodeid, kind="not reached", detail=f"not finished within {limit_text}")
+                for o in _unreached(run)]
     out = []
     if running:
         base = running.split("[", 1)[0] + "[" if "[" in running else running
         out.append(Drop(target=base, kind="too slow", detail=f"did not finish within {limit_text}"))
     return out + [Drop(target=f, kind="too slow", detail=f"not reached within {limit_text}") for f in files
                   if f not in seen and not (running or "").startswith(f + "::")]
+
+
+def _unreached(run: PytestRun) -> list[Outcome]:
+    """The tests a cut run selected and did not finish (the one it was inside included), as outcomes
+    for `_group` ("skipped": none of them passed); [] where the plugin's lines are not there."""
+    if not run.timed_out or run.selected is None:
+        return []
+    ended = {o.nodeid for o in run.outcomes}
+    return [Outcome(nodeid=n, file=n.split("::", 1)[0], outcome="skipped", message="not reached")
+            for n in run.selected if n not in ended]
 
 
 def _no_drop_explains(run: PytestRun, grouped: list[Drop], command: str) -> None:

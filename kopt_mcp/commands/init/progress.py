@@ -22,6 +22,10 @@ from rich.markup import escape
 
 #: default budget (s) of the whole of init
 DEFAULT_BUDGET_S = 600.0
+#: default limit (s) of each of init's runs of the correctness tests: half the budget, so a long test file
+#: is cut by its own limit, and stands for the tests it finished, before the budget ends init (the
+#: proposed command runs once per candidate: it should not take more)
+DEFAULT_TESTS_TIMEOUT_S = 300.0
 #: seconds between progress lines of a running step where stderr is no terminal
 HEARTBEAT_S = 15.0
 #: below this many seconds of budget a step is not started: it could not finish

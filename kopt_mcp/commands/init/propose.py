@@ -38,7 +38,7 @@ from kopt_mcp.commands.init import saved
 from kopt_mcp.commands.init.correctness import Checked, check_correctness, command_text
 from kopt_mcp.commands.init.kernels import choose_targets, defined_kernels
 from kopt_mcp.commands.init.own import ownership
-from kopt_mcp.commands.init.progress import DEFAULT_BUDGET_S, Budget, Progress
+from kopt_mcp.commands.init.progress import DEFAULT_BUDGET_S, DEFAULT_TESTS_TIMEOUT_S, Budget, Progress
 from kopt_mcp.commands.init.protect import protected_paths
 from kopt_mcp.commands.init.pytest_report import summary_line
 from kopt_mcp.commands.init.read import HIGHER_IS_BETTER, TEST_FILE, TIME_NAME, analyse, result_unit
@@ -283,7 +283,8 @@ def _read_runs(repo: Path, command: str | None, results: str | None, timeout_s: 
 def propose(repo: Path, command: str | None, results: str | None = None, kernel: str | None = None,
             provider: str | None = None, mode: str | None = None, metric_name: str | None = None,
             timeout_s: float = 600.0, profile: bool = True, correctness: str | None = None,
-            run_tests: bool = True, tests_timeout_s: float = 600.0, budget_s: float = DEFAULT_BUDGET_S,
+            run_tests: bool = True, tests_timeout_s: float = DEFAULT_TESTS_TIMEOUT_S,
+            budget_s: float = DEFAULT_BUDGET_S,
             test_timeout_s: float | None = 60.0, progress: Progress | None = None) -> Proposal:
     """Run (or read) the benchmark and build the proposal: the benchmark run twice (`timeout_s`
     each), the correctness command run on the unmodified tree (`tests_timeout_s` per run, pytest-
@@ -328,7 +329,8 @@ def propose(repo: Path, command: str | None, results: str | None = None, kernel:
 
 def run_init(repo: Path, command: str | None, results: str | None, kernel: str | None, provider: str | None,
              mode: str | None, metric_name: str | None, write: bool, force: bool, correctness: str | None = None,
-             run_tests: bool = True, tests_timeout_s: float = 600.0, budget_s: float = DEFAULT_BUDGET_S,
+             run_tests: bool = True, tests_timeout_s: float = DEFAULT_TESTS_TIMEOUT_S,
+             budget_s: float = DEFAULT_BUDGET_S,
              test_timeout_s: float | None = 60.0, fresh: bool = False) -> int:
     """CLI entry: print the proposal (or write <repo>/kopt.toml with --write); 0, or 2 with the error.
     Progress goes to stderr. The proposal is saved under the git directory

@@ -126,33 +126,44 @@ def running_test(log: str) -> str | None:
     return _walk(log)[1]
 
 
-def parse_events(text: str) -> tuple[list[Outcome], str | None]:
-    """The tests a run finished, in order, and the test it was inside (None: between tests), from the
-    JSON lines init's plugin appends as the run goes on (kopt_mcp/commands/init/pytest_xfail_plugin.py:
-    `{"start": nodeid}`, `{"selected": n}`, and per finished test its outcome, message, text and
-    seconds). A line cut off by a kill is passed over. Pure."""
-    done: dict[str, Outcome] = {}
+class Events(BaseModel):
+    """What init's plugin wrote while a run went on (kopt_mcp/commands/init/pytest_xfail_plugin.py):
+    `done`, the tests that finished, in order; `running`, the test it was inside (None: between
+    tests, or done); `running_since`, when that test started (wall clock, s since the epoch);
+    `selected`, the node ids the run was to run, in order (None: collection had not finished)."""
+
+    done: list[Outcome] = []
     running: str | None = None
+    running_since: float | None = None
+    selected: list[str] | None = None
+
+
+def parse_events(text: str) -> Events:
+    """Read the JSON lines init's plugin appends as a run goes on: `{"selected": [nodeid, ...]}`,
+    `{"start": nodeid, "t": s}`, and per finished test its outcome, message, text and seconds (as
+    pytest's JUnit report names them). A line cut off by a kill is passed over. Pure."""
+    done: dict[str, Outcome] = {}
+    ev = Events()
     for line in text.splitlines():
         try:
             rec = json.loads(line)
         except ValueError:
             continue
-        if "start" in rec:
-            running = rec["start"]
+        if not isinstance(rec, dict):
+            continue
+        if isinstance(rec.get("selected"), list):
+            ev.selected = [str(x) for x in rec["selected"]]
+        elif "start" in rec:
+            ev.running, ev.running_since = str(rec["start"]), rec.get("t")
         elif "nodeid" in rec and rec.get("outcome") in _STATUS.values():
             done.pop(rec["nodeid"], None)
             done[rec["nodeid"]] = Outcome(nodeid=rec["nodeid"], file=rec["nodeid"].split("::", 1)[0],
                                           outcome=rec["outcome"], message=str(rec.get("message") or ""),
                                           text=str(rec.get("text") or ""), seconds=float(rec.get("seconds") or 0.0))
-            running = None if running == rec["nodeid"] else running
-    return list(done.values()), running
-
-
-def selected_count(text: str) -> int | None:
-    """The number of tests the run selected, from the plugin's `{"selected": n}` line (None: not written yet)."""
-    found = re.findall(r'^\{"selected": (\d+)\}$', text, re.M)
-    return int(found[-1]) if found else None
+            if ev.running == rec["nodeid"]:
+                ev.running = ev.running_since = None
+    ev.done = list(done.values())
+    return ev
 
 
 _SUMMARY = re.compile(r"^(?:=+ )?(?P<s>\d+ \w+(?:, \d+ \w+)* in [\d.]+s(?: \([\d:]+\))?)(?: =+)?$", re.M)

@@ -28,12 +28,12 @@ from pydantic import BaseModel
 from kopt_mcp.bench.runner import run_command
 from kopt_mcp.commands.init.progress import Progress
 from kopt_mcp.commands.init.pytest_report import (
+    Events,
     Outcome,
     parse_events,
     parse_junit,
     parse_progress,
     running_test,
-    selected_count,
     summary_line,
 )
 
@@ -52,7 +52,9 @@ class PytestRun(BaseModel):
     `exit_code`, `timed_out`, `seconds` (wall, s), `deselected` (how many the plugin left out) and
     `finished`: pytest wrote its JUnit report, which it does at the end of a whole session only (a run
     that pytest-timeout's thread method ended with os._exit leaves none); `running`: the test a run
-    cut short was inside (its node id; None: between tests, or the run ended)."""
+    cut short was inside (its node id; None: between tests, or the run ended), `running_s` how long it
+    had run (s; None: unknown); `selected`: the node ids the run was to run, in order, as init's plugin
+    wrote them (None where the plugin did not load, or collection had not finished)."""
 
     outcomes: list[Outcome]
     log: str
@@ -62,6 +64,8 @@ class PytestRun(BaseModel):
     deselected: int = 0
     finished: bool = False
     running: str | None = None
+    running_s: float | None = None
+    selected: list[str] | None = None
 
 
 def _events(report: Path) -> Path:
@@ -81,8 +85,9 @@ def running_count(report: Path) -> str:
     events, log = _read(_events(report)), _read(report.with_suffix(".log")) or ""
     if events is None and not log:
         return ""
-    done = parse_events(events)[0] if events is not None else parse_progress(log)
-    total = (selected_count(events) if events is not None else None) or next(
+    ev = parse_events(events) if events is not None else None
+    done = ev.done if ev is not None else parse_progress(log)
+    total = len(ev.selected) if ev is not None and ev.selected is not None else next(
         iter(reversed(_COLLECTED.findall(log))), "?")
     bad = sum(o.outcome in ("failed", "error") for o in done)
     return f"{len(done)}/{total} test(s) done" + (f" ({bad} failed)" if bad else "")
@@ -138,11 +143,13 @@ def _once(repo: Path, command: str, report: Path, timeout_s: float, progress: Pr
             finished = True
         except ET.ParseError:
             outcomes = []
-    seen = _read(events)
-    done, running = parse_events(seen) if seen is not None else (parse_progress(text), running_test(text))
+    seen, ended = _read(events), time.time()
+    ev = parse_events(seen) if seen is not None else Events(done=parse_progress(text), running=running_test(text))
     progress.say(f"tests: {summary_line(text) or running_count(report) or 'no summary'}")
-    return PytestRun(outcomes=outcomes or done, log=text, exit_code=r.exit_code, timed_out=r.timed_out,
-                     seconds=secs, finished=finished, running=None if finished else running)
+    return PytestRun(outcomes=outcomes or ev.done, log=text, exit_code=r.exit_code, timed_out=r.timed_out,
+                     seconds=secs, finished=finished, running=None if finished else ev.running,
+                     running_s=None if finished or ev.running_since is None else max(0.0, ended - ev.running_since),
+                     selected=ev.selected)
 
 
 def kept_summary(kept: list[Outcome]) -> str:
@@ -153,12 +160,18 @@ def kept_summary(kept: list[Outcome]) -> str:
 
 def stands_for(run: PytestRun, dropped: list[Outcome], whole: set[str]) -> str:
     """How init's one run stands for the narrowed command: the same tests, less the `dropped` outcomes:
-    those the plugin deselected, the `whole` files dropped, and the failing or slow tests."""
+    those the plugin deselected, the `whole` files dropped, the failing or slow tests, and in a run
+    cut at its limit (its selection known: `run.selected`) the tests it had not finished."""
     pre = {o.nodeid for o in run.outcomes[:run.deselected]}
     left = [o for o in dropped if o.nodeid not in pre]
     in_files = sum(o.file in whole for o in left)
+    cut = run.timed_out and run.selected is not None
+    ended = {o.nodeid for o in run.outcomes}
     parts = [f"{len(pre)} deselected before they ran" if pre else "",
              f"{len(whole)} whole file(s) ({in_files} test outcome(s))" if whole else "",
-             f"{len(left) - in_files} failing or slow test(s)" if len(left) > in_files else ""]
-    return (f"in one run of {len(run.outcomes)} test outcome(s) ({run.seconds:.1f} s) holding the same tests; left "
-            f"out: {', '.join(x for x in parts if x)}; wall time without them")
+             f"{len(left) - in_files} failing or slow test(s)" if len(left) > in_files else "",
+             f"{sum(n not in ended for n in run.selected)} test(s) not finished when the run's limit ended it"
+             if cut else ""]
+    return (f"in one run {'cut at its limit after' if cut else 'of'} {len(run.outcomes)} test outcome(s) "
+            f"({run.seconds:.1f} s) holding the same tests; left out: {', '.join(x for x in parts if x)}; wall time "
+            "without them")

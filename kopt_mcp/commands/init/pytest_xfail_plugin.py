@@ -16,10 +16,10 @@ slow. On one H200 (2026-12-03) Liger-Kernel's 4 `test_correctness_mixtralexperts
 until the per-test limit (20 s of 20 s each), so at init's 60 s limit they cost 240 s of the run for
 one finding. Anything else is left as pytest would run it.
 
-Where KOPT_INIT_EVENTS_OUT names a file, each test's start (`{"start": nodeid}`), the number of tests
-selected (`{"selected": n}`) and each test's end (`{"nodeid", "outcome", "message", "text", "seconds"}`,
-outcome and message as pytest's JUnit report gives them: src/_pytest/junitxml.py) are appended to it as
-JSON lines while the run goes on. No output setting changes them: with `log_cli = true`
+Where KOPT_INIT_EVENTS_OUT names a file, the tests selected to run (`{"selected": [nodeid, ...]}`),
+each test's start (`{"start": nodeid, "t": time.time()}`) and each test's end (`{"nodeid", "outcome",
+"message", "text", "seconds"}`, outcome and message as pytest's JUnit report gives them:
+src/_pytest/junitxml.py) are appended to it as JSON lines while the run goes on. No output setting changes them: with `log_cli = true`
 (flash-linear-attention's pyproject.toml) pytest writes each outcome on a line of its own after the
 live log, which init's reading of the `-v` lines missed (0 of 150 tests counted in 255 s, an H200,
 2026-12-03).
@@ -34,6 +34,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import time
 
 import pytest
 
@@ -71,13 +72,13 @@ def pytest_runtest_makereport(item, call):
 
 
 def pytest_runtest_logstart(nodeid, location):
-    """A test starts: `{"start": nodeid}`."""
-    _emit({"start": nodeid})
+    """A test starts: `{"start": nodeid, "t": wall-clock seconds}`."""
+    _emit({"start": nodeid, "t": time.time()})
 
 
 def pytest_collection_finish(session):
-    """The tests this run will run, deselected ones left out: `{"selected": n}`."""
-    _emit({"selected": len(session.items)})
+    """The tests this run will run, in order, deselected ones left out: `{"selected": [nodeid, ...]}`."""
+    _emit({"selected": [item.nodeid for item in session.items]})
 
 
 def _ended(report) -> tuple[str, str]:
