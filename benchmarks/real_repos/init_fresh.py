@@ -159,18 +159,21 @@ def progress_lines(stderr: str, limit: int = 300) -> list[str]:
     return [ln for ln in stderr.splitlines() if ln.startswith("[init ")][:limit]
 
 
-def run_init(repo: Path, fresh: Fresh, log: Path) -> dict:
-    """`kopt-mcp init --command C --write` in `repo`, no other flag; exit code, wall time, stderr tail.
+def run_init(repo: Path, fresh: Fresh, log: Path, budget_s: float | None = None) -> dict:
+    """`kopt-mcp init --command C --write` in `repo`, no other flag (but `--budget budget_s` where the call
+    has less than init's default budget left: `budget_s` in the result); exit code, wall time, stderr tail.
     Init's stderr goes to `log` as it runs (OUT/<name>-init.log): a call cut by its time limit still
     shows how far init got (2026-12-03: SwiGLU's init was cut at 220 s with nothing to show)."""
     t = time.perf_counter()
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("w") as err:
         p = subprocess.run([sys.executable, "-m", "kopt_mcp.app.cli", "init", "--repo", str(repo), "--command",
-                            fresh.command, "--write"], stdout=subprocess.DEVNULL, stderr=err, text=True, timeout=1800,
+                            fresh.command, "--write", *(["--budget", f"{budget_s:.0f}"] if budget_s else [])],
+                           stdout=subprocess.DEVNULL, stderr=err, text=True, timeout=1800,
                            check=False, env={**os.environ, "NO_COLOR": "1"})  # plain progress lines for init_steps
     stderr = log.read_text(errors="replace")
     out = {"exit_code": p.returncode, "seconds": round(time.perf_counter() - t, 1), "stderr_tail": stderr[-3000:],
+           **({"budget_s": round(budget_s)} if budget_s else {}),
            "steps": init_steps(stderr), "progress": progress_lines(stderr)}
     from kopt_mcp import init_runs
 
@@ -222,17 +225,24 @@ def write(out: Path, fresh: Fresh, result: dict, work: Path | None = None) -> No
 #: the identical candidate (BEST, the candidate, BEST profiled; its test run is added); Liger on one H200
 #: (2026-12-03): 4.5-4.7 and 4.6-4.9 runs with the test run
 FORECAST_RUNS = {"baseline": 5.0, "identical": 3.5}
+#: init is started only with this many seconds left in the call (s): two benchmark runs and the tests' own
+#: limit (300 s) with room; on one H200 (2026-12-03) flash-linear-attention LayerNorm's init started with
+#: ~270 s left and was killed inside its test run, and the next call began it again
+INIT_NEEDS_S = 420.0
+#: init's default budget (s): where less of the call is left, init gets --budget (what is left, less 10 s)
+INIT_BUDGET_S = 600.0
 
 
 def fits(step: str, result: dict, end: float | None) -> bool:
-    """Whether `step` is forecast to end before `end` (time.monotonic(); None: no end), from init's runs
-    (`result["init"]["runs_s"]`) and, for the identical candidate, init's test run; prints why not."""
+    """Whether `step` ("init", "baseline", "identical") is forecast to end before `end` (time.monotonic();
+    None: no end): init needs INIT_NEEDS_S; the others are forecast from init's runs (`result["init"]["runs_s"]`)
+    and, for the identical candidate, init's test run; prints why not."""
     init = result.get("init") or {}
     runs = [x for x in init.get("runs_s") or [] if x]
-    if end is None or not runs:
+    if end is None or (not runs and step != "init"):
         return True
     tests = (init_test_s(init.get("tests_ran", [])) or 0.0) if step == "identical" else 0.0
-    need = FORECAST_RUNS[step] * max(runs) + tests
+    need = INIT_NEEDS_S if step == "init" else FORECAST_RUNS[step] * max(runs) + tests
     if time.monotonic() + need <= end:
         return True
     print(f"{result['name']}: {step} forecast {need:.0f} s, {max(0.0, end - time.monotonic()):.0f} s left in this "
@@ -264,8 +274,12 @@ def check(fresh: Fresh, src: Path, out: Path, work: Path | None, deadline: float
     else:
         if repo.exists():  # an earlier call cut short before init wrote its proposal
             shutil.rmtree(repo)
+        if not fits("init", result, end):
+            return False
         make_repo(src, repo, fresh.snapshot, result["commit"])
-        result["init"] = run_init(repo, fresh, out / f"{fresh.name}-init.log")
+        left = None if end is None else end - time.monotonic() - 10.0
+        result["init"] = run_init(repo, fresh, out / f"{fresh.name}-init.log",
+                                  left if left is not None and left < INIT_BUDGET_S else None)
         print(f"{fresh.name}: init exit {result['init']['exit_code']} in {result['init']['seconds']} s", flush=True)
     write(out, fresh, result, work)
     if result["init"].get("exit_code") != 0:

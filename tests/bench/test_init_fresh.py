@@ -164,3 +164,6 @@ def test_a_step_forecast_to_pass_the_calls_end_is_left_for_the_next_call(capsys)
     assert not fresh.fits("identical", result, now + 360)  # 3.5 x 100.7 + 30 = 382.5 s
     assert fresh.fits("identical", result, now + 420)
     assert fresh.fits("baseline", {"name": "x", "init": {}}, now + 1)  # an older json: no forecast, as before
+    assert not fresh.fits("init", {"name": "fla-ln"}, now + 270)  # init needs INIT_NEEDS_S (420 s) of the call
+    assert "init forecast 420 s" in capsys.readouterr().out
+    assert fresh.fits("init", {"name": "fla-ln"}, now + 430) and fresh.fits("init", {"name": "fla-ln"}, None)
