@@ -79,18 +79,23 @@ def _read(path: Path) -> str | None:
         return None
 
 
+def _seen(report: Path, log: str) -> Events:
+    """What the run whose JUnit report is `report` has done so far: the plugin's lines
+    (`<report>.events.jsonl`), else the `-v` lines of its log text `log` (no selection known)."""
+    events = _read(_events(report))
+    return parse_events(events) if events is not None else Events(done=parse_progress(log), running=running_test(log))
+
+
 def running_count(report: Path) -> str:
     """How far the run whose JUnit report is `report` is: "12/40 test(s) done (1 failed)", from the
     plugin's lines (`<report>.events.jsonl`), else from the `-v` lines of its log (`<report>.log`)."""
-    events, log = _read(_events(report)), _read(report.with_suffix(".log")) or ""
-    if events is None and not log:
+    log = _read(report.with_suffix(".log")) or ""
+    if not log and not _events(report).exists():
         return ""
-    ev = parse_events(events) if events is not None else None
-    done = ev.done if ev is not None else parse_progress(log)
-    total = len(ev.selected) if ev is not None and ev.selected is not None else next(
-        iter(reversed(_COLLECTED.findall(log))), "?")
-    bad = sum(o.outcome in ("failed", "error") for o in done)
-    return f"{len(done)}/{total} test(s) done" + (f" ({bad} failed)" if bad else "")
+    ev = _seen(report, log)
+    total = len(ev.selected) if ev.selected is not None else next(iter(reversed(_COLLECTED.findall(log))), "?")
+    bad = sum(o.outcome in ("failed", "error") for o in ev.done)
+    return f"{len(ev.done)}/{total} test(s) done" + (f" ({bad} failed)" if bad else "")
 
 
 def install_plugin(folder: Path) -> None:
@@ -143,8 +148,7 @@ def _once(repo: Path, command: str, report: Path, timeout_s: float, progress: Pr
             finished = True
         except ET.ParseError:
             outcomes = []
-    seen, ended = _read(events), time.time()
-    ev = parse_events(seen) if seen is not None else Events(done=parse_progress(text), running=running_test(text))
+    ev, ended = _seen(report, text), time.time()
     progress.say(f"tests: {summary_line(text) or running_count(report) or 'no summary'}")
     return PytestRun(outcomes=outcomes or ev.done, log=text, exit_code=r.exit_code, timed_out=r.timed_out,
                      seconds=secs, finished=finished, running=None if finished else ev.running,
