@@ -15,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from kopt_mcp.commands.init.correctness import check_correctness
+from kopt_mcp.commands.init.correctness import Drop, check_correctness, drop_lines
 from kopt_mcp.commands.init.progress import Budget, Progress
 from kopt_mcp.commands.init.pytest_report import parse_events, parse_progress, running_test
 from kopt_mcp.commands.init.pytest_run import running_count
@@ -66,7 +66,7 @@ def test_the_plugins_lines_give_outcomes_and_the_test_still_running():
         ("tests/test_e.py::test_xfails", "xfailed")]
     assert outcomes[2].message == "assert 2 == 3" and outcomes[3].message == "no device"
     assert outcomes[4].message == "known bug" and "tests/test_e.py:15: AssertionError" in outcomes[2].text
-    assert ev.running == "tests/test_e.py::test_slow" and ev.running_since is not None
+    assert ev.running == "tests/test_e.py::test_slow" and ev.last_t is not None
     assert ev.selected == [o.nodeid for o in outcomes] + ["tests/test_e.py::test_slow"]
 
 
@@ -100,6 +100,20 @@ def test_a_long_file_cut_at_the_limit_stands_for_the_tests_it_finished(tmp_path)
     kept = int(checked.summary.split(" passed")[0])
     assert kept >= 1 and kept + len(cases) == 60
     assert cases == [f"tests/test_k.py::test_case[{n}]" for n in range(kept, 60)]  # the unfinished tail, in order
-    assert "test(s) not finished when the run's limit ended it" in checked.within and checked.seconds < 16
+    assert "test(s) not finished when the run's limit ended it" in checked.within
+    assert kept * 0.4 <= checked.seconds <= 16 + 2  # the finished cases' sleep, within the cut run (its kill takes a moment)
     done = subprocess.run(checked.command, shell=True, cwd=tmp_path, capture_output=True, text=True)
     assert done.returncode == 0 and f"{kept} passed" in done.stdout
+
+
+def test_the_unfinished_tail_of_one_function_shares_a_line():
+    why = "not finished within init's 16 s limit for the tests (--tests-timeout)"
+    drops = [Drop(target="t.py::f[19]", kind="not reached", detail=why),
+             Drop(target="t.py::f[20-a]", kind="not reached", detail=why),
+             Drop(target="t.py::g", kind="not reached", detail=why + " (10 case(s))"),
+             Drop(target="t.py::h[1]", kind="failure", detail="fails"),
+             Drop(target="t.py::h[2]", kind="not reached", detail=why)]
+    assert drop_lines(drops) == [f"t.py::f[19], [20-a]: not reached: {why} (2 case(s))",
+                                 f"t.py::g: not reached: {why} (10 case(s))", "t.py::h[1]: failure: fails",
+                                 f"t.py::h[2]: not reached: {why}"]
+    assert drop_lines(drops[:2], detail=False) == ["t.py::f[19], [20-a]: not reached"]

@@ -72,6 +72,26 @@ class Drop(BaseModel):
     detail: str
 
 
+def drop_lines(drops: list[Drop], detail: bool = True) -> list[str]:
+    """One line per drop, "TARGET: KIND: DETAIL" (`detail` False: "TARGET: KIND"), where consecutive cases
+    of one function left out for the same reason share a line: "t.py::f[19], [20], [21]: not reached: ...
+    (3 case(s))" (a long file cut at its limit leaves the tail of one function). Pure."""
+    groups: list[list[Drop]] = []
+    for d in drops:
+        last = groups[-1][-1] if groups else None
+        if (last is not None and "[" in d.target and "[" in last.target and (last.kind, last.detail) == (d.kind, d.detail)
+                and last.target.split("[", 1)[0] == d.target.split("[", 1)[0]):
+            groups[-1].append(d)
+        else:
+            groups.append([d])
+    out = []
+    for g in groups:
+        target = g[0].target + "".join(", [" + d.target.split("[", 1)[1] for d in g[1:])
+        out.append(f"{target}: {g[0].kind}" + (f": {g[0].detail}" + (f" ({len(g)} case(s))" if len(g) > 1 else "")
+                                               if detail else ""))
+    return out
+
+
 class Checked(BaseModel):
     """The correctness command as proposed and what init's runs of it showed.
 
@@ -221,8 +241,8 @@ def check_correctness(repo: Path, prefix: str, python: str, files: list[str], se
             known = {o.nodeid for o in reached}
             grouped = list({d.target: d for d in [*_group(reached, new), *(d for d in new if d.target not in known)]
                             }.values())
-            for d in grouped:
-                progress.say(f"dropped from the correctness command: {d.target}: {d.kind}: {d.detail[:160]}")
+            for line in drop_lines(grouped):
+                progress.say(f"dropped from the correctness command: {line[:400]}")
             gone = {d.target for d in new}
             passed = [o for o in run.outcomes if o.outcome in ("passed", "xpassed") and o.nodeid not in gone]
             if run.exit_code == 0 and not grouped:
@@ -244,7 +264,7 @@ def check_correctness(repo: Path, prefix: str, python: str, files: list[str], se
                     (left if o.nodeid in gone or o.file in whole else kept).append(o)
                 return Checked(command=command_text(prefix, python, files, select, deselect), ran=True,
                                summary=kept_summary(kept), within=stands_for(run, left, whole),
-                               seconds=round(max(0.0, run.seconds - (run.running_s or 0.0)
+                               seconds=round(max(0.0, run.seconds - (run.tail_s or 0.0)
                                                  - sum(o.seconds for o in left)), 1),
                                runs=done + 1, drops=drops, notes=_notes(kept))
     raise InitError(f"the correctness command still failed after {MAX_ROUNDS} runs on the unmodified tree, each "
@@ -253,10 +273,11 @@ def check_correctness(repo: Path, prefix: str, python: str, files: list[str], se
 
 def _long(run: PytestRun, timeout_s: float) -> bool:
     """A run the tests' own limit (`timeout_s`, s) ended while it was still finishing tests: init's plugin
-    wrote what it selected, and the test it was inside had run for less than half the limit. Such a run
+    wrote what it selected, and its last test event (the start of the test it was inside, or the end of
+    the last one) came less than half the limit before the cut (`PytestRun.tail_s`). Such a run
     stands for the tests it finished; the rest was not reached (a long file: flash-linear-attention's
     test_layernorm.py holds 150 cases, test_groupnorm's 20 took 128-150 s on an H200)."""
-    return run.timed_out and run.selected is not None and (run.running_s or 0.0) < timeout_s / 2
+    return run.timed_out and run.selected is not None and (run.tail_s or 0.0) < timeout_s / 2
 
 
 def _cut_drops(run: PytestRun, files: list[str], timeout_s: float) -> list[Drop]:

@@ -35,7 +35,7 @@ from pathlib import Path
 from kopt_mcp.bench.preflight import interpreter_line, interpreter_word, resolved_interpreter, runner_problems
 from kopt_mcp.bench.runner import run_command
 from kopt_mcp.commands.init import saved
-from kopt_mcp.commands.init.correctness import Checked, check_correctness, command_text
+from kopt_mcp.commands.init.correctness import Checked, check_correctness, command_text, drop_lines
 from kopt_mcp.commands.init.kernels import choose_targets, defined_kernels
 from kopt_mcp.commands.init.own import ownership
 from kopt_mcp.commands.init.progress import DEFAULT_BUDGET_S, DEFAULT_TESTS_TIMEOUT_S, Budget, Progress
@@ -377,7 +377,7 @@ def run_init(repo: Path, command: str | None, results: str | None, kernel: str |
               "--write to print it, or drop --no-run-tests so init runs it", file=sys.stderr)
         return 2
     dest.write_text(p.toml)
-    for d in p.correctness.drops if p.correctness else []:
-        print(f"kopt-mcp init: dropped from the correctness command: {d.target}: {d.kind}", file=sys.stderr)
+    for line in drop_lines(p.correctness.drops, detail=False) if p.correctness else []:
+        print(f"kopt-mcp init: dropped from the correctness command: {line}", file=sys.stderr)
     print(f"wrote {dest}; next: kopt-mcp check-config --repo {repo}", file=sys.stderr)
     return 0

@@ -129,18 +129,18 @@ def running_test(log: str) -> str | None:
 class Events(BaseModel):
     """What init's plugin wrote while a run went on (kopt_mcp/commands/init/pytest_xfail_plugin.py):
     `done`, the tests that finished, in order; `running`, the test it was inside (None: between
-    tests, or done); `running_since`, when that test started (wall clock, s since the epoch);
+    tests, or done); `last_t`, when the last test started or ended (wall clock, s since the epoch);
     `selected`, the node ids the run was to run, in order (None: collection had not finished)."""
 
     done: list[Outcome] = []
     running: str | None = None
-    running_since: float | None = None
+    last_t: float | None = None
     selected: list[str] | None = None
 
 
 def parse_events(text: str) -> Events:
     """Read the JSON lines init's plugin appends as a run goes on: `{"selected": [nodeid, ...]}`,
-    `{"start": nodeid, "t": s}`, and per finished test its outcome, message, text and seconds (as
+    `{"start": nodeid, "t": s}`, and per finished test its outcome, message, text, seconds and `t` (as
     pytest's JUnit report names them). A line cut off by a kill is passed over. Pure."""
     done: dict[str, Outcome] = {}
     ev = Events()
@@ -151,17 +151,19 @@ def parse_events(text: str) -> Events:
             continue
         if not isinstance(rec, dict):
             continue
+        if isinstance(rec.get("t"), (int, float)):
+            ev.last_t = float(rec["t"])
         if isinstance(rec.get("selected"), list):
             ev.selected = [str(x) for x in rec["selected"]]
         elif "start" in rec:
-            ev.running, ev.running_since = str(rec["start"]), rec.get("t")
+            ev.running = str(rec["start"])
         elif "nodeid" in rec and rec.get("outcome") in _STATUS.values():
             done.pop(rec["nodeid"], None)
             done[rec["nodeid"]] = Outcome(nodeid=rec["nodeid"], file=rec["nodeid"].split("::", 1)[0],
                                           outcome=rec["outcome"], message=str(rec.get("message") or ""),
                                           text=str(rec.get("text") or ""), seconds=float(rec.get("seconds") or 0.0))
             if ev.running == rec["nodeid"]:
-                ev.running = ev.running_since = None
+                ev.running = None
     ev.done = list(done.values())
     return ev
 

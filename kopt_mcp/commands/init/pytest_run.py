@@ -52,8 +52,8 @@ class PytestRun(BaseModel):
     `exit_code`, `timed_out`, `seconds` (wall, s), `deselected` (how many the plugin left out) and
     `finished`: pytest wrote its JUnit report, which it does at the end of a whole session only (a run
     that pytest-timeout's thread method ended with os._exit leaves none); `running`: the test a run
-    cut short was inside (its node id; None: between tests, or the run ended), `running_s` how long it
-    had run (s; None: unknown); `selected`: the node ids the run was to run, in order, as init's plugin
+    cut short was inside (its node id; None: between tests, or the run ended), `tail_s` the seconds from
+    its last test event (that test's start, or the last test's end) to the cut (None: unknown); `selected`: the node ids the run was to run, in order, as init's plugin
     wrote them (None where the plugin did not load, or collection had not finished)."""
 
     outcomes: list[Outcome]
@@ -64,7 +64,7 @@ class PytestRun(BaseModel):
     deselected: int = 0
     finished: bool = False
     running: str | None = None
-    running_s: float | None = None
+    tail_s: float | None = None
     selected: list[str] | None = None
 
 
@@ -152,7 +152,7 @@ def _once(repo: Path, command: str, report: Path, timeout_s: float, progress: Pr
     progress.say(f"tests: {summary_line(text) or running_count(report) or 'no summary'}")
     return PytestRun(outcomes=outcomes or ev.done, log=text, exit_code=r.exit_code, timed_out=r.timed_out,
                      seconds=secs, finished=finished, running=None if finished else ev.running,
-                     running_s=None if finished or ev.running_since is None else max(0.0, ended - ev.running_since),
+                     tail_s=None if finished or ev.last_t is None else max(0.0, ended - ev.last_t),
                      selected=ev.selected)
 
 

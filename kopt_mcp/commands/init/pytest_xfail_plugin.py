@@ -18,7 +18,7 @@ one finding. Anything else is left as pytest would run it.
 
 Where KOPT_INIT_EVENTS_OUT names a file, the tests selected to run (`{"selected": [nodeid, ...]}`),
 each test's start (`{"start": nodeid, "t": time.time()}`) and each test's end (`{"nodeid", "outcome",
-"message", "text", "seconds"}`, outcome and message as pytest's JUnit report gives them:
+"message", "text", "seconds", "t"}`, outcome and message as pytest's JUnit report gives them:
 src/_pytest/junitxml.py) are appended to it as JSON lines while the run goes on. No output setting changes them: with `log_cli = true`
 (flash-linear-attention's pyproject.toml) pytest writes each outcome on a line of its own after the
 live log, which init's reading of the `-v` lines missed (0 of 150 tests counted in 255 s, an H200,
@@ -106,7 +106,7 @@ def pytest_runtest_logreport(report):
         if report.failed:  # the traceback and captured stderr, as the JUnit report's text of a failure or error
             rec["text"] = "\n".join(x for x in (report.longreprtext, report.capstderr) if x)
     if report.when == "teardown":
-        _emit(_ENDING.pop(report.nodeid))
+        _emit({**_ENDING.pop(report.nodeid), "t": time.time()})
 
 
 @pytest.hookimpl(trylast=True)

@@ -9,7 +9,7 @@ import tomllib
 
 from pydantic import BaseModel
 
-from kopt_mcp.commands.init.correctness import Checked
+from kopt_mcp.commands.init.correctness import Checked, drop_lines
 from kopt_mcp.config import TargetConfig
 from kopt_mcp.errors import InitError
 
@@ -50,7 +50,7 @@ def _correctness_lines(checked: Checked | None, columns: list[str]) -> list[str]
     else:
         lines += ["# NOT RUN: init did not run this command (--no-run-tests). Run it on the unmodified tree and check",
                   "# that it passes before `kopt-mcp serve`: a command that fails there fails every candidate"]
-    lines += [f"# dropped: {d.target}: {d.kind}: {d.detail}" for d in checked.drops]
+    lines += [f"# dropped: {line}" for line in drop_lines(checked.drops)]
     lines += [f"# note: {n}" for n in checked.notes]
     lines.append(f"command = {_q(checked.command)}  # run once per candidate; exit 0 = correct")
     if checked.seconds * 3 > 600:
