@@ -235,9 +235,10 @@ def check_correctness(repo: Path, prefix: str, python: str, files: list[str], se
                                   deselect + [d.target for d in grouped if d.target not in files],
                                   drops + grouped, budget, f"after {run.seconds:.0f} s inside its run "
                                   f"({running_count(report)})")
+            long_cut = _long(run, timeout_s)
             if run.timed_out:  # the test it was inside is left out; what it never reached too
                 new += _cut_drops(run, files, timeout_s)
-            reached = run.outcomes + (_unreached(run) if _long(run, timeout_s) else [])
+            reached = run.outcomes + (_unreached(run) if long_cut else [])
             known = {o.nodeid for o in reached}
             grouped = list({d.target: d for d in [*_group(reached, new), *(d for d in new if d.target not in known)]
                             }.values())
@@ -255,7 +256,7 @@ def check_correctness(repo: Path, prefix: str, python: str, files: list[str], se
             files = [f for f in files if f not in whole]
             deselect += [d.target for d in grouped if d.target not in whole]
             # a whole session, or one cut at the limit whose every test is known: every test it keeps ran and passed
-            stands = (run.finished and run.exit_code in (0, 1)) or _long(run, timeout_s)
+            stands = (run.finished and run.exit_code in (0, 1)) or long_cut
             if not files or (not passed and (stands or not run.timed_out)):
                 raise InitError(_nothing_passes(drops, prefix, python))
             if stands:

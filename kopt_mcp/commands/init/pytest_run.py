@@ -52,9 +52,10 @@ class PytestRun(BaseModel):
     `exit_code`, `timed_out`, `seconds` (wall, s), `deselected` (how many the plugin left out) and
     `finished`: pytest wrote its JUnit report, which it does at the end of a whole session only (a run
     that pytest-timeout's thread method ended with os._exit leaves none); `running`: the test a run
-    cut short was inside (its node id; None: between tests, or the run ended), `tail_s` the seconds from
-    its last test event (that test's start, or the last test's end) to the cut (None: unknown); `selected`: the node ids the run was to run, in order, as init's plugin
-    wrote them (None where the plugin did not load, or collection had not finished)."""
+    cut short was inside (its node id; None: between tests, or the run ended), `tail_s` the seconds
+    from its last test event (that test's start, or the last test's end) to the cut (None: unknown);
+    `selected`: the node ids the run was to run, in order, as init's plugin wrote them (None where the
+    plugin did not load, or collection had not finished)."""
 
     outcomes: list[Outcome]
     log: str
@@ -92,7 +93,12 @@ def running_count(report: Path) -> str:
     log = _read(report.with_suffix(".log")) or ""
     if not log and not _events(report).exists():
         return ""
-    ev = _seen(report, log)
+    return _count(_seen(report, log), log)
+
+
+def _count(ev: Events, log: str) -> str:
+    """"12/40 test(s) done (1 failed)": the tests `ev` holds as done, of those selected (else of the
+    `collected N items` of the log text `log`)."""
     total = len(ev.selected) if ev.selected is not None else next(iter(reversed(_COLLECTED.findall(log))), "?")
     bad = sum(o.outcome in ("failed", "error") for o in ev.done)
     return f"{len(ev.done)}/{total} test(s) done" + (f" ({bad} failed)" if bad else "")
@@ -149,7 +155,7 @@ def _once(repo: Path, command: str, report: Path, timeout_s: float, progress: Pr
         except ET.ParseError:
             outcomes = []
     ev, ended = _seen(report, text), time.time()
-    progress.say(f"tests: {summary_line(text) or running_count(report) or 'no summary'}")
+    progress.say(f"tests: {summary_line(text) or (_count(ev, text) if text or events.exists() else 'no summary')}")
     return PytestRun(outcomes=outcomes or ev.done, log=text, exit_code=r.exit_code, timed_out=r.timed_out,
                      seconds=secs, finished=finished, running=None if finished else ev.running,
                      tail_s=None if finished or ev.last_t is None else max(0.0, ended - ev.last_t),

@@ -19,10 +19,10 @@ one finding. Anything else is left as pytest would run it.
 Where KOPT_INIT_EVENTS_OUT names a file, the tests selected to run (`{"selected": [nodeid, ...]}`),
 each test's start (`{"start": nodeid, "t": time.time()}`) and each test's end (`{"nodeid", "outcome",
 "message", "text", "seconds", "t"}`, outcome and message as pytest's JUnit report gives them:
-src/_pytest/junitxml.py) are appended to it as JSON lines while the run goes on. No output setting changes them: with `log_cli = true`
-(flash-linear-attention's pyproject.toml) pytest writes each outcome on a line of its own after the
-live log, which init's reading of the `-v` lines missed (0 of 150 tests counted in 255 s, an H200,
-2026-12-03).
+src/_pytest/junitxml.py) are appended to it as JSON lines while the run goes on. No output setting
+changes them: with `log_cli = true` (flash-linear-attention's pyproject.toml) pytest writes each
+outcome on a line of its own after the live log, which init's reading of the `-v` lines missed (0 of
+150 tests counted in 255 s, an H200, 2026-12-03).
 
 This file is copied into a temporary folder as `kopt_init_xfail.py` and loaded with `-p
 kopt_init_xfail` by the tests' own interpreter, which need not have kopt_mcp installed: it imports
