@@ -209,7 +209,7 @@ def _baseline_spreads(traces: list, totals_us: list[float], kernel_regex: str | 
     its spread is the clock step, which the keep metric handles by clock, not as noise."""
     out = []
     clocks = clocks or [None] * len(traces)
-    for i, ((t1, u1), (t2, u2)) in enumerate(zip(zip(traces, totals_us), zip(traces[1:], totals_us[1:]))):
+    for i, ((t1, us1), (t2, us2)) in enumerate(zip(zip(traces, totals_us), zip(traces[1:], totals_us[1:]))):
         if not same_clock(clocks[i], clocks[i + 1]):
             continue
         u1, u2 = trace_units(t1), trace_units(t2)
@@ -223,7 +223,7 @@ def _baseline_spreads(traces: list, totals_us: list[float], kernel_regex: str | 
                 continue
             except ProfilerError:
                 pass
-        out.append(spread_pct(u1, u2))
+        out.append(spread_pct(us1, us2))
     return out
 
 
