@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from kopt_mcp.evidence.groups import LaunchGroup
 from kopt_mcp.evidence.names import is_utility_kernel
 from kopt_mcp.evidence.trace import KernelTrace
-from kopt_mcp.evidence.units import HarnessUnit
+from kopt_mcp.evidence.units import HarnessUnit, measured_units
 
 #: a flush kernel is recognized when it precedes a non-utility launch at least this often
 MIN_FLUSHES = 5
@@ -143,9 +143,11 @@ def segment_units(trace: KernelTrace) -> list[HarnessUnit] | None:
 
 
 def trace_units(trace: KernelTrace) -> list[HarnessUnit] | None:
-    """The units the keep metric reads: the marked ones where the injector recorded them, else
-    those `segment_units` finds; None where neither exists."""
-    return trace.units if trace.units else segment_units(trace)
+    """The units the keep metric reads: the marked ones where the injector recorded them, without
+    the autotuner's timing of its configs (evidence.units.measured_units), else those
+    `segment_units` finds; None where neither exists."""
+    marked = measured_units(trace.units) if trace.units else None
+    return marked if marked else segment_units(trace)
 
 
 __all__ = ["flush_kernel", "invocations", "launch_stream", "segment_units", "trace_units"]

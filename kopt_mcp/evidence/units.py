@@ -7,6 +7,13 @@ from collections.abc import Collection
 from pydantic import BaseModel, Field
 
 
+#: how the CUPTI injector labels a do_bench call that Triton's autotuner makes while it times each
+#: config of an autotuned kernel (triton/runtime/autotuner.py: `Autotuner._bench` hands do_bench its
+#: inner `kernel_call`); such calls run where the process has no autotuning result cached yet (the
+#: first run of a tree: 7 extra units in flash-linear-attention's LayerNorm benchmark on an H200)
+AUTOTUNER_LABEL = "Autotuner._bench."
+
+
 class PersistingL2Report(BaseModel):
     """What the injector's persisting-L2 guard saw in the unit's process up to the unit's end
     (cupti_inject/kopt_l2.py): the largest persisting-L2 limit found as a unit began (bytes; the
@@ -61,3 +68,13 @@ class HarnessUnit(BaseModel):
     def invocation_us(self, kernels: Collection[str], i: int) -> float:
         """The GPU time (us) of `kernels`' launches in invocation i, per statement (divided by weights[i])."""
         return sum(self.per_invocation.get(k, {}).get(i, 0.0) for k in kernels) / self.weights.get(i, 1)
+
+
+def measured_units(units: list[HarnessUnit]) -> list[HarnessUnit]:
+    """The units of the benchmark's own measurement: `units` without the autotuner's timing of its
+    configs (AUTOTUNER_LABEL), which are not the harness's and run only where the autotuning result
+    was not cached; indexed again from 0 in order (`index`: the k-th measured unit of the run)."""
+    kept = [u for u in units if not u.label.startswith(AUTOTUNER_LABEL)]
+    if len(kept) == len(units):
+        return units
+    return [u.model_copy(update={"index": i}) for i, u in enumerate(kept)]

@@ -200,13 +200,15 @@ def _baseline_changes(sess: Session, changes: list[FileChange]) -> None:
 
 def _baseline_spreads(traces: list, totals_us: list[float], kernel_regex: str | None,
                       clocks: list | None = None) -> list[float]:
-    """Spreads (%) between the baseline's adjacent profiles of BEST_COMMIT: by launch group
-    (rules.keep.group_spread_pct, median launch per kernel + grid/block) where both traces carry
-    launch groups, so a harness that picks its own repetition count (do_bench) does not inflate
-    them; by harness unit (rules.units.unit_spread_pct) where both traces have units, marked or
-    segmented; else between the target kernels' totals (us, one per trace, all > 0). A pair whose SM
-    clocks differ (`clocks`: RunClock or None per trace; rules.clocks.SAME_CLOCK_PCT) is left out:
-    its spread is the clock step, which the keep metric handles by clock, not as noise."""
+    """Spreads (%) between the baseline's adjacent profiles of BEST_COMMIT: by harness unit
+    (rules.units.unit_spread_pct) where both traces have units, marked or segmented; by launch group
+    (rules.keep.group_spread_pct, median launch per kernel + grid/block) where both carry launch
+    groups, so a harness that picks its own repetition count (do_bench) does not inflate them; only
+    where neither trace has either (an aggregate-only trace), between the target kernels' totals (us,
+    one per trace, all > 0). A pair is left out where its units do not pair and its launch groups
+    differ (one process ran work the other did not, e.g. an uncached autotuner's configs: its
+    difference is that work, not noise), or where its SM clocks differ (`clocks`: RunClock or None per
+    trace; rules.clocks.SAME_CLOCK_PCT: the clock step, which the keep metric handles by clock)."""
     out = []
     clocks = clocks or [None] * len(traces)
     for i, ((t1, us1), (t2, us2)) in enumerate(zip(zip(traces, totals_us), zip(traces[1:], totals_us[1:]))):
@@ -216,14 +218,13 @@ def _baseline_spreads(traces: list, totals_us: list[float], kernel_regex: str | 
         by_unit = unit_spread_pct(u1, u2, kernel_regex or ".") if u1 and u2 else None
         if by_unit is not None:  # per invocation of each harness unit (rules/units.py)
             out.append(by_unit)
-            continue
-        if t1.groups is not None and t2.groups is not None:
+        elif t1.groups is not None and t2.groups is not None:
             try:
                 out.append(group_spread_pct(t1, t2, kernel_regex))
-                continue
             except ProfilerError:
-                pass
-        out.append(spread_pct(us1, us2))
+                continue  # other target groups launched: not comparable
+        elif not (u1 or u2):
+            out.append(spread_pct(us1, us2))
     return out
 
 

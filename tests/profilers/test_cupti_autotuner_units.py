@@ -1,0 +1,56 @@
+"""Triton's autotuner's do_bench calls are not harness units (evidence/units.py `measured_units`,
+read by evidence/segment.py `trace_units`), on two real CUPTI traces of flash-linear-attention's
+LayerNorm benchmark (tests/fixtures/cupti/h200_fla_ln_autotune/SOURCE.md): the first run of a
+session autotuned (15 marked units, 7 of them `Autotuner._bench.<locals>.kernel_call`), the second
+found the results cached (8). The keep metric must see the benchmark's 8 in both, paired unit by unit,
+and the baseline's spread between them must be that pairing's, not the autotuning's 27%."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import pytest
+
+from kopt_mcp.evidence.segment import trace_units
+from kopt_mcp.evidence.trace import KernelTrace, target_gpu_time
+from kopt_mcp.evidence.units import AUTOTUNER_LABEL, measured_units
+from kopt_mcp.profilers.cupti import parse_cupti_dir
+from kopt_mcp.referee.baseline import _baseline_spreads
+from kopt_mcp.rules.units import unit_gpu_times, unit_spread_pct
+
+FIXTURE = Path(__file__).parents[1] / "fixtures" / "cupti" / "h200_fla_ln_autotune"
+TARGET = "^layer_norm_bwd_kernel1$|^layer_norm_fwd_kernel1$"
+
+
+def _trace(name: str, tmp_path: Path) -> KernelTrace:
+    d = tmp_path / name
+    d.mkdir()
+    (d / (name.split("-", 1)[1] + ".json")).write_bytes(gzip.decompress((FIXTURE / f"{name}.json.gz").read_bytes()))
+    return parse_cupti_dir(d)
+
+
+@pytest.fixture
+def runs(tmp_path) -> tuple[KernelTrace, KernelTrace]:
+    return _trace("run1-cupti-1398", tmp_path), _trace("run2-cupti-1498", tmp_path)
+
+
+def test_the_autotuners_units_are_left_out_and_the_rest_indexed_again(runs):
+    first, second = runs
+    assert (len(first.units), len(second.units)) == (15, 8)
+    assert sum(u.label.startswith(AUTOTUNER_LABEL) for u in first.units) == 7
+    kept = trace_units(first)
+    assert [u.index for u in kept] == list(range(8))
+    assert [u.label for u in kept] == [u.label for u in trace_units(second)]
+    assert measured_units(second.units) is second.units  # nothing to leave out: the same list
+
+
+def test_the_runs_pair_unit_by_unit_and_the_baseline_spread_is_theirs(runs):
+    first, second = runs
+    spread = unit_spread_pct(trace_units(first), trace_units(second), TARGET)
+    assert spread is not None and spread < 0.1
+    totals = [target_gpu_time(t, TARGET)[0] for t in runs]
+    assert totals == pytest.approx([409091.267, 311519.28])  # the autotuning's 27% apart
+    assert _baseline_spreads(list(runs), totals, TARGET) == pytest.approx([spread])
+    us = [unit_gpu_times(trace_units(t), TARGET, ["all"])[0] for t in runs]
+    assert us == pytest.approx([4431.44, 4432.01], abs=0.01)
