@@ -42,7 +42,9 @@ RECORD_VERSION = 1
 class InitRun(BaseModel):
     """One benchmark run of init: repo path -> (content before this run or None, after), the run's
     log (bytes), its wall time (s) and start (epoch s); `profiler`: the profiler it ran under ('': a
-    plain run; init runs its last run under CUPTI, whose runs are script-metric runs)."""
+    plain run; init runs its last run under CUPTI, whose runs are script-metric runs) and `trace` the
+    profiler's output files of that run (file name -> content; empty where its trace was not read or
+    the record would pass MAX_BYTES with it): the baseline parses them as one of its profiled runs."""
 
     model_config = ConfigDict(ser_json_bytes="base64", val_json_bytes="base64")
 
@@ -51,6 +53,7 @@ class InitRun(BaseModel):
     seconds: float
     started_at: float = 0.0
     profiler: str = ""
+    trace: dict[str, bytes] = {}
 
 
 class InitTests(BaseModel):
@@ -125,9 +128,12 @@ def worktree_identity(repo: Path, config_path: str = "kopt.toml") -> str | None:
 
 def save(repo: Path, record: InitRecord) -> Path | None:
     """Write `record` atomically to `where(repo)`; the path, or None where it is over MAX_BYTES or
-    cannot be written (a proposal never fails for it)."""
+    cannot be written (a proposal never fails for it). Traces go first where the record would pass
+    MAX_BYTES with them: the runs stand without them."""
     size = sum(len(a) + len(b or b"") for r in record.runs for b, a in r.files.values()) + sum(
         len(r.log) for r in record.runs)
+    if size + sum(len(c) for r in record.runs for c in r.trace.values()) > MAX_BYTES:
+        record = record.model_copy(update={"runs": [r.model_copy(update={"trace": {}}) for r in record.runs]})
     try:
         dest = where(repo)
         if size > MAX_BYTES:

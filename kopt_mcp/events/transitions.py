@@ -45,6 +45,8 @@ class Baseline(_OnSlot):
     adoption_code: str = ""  # why init's runs were not adopted ('' where they were): Adoption.code
     #: of `runs`, read from the baseline's own profiled runs (a `measures_script` profiler: referee/baseline.py)
     profiled_runs: int = 0
+    #: of `gpu_profiles_us`, the first ones read from init's trace of its run under the same profiler
+    adopted_profiles: int = 0
 
 
 class Attempt(_OnSlot):

@@ -4,7 +4,9 @@ estimate of GPU time. The first plain runs may be `kopt-mcp init`'s runs of the 
 config and interpreter (referee/baseline_adopt.py; the result's `reason` says whether and why). Under
 a profiler whose runs are also script-metric runs (`measures_script`: CUPTI; every run of a verdict
 is then profiled, referee/profiled.py) the profiled runs' results stand for the plain runs still
-due, so the baseline runs BASELINE_PROFILES runs, not `baseline_runs` + BASELINE_PROFILES.
+due, so the baseline runs BASELINE_PROFILES runs, not `baseline_runs` + BASELINE_PROFILES; and
+init's trace of its run under that profiler, where adopted, stands for the first profile, so it runs
+BASELINE_PROFILES - 1.
 Recorded in the ledger, rendered into performance.md and committed (`kopt: baseline`); BEST_COMMIT
 moves to that commit and the phase to ready."""
 
@@ -48,10 +50,11 @@ def baseline(sess: Session, progress: Progress | None) -> BenchmarkResult:
     cfg = sess.what.cfg
     runs = cfg.gates.baseline_runs
     prof = sess.profiler()
-    profiles_due = BASELINE_PROFILES if prof.name != "none" else 0
-    steps = runs + profiles_due  # the progress total
     best_tree = vcs.tree_of(sess.where.ws, sess.books.state.best.commit)
     adoption = adopt_init_runs(sess, best_tree, runs, prof)
+    init_traces = _init_traces(prof, adoption) if prof.name != "none" else []
+    profiles_due = BASELINE_PROFILES - len(init_traces) if prof.name != "none" else 0
+    steps = runs + profiles_due  # the progress total
     # the profiled runs that also stand for plain runs (module docstring), in order
     stand_in = min(profiles_due, runs - len(adoption.runs)) if getattr(prof, "measures_script", False) else 0
     steps -= stand_in
@@ -60,8 +63,9 @@ def baseline(sess: Session, progress: Progress | None) -> BenchmarkResult:
     note = "no profiler: the script metric is the keep metric"
     class_gpu_us: dict[str, float] | None = None
     profiles, traces, clocks, kernels, stood = _profiles(sess, prof, best_tree, progress, (runs - stand_in, steps),
-                                                         profiles_due, stand_in, check_due)
-    gpu_us = profiles[0] if profiles else None
+                                                         (profiles_due, init_traces), stand_in, check_due)
+    own = len(init_traces)  # BEST's GPU time is read from the baseline's own first profile, on its lease
+    gpu_us = profiles[own] if profiles else None
     for mi in stood:
         m = m or mi  # the first run is the one shown in the result
         group.append(mi.values())
@@ -71,12 +75,12 @@ def baseline(sess: Session, progress: Progress | None) -> BenchmarkResult:
     regex = cfg.profiler.kernel or exact_names_regex(kernels)
     spreads = _baseline_spreads(traces, profiles, regex, clocks)
     counts_vary = any(launch_counts_differ(a, b, regex) for a, b in zip(traces, traces[1:]))
-    units = trace_units(traces[0]) if traces else None
+    units = trace_units(traces[own]) if traces else None
     if units and regex:  # the keep metric's quantity: GPU time per invocation, per harness unit
         gpu_us, class_gpu_us = unit_gpu_times(units, regex, list(baseline_values))
-    elif traces and traces[0].groups is not None:  # the median launch per launch group
-        gpu_us = target_median_us(traces[0], regex)[0]
-        class_gpu_us = class_gpu_times(traces[0], list(baseline_values), regex)
+    elif traces and traces[own].groups is not None:  # the median launch per launch group
+        gpu_us = target_median_us(traces[own], regex)[0]
+        class_gpu_us = class_gpu_times(traces[own], list(baseline_values), regex)
     if profiles:
         note = f"keep metric: profiler GPU time of {', '.join(k[:60] for k in kernels)}"
     s = sess.books.state
@@ -95,7 +99,7 @@ def baseline(sess: Session, progress: Progress | None) -> BenchmarkResult:
                             kernels=kernels, gpu_profiles_us=profiles, device=sess.jobs.device.model_dump(),
                             device_id=sess.jobs.device_id, run_dir=m.run_dir, rows=rows,
                             adopted_runs=len(adoption.runs), adopted_tests=adoption.tests, adoption_code=adoption.code,
-                            profiled_runs=stand_in)
+                            profiled_runs=stand_in, adopted_profiles=len(init_traces))
     sess.write_performance()
     faults.point("baseline.after_perf_written")
     commit = rec["best_commit"] = vcs.commit_paths(sess.where.ws, ["performance.md"], BASELINE_MESSAGE)
@@ -110,22 +114,42 @@ def baseline(sess: Session, progress: Progress | None) -> BenchmarkResult:
     res = bench_result(sess, "baseline (BEST_COMMIT)", m, recorded=True, runs=group)
     said = (f"{stand_in} of the {runs} baseline run(s) read from the {prof.name} profiled runs (their results are "
             "script-metric runs, as in every verdict under this profiler)") if stand_in else ""
-    return res.model_copy(update={"reason": "; ".join(x for x in (res.reason, adoption.reason, said) if x)})
+    traced = (f"init's {prof.name} trace stands for {len(init_traces)} of the {BASELINE_PROFILES} profiled runs"
+              if init_traces else "")
+    return res.model_copy(update={"reason": "; ".join(x for x in (res.reason, adoption.reason, said, traced) if x)})
 
 
-def _profiles(sess: Session, prof, best_tree: str, progress: Progress | None, at: tuple[int, int], due: int,
-              stand_in: int, check: bool) -> tuple[list[float], list, list, list[str], list[Measurement]]:
-    """The baseline's `due` profiled runs of `best_tree` (BASELINE_PROFILES; none without a profiler), back
-    to back; the first `stand_in` also stand for plain runs (their Measurements returned, each through the
-    correctness gate; `check`: the [correctness] command with the first). `at`: (the first one's
-    progress step, the total). Returns the target kernels' GPU time per run (us), the traces, the SM
-    clocks, the target kernels (the first trace's) and the standing Measurements. Raises RefereeError
-    (a failed profile, no target kernel, a failed gate, a protected write)."""
+def _init_traces(prof, adoption: Adoption) -> list:
+    """The traces of init's adopted runs made under the session's profiler (Adoption.traces), parsed
+    by it: they stand for the first of the baseline's profiled runs (at most BASELINE_PROFILES - 1:
+    the baseline profiles at least once itself). A trace the profiler cannot read is left out."""
+    out = []
+    for d in adoption.traces[:BASELINE_PROFILES - 1]:
+        try:
+            out.append(prof.parse(d))
+        except ProfilerError:
+            continue
+    return out
+
+
+def _profiles(sess: Session, prof, best_tree: str, progress: Progress | None, at: tuple[int, int],
+              due: tuple[int, list], stand_in: int, check: bool
+              ) -> tuple[list[float], list, list, list[str], list[Measurement]]:
+    """The baseline's profiles of `best_tree`: `due` = (how many profiled runs to make, back to back:
+    BASELINE_PROFILES less init's; none without a profiler, init's traces that stand for the first
+    ones: `_init_traces`, no SM clock sampled); of the runs made, the first `stand_in` also stand for
+    plain runs (their Measurements returned, each through the correctness gate; `check`: the
+    [correctness] command with the first). `at`: (the first run's progress step, the total). Returns
+    the target kernels' GPU time per profile (us), the traces, the SM clocks, the target kernels
+    (the first trace's) and the standing Measurements. Raises RefereeError (a failed profile, no
+    target kernel, a failed gate, a protected write)."""
     cfg = sess.what.cfg
     profiles, traces, clocks, kernels, stood = [], [], [], [], []
-    for i in range(due):
+    for trace in due[1]:
+        _add_profile(trace, None, cfg.profiler.kernel, (profiles, traces, clocks, kernels))
+    for i in range(due[0]):
         if progress:
-            progress(at[0] + i, at[1], f"baseline: profiling with {prof.name} ({i + 1} of {due})"
+            progress(at[0] + i, at[1], f"baseline: profiling with {prof.name} ({i + 1} of {due[0]})"
                      + ("; its results stand for a plain run" if i < stand_in else ""))
         p = sess.profile(prof, best_tree, sess.books.store.run_dir(0, "baseline-profile"), check=check and i == 0)
         _baseline_changes(sess, p.changes)
@@ -134,15 +158,23 @@ def _profiles(sess: Session, prof, best_tree: str, progress: Progress | None, at
         if p.trace is None:
             raise RefereeError(f"profiling the baseline failed: {p.error}. Fix it, or set [profiler] "
                                "backend = \"none\" to decide on the script metric alone")
-        try:
-            us, names = target_gpu_time(p.trace, cfg.profiler.kernel or exact_names_regex(kernels))
-        except ProfilerError as e:
-            raise RefereeError(str(e)) from e
-        profiles.append(us)
-        traces.append(p.trace)
-        clocks.append(p.clock)
-        kernels = kernels or names
+        _add_profile(p.trace, p.clock, cfg.profiler.kernel, (profiles, traces, clocks, kernels))
     return profiles, traces, clocks, kernels, stood
+
+
+def _add_profile(trace, clock, kernel_regex: str, into: tuple[list, list, list, list[str]]) -> None:
+    """Append one profile to `into` = (target GPU times (us), traces, clocks, target kernels: the first
+    trace's names, filled once). Raises RefereeError where the trace has no target kernel."""
+    profiles, traces, clocks, kernels = into
+    try:
+        us, names = target_gpu_time(trace, kernel_regex or exact_names_regex(kernels))
+    except ProfilerError as e:
+        raise RefereeError(str(e)) from e
+    profiles.append(us)
+    traces.append(trace)
+    clocks.append(clock)
+    if not kernels:
+        kernels.extend(names)
 
 
 def _plain_runs(sess: Session, progress: Progress | None, steps: int, best_tree: str, adoption: Adoption,

@@ -14,7 +14,8 @@ Adopted runs are script-metric runs: they count toward the run-to-run spread (th
 like the baseline's own plain runs, never toward the profiled runs' spreads. Init's run made under a
 profiler (InitRun.profiler: CUPTI, whose runs are script-metric runs) stands only where the session's
 profiler is that one and `measures_script` (its verdicts read every run under it); else only init's
-plain runs are adopted.
+plain runs are adopted. That run's trace files (InitRun.trace, the profiler's own output) are copied
+into its folder (`trace/`, TRACE_DIR) for the baseline to parse as the first of its profiled runs.
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ from kopt_mcp.rules.correctness import RunFacts, correctness_gate
 
 #: the file of an adopted run's folder naming init's record and which of its runs it is
 ADOPTED_FILE = "adopted-from-init.json"
+#: the folder of an adopted run's folder holding init's trace files of that run (InitRun.trace)
+TRACE_DIR = "trace"
 
 
 @dataclass
@@ -48,6 +51,8 @@ class Adoption:
 
     runs: list[Measurement] = field(default_factory=list)
     tests: bool = False
+    #: the folders of init's trace files of adopted runs made under the session's profiler, in order
+    traces: list[Path] = field(default_factory=list)
     reason: str = ""
     #: why not, stable: no_record, workdir, run_unusable, and init_runs.why_not's codes ('' where adopted)
     code: str = ""
@@ -127,7 +132,8 @@ def _adopt(sess: Session, rec: init_runs.InitRecord, best_tree: str, wanted: int
     if sess.what.cfg.correctness.command:
         said += ("; init's passing run of the [correctness] command stands for the baseline's" if tests else
                  f"; the [correctness] command runs again ({tests_why})")
-    return Adoption(runs=runs, tests=tests, reason=said)
+    traces = [Path(m.run_dir) / TRACE_DIR for m in runs if (Path(m.run_dir) / TRACE_DIR).is_dir()]
+    return Adoption(runs=runs, tests=tests, reason=said, traces=traces)
 
 
 def _age(rec: init_runs.InitRecord) -> str:
@@ -150,6 +156,9 @@ def _adopted_run(sess: Session, rec: init_runs.InitRecord, k: int, tracked: set[
     for p, (_, after) in run.files.items():
         (d / "files" / p).parent.mkdir(parents=True, exist_ok=True)
         (d / "files" / p).write_bytes(after)
+    for name, content in run.trace.items():  # flat names: the profiler's output folder
+        (d / TRACE_DIR).mkdir(exist_ok=True)
+        (d / TRACE_DIR / Path(name).name).write_bytes(content)
     try:
         if not b.csv or b.format == "stdout":
             files = [ResultFile(path=str(d / "benchmark.log"), after=run.log)]

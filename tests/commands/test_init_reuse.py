@@ -183,3 +183,18 @@ def test_the_record_round_trips_bytes_that_are_not_text(tmp_path):
     assert init_runs.save(repo, rec) == init_runs.where(repo)
     back, why = init_runs.load(repo)
     assert why == "" and back == rec
+
+
+def test_a_record_over_max_bytes_with_its_trace_is_written_without_it(tmp_path, monkeypatch):
+    repo = prepare_repo(EXAMPLES / "cpu_softmax", tmp_path / "repo")
+    run = init_runs.InitRun(files={"r.json": (None, b"x" * 100)}, log=b"l" * 100, seconds=2.5, profiler="cupti",
+                            trace={"cupti-1.json": b"t" * 500, "collected-cupti.json": b"{}"})
+    monkeypatch.setattr(init_runs, "MAX_BYTES", 300)
+    assert init_runs.save(repo, _record(runs=[run])) == init_runs.where(repo)
+    back, _ = init_runs.load(repo)
+    assert back.runs[0].trace == {} and back.runs[0].files == run.files
+    monkeypatch.setattr(init_runs, "MAX_BYTES", 1000)
+    init_runs.save(repo, _record(runs=[run]))
+    assert init_runs.load(repo)[0].runs[0].trace == run.trace  # bytes round-trip (base64)
+    monkeypatch.setattr(init_runs, "MAX_BYTES", 150)
+    assert init_runs.save(repo, _record(runs=[run])) is None and init_runs.load(repo)[0] is None

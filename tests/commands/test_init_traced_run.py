@@ -15,7 +15,7 @@ from kopt_mcp.app.cli import main
 from kopt_mcp.commands.init import propose as propose_mod
 from kopt_mcp.commands.init.runs import run_twice
 from kopt_mcp.profilers import NoProfiler
-from kopt_mcp.referee.baseline_adopt import ADOPTED_FILE
+from kopt_mcp.referee.baseline_adopt import ADOPTED_FILE, TRACE_DIR
 from kopt_mcp.testing.toy import make_toy_repo, set_kernel, toy_runs_dir
 from tests.conftest import BASE_TIMES
 from tests.replay_units import ReplayUnits
@@ -80,16 +80,29 @@ def _referee(make_referee, repo, monkeypatch, prof):
     return base, dirs
 
 
-def test_fresh_init_then_a_baseline_of_four_profiled_runs(tmp_path, make_referee, monkeypatch):
+def test_fresh_init_then_a_baseline_of_three_profiled_runs_and_inits_trace(tmp_path, make_referee, monkeypatch):
     repo = _toy(tmp_path)
     rec = _init_with(monkeypatch, repo, ReplayUnits(tmp_path / "units"))
     assert [r.profiler for r in rec.runs] == ["", "cupti"]
+    assert not rec.runs[0].trace and any(n.startswith("cupti-") for n in rec.runs[1].trace)
     assert "fwd_kernel" in (repo / "kopt.toml").read_text()  # the traced run named the target
     base, dirs = _referee(make_referee, repo, monkeypatch, ReplayUnits(toy_runs_dir(repo)))
     assert (base["adopted_runs"], base["profiled_runs"], len(base["runs"])) == (2, 1, 3)
+    assert (base["adopted_profiles"], len(base["gpu_profiles_us"])) == (1, 4)
     assert sum((d / ADOPTED_FILE).is_file() for d in dirs) == 2
-    assert sum("profile" in d.name for d in dirs) == 4 and len(dirs) == 6  # no plain run measured
-    # the whole path from a fresh clone: 2 runs of init + 4 profiled runs (was 2 + 1 profiled + 1 + 4)
+    assert [d.name for d in dirs if (d / TRACE_DIR).is_dir()] == ["0000-baseline-init2"]
+    assert sum("profile" in d.name for d in dirs) == 3 and len(dirs) == 5  # no plain run measured
+    # the whole path from a fresh clone: 2 runs of init + 3 profiled runs (was 2 + 1 profiled + 1 + 4, then 2 + 4)
+    assert _processes(repo) == 5
+
+
+def test_inits_trace_stands_only_where_its_record_holds_it(tmp_path, make_referee, monkeypatch):
+    repo = _toy(tmp_path)
+    _init_with(monkeypatch, repo, ReplayUnits(tmp_path / "units"))
+    rec, _ = init_runs.load(repo)
+    init_runs.save(repo, rec.model_copy(update={"runs": [r.model_copy(update={"trace": {}}) for r in rec.runs]}))
+    base, dirs = _referee(make_referee, repo, monkeypatch, ReplayUnits(toy_runs_dir(repo)))
+    assert (base["adopted_runs"], base["adopted_profiles"], len(base["gpu_profiles_us"])) == (2, 0, 4)
     assert _processes(repo) == 6
 
 

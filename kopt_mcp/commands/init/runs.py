@@ -28,7 +28,8 @@ SKIP_DIRS = {".git", ".kopt", "__pycache__", "node_modules", ".venv", "venv", ".
 class Run(BaseModel):
     """What one benchmark run left: result file -> (content before, content after), and its log;
     for a run under a profiler (`profiler`: its name, '' for a plain run) the trace's kernel names,
-    hottest first (`kernels`; None where the trace could not be read: `profile_error` says why)."""
+    hottest first (`kernels`; None where the trace could not be read: `profile_error` says why) and
+    the profiler's output files (`trace`: file name -> content, where the trace was read)."""
 
     files: dict[str, tuple[bytes | None, bytes]]
     log: bytes = b""
@@ -36,6 +37,7 @@ class Run(BaseModel):
     profiler: str = ""
     kernels: list[str] | None = None
     profile_error: str = ""
+    trace: dict[str, bytes] = {}
 
 
 def _result_files(repo: Path) -> dict[str, tuple[int, int]]:
@@ -108,6 +110,8 @@ def run_twice(repo: Path, command: str, timeout_s: float = 600.0, runs: int = 2,
                 limit = budget.limit(timeout_s)
                 traced = profiler if (i and i + 1 == runs) else None
                 r, kernels, why = _run(repo, command, limit, Path(tmp), i, runs, traced, before, progress)
+                trace_dir = Path(tmp) / f"trace{i}"
+                trace = {f.name: f.read_bytes() for f in trace_dir.iterdir() if f.is_file()} if kernels else {}
                 cut = r.timed_out and limit < timeout_s
                 if cut and i:
                     progress.say(f"benchmark run {i + 1}/{runs} cut by the budget after {r.duration_s:.0f} s")
@@ -124,7 +128,7 @@ def run_twice(repo: Path, command: str, timeout_s: float = 600.0, runs: int = 2,
                            if stamp.get(p) != s}
                 out.append(Run(files=changed, log=(Path(tmp) / f"run{i}.log").read_bytes(),
                                seconds=round(r.duration_s, 2), profiler=traced.name if why is not None else "",
-                               kernels=kernels, profile_error=why or ""))
+                               kernels=kernels, profile_error=why or "", trace=trace))
                 if i + 1 < runs:
                     progress.say(f"one benchmark run: {r.duration_s:.1f} s; expected for the rest: "
                                  f"~{r.duration_s * (runs - i - 1):.0f} s ({runs - i - 1} run(s))")
@@ -183,7 +187,8 @@ def keep_for_baseline(repo: Path, command: str, tree: str | None, runs: list[Run
     rec = init_runs.InitRecord(
         written_at=time.time(), tree=tree, command=command, config_sha256=init_runs.config_sha256(toml),
         interpreter=(found[0], found[1]) if found else None, host=init_runs.host(), gpus=list(gpus),
-        runs=[init_runs.InitRun(files=r.files, log=r.log, seconds=r.seconds, profiler=r.profiler) for r in runs],
+        runs=[init_runs.InitRun(files=r.files, log=r.log, seconds=r.seconds, profiler=r.profiler, trace=r.trace)
+              for r in runs],
         tests=init_runs.InitTests(command=checked.command, passed=checked.ran and not checked.not_checked,
                                   seconds=checked.seconds, summary=checked.summary, runs=checked.runs,
                                   within=checked.within) if checked else None)
