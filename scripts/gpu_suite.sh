@@ -5,6 +5,8 @@
 #   scripts/gpu_suite.sh run       on the GPU machine (no network): install .whl/ into /tmp/site, run
 #                                  `kopt-mcp demo` on the Triton example and the gpu-marked tests;
 #   scripts/gpu_suite.sh tests     ... the gpu-marked tests alone
+#   scripts/gpu_suite.sh initreuse ... examples/triton_softmax from a fresh copy through `kopt-mcp init --write`
+#                                  to the baseline's end, init's runs adopted and not (benchmarks/init_reuse/run.py)
 #   scripts/gpu_suite.sh accuracy  ... profiler GPU time vs CUDA events and profiling overhead
 #                                  (benchmarks/profiler_accuracy/run.py; ACCURACY_QUICK=1: no ncu)
 #   scripts/gpu_suite.sh trace     ... the trace report alone: kernel_trace_analysis on the Triton example's
@@ -123,6 +125,7 @@ decisions() {
 
 case "${1:-}" in
   prepare) prepare ;;
+  initreuse) setup; python3 benchmarks/init_reuse/run.py 2>&1 | tee "$OUT/init_reuse.log" ;;
   run) run ;;
   tests) gpu_tests ;;
   accuracy) accuracy ;;
@@ -132,5 +135,5 @@ case "${1:-}" in
   many) many "${2:-6}" "${3:-gpu}" ;;
   loopend) loopend "${2:-5}" "${3:-1}" ;;
   sandbox) sandbox ;;
-  *) echo "usage: scripts/gpu_suite.sh prepare|run|tests|accuracy|trace|decisions [TRIALS]|slots|many [PER_SLOT] [REPO]|loopend [RUNS] [FIRST]|sandbox" >&2; exit 2 ;;
+  *) echo "usage: scripts/gpu_suite.sh prepare|run|initreuse|tests|accuracy|trace|decisions [TRIALS]|slots|many [PER_SLOT] [REPO]|loopend [RUNS] [FIRST]|sandbox" >&2; exit 2 ;;
 esac

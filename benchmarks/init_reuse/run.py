@@ -49,6 +49,8 @@ def flow(root: Path, adopt: bool) -> dict:
            "measured_plain": sum(not (d / ADOPTED_FILE).is_file() and "profile" not in d.name for d in dirs),
            "profiled": sum("profile" in d.name for d in dirs),
            "adoption_code": b.get("adoption_code"), "adopted_runs": b.get("adopted_runs"),
+           "adopted_profiles": b.get("adopted_profiles"), "gpu_profiles_us": b.get("gpu_profiles_us"),
+           "gpu_spreads_pct": ref.books.state.gpu_spreads_pct,
            "plain_run_s": ref.books.state.plain_run_s, "device": base.device.name if base.device else None,
            "recorded": base.baseline_recorded, "reason": base.reason, "metrics": b["metrics"], "runs": b["runs"]}
     ref.close()
@@ -65,12 +67,12 @@ def main_() -> int:
         print(json.dumps(rows[-1], indent=1), flush=True)
         shutil.rmtree(root, ignore_errors=True)
     (out / "init_reuse.json").write_text(json.dumps(rows, indent=1) + "\n")
-    lines = ["| init's runs | init s | baseline s | benchmark processes (init + baseline) | adopted | measured plain | profiled | code |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = ["| init's runs | init s | baseline s | benchmark processes (init + baseline) | adopted | measured plain | "
+             "profiled | init's trace as a profile | code |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {'adopted' if r['adopt'] else 'record removed'} | {r['init_s']} | {r['baseline_s']} | "
                      f"{r['init_processes']} + {r['baseline_processes']} | {r['adopted']} | {r['measured_plain']} | "
-                     f"{r['profiled']} | {r['adoption_code'] or '-'} |")
+                     f"{r['profiled']} | {r['adopted_profiles'] or 0} | {r['adoption_code'] or '-'} |")
     (out / "init_reuse.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0
