@@ -109,9 +109,7 @@ def run_twice(repo: Path, command: str, timeout_s: float = 600.0, runs: int = 2,
                 stamp = _result_files(repo)
                 limit = budget.limit(timeout_s)
                 traced = profiler if (i and i + 1 == runs) else None
-                r, kernels, why = _run(repo, command, limit, Path(tmp), i, runs, traced, before, progress)
-                trace_dir = Path(tmp) / f"trace{i}"
-                trace = {f.name: f.read_bytes() for f in trace_dir.iterdir() if f.is_file()} if kernels else {}
+                r, kernels, why, trace = _run(repo, command, limit, Path(tmp), i, runs, traced, before, progress)
                 cut = r.timed_out and limit < timeout_s
                 if cut and i:
                     progress.say(f"benchmark run {i + 1}/{runs} cut by the budget after {r.duration_s:.0f} s")
@@ -138,10 +136,11 @@ def run_twice(repo: Path, command: str, timeout_s: float = 600.0, runs: int = 2,
 
 
 def _run(repo: Path, command: str, limit: float, tmp: Path, i: int, runs: int, profiler: Profiler | None,
-         before: dict[str, bytes], progress: Progress) -> tuple[RunResult, list[str] | None, str | None]:
+         before: dict[str, bytes], progress: Progress
+         ) -> tuple[RunResult, list[str] | None, str | None, dict[str, bytes]]:
     """Benchmark run `i` (its log: tmp/run<i>.log), under `profiler` where one is given: (the run,
     the trace's kernel names hottest first or None, why there are none: '' where read, None where
-    the run was plain). A profiled run that exits non-zero is put back (`before`: the result files'
+    the run was plain, and the trace's files, name -> content, where it was read; else {}). A profiled run that exits non-zero is put back (`before`: the result files'
     content before it) and run again plain: the profiler must not fail init's run of the benchmark."""
     log = tmp / f"run{i}.log"
     if profiler is not None:
@@ -152,17 +151,18 @@ def _run(repo: Path, command: str, limit: float, tmp: Path, i: int, runs: int, p
             r = run_command(profiler.wrap(command, trace_dir), repo, profile_env(profiler), limit, log)
         if r.exit_code == 0 and not r.timed_out:
             try:
-                return r, [k.name for k in profiler.parse(trace_dir).kernels], ""
+                kernels = [k.name for k in profiler.parse(trace_dir).kernels]
             except Exception as e:  # the run's results stand; only the kernels are not named
-                return r, None, f"its trace could not be read: {e}"
+                return r, None, f"its trace could not be read: {e}", {}
+            return r, kernels, "", {f.name: f.read_bytes() for f in trace_dir.iterdir() if f.is_file()}
         if r.timed_out:
-            return r, None, None
+            return r, None, None, {}
         progress.say(f"benchmark run {i + 1}/{runs} under {profiler.name} exited {r.exit_code}: it runs again "
                      f"without the profiler (log tail: {r.log_tail[-300:].strip()})")
         _put_back(repo, before)
         limit = max(1.0, limit - r.duration_s)  # what is left of this run's share of the budget
     with progress.step(f"benchmark run {i + 1}/{runs}: `{command}`"):
-        return run_command(command, repo, {}, limit, log), None, None
+        return run_command(command, repo, {}, limit, log), None, None, {}
 
 
 def _put_back(repo: Path, content: dict[str, bytes]) -> None:
