@@ -79,3 +79,15 @@ def test_a_candidate_whose_run_autotuned_is_judged_on_the_benchmarks_units(runs)
     assert same.code == Code.GPU_TIME_BELOW_FLOOR and not same.kept
     win = judge_units(trace_units(cached), _faster(trace_units(autotuned), 0.9), trace_units(cached), TARGET, POLICY)
     assert win.kept and win.code == Code.GPU_TIME_WIN and win.gpu_delta_pct == pytest.approx(10.0, abs=0.1)
+
+
+def test_a_harness_unit_relabelled_as_the_autotuners_hides_no_config(runs):
+    """The cheat on the new filter: code in the benchmark process gives one of the candidate's harness
+    units the autotuner's label, so the keep metric drops it. Its 7 units do not pair with BEST's 8
+    (the configs' times are too far apart to merge): not kept, whichever unit is hidden."""
+    best = trace_units(runs[1])
+    for k in range(8):
+        forged = [u.model_copy(update={"label": AUTOTUNER_LABEL + "<locals>.kernel_call"}) if u.index == k else u
+                  for u in runs[1].units]
+        d = judge_units(best, _faster(measured_units(forged), 0.5), best, TARGET, POLICY)
+        assert (len(measured_units(forged)), d.code, d.kept) == (7, Code.GPU_TIME_UNREPRODUCIBLE, False)
