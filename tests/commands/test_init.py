@@ -137,7 +137,7 @@ def test_analyse_drops_columns_that_differ_between_two_identical_runs():
 
 def test_target_kernel_regex_from_one_trace(tmp_path):
     """A real ncu log (recorded on an H200) stands in for the profiled run: the hottest kernel."""
-    from kopt_mcp.commands.init.propose import kernel_regex
+    from kopt_mcp.commands.init.profiled import kernel_regex
     from kopt_mcp.profilers.ncu import NcuProfiler
 
     recorded = Path(__file__).parents[1] / "fixtures" / "ncu" / "h200_raw_page_torch_matmul_softmax.csv"

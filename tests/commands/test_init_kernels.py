@@ -12,7 +12,7 @@ import shutil
 from pathlib import Path
 
 from kopt_mcp.commands.init.kernels import choose_targets, cuda_kernels, defined_kernels, python_kernels
-from kopt_mcp.commands.init.propose import kernel_regex
+from kopt_mcp.commands.init.profiled import kernel_regex
 from kopt_mcp.evidence.names import function_name
 from kopt_mcp.profilers.cupti import parse_cupti_dir
 

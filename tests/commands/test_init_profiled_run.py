@@ -14,9 +14,9 @@ import time
 
 import pytest
 
-from kopt_mcp.commands.init import propose as propose_mod
+from kopt_mcp.commands.init import profiled as profiled_mod
 from kopt_mcp.commands.init.progress import Budget, Progress
-from kopt_mcp.commands.init.propose import _BY_HAND, PROFILED_RUN_FACTOR, _profile
+from kopt_mcp.commands.init.profiled import _BY_HAND, PROFILED_RUN_FACTOR, profiled_targets
 
 
 def _budget(total_s: float, left_s: float) -> Budget:
@@ -29,8 +29,8 @@ def _budget(total_s: float, left_s: float) -> Budget:
 def calls(monkeypatch):
     """kernel_regex's calls (its time limit), as if a GPU were here; it names one kernel."""
     seen: list[float] = []
-    monkeypatch.setattr(propose_mod, "gpu_count", lambda: 1)
-    monkeypatch.setattr(propose_mod, "kernel_regex",
+    monkeypatch.setattr(profiled_mod, "gpu_count", lambda: 1)
+    monkeypatch.setattr(profiled_mod, "kernel_regex",
                         lambda repo, command, timeout_s, profiler=None, topic=None: (seen.append(timeout_s) or
                                                                                      ("^k$", "one trace")))
     return seen
@@ -40,7 +40,7 @@ def calls(monkeypatch):
 def test_the_profiled_run_starts_only_where_the_budget_holds_its_factor_of_a_plain_run(tmp_path, calls, left_s,
                                                                                        started):
     budget = _budget(600, left_s)
-    kern = _profile(tmp_path, "python bench.py", None, budget, Progress(budget, quiet=True), 100.0, 600.0)
+    kern = profiled_targets(tmp_path, "python bench.py", None, budget, Progress(budget, quiet=True), 100.0, 600.0)
     assert PROFILED_RUN_FACTOR == 1.25
     assert (kern[0] == "^k$") is started and len(calls) == int(started)
     assert budget.unchecked == ([] if started else [("the target kernels (one profiled run)", _BY_HAND)])
@@ -67,7 +67,7 @@ class SleepingProfiler:
 def test_a_profiled_run_the_budget_cuts_is_marked_not_checked(tmp_path):
     budget = _budget(600, 3.0)
     t0 = time.monotonic()
-    kern = _profile(tmp_path, "python bench.py", None, budget, Progress(budget, quiet=True), 1.0, 600.0,
+    kern = profiled_targets(tmp_path, "python bench.py", None, budget, Progress(budget, quiet=True), 1.0, 600.0,
                     profiler=SleepingProfiler())
     assert time.monotonic() - t0 < 40  # killed at the budget, not at the run's end
     assert kern[0] is None and kern[1].startswith("the profiled run was cut by init's budget")
@@ -75,5 +75,5 @@ def test_a_profiled_run_the_budget_cuts_is_marked_not_checked(tmp_path):
 
 
 def test_a_profiled_run_past_its_own_limit_says_so(tmp_path):
-    kern = propose_mod.kernel_regex(tmp_path, "python bench.py", 1.0, SleepingProfiler())
+    kern = profiled_mod.kernel_regex(tmp_path, "python bench.py", 1.0, SleepingProfiler())
     assert kern == (None, "the profiled run did not end within its limit (1 s)")

@@ -12,6 +12,7 @@ import subprocess
 
 from kopt_mcp import init_runs
 from kopt_mcp.app.cli import main
+from kopt_mcp.commands.init import profiled as profiled_mod
 from kopt_mcp.commands.init import propose as propose_mod
 from kopt_mcp.commands.init.runs import run_twice
 from kopt_mcp.profilers import NoProfiler
@@ -63,7 +64,7 @@ def test_a_profiled_run_that_fails_runs_again_plain(tmp_path):
 
 def _init_with(monkeypatch, repo, prof) -> init_runs.InitRecord:
     monkeypatch.setattr(propose_mod, "script_profiler", lambda profile, command: prof)
-    monkeypatch.setattr(propose_mod, "kernel_regex", lambda *a, **k: (None, "no second profiled run in this test"))
+    monkeypatch.setattr(profiled_mod, "kernel_regex", lambda *a, **k: (None, "no second profiled run in this test"))
     assert main(["init", "--repo", str(repo), "--command", "python bench.py", "--write", "--force"]) == 0
     rec, why = init_runs.load(repo)
     assert rec is not None, why
