@@ -37,14 +37,15 @@ from kopt_mcp.bench.runner import run_command
 from kopt_mcp.commands.init import saved
 from kopt_mcp.commands.init.correctness import Checked, check_correctness, command_text, drop_lines
 from kopt_mcp.commands.init.own import ownership
-from kopt_mcp.commands.init.profiled import (gpu_count, gpu_names, kernel_regex, profiled_targets, script_profiler,
-                                             traced_targets)
+from kopt_mcp.commands.init.profiled import (PROFILED_RUN_FACTOR, gpu_count, gpu_names, kernel_regex, profiled_targets,
+                                             script_profiler, traced_targets)
 from kopt_mcp.commands.init.progress import DEFAULT_BUDGET_S, DEFAULT_TESTS_TIMEOUT_S, Budget, Progress
 from kopt_mcp.commands.init.protect import protected_paths
 from kopt_mcp.commands.init.pytest_report import summary_line
 from kopt_mcp.commands.init.read import HIGHER_IS_BETTER, TEST_FILE, TIME_NAME, analyse, result_unit
 from kopt_mcp.commands.init.render import Proposal, render
-from kopt_mcp.commands.init.runs import SKIP_DIRS, Run, installed_copy_hint, keep_for_baseline, run_twice
+from kopt_mcp.commands.init.runs import (SECOND_RUN, SKIP_DIRS, Run, installed_copy_hint, keep_for_baseline, run_twice,
+                                         traced_late_run)
 from kopt_mcp.commands.init.test_files import PERF_FILE, correctness_tests, selection
 from kopt_mcp.errors import InitError
 from kopt_mcp.init_runs import worktree_identity
@@ -179,6 +180,25 @@ def _probe_s(budget: Budget) -> float:
     return max(5.0, min(30.0, budget.left()))
 
 
+def _second_run_late(repo: Path, command: str, timeout_s: float, budget: Budget, progress: Progress, prof,
+                     runs: list[Run], reading: dict, findings: list[str]) -> tuple[dict, list[str]]:
+    """Benchmark run 2, after the tests, under `prof` (runs.traced_late_run) where the budget skipped it
+    before them: appended to `runs` (its second-run check no longer NOT CHECKED) and the results read
+    again from both runs (`reading`: analyse's arguments); (keys, findings), the findings' lines
+    after analyse's (the interpreter's) kept. Where it fails: the first run's reading, unchanged."""
+    late = traced_late_run(repo, command, timeout_s, budget, progress, prof)
+    keys, first = analyse(runs, **reading)
+    if late is None:
+        return keys, findings
+    runs.append(late)
+    budget.unchecked[:] = [u for u in budget.unchecked if u[0] != SECOND_RUN]
+    keys, again = analyse(runs, **reading)
+    for f in again:
+        if f not in first:
+            progress.say(f"found (two runs): {f}")
+    return keys, again + findings[len(first):]
+
+
 def _read_runs(repo: Path, command: str | None, results: str | None, timeout_s: float, budget: Budget,
                progress: Progress, profiler=None) -> list[Run]:
     if command:
@@ -207,11 +227,13 @@ def propose(repo: Path, command: str | None, results: str | None = None, kernel:
     budget = Budget(budget_s)
     progress = Progress(budget, console=progress.console, quiet=progress.quiet) if progress else Progress(budget, quiet=True)
     tree = worktree_identity(repo) if command else None  # what the runs measure: the baseline may adopt them
-    runs = _read_runs(repo, command, results, timeout_s, budget, progress, script_profiler(profile, command))
+    prof = script_profiler(profile, command)
+    runs = _read_runs(repo, command, results, timeout_s, budget, progress, prof)
     found, bench = find_test_files(repo), (benchmark_files(repo, command) if command else [])
     own = ownership(repo, bench, command or "")
-    keys, findings = analyse(runs, results=results, kernel=kernel, provider=provider, mode=mode,
-                             metric_name=metric_name, own=own)
+    reading = {"results": results, "kernel": kernel, "provider": provider, "mode": mode, "metric_name": metric_name,
+               "own": own}
+    keys, findings = analyse(runs, **reading)
     if command:
         findings.append(f"interpreter: {interpreter_line(command, repo, _probe_s(budget))}")
     else:
@@ -219,13 +241,15 @@ def propose(repo: Path, command: str | None, results: str | None = None, kernel:
                         "kernel's; pass --command so init runs the benchmark and reads only the rows it writes now")
     for f in findings:
         progress.say(f"found: {f}")
-    unit = result_unit(keys, runs, "benchmark.log")
     checked = propose_correctness(repo, command, bench, found, kernel, correctness, run_tests, tests_timeout_s,
                                   {n for n in own.names if n.isidentifier()}, budget, progress, test_timeout_s)
     oracles = [t for t in find_test_files(repo, ORACLE_FILE)]
     written = {path for r in runs for path in r.files}
     protect = protected_paths(repo, bench, found, oracles[:10], written)
     progress.say(f"protected: {protect}")
+    if prof is not None and len(runs) == 1 and budget.can_start(runs[0].seconds * PROFILED_RUN_FACTOR):
+        keys, findings = _second_run_late(repo, command, timeout_s, budget, progress, prof, runs, reading, findings)
+    unit = result_unit(keys, runs, "benchmark.log")
     kern = traced_targets(runs, repo, kernel) or (
         profiled_targets(repo, command, kernel, budget, progress, runs[0].seconds, timeout_s) if (profile and command)
         else (None, "not profiled"))

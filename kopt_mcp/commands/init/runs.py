@@ -22,6 +22,8 @@ from kopt_mcp.errors import InitError
 from kopt_mcp.profilers.base import Profiler, profile_env
 
 RESULT_SUFFIXES = (".csv", ".json")
+#: what a skipped second benchmark run leaves unchecked (Budget.not_checked)
+SECOND_RUN = "a second run of the benchmark (config columns that change between two runs of the same code)"
 SKIP_DIRS = {".git", ".kopt", "__pycache__", "node_modules", ".venv", "venv", ".tox", ".mypy_cache", ".pytest_cache"}
 
 
@@ -100,21 +102,18 @@ def run_twice(repo: Path, command: str, timeout_s: float = 600.0, runs: int = 2,
             for i in range(runs):
                 last = _last_duration(out)
                 if i and not budget.can_start(2 * last * 1.1):
+                    later = f"; it runs after the tests under {profiler.name} where the budget holds it" if profiler else ""
                     progress.say(f"benchmark run {i + 1}/{runs} skipped: one run took {last:.0f} s and "
-                                 f"{budget.left():.0f} s of the budget are left (the tests need time too)")
-                    budget.not_checked("a second run of the benchmark (config columns that change between two "
-                                       "runs of the same code)", command)
+                                 f"{budget.left():.0f} s of the budget are left (the tests need time too){later}")
+                    budget.not_checked(SECOND_RUN, command)
                     break
-                before = {p: (repo / p).read_bytes() for p in _result_files(repo)}
-                stamp = _result_files(repo)
                 limit = budget.limit(timeout_s)
                 traced = profiler if (i and i + 1 == runs) else None
-                r, kernels, why, trace = _run(repo, command, limit, Path(tmp), i, runs, traced, before, progress)
+                r, run = _measure(repo, command, limit, Path(tmp), i, runs, traced, progress)
                 cut = r.timed_out and limit < timeout_s
                 if cut and i:
                     progress.say(f"benchmark run {i + 1}/{runs} cut by the budget after {r.duration_s:.0f} s")
-                    budget.not_checked("a second run of the benchmark (config columns that change between two "
-                                       "runs of the same code)", command)
+                    budget.not_checked(SECOND_RUN, command)
                     break
                 if r.timed_out or r.exit_code != 0:
                     what = (f"did not finish within init's budget ({budget.total_s:g} s, {limit:.0f} s left for it): "
@@ -122,17 +121,50 @@ def run_twice(repo: Path, command: str, timeout_s: float = 600.0, runs: int = 2,
                             "timed out" if r.timed_out else f"exited {r.exit_code}")
                     raise InitError(f"`{command}` {what} in {repo}; log tail: {r.log_tail[-800:]}"
                                     f"{installed_copy_hint(repo, r.log_tail)}")
-                changed = {p: (before.get(p), (repo / p).read_bytes()) for p, s in _result_files(repo).items()
-                           if stamp.get(p) != s}
-                out.append(Run(files=changed, log=(Path(tmp) / f"run{i}.log").read_bytes(),
-                               seconds=round(r.duration_s, 2), profiler=traced.name if why is not None else "",
-                               kernels=kernels, profile_error=why or "", trace=trace))
+                out.append(run)
                 if i + 1 < runs:
                     progress.say(f"one benchmark run: {r.duration_s:.1f} s; expected for the rest: "
                                  f"~{r.duration_s * (runs - i - 1):.0f} s ({runs - i - 1} run(s))")
     finally:
         _put_back(repo, first)
     return out
+
+
+def traced_late_run(repo: Path, command: str, timeout_s: float, budget: Budget, progress: Progress,
+                    profiler: Profiler) -> Run | None:
+    """Benchmark run 2 of 2, made after the tests under `profiler` (one whose runs are script-metric
+    runs, `measures_script`: CUPTI) where run_twice skipped it for the budget: its results count as
+    the second run, its trace names the target kernels (Run.kernels) and is kept for the baseline,
+    which then makes one profiled run less. Before, init's separate profiled run did the same work and
+    its results and trace were thrown away (Liger FusedLinearCrossEntropy on an H200: 215 s). Its
+    limit is what is left of `budget`; the result files are put back. None, and said, where it fails
+    or is cut."""
+    first = {p: (repo / p).read_bytes() for p in _result_files(repo)}
+    try:
+        with tempfile.TemporaryDirectory(prefix="kopt-init-") as tmp:
+            r, run = _measure(repo, command, budget.limit(timeout_s), Path(tmp), 1, 2, profiler, progress)
+    finally:
+        _put_back(repo, first)
+    if r.timed_out or r.exit_code != 0:
+        progress.say(f"benchmark run 2/2 {'was cut by the budget' if r.timed_out else f'exited {r.exit_code}'} "
+                     f"after {r.duration_s:.0f} s: the first run stands alone")
+        return None
+    return run
+
+
+def _measure(repo: Path, command: str, limit: float, tmp: Path, i: int, runs: int, profiler: Profiler | None,
+             progress: Progress) -> tuple[RunResult, Run]:
+    """Benchmark run `i` of `runs` (`_run`) and what it wrote: (the run, its Run record: the result
+    files it created or changed with their content before it, its log, seconds, trace)."""
+    before = {p: (repo / p).read_bytes() for p in _result_files(repo)}
+    stamp = _result_files(repo)
+    r, kernels, why, trace = _run(repo, command, limit, tmp, i, runs, profiler, before, progress)
+    changed = {p: (before.get(p), (repo / p).read_bytes()) for p, s in _result_files(repo).items()
+               if stamp.get(p) != s}
+    log = tmp / f"run{i}.log"
+    return r, Run(files=changed, log=log.read_bytes() if log.is_file() else b"", seconds=round(r.duration_s, 2),
+                  profiler=profiler.name if profiler is not None and why is not None else "", kernels=kernels,
+                  profile_error=why or "", trace=trace)
 
 
 def _run(repo: Path, command: str, limit: float, tmp: Path, i: int, runs: int, profiler: Profiler | None,
