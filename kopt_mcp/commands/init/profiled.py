@@ -18,6 +18,7 @@ from kopt_mcp.gpus import make_probe
 from kopt_mcp.profilers import make_profiler
 from kopt_mcp.profilers.base import profile_env
 
+
 def kernel_regex(repo: Path, command: str, timeout_s: float = 1200.0, profiler=None,
                  topic: str | None = None) -> tuple[str | None, str]:
     """The target kernels' anchored regex from one run under `profiler` (default: the machine's
@@ -102,7 +103,7 @@ _BY_HAND = "kopt-mcp check-config, then the tool kernel_trace_analysis on the GP
 
 
 def profiled_targets(repo: Path, command: str, kernel: str | None, budget: Budget, progress: Progress,
-             expected_s: float, timeout_s: float, profiler=None) -> tuple[str | None, str]:
+                     expected_s: float, timeout_s: float, profiler=None) -> tuple[str | None, str]:
     """The target kernel line from one profiled run (`kernel_regex`; `profiler`: the machine's by
     default), within what is left of `budget`: started only where PROFILED_RUN_FACTOR x `expected_s`
     (one plain run, s) is left; skipped or cut by the budget, it is marked NOT CHECKED."""
