@@ -181,22 +181,22 @@ def _probe_s(budget: Budget) -> float:
 
 
 def _second_run_late(repo: Path, command: str, timeout_s: float, budget: Budget, progress: Progress, prof,
-                     runs: list[Run], reading: dict, findings: list[str]) -> tuple[dict, list[str]]:
+                     runs: list[Run], reading: dict, read: list[str]) -> tuple[dict, list[str]] | None:
     """Benchmark run 2, after the tests, under `prof` (runs.traced_late_run) where the budget skipped it
     before them: appended to `runs` (its second-run check no longer NOT CHECKED) and the results read
-    again from both runs (`reading`: analyse's arguments); (keys, findings), the findings' lines
-    after analyse's (the interpreter's) kept. Where it fails: the first run's reading, unchanged."""
+    again from both runs (`reading`: analyse's arguments; `read`: what the first run's reading found,
+    so that only new findings are said): (keys, findings) of both runs; None where it failed (the
+    first run's reading stands)."""
     late = traced_late_run(repo, command, timeout_s, budget, progress, prof)
-    keys, first = analyse(runs, **reading)
     if late is None:
-        return keys, findings
+        return None
     runs.append(late)
     budget.unchecked[:] = [u for u in budget.unchecked if u[0] != SECOND_RUN]
     keys, again = analyse(runs, **reading)
     for f in again:
-        if f not in first:
+        if f not in read:
             progress.say(f"found (two runs): {f}")
-    return keys, again + findings[len(first):]
+    return keys, again
 
 
 def _read_runs(repo: Path, command: str | None, results: str | None, timeout_s: float, budget: Budget,
@@ -233,13 +233,11 @@ def propose(repo: Path, command: str | None, results: str | None = None, kernel:
     own = ownership(repo, bench, command or "")
     reading = {"results": results, "kernel": kernel, "provider": provider, "mode": mode, "metric_name": metric_name,
                "own": own}
-    keys, findings = analyse(runs, **reading)
-    if command:
-        findings.append(f"interpreter: {interpreter_line(command, repo, _probe_s(budget))}")
-    else:
-        findings.append("read from result files already there, not from a run: their rows may be stale or another "
-                        "kernel's; pass --command so init runs the benchmark and reads only the rows it writes now")
-    for f in findings:
+    keys, read = analyse(runs, **reading)
+    where = ([f"interpreter: {interpreter_line(command, repo, _probe_s(budget))}"] if command else
+             ["read from result files already there, not from a run: their rows may be stale or another kernel's; "
+              "pass --command so init runs the benchmark and reads only the rows it writes now"])
+    for f in read + where:
         progress.say(f"found: {f}")
     checked = propose_correctness(repo, command, bench, found, kernel, correctness, run_tests, tests_timeout_s,
                                   {n for n in own.names if n.isidentifier()}, budget, progress, test_timeout_s)
@@ -248,7 +246,9 @@ def propose(repo: Path, command: str | None, results: str | None = None, kernel:
     protect = protected_paths(repo, bench, found, oracles[:10], written)
     progress.say(f"protected: {protect}")
     if prof is not None and len(runs) == 1 and budget.can_start(runs[0].seconds * PROFILED_RUN_FACTOR):
-        keys, findings = _second_run_late(repo, command, timeout_s, budget, progress, prof, runs, reading, findings)
+        keys, read = (_second_run_late(repo, command, timeout_s, budget, progress, prof, runs, reading, read)
+                      or (keys, read))
+    findings = read + where
     unit = result_unit(keys, runs, "benchmark.log")
     kern = traced_targets(runs, repo, kernel) or (
         profiled_targets(repo, command, kernel, budget, progress, runs[0].seconds, timeout_s) if (profile and command)

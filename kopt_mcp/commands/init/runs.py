@@ -102,7 +102,8 @@ def run_twice(repo: Path, command: str, timeout_s: float = 600.0, runs: int = 2,
             for i in range(runs):
                 last = _last_duration(out)
                 if i and not budget.can_start(2 * last * 1.1):
-                    later = f"; it runs after the tests under {profiler.name} where the budget holds it" if profiler else ""
+                    later = (f"; it runs after the tests under {profiler.name} where the budget holds it"
+                             if profiler else "")
                     progress.say(f"benchmark run {i + 1}/{runs} skipped: one run took {last:.0f} s and "
                                  f"{budget.left():.0f} s of the budget are left (the tests need time too){later}")
                     budget.not_checked(SECOND_RUN, command)
@@ -163,7 +164,7 @@ def _measure(repo: Path, command: str, limit: float, tmp: Path, i: int, runs: in
                if stamp.get(p) != s}
     log = tmp / f"run{i}.log"
     return r, Run(files=changed, log=log.read_bytes() if log.is_file() else b"", seconds=round(r.duration_s, 2),
-                  profiler=profiler.name if profiler is not None and why is not None else "", kernels=kernels,
+                  profiler=profiler.name if why is not None else "", kernels=kernels,
                   profile_error=why or "", trace=trace)
 
 
@@ -172,8 +173,9 @@ def _run(repo: Path, command: str, limit: float, tmp: Path, i: int, runs: int, p
          ) -> tuple[RunResult, list[str] | None, str | None, dict[str, bytes]]:
     """Benchmark run `i` (its log: tmp/run<i>.log), under `profiler` where one is given: (the run,
     the trace's kernel names hottest first or None, why there are none: '' where read, None where
-    the run was plain, and the trace's files, name -> content, where it was read; else {}). A profiled run that exits non-zero is put back (`before`: the result files'
-    content before it) and run again plain: the profiler must not fail init's run of the benchmark."""
+    the run was plain, and the trace's files, name -> content, where it was read; else {}). A profiled
+    run that exits non-zero is put back (`before`: the result files' content before it) and run again
+    plain: the profiler must not fail init's run of the benchmark."""
     log = tmp / f"run{i}.log"
     if profiler is not None:
         trace_dir = tmp / f"trace{i}"
