@@ -2,7 +2,9 @@
 # FusedLinearCrossEntropy: init ~550 s, then a baseline of 3-4 profiled runs of ~215 s each): the
 # first call starts COMMAND in a process session of its own (setsid: the service kills what a call
 # leaves running, except a new session, which runs on until the machine goes back); every call, the
-# first too, waits for it up to WAIT_S seconds (default 560) and copies what it wrote so far to $OUT.
+# first too, waits for it up to WAIT_S seconds (default 560) and copies what it wrote so far to $OUT:
+# while it runs, only files under SMALL_KB KiB (default 1024); everything once it ended. (2026-12-04:
+# a call that brought back a 4.4 MB tar found, on the next call issued at once, the machine gone.)
 # The calls must follow each other while the machine is warm (30 s after a call); only the first
 # needs `carry` (the later ones find .devstage and /tmp as the first left them).
 #
@@ -26,7 +28,11 @@ if [[ ! -f $dir/pid ]]; then
 fi
 end=$((SECONDS + ${WAIT_S:-560}))
 while [[ ! -f $dir/rc ]] && (( SECONDS < end )); do sleep 1; done
-cp -r "$dir/out/." "$OUT/" 2>/dev/null
+if [[ -f $dir/rc ]]; then  # ended: everything it wrote
+  cp -r "$dir/out/." "$OUT/" 2>/dev/null
+else  # still running: small files only, so that the reply comes fast and the next call finds the machine warm
+  (cd "$dir/out" && find . -type f -size -"${SMALL_KB:-1024}"k -exec cp --parents {} "$OUT/" \;) 2>/dev/null
+fi
 cp "$dir/log" "$OUT/detached-$name.log"
 age=$(( $(date +%s) - $(cat "$dir/started") ))
 if [[ -f $dir/rc ]]; then

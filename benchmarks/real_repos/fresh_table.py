@@ -138,9 +138,11 @@ def table(rows: list[dict]) -> str:
     lines = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
     lines += ["| " + " | ".join(c.replace("|", "\\|") for c in cells(r)) + " |" for r in rows]
     ran = [r for r in rows if r["ran"]]
+    based = sum(r["baseline_s"] is not None and r["baseline_ok"] in (True, None) for r in ran)
     ties = sum(r["verdict"] == "tie" for r in ran)
     met = sum(bool(r.get("met")) for r in ran)
-    lines += ["", f"{len(ran)} of {len(rows)} kernels ran; identical candidate `tie` on {ties}; item 4's target "
+    lines += ["", f"{len(ran)} of {len(rows)} kernels ran init; {based} reached a baseline; identical candidate "
+              f"`tie` on {ties}; item 4's target "
               f"(init + baseline <= {TARGET_PLAIN_RUNS} plain runs + one test run) met on {met}."]
     return "\n".join(lines) + "\n"
 

@@ -77,7 +77,7 @@ def test_fla_ln_gives_init_the_narrowed_command_and_its_layernorm_file():
     assert (fg.staged, fg.kernel_file) == ("fg", "src/flag_gems/ops/rms_norm.py")
 
 
-def _plant(out: Path, name: str, init_s: float, base_s: float, plain_s: float | None, verdict: str | None,
+def _plant(out: Path, name: str, init_s: float, base_s: float | None, plain_s: float | None, verdict: str | None,
            test_s: float | None = None) -> None:
     proposal = ('[benchmark]\ncommand = "x"\n[correctness]\ncommand = "PYTHONPATH=src python -m pytest -q -x -p '
                 'no:cacheprovider test/a/test_k.py test/b/test_k.py --deselect test/b/test_k.py::test_dtensor '
@@ -85,7 +85,7 @@ def _plant(out: Path, name: str, init_s: float, base_s: float, plain_s: float | 
     doc = {"name": name, "init": {"exit_code": 0, "seconds": init_s, "proposal": proposal,
                                   "dropped": ["test/b/test_k.py::test_dtensor: needs more GPUs: expected to fail"],
                                   "tests_ran": ["77 passed, 8 deselected in 5.06s (23.2 s); it must pass there"]},
-           "baseline": {"ok": True, "seconds": base_s, "plain_run_s": plain_s}}
+           "baseline": {"ok": True, "seconds": base_s, "plain_run_s": plain_s} if base_s is not None else None}
     if verdict:
         doc["identical"] = {"verdict": verdict, "code": "within_noise",
                             "correctness": {"wall_s": test_s} if test_s else None}
@@ -98,6 +98,7 @@ def test_table_holds_each_kernels_numbers_and_the_item_4_target(tmp_path):
     # 60 + 80 = 140 s against 8 x 20 + 19.5 (the candidate's test run) = 179.5 s: met
     _plant(tmp_path, "fg", 60.0, 80.0, 20.0, "tie", test_s=19.5)
     _plant(tmp_path, "fla-ln", 50.0, 90.0, None, None)  # an older json: no plain run, no identical yet
+    _plant(tmp_path, "liger-flce", 420.0, None, None, None)  # init only: its baseline left for a later call
     path = ft.write_table(tmp_path)
     lines = {line.split(" | ")[0]: line.split(" | ") for line in path.read_text().splitlines() if line.startswith("| ")}
     liger = lines["| liger"]
@@ -109,7 +110,7 @@ def test_table_holds_each_kernels_numbers_and_the_item_4_target(tmp_path):
     assert lines["| fg"][9] == "140.0 vs 179.5: met |"
     assert lines["| fla-ln"][4:6] == ["n/a", "n/a"] and lines["| fla-ln"][8:] == ["n/a", "n/a |"]
     assert lines["| liger-swiglu"][1:] == ["n/a"] * 8 + ["n/a |"]  # not run: no json
-    assert "3 of 7 kernels ran; identical candidate `tie` on 2;" in path.read_text()
+    assert "4 of 7 kernels ran init; 3 reached a baseline; identical candidate `tie` on 2;" in path.read_text()
     assert "met on 1." in path.read_text()
 
 
