@@ -86,6 +86,10 @@ class InitRecord(BaseModel):
     host: str
     #: the names of the GPUs init's probe saw (its runs used the default one); [] on a host without
     gpus: list[str] = []
+    #: their UUIDs, in the same order ([] in records written before them): which machine ran init, beyond
+    #: its host name (a container rescheduled onto another node, or a folder copied to another machine,
+    #: keeps the name)
+    gpu_uuids: list[str] = []
     runs: list[InitRun]
     tests: InitTests | None = None
 
@@ -163,13 +167,15 @@ def load(repo: Path | git.Repo) -> tuple[InitRecord | None, str]:
 
 def why_not(rec: InitRecord, *, tree: str | None, command: str, config_sha: str,
             interpreter: tuple[str, str] | None, here: str, device: str | None = None, now: float | None = None,
-            max_age_s: float = MAX_AGE_S) -> tuple[str, str]:
+            max_age_s: float = MAX_AGE_S, device_uuid: str | None = None) -> tuple[str, str]:
     """Why init's runs in `rec` cannot stand for the baseline's first rounds: (code, text), or
     ('', '') where they can: the same tree (`worktree_identity` of BEST), command, config hash,
     interpreter (path, version) and host (`here`); on a GPU (`device`: the leased GPU's name, None
-    for the CPU) every GPU init saw of that name (its runs used the default one); at most
-    `max_age_s` seconds old (`now`: epoch s). Codes: version, no_runs, tree_changed,
-    command_changed, config_changed, interpreter_changed, other_host, other_device, too_old. Pure."""
+    for the CPU) every GPU init saw of that name (its runs used the default one), and the leased
+    GPU (`device_uuid`, its UUID; None: not known) one of them where the record has their UUIDs; at
+    most `max_age_s` seconds old (`now`: epoch s). Codes: version, no_runs, tree_changed,
+    command_changed, config_changed, interpreter_changed, other_host, other_device, other_machine,
+    too_old. Pure."""
     age = (time.time() if now is None else now) - rec.written_at
     checks = [
         (rec.version == RECORD_VERSION, "version", "init's record is of another kopt-mcp version"),
@@ -184,6 +190,9 @@ def why_not(rec: InitRecord, *, tree: str | None, command: str, config_sha: str,
         (rec.host == here, "other_host", f"init ran on another host ({rec.host})"),
         (device is None or (bool(rec.gpus) and set(rec.gpus) == {device}), "other_device",
          f"the leased GPU ({device}) may not be the one init's runs used (init saw {', '.join(rec.gpus) or 'none'})"),
+        (device_uuid is None or not rec.gpu_uuids or device_uuid in rec.gpu_uuids, "other_machine",
+         f"the leased GPU ({device_uuid}) is none of the GPUs init saw: its runs were measured on another machine "
+         f"of the same host name"),
         (0 <= age <= max_age_s, "too_old", f"init's runs are {age / 3600:.1f} h old (adopted up to "
          f"{max_age_s / 3600:g} h)"),
     ]

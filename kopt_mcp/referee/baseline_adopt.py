@@ -81,7 +81,14 @@ def _why_not(sess: Session, rec: init_runs.InitRecord, best_tree: str) -> tuple[
     return init_runs.why_not(rec, tree=init_runs.tree_without(sess.where.ws, best_tree, [rec.config_path]),
                              command=b.command, config_sha=sess.what.config.sha256,
                              interpreter=(found[0], found[1]) if found else None, here=init_runs.host(),
-                             device=device.name if device and device.vendor != "cpu" else None)
+                             device=device.name if device and device.vendor != "cpu" else None,
+                             device_uuid=gpu_uuid(sess.jobs.last_device) if device and device.vendor != "cpu" else None)
+
+
+def gpu_uuid(device_id: str | None) -> str | None:
+    """The GPU UUID in a job lease's device name (Jobs.last_device: the local lease's UUID, e.g.
+    "GPU-8c1f...", or a cluster's "<node>:nvidia:<index>:<uuid>"): its last ':' field; None for none."""
+    return device_id.rsplit(":", 1)[-1] if device_id else None
 
 
 def _tests_adoptable(what: What, rec: init_runs.InitRecord) -> str:

@@ -16,7 +16,8 @@ from pathlib import Path
 from kopt_mcp import init_runs
 from kopt_mcp.app.cli import main
 from kopt_mcp.commands.demo import prepare_repo
-from kopt_mcp.referee.baseline_adopt import ADOPTED_FILE
+from kopt_mcp.commands.init.runs import Run, keep_for_baseline
+from kopt_mcp.referee.baseline_adopt import ADOPTED_FILE, gpu_uuid
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 PROVIDERS_COMMAND = "PYTHONPATH=src${PYTHONPATH:+:$PYTHONPATH} python benchmark/scripts/benchmark_rms_norm.py --overwrite"
@@ -175,6 +176,36 @@ def test_why_not_names_each_difference_by_code():
     assert init_runs.why_not(_record(gpus=["NVIDIA H200", "NVIDIA H200"]), **h200) == ("", "")
     assert init_runs.why_not(_record(gpus=["NVIDIA H200", "NVIDIA H100"]), **h200)[0] == "other_device"
     assert init_runs.why_not(_record(), **{**same, "tree": None})[0] == "tree_changed"
+
+
+def test_why_not_refuses_runs_of_another_machine_with_the_same_host_name():
+    """A container rescheduled onto another node (or a work folder copied to another machine) keeps its
+    host name: the leased GPU's UUID must be one init saw, where the record has UUIDs."""
+    h200 = dict(tree="a" * 40, command="python b.py", config_sha="c" * 64, interpreter=("/usr/bin/python3", "3.11.7"),
+                here="h", now=1000.0 + 60, device="NVIDIA H200")
+    rec = _record(gpus=["NVIDIA H200", "NVIDIA H200"], gpu_uuids=["GPU-aaa", "GPU-bbb"])
+    assert init_runs.why_not(rec, **h200, device_uuid="GPU-bbb") == ("", "")
+    assert init_runs.why_not(rec, **h200, device_uuid="GPU-ccc")[0] == "other_machine"
+    assert init_runs.why_not(rec, **h200)[0] == ""  # the lease's UUID not known: the names decide, as before
+    older = _record(gpus=["NVIDIA H200"])  # a record written before the UUIDs
+    assert init_runs.why_not(older, **h200, device_uuid="GPU-ccc")[0] == ""
+
+
+def test_a_lease_names_its_gpu_uuid_locally_and_on_a_cluster():
+    assert gpu_uuid("GPU-12d4823c-c93c-be36-630b-84be7a395e90") == "GPU-12d4823c-c93c-be36-630b-84be7a395e90"
+    assert gpu_uuid("node-3:nvidia:1:GPU-12d4823c-c93c-be36-630b-84be7a395e90") == \
+        "GPU-12d4823c-c93c-be36-630b-84be7a395e90"
+    assert gpu_uuid(None) is None
+
+
+def test_init_records_the_uuids_of_the_gpus_it_saw(tmp_path):
+    repo = prepare_repo(EXAMPLES / "cpu_softmax", tmp_path / "repo")
+    tree = init_runs.worktree_identity(repo)
+    run = Run(files={"r.csv": (None, b"x\n1\n")}, seconds=1.0)
+    gpus = [("NVIDIA H200", "GPU-aaa"), ("NVIDIA H200", "GPU-bbb")]
+    assert keep_for_baseline(repo, "python bench.py", tree, [run], None, "[benchmark]\n", 5.0, gpus) is not None
+    rec, why = init_runs.load(repo)
+    assert why == "" and rec.gpus == ["NVIDIA H200", "NVIDIA H200"] and rec.gpu_uuids == ["GPU-aaa", "GPU-bbb"]
 
 
 def test_the_record_round_trips_bytes_that_are_not_text(tmp_path):

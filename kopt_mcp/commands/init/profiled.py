@@ -88,8 +88,13 @@ def gpu_count() -> int:
 
 def gpu_names() -> list[str]:
     """The names of the GPUs this machine's `auto` probe sees ([] where none, or where the probe fails)."""
+    return [name for name, _ in gpu_ids()]
+
+
+def gpu_ids() -> list[tuple[str, str]]:
+    """(name, UUID) of each GPU this machine's `auto` probe sees ([] where none, or where the probe fails)."""
     try:
-        return [g.name for g in make_probe("auto").read()]
+        return [(g.name, g.uuid) for g in make_probe("auto").read()]
     except Exception:  # a count for the reasons of dropped tests and a record, never a reason to stop
         return []
 

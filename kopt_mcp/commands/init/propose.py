@@ -37,7 +37,7 @@ from kopt_mcp.bench.runner import run_command
 from kopt_mcp.commands.init import saved
 from kopt_mcp.commands.init.correctness import Checked, check_correctness, command_text, drop_lines
 from kopt_mcp.commands.init.own import ownership
-from kopt_mcp.commands.init.profiled import (PROFILED_RUN_FACTOR, gpu_count, gpu_names, kernel_regex, profiled_targets,
+from kopt_mcp.commands.init.profiled import (PROFILED_RUN_FACTOR, gpu_count, gpu_ids, kernel_regex, profiled_targets,
                                              script_profiler, traced_targets)
 from kopt_mcp.commands.init.progress import DEFAULT_BUDGET_S, DEFAULT_TESTS_TIMEOUT_S, Budget, Progress
 from kopt_mcp.commands.init.protect import protected_paths
@@ -256,7 +256,7 @@ def propose(repo: Path, command: str | None, results: str | None = None, kernel:
     progress.say(f"target kernels: {kern[0] or '-'} ({kern[1]})")
     unchecked = list(budget.unchecked)
     toml = render(command, keys, unit, checked, protect, kern, findings, unchecked)
-    if command and keep_for_baseline(repo, command, tree, runs, checked, toml, _probe_s(budget), gpu_names()):
+    if command and keep_for_baseline(repo, command, tree, runs, checked, toml, _probe_s(budget), gpu_ids()):
         progress.say(f"kept {len(runs)} benchmark run(s) and the tests' outcome for the baseline (it adopts them while "
                      "the tree, command, config and interpreter stay the same)")
     return Proposal(toml=toml, findings=findings, correctness=checked, unchecked=unchecked)

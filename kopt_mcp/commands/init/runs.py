@@ -209,18 +209,19 @@ def _put_back(repo: Path, content: dict[str, bytes]) -> None:
 
 
 def keep_for_baseline(repo: Path, command: str, tree: str | None, runs: list[Run], checked: Checked | None,
-                      toml: str, probe_s: float = 30.0, gpus: list[str] = ()) -> Path | None:
+                      toml: str, probe_s: float = 30.0, gpus: list[tuple[str, str]] = ()) -> Path | None:
     """Record init's `runs` (plain, or under CUPTI: Run.profiler) and its correctness run (`checked`)
     for the baseline to adopt (kopt_mcp/init_runs.py): `tree` is `init_runs.worktree_identity` taken before the runs, `toml`
-    the proposal's text (its sha256 must match the session's kopt.toml), `gpus` the names of the
-    GPUs this host shows (the runs used the default one). The record's path, or None
+    the proposal's text (its sha256 must match the session's kopt.toml), `gpus` the (name, UUID) of
+    each GPU this host shows (the runs used the default one). The record's path, or None
     where nothing was recorded (no tree identity, no run, a record too large)."""
     if tree is None or not runs:
         return None
     found = resolved_interpreter(command, repo, None, probe_s)
     rec = init_runs.InitRecord(
         written_at=time.time(), tree=tree, command=command, config_sha256=init_runs.config_sha256(toml),
-        interpreter=(found[0], found[1]) if found else None, host=init_runs.host(), gpus=list(gpus),
+        interpreter=(found[0], found[1]) if found else None, host=init_runs.host(), gpus=[n for n, _ in gpus],
+        gpu_uuids=[u for _, u in gpus],
         runs=[init_runs.InitRun(files=r.files, log=r.log, seconds=r.seconds, profiler=r.profiler, trace=r.trace)
               for r in runs],
         tests=init_runs.InitTests(command=checked.command, passed=checked.ran and not checked.not_checked,
