@@ -77,6 +77,16 @@ class ClassMetric(BaseModel):
         "the classes' noise is independent (their geometric mean averages it out)"))
 
 
+class GpuTarget(BaseModel):
+    """The kernels whose GPU time decides every verdict of the session (the baseline's first profile):
+    `by` "regex" where [profiler] kernel names them, "hottest" where it is empty (the trace's hottest
+    kernel that is not input generation or a copy: often not the repository's own, e.g. a GEMM beside
+    a Triton kernel)."""
+
+    kernels: list[str]
+    by: Literal["regex", "hottest"]
+
+
 class BenchmarkResult(BaseModel):
     """run_benchmark: one run of the fixed command on the workspace (no verdict)."""
 
@@ -96,6 +106,8 @@ class BenchmarkResult(BaseModel):
     detectable: Detectable | None = Field(None, description=(
         "the baseline: the smallest gain a verdict can detect with the measured spread and the configured rounds, "
         "and the rounds that would detect other gains (save_and_test's `rounds`, within [gates] max_rounds_asked)"))
+    gpu_target: GpuTarget | None = Field(None, description=(
+        "the baseline under a profiler: the kernels whose GPU time decides every verdict, and how they were chosen"))
     best_commit: str
     next_actions: list[str]
     omitted: Omitted | None = Field(None, description=OMITTED)

@@ -25,7 +25,7 @@ from kopt_mcp.referee.guards import judge_run_changes, protected_paths
 from kopt_mcp.referee.parts import What
 from kopt_mcp.referee.report import perf_rows
 from kopt_mcp.referee.slots import best_lock, publish
-from kopt_mcp.results import BenchmarkResult, ClassMetric
+from kopt_mcp.results import BenchmarkResult, ClassMetric, GpuTarget
 from kopt_mcp.results_change import ClassDetectable, Detectable, RoundsFor
 from kopt_mcp.rules.clocks import same_clock
 from kopt_mcp.rules.detectable import POWER, detectable, rounds_for
@@ -116,7 +116,12 @@ def baseline(sess: Session, progress: Progress | None) -> BenchmarkResult:
             "script-metric runs, as in every verdict under this profiler)") if stand_in else ""
     traced = (f"init's {prof.name} trace stands for {len(init_traces)} of the {BASELINE_PROFILES} profiled runs"
               if init_traces else "")
-    return res.model_copy(update={"reason": "; ".join(x for x in (res.reason, adoption.reason, said, traced) if x)})
+    target = GpuTarget(kernels=kernels, by="regex" if cfg.profiler.kernel else "hottest") if kernels else None
+    hottest = (f"[profiler] kernel is empty: GPU time is judged on the trace's hottest kernel, {kernels[0][:80]}; to "
+               "judge the repository's own kernels, set it (the tool kernel_trace_analysis lists the trace's kernels) "
+               "and start a new session" if target and target.by == "hottest" else "")
+    return res.model_copy(update={"reason": "; ".join(x for x in (res.reason, adoption.reason, said, traced, hottest)
+                                                      if x), "gpu_target": target})
 
 
 def _init_traces(prof, adoption: Adoption) -> list:

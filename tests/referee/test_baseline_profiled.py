@@ -75,3 +75,31 @@ def test_a_failing_correctness_command_stops_the_profiled_baseline(toy_repo, mak
     failed = [e for e in ref.books.store.ledger() if e["event"] == "baseline_failed"]
     assert len(failed) == 1 and failed[0]["run_dir"].endswith("0000-baseline-profile")
     assert _processes(toy_repo) == 1  # stopped at the first profiled run
+
+
+def _profiled_baseline(toy_repo, make_referee, monkeypatch, kernel_line: str = "", **flags):
+    if kernel_line:
+        toml = toy_repo / "kopt.toml"
+        toml.write_text(toml.read_text().replace('backend = "none"\n', f'backend = "none"\n{kernel_line}\n', 1))
+    set_kernel(toy_repo, BASE_TIMES, UNIT_US=UNITS, **flags)
+    subprocess.run([*GIT, "commit", "-qam", "gpu times"], cwd=toy_repo, check=True)
+    ref = make_referee(toy_repo)
+    monkeypatch.setattr(ref, "profiler", lambda detail=False: ReplayUnits(toy_runs_dir(toy_repo)))
+    return ref.run_benchmark()
+
+
+def test_the_baseline_says_which_kernels_decide_where_the_config_names_none(toy_repo, make_referee, monkeypatch):
+    """Liger FusedLinearCrossEntropy's init (H200, 2026-12-04) had no room for a traced run in its budget
+    and left [profiler] kernel empty: the hottest kernel then decides, here torch_sum (50 us a call)
+    beside the repository's fwd_kernel (10-20 us), as a GEMM beside a Triton kernel would."""
+    res = _profiled_baseline(toy_repo, make_referee, monkeypatch, OTHER_US={"1": 50.0, "2": 50.0})
+    assert res.baseline_recorded
+    assert (res.gpu_target.by, res.gpu_target.kernels) == ("hottest", ["torch_sum"])
+    assert "[profiler] kernel is empty" in res.reason and "kernel_trace_analysis" in res.reason
+
+
+def test_the_baseline_names_the_kernels_its_config_chose(toy_repo, make_referee, monkeypatch):
+    res = _profiled_baseline(toy_repo, make_referee, monkeypatch, 'kernel = "^fwd_kernel$"',
+                             OTHER_US={"1": 50.0, "2": 50.0})
+    assert (res.gpu_target.by, res.gpu_target.kernels) == ("regex", ["fwd_kernel"])
+    assert "[profiler] kernel is empty" not in res.reason

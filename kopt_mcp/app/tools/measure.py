@@ -18,7 +18,8 @@ def register(tools: list[Tool]) -> None:
         baseline of BEST_COMMIT (several runs, profiled too; init's runs of the same tree adopted:
         `reason` says which). Later calls are a quick check of the workspace with the change vs BEST
         per class (+% = better; one run: use save_and_test for a verdict). Returns per-class metric and
-        correctness, the gate, exit code, log tail and next_actions.
+        correctness, the gate, exit code, log tail, next_actions; at the baseline `gpu_target`: the
+        kernels whose GPU time decides.
         """
         return await call(ctx, referee(ctx).run_benchmark)
 
