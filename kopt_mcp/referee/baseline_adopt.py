@@ -74,6 +74,7 @@ def adopt_init_runs(sess: Session, best_tree: str, wanted: int, profiler: object
 
 def _why_not(sess: Session, rec: init_runs.InitRecord, best_tree: str) -> tuple[str, str]:
     b, device = sess.what.cfg.benchmark, sess.jobs.device
+    gpu = device is not None and device.vendor != "cpu"
     if b.workdir not in ("", "."):
         return "workdir", f"[benchmark] workdir = {b.workdir!r}: init ran the command in the repository's root"
     cwd = Path(sess.where.best_path) if Path(sess.where.best_path).is_dir() else sess.where.workspace_path
@@ -81,8 +82,8 @@ def _why_not(sess: Session, rec: init_runs.InitRecord, best_tree: str) -> tuple[
     return init_runs.why_not(rec, tree=init_runs.tree_without(sess.where.ws, best_tree, [rec.config_path]),
                              command=b.command, config_sha=sess.what.config.sha256,
                              interpreter=(found[0], found[1]) if found else None, here=init_runs.host(),
-                             device=device.name if device and device.vendor != "cpu" else None,
-                             device_uuid=gpu_uuid(sess.jobs.last_device) if device and device.vendor != "cpu" else None)
+                             device=device.name if gpu else None,
+                             device_uuid=gpu_uuid(sess.jobs.last_device) if gpu else None)
 
 
 def gpu_uuid(device_id: str | None) -> str | None:

@@ -2,7 +2,7 @@
 under CUPTI, whose runs are script-metric runs, the benchmark run made under it (`script_profiler`,
 `traced_targets`); else one separate profiled run (`kernel_regex`), started only where the budget
 holds it (`profiled_targets`). The kernels the repository defines are chosen by
-kopt_mcp/commands/init/kernels.py. Also the machine's GPU count and names for init's records."""
+kopt_mcp/commands/init/kernels.py. Also the machine's GPU count, and its GPUs' names and UUIDs for init's records."""
 
 from __future__ import annotations
 
@@ -83,12 +83,7 @@ def traced_targets(runs: list[Run], repo: Path, topic: str | None) -> tuple[str 
 
 def gpu_count() -> int:
     """GPUs this machine's `auto` probe sees (0 where none, or where the probe fails)."""
-    return len(gpu_names())
-
-
-def gpu_names() -> list[str]:
-    """The names of the GPUs this machine's `auto` probe sees ([] where none, or where the probe fails)."""
-    return [name for name, _ in gpu_ids()]
+    return len(gpu_ids())
 
 
 def gpu_ids() -> list[tuple[str, str]]:
