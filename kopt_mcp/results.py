@@ -77,6 +77,13 @@ class ClassMetric(BaseModel):
         "the classes' noise is independent (their geometric mean averages it out)"))
 
 
+class OwnKernel(BaseModel):
+    """A kernel of a trace that the repository's own sources define (kopt_mcp/bench/kernel_sources.py)."""
+
+    name: str
+    share_pct: float = Field(description="% of the trace's GPU kernel time")
+
+
 class GpuTarget(BaseModel):
     """The kernels whose GPU time decides every verdict of the session (the baseline's first profile):
     `by` "regex" where [profiler] kernel names them, "hottest" where it is empty (the trace's hottest
@@ -85,6 +92,11 @@ class GpuTarget(BaseModel):
 
     kernels: list[str]
     by: Literal["regex", "hottest"]
+    own: list[OwnKernel] = Field(default_factory=list, description=(
+        "by \"hottest\": the trace's kernels this repository's sources define (kernel_sources.py), hottest "
+        "first; empty where it defines none of them"))
+    own_regex: str | None = Field(None, description=(
+        "the anchored regex of `own` for [profiler] kernel (set it and start a new session to judge them)"))
 
 
 class BenchmarkResult(BaseModel):
@@ -145,6 +157,10 @@ class TraceResult(BaseModel):
     target_gpu_us: GpuOnly = None
     notes: list[str]
     log_path: str
+    own_kernels: list[OwnKernel] = Field(default_factory=list, description=(
+        "GPU: the trace's kernels this repository's sources define (kopt_mcp/bench/kernel_sources.py), hottest "
+        "first, also where below `top`"))
+    own_regex: str | None = Field(None, description="the anchored regex of `own_kernels`, for [profiler] kernel")
     bottleneck: BottleneckOut | None = Field(
         None, description="bottleneck class of the target kernel (the hottest one without a regex); "
         "on a CPU, cpu-bound with where the samples went")

@@ -299,7 +299,8 @@ def check(fresh: Fresh, src: Path, out: Path, work: Path | None, deadline: float
             b = ref.run_benchmark()
             result["baseline"] = {"ok": b.ok and b.baseline_recorded, "reason": b.reason,
                                   "seconds": round(time.perf_counter() - t, 1),
-                                  "classes": [c.model_dump() for c in b.classes]}
+                                  "classes": [c.model_dump() for c in b.classes],
+                                  "gpu_target": b.gpu_target.model_dump() if b.gpu_target else None}
         else:
             # recorded by an earlier call: its entry (wall time included) stays, for the table
             result["baseline"] = (earlier.get("baseline") or {"ok": True, "reason": "recorded by an earlier call",

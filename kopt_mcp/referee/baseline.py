@@ -21,11 +21,12 @@ from kopt_mcp.evidence.segment import trace_units
 from kopt_mcp.evidence.trace import exact_names_regex, target_gpu_time
 from kopt_mcp.referee.baseline_adopt import Adoption, adopt_init_runs
 from kopt_mcp.referee.core import BASELINE_MESSAGE, Progress, Session
+from kopt_mcp.referee.gpu_target import gpu_target, hottest_note
 from kopt_mcp.referee.guards import judge_run_changes, protected_paths
 from kopt_mcp.referee.parts import What
 from kopt_mcp.referee.report import perf_rows
 from kopt_mcp.referee.slots import best_lock, publish
-from kopt_mcp.results import BenchmarkResult, ClassMetric, GpuTarget
+from kopt_mcp.results import BenchmarkResult, ClassMetric
 from kopt_mcp.results_change import ClassDetectable, Detectable, RoundsFor
 from kopt_mcp.rules.clocks import same_clock
 from kopt_mcp.rules.detectable import POWER, detectable, rounds_for
@@ -116,10 +117,9 @@ def baseline(sess: Session, progress: Progress | None) -> BenchmarkResult:
             "script-metric runs, as in every verdict under this profiler)") if stand_in else ""
     traced = (f"init's {prof.name} trace stands for {len(init_traces)} of the {BASELINE_PROFILES} profiled runs"
               if init_traces else "")
-    target = GpuTarget(kernels=kernels, by="regex" if cfg.profiler.kernel else "hottest") if kernels else None
-    hottest = (f"[profiler] kernel is empty: GPU time is judged on the trace's hottest kernel, {kernels[0][:80]}; to "
-               "judge the repository's own kernels, set it (the tool kernel_trace_analysis lists the trace's kernels) "
-               "and start a new session" if target and target.by == "hottest" else "")
+    first = traces[own] if traces else None  # BEST's sources: the BEST worktree, at the baseline's commit
+    target = gpu_target(cfg.profiler.kernel, kernels, first, sess.where.best_path)
+    hottest = hottest_note(target, first)
     return res.model_copy(update={"reason": "; ".join(x for x in (res.reason, adoption.reason, said, traced, hottest)
                                                       if x), "gpu_target": target})
 

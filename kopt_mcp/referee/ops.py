@@ -19,6 +19,7 @@ from kopt_mcp.profilers.bottleneck import classify, classify_cpu
 from kopt_mcp.profilers.pyspy import PySpyProfiler, protect_paths, pyspy_error, too_short_to_sample, work_samples
 from kopt_mcp.referee.baseline import baseline, bench_result
 from kopt_mcp.referee.core import Progress, Session
+from kopt_mcp.referee.gpu_target import own_of
 from kopt_mcp.referee.guards import run_note
 from kopt_mcp.referee.recovery import lease_or_stop
 from kopt_mcp.referee.slots import slots_status
@@ -177,9 +178,11 @@ def kernel_trace_analysis(sess: Session, top: int = 10, progress: Progress | Non
                                    "registers_per_thread": k.registers_per_thread,
                                    "shared_mem_per_block_bytes": k.shared_mem_per_block_bytes,
                                    **k.extra} for k in rows])
+    own, own_regex = own_of(p.trace, sess.where.workspace_path)  # the profiled tree's sources
     return TraceResult(backend=prof.name, device=sess.jobs.device, available=True,
                        total_gpu_us=p.trace.total_gpu_us, kernels=rows, target_kernels=names,
-                       target_gpu_us=gpu_us, notes=notes, log_path=p.log_path, bottleneck=bottleneck)
+                       target_gpu_us=gpu_us, notes=notes, log_path=p.log_path, bottleneck=bottleneck,
+                       own_kernels=own, own_regex=own_regex)
 
 
 def trace_origin(sess: Session, tree: str) -> dict:

@@ -95,7 +95,21 @@ def test_the_baseline_says_which_kernels_decide_where_the_config_names_none(toy_
     res = _profiled_baseline(toy_repo, make_referee, monkeypatch, OTHER_US={"1": 50.0, "2": 50.0})
     assert res.baseline_recorded
     assert (res.gpu_target.by, res.gpu_target.kernels) == ("hottest", ["torch_sum"])
+    assert (res.gpu_target.own, res.gpu_target.own_regex) == ([], None)  # the toy defines no GPU kernel
     assert "[profiler] kernel is empty" in res.reason and "kernel_trace_analysis" in res.reason
+
+
+def test_the_baseline_names_the_repositorys_own_kernels_beside_the_hottest(toy_repo, make_referee, monkeypatch):
+    """The same, with fwd_kernel defined as a Triton kernel in the repository (Liger's FLCE on an
+    H200, 2026-12-04: torch's add judged at 27.0% of the trace, Liger's own kernels 1.7%): the baseline
+    lists it with its share (10 + 20 us of 110 us per invocation pair: 27.3%) and the regex to set."""
+    (toy_repo / "fused.py").write_text("import triton\n\n\n@triton.jit\ndef fwd_kernel(x_ptr, n):\n    pass\n")
+    subprocess.run([*GIT, "add", "fused.py"], cwd=toy_repo, check=True)
+    res = _profiled_baseline(toy_repo, make_referee, monkeypatch, OTHER_US={"1": 40.0, "2": 40.0})
+    target = res.gpu_target
+    assert (target.by, target.kernels) == ("hottest", ["torch_sum"])
+    assert [o.name for o in target.own] == ["fwd_kernel"] and target.own[0].share_pct == pytest.approx(27.3, abs=0.3)
+    assert target.own_regex == "^fwd_kernel$" and "'^fwd_kernel$'" in res.reason
 
 
 def test_the_baseline_names_the_kernels_its_config_chose(toy_repo, make_referee, monkeypatch):

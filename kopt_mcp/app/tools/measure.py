@@ -30,10 +30,9 @@ def register(tools: list[Tool]) -> None:
     ) -> TraceResult:
         """Profile the workspace's benchmark; call before forming a hypothesis. GPU (CUPTI/Nsight Compute,
         rocprofv3): hottest kernels with calls, GPU time (us), share, registers, shared memory, occupancy,
-        the target's GPU time (keep metric), bottleneck class. CPU (py-spy): hottest Python functions
-        with self/total time (ms, %) and hottest line, class cpu-bound. No profiler, or a CPU run too
-        short to sample (under 5 samples of its own work): available=false and notes saying what to do
-        instead.
+        the target's GPU time (keep metric), bottleneck class, the repo's own kernels. CPU (py-spy):
+        hottest Python functions with self/total time (ms, %) and hottest line, class cpu-bound. No
+        profiler, or a CPU run too short to sample: available=false and notes saying what to do instead.
         """
         return await call(ctx, referee(ctx).kernel_trace_analysis, top)
 

@@ -2,7 +2,7 @@
 under CUPTI, whose runs are script-metric runs, the benchmark run made under it (`script_profiler`,
 `traced_targets`); else one separate profiled run (`kernel_regex`), started only where the budget
 holds it (`profiled_targets`). The kernels the repository defines are chosen by
-kopt_mcp/commands/init/kernels.py. Also the machine's GPU count, and its GPUs' names and UUIDs for init's records."""
+kopt_mcp/bench/kernel_sources.py. Also the machine's GPU count, and its GPUs' names and UUIDs for init's records."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import tempfile
 from pathlib import Path
 
 from kopt_mcp.bench.runner import run_command
-from kopt_mcp.commands.init.kernels import choose_targets, defined_kernels
+from kopt_mcp.bench.kernel_sources import choose_targets, defined_kernels
 from kopt_mcp.commands.init.progress import Budget, Progress
 from kopt_mcp.commands.init.runs import Run
 from kopt_mcp.evidence.trace import exact_names_regex
@@ -23,7 +23,7 @@ def kernel_regex(repo: Path, command: str, timeout_s: float = 1200.0, profiler=N
                  topic: str | None = None) -> tuple[str | None, str]:
     """The target kernels' anchored regex from one run under `profiler` (default: the machine's
     `auto` profiler for its first GPU): the kernels of the trace that the repository defines, hottest
-    first (kopt_mcp/commands/init/kernels.py `choose_targets`; `topic`: init's --kernel), and why; or None and
+    first (kopt_mcp/bench/kernel_sources.py `choose_targets`; `topic`: init's --kernel), and why; or None and
     why not (no GPU, no profiler, a failed run, an empty trace)."""
     try:
         prof, why = _machine_profiler() if profiler is None else (profiler, "")

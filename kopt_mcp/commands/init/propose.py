@@ -11,7 +11,7 @@ kopt_mcp/commands/init/own.py; flags pick others; modes become config classes), 
 (kopt_mcp/commands/init/correctness.py: the benchmark's topic, its environment assignments and
 interpreter, RUN once on the unmodified tree and narrowed to what passes there, each dropped test
 named with why), and the target kernels from one profiled run where a profiler is available
-(kopt_mcp/commands/init/kernels.py: the trace's kernels the repository defines): under CUPTI, whose
+(kopt_mcp/bench/kernel_sources.py: the trace's kernels the repository defines): under CUPTI, whose
 runs are script-metric runs, that is the benchmark's second run (`script_profiler`, `traced_targets`);
 under ncu or rocprof a separate run (`kernel_regex`): kopt_mcp/commands/init/profiled.py.
 
@@ -32,6 +32,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from kopt_mcp.bench.kernel_sources import TEST_FILE
 from kopt_mcp.bench.preflight import interpreter_line, interpreter_word, resolved_interpreter, runner_problems
 from kopt_mcp.bench.runner import run_command
 from kopt_mcp.commands.init import saved
@@ -42,7 +43,7 @@ from kopt_mcp.commands.init.profiled import (PROFILED_RUN_FACTOR, gpu_count, gpu
 from kopt_mcp.commands.init.progress import DEFAULT_BUDGET_S, DEFAULT_TESTS_TIMEOUT_S, Budget, Progress
 from kopt_mcp.commands.init.protect import protected_paths
 from kopt_mcp.commands.init.pytest_report import summary_line
-from kopt_mcp.commands.init.read import HIGHER_IS_BETTER, TEST_FILE, TIME_NAME, analyse, result_unit
+from kopt_mcp.commands.init.read import HIGHER_IS_BETTER, TIME_NAME, analyse, result_unit
 from kopt_mcp.commands.init.render import Proposal, render
 from kopt_mcp.commands.init.runs import (SECOND_RUN, SKIP_DIRS, Run, installed_copy_hint, keep_for_baseline, run_twice,
                                          traced_late_run)

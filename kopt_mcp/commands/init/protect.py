@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from pathlib import Path, PurePosixPath
 
-from kopt_mcp.commands.init.kernels import defined_kernels
+from kopt_mcp.bench.kernel_sources import defined_kernels
 
 #: pytest configuration at the repository root: it changes what both the benchmark and the tests do
 ROOT_CONFIG = ("conftest.py", "pytest.ini", ".pytest.ini")

@@ -20,8 +20,6 @@ from kopt_mcp.errors import InitError, MetricsError, ReaderError
 from kopt_mcp.readers import ResultFile, make_reader
 from kopt_mcp.readers.metrics import MEASUREMENT_PREFIXES, found_config_columns, never_config, read_results
 
-#: a pytest file: test_*.py or *_test.py
-TEST_FILE = re.compile(r"^(test_.*|.*_test)\.py$")
 # selector columns: several values among one run's rows -> a `rows` filter (flag name, column names)
 SELECTORS = {
     "kernel": ("kernel_name", "kernel", "op", "op_name", "operation", "benchmark"),

@@ -17,6 +17,7 @@ from kopt_mcp import init_runs
 from kopt_mcp.bench.preflight import resolved_interpreter
 from kopt_mcp.bench.runner import RunResult, run_command
 from kopt_mcp.commands.init.correctness import Checked
+from kopt_mcp.bench.kernel_sources import TOOL_DIRS
 from kopt_mcp.commands.init.progress import Budget, Progress
 from kopt_mcp.errors import InitError
 from kopt_mcp.profilers.base import Profiler, profile_env
@@ -24,7 +25,8 @@ from kopt_mcp.profilers.base import Profiler, profile_env
 RESULT_SUFFIXES = (".csv", ".json")
 #: what a skipped second benchmark run leaves unchecked (Budget.not_checked)
 SECOND_RUN = "a second run of the benchmark (config columns that change between two runs of the same code)"
-SKIP_DIRS = {".git", ".kopt", "__pycache__", "node_modules", ".venv", "venv", ".tox", ".mypy_cache", ".pytest_cache"}
+#: folders never read for tests or result files (tool, cache and environment folders)
+SKIP_DIRS = TOOL_DIRS
 
 
 class Run(BaseModel):

@@ -1,15 +1,17 @@
-"""The target kernels `kopt-mcp init` proposes: the kernels of one profiled run that the repository
-itself defines, hottest first.
+"""The GPU kernels a repository's own sources define, and which of a trace's kernels they are:
+`kopt-mcp init` proposes them as `[profiler] kernel` (kopt_mcp/commands/init/profiled.py) and, where
+that is left empty, the baseline and kernel_trace_analysis name them beside the hottest kernel
+(`GpuTarget.own`, `TraceResult.own_kernels`).
 
 A benchmark's hottest kernel is often not the project's. On an H100 (2026-11-24) init proposed
 `at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<int>, ...>` for
 ai-compiler-study/triton-kernels: `triton.testing.do_bench` zeroes a 256 MB buffer before every
-timed call to clear L2, and that fill outran the project's RMSNorm kernels. The hand-finished config
-names `_rms_norm_(fwd|bwd)`, the two `@triton.jit` functions of the repository that the benchmark
-launches. So the proposal takes the trace's kernels whose function the repository defines (a
-`@triton.jit` / `@jit` / `@*.kernel` Python function, or a CUDA/HIP `__global__` function); where
-none is, the hottest kernel that is not input generation or a copy (`is_utility_kernel`); else the
-hottest. Pure except `defined_kernels`, which reads the repository's files.
+timed call to clear L2, and that fill outran the project's RMSNorm kernels. On an H200 (2026-12-04)
+Liger-Kernel's FusedLinearCrossEntropy benchmark spent 27.0% of its GPU time in torch's elementwise
+add and 1.7% in Liger's two Triton kernels. The kernels a repository defines are its `@triton.jit` /
+`@jit` / `@*.kernel` Python functions and its CUDA/HIP `__global__` functions; a trace's kernel is
+the repository's where its function name (evidence/names.py `function_name`) is one of them.
+Pure except `defined_kernels`, which reads the repository's files.
 """
 
 from __future__ import annotations
@@ -19,12 +21,15 @@ import os
 import re
 from pathlib import Path
 
-from kopt_mcp.commands.init.read import TEST_FILE
-from kopt_mcp.commands.init.runs import SKIP_DIRS as _SKIP_TESTS
 from kopt_mcp.evidence.names import function_name, is_utility_kernel, short_kernel_name
+from kopt_mcp.evidence.trace import KernelStat
 
-#: folders never scanned for kernel definitions: those init skips for tests, plus vendored code and build output
-SKIP_DIRS = _SKIP_TESTS | {"build", "dist", "site-packages", "third_party", "3rdparty"}
+#: a pytest file: test_*.py or *_test.py
+TEST_FILE = re.compile(r"^(test_.*|.*_test)\.py$")
+#: tool, cache and environment folders never read as the repository's own code or tests
+TOOL_DIRS = {".git", ".kopt", "__pycache__", "node_modules", ".venv", "venv", ".tox", ".mypy_cache", ".pytest_cache"}
+#: folders never scanned for kernel definitions: TOOL_DIRS, plus vendored code and build output
+SKIP_DIRS = TOOL_DIRS | {"build", "dist", "site-packages", "third_party", "3rdparty"}
 #: C++ sources that may hold `__global__` functions
 CUDA_SUFFIXES = {".cu", ".cuh", ".hip", ".cpp", ".cc", ".cxx", ".h", ".hpp"}
 MAX_FILE_BYTES = 2 << 20
@@ -85,6 +90,12 @@ def defined_kernels(repo: Path, skip_tests: bool = False) -> set[str]:
     return names
 
 
+def own_kernels(kernels: list[KernelStat], defined: set[str]) -> list[KernelStat]:
+    """The trace's `kernels` (hottest first, as a trace lists them) whose function the repository
+    defines (`defined`: `defined_kernels`), in that order, at most MAX_TARGETS. Pure."""
+    return [k for k in kernels if function_name(k.name) in defined][:MAX_TARGETS]
+
+
 def choose_targets(names: list[str], defined: set[str], topic: str | None = None) -> tuple[list[str], str]:
     """The kernels to propose as `[profiler] kernel`, from a trace's kernel `names` (hottest first)
     and the repository's `defined` kernel functions, with why (one line, for the proposal's comment).
@@ -95,7 +106,7 @@ def choose_targets(names: list[str], defined: set[str], topic: str | None = None
     An empty trace gives ([], why). Pure."""
     if not names:
         return [], "the trace has no kernels"
-    ours = [n for n in names if function_name(n) in defined]
+    ours = [n for n in names if function_name(n) in defined]  # own_kernels, on names
     if topic:
         ours = [n for n in ours if topic.lower() in n.lower()] or ours
     hottest = short_kernel_name(names[0])
