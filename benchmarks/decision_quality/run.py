@@ -66,9 +66,13 @@ def effects_for(device: str, names: str | None = None) -> dict[str, tuple[float,
     return {k: v for k, v in effects.items() if k in wanted}
 
 
-def make_repo(kind: str, dest: Path) -> Path:
-    """A fresh git repository holding the planted-effect example (repo_gpu, repo_gpu_dobench or repo_cpu)."""
+def make_repo(kind: str, dest: Path, confidence: float | None = None) -> Path:
+    """A fresh git repository holding the planted-effect example (repo_gpu, repo_gpu_dobench or repo_cpu),
+    with [gates] confidence set to `confidence` where given (else the example's own)."""
     shutil.copytree(HERE / f"repo_{kind.replace('-', '_')}", dest)
+    if confidence is not None:
+        toml = dest / "kopt.toml"
+        toml.write_text(toml.read_text().replace("[gates]\n", f"[gates]\nconfidence = {confidence!r}\n", 1))
     (dest / ".gitignore").write_text("results/\n__pycache__/\n")
     return init_repo(dest, "planted")
 
@@ -110,6 +114,8 @@ def main() -> int:
     ap.add_argument("--work", type=Path, default=None,
                     help="folder of the planted repository and its session; an existing one is resumed "
                          "(no new baseline; it goes on at the next verdict)")
+    ap.add_argument("--confidence", type=float, default=None,
+                    help="[gates] confidence of a new planted repository (default: the example's, 0.995)")
     ap.add_argument("--merge", type=Path, nargs="+", default=None,
                     help="decision_quality.json files of earlier runs: write one table of all their trials")
     a = ap.parse_args()
@@ -125,7 +131,7 @@ def main() -> int:
     a.out.mkdir(parents=True, exist_ok=True)
     tmp = a.work or Path(tempfile.mkdtemp(prefix="kopt-dq-"))
     resumed = (tmp / "repo" / ".git").is_dir()
-    repo = tmp / "repo" if resumed else make_repo(a.device, tmp / "repo")
+    repo = tmp / "repo" if resumed else make_repo(a.device, tmp / "repo", a.confidence)
     # BEST's WORK, read from the committed kernel (a resumed workspace holds the last candidate's)
     base = best_work(repo)
     ref = Referee(repo, tag="dq", lease_dir=a.lease_dir or tmp / "leases")
