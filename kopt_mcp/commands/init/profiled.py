@@ -99,7 +99,8 @@ def gpu_ids() -> list[tuple[str, str]]:
 #: 2026-12-03-h200-init-fresh-s13*/-s14*): fla LayerNorm 21.7 s plain, ~26 s under CUPTI (x1.2);
 #: Liger FusedLinearCrossEntropy 201.6 s plain, cut by the budget after 215.0 s under CUPTI.
 PROFILED_RUN_FACTOR = 1.25
-_BY_HAND = "kopt-mcp check-config, then the tool kernel_trace_analysis on the GPU host"
+_BY_HAND = ("kopt-mcp check-config, then, before the baseline, the tool kernel_trace_analysis on the GPU host "
+            "(its own_regex: the repository's kernels of the trace)")
 
 
 def profiled_targets(repo: Path, command: str, kernel: str | None, budget: Budget, progress: Progress,

@@ -89,7 +89,8 @@ def render(command: str | None, keys: dict, unit: str | None, correctness: Check
     lines += ["", "[profiler]", 'backend = "auto"']
     regex, why = kernel
     lines.append(f"kernel = {_q(regex)}  # {why}" if regex else
-                 f'# kernel = "^my_kernel"  # {why}: run kernel_trace_analysis on the GPU host and set the target')
+                 f'# kernel = "^my_kernel"  # {why}: before the baseline, the tool kernel_trace_analysis gives the '
+                 "repository's own kernels of one trace (own_regex): set it here")
     lines += ["", "[protect]", f"paths = {_q(protect)}  # the benchmark and the tests (their folders where those hold no kernel and no result): a candidate may not edit them"]
     text = "\n".join(lines) + "\n"
     try:
