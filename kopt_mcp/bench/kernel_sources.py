@@ -106,7 +106,7 @@ def choose_targets(names: list[str], defined: set[str], topic: str | None = None
     An empty trace gives ([], why). Pure."""
     if not names:
         return [], "the trace has no kernels"
-    ours = [n for n in names if function_name(n) in defined]  # own_kernels, on names
+    ours = [n for n in names if function_name(n) in defined]
     if topic:
         ours = [n for n in ours if topic.lower() in n.lower()] or ours
     hottest = short_kernel_name(names[0])

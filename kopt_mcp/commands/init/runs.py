@@ -14,10 +14,10 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from kopt_mcp import init_runs
+from kopt_mcp.bench.kernel_sources import TOOL_DIRS
 from kopt_mcp.bench.preflight import resolved_interpreter
 from kopt_mcp.bench.runner import RunResult, run_command
 from kopt_mcp.commands.init.correctness import Checked
-from kopt_mcp.bench.kernel_sources import TOOL_DIRS
 from kopt_mcp.commands.init.progress import Budget, Progress
 from kopt_mcp.errors import InitError
 from kopt_mcp.profilers.base import Profiler, profile_env
