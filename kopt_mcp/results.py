@@ -19,6 +19,7 @@ from kopt_mcp.evidence.trace import CpuProfile, KernelStat
 from kopt_mcp.gpus.gate import GpuCheck
 from kopt_mcp.knowledge import Hit
 from kopt_mcp.profilers.bottleneck import BottleneckKind
+from kopt_mcp.rules.best_record import RecordCheck
 from kopt_mcp.readers.test_summary import CorrectnessRun
 from kopt_mcp.rules.decision import Code, MeasuredOutcome, Verdict
 from kopt_mcp.results_change import ClassChange, ClassGain, Cost, Detectable, Interval, MaybeFloat
@@ -204,6 +205,9 @@ class VerdictResult(BaseModel):
         "the script metric's paired interval of the target, the one the reason's script-metric numbers are (mean_pct, "
         "ratio_x, lo/hi, confidence per look, looks, overall_confidence); null where no round was measured"))
     divergent_classes: list[str]
+    record: RecordCheck | None = Field(None, description=(
+        "no profiler: the candidate's runs against BEST's runs of the session as one sample (rules/best_record.py), "
+        "on a script-metric keep or where it refused one (code script_within_best_record)"))
     #: incorrect: per failing config class, each error column's largest |value| (null when not finite)
     class_errors: dict[str, dict[str, MaybeFloat]] = {}
     gpu_best_us: GpuOnly = None

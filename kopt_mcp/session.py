@@ -184,6 +184,9 @@ class SessionState(BaseModel):
     #: appended to the ledger and cleared; a restart appends those the ledger lacks, by record id)
     outbox: list[dict] = Field(default_factory=list)
     noise_history: list[list[dict[str, float]]] = Field(default_factory=list)
+    #: how many of the latest noise_history groups are runs of BEST_COMMIT's own tree: BEST's record
+    #: (rules/best_record.py); 0 after BEST moved without runs of its tree (a re-applied keep, another slot)
+    best_groups: int = 0
     #: spreads (%) between two profiled runs of unchanged BEST_COMMIT taken seconds apart in one
     #: lease (the baseline's pair, each attempt's BEST before and after the candidate), latest last
     #: (rules.floor.gpu_gain_floor)
@@ -286,6 +289,7 @@ class SessionState(BaseModel):
         us and target kernels): this slot judges against it from now on; a slot still waiting for
         the baseline is ready (the session's baseline exists). Its own counters are untouched."""
         self.best = Best(commit=commit, metrics=dict(metrics), gpu_us=gpu_us, kernels=list(kernels))
+        self.best_groups = 0  # the runs this slot remembers are of the older BEST
         if self.phase == Phase.needs_baseline:
             self.phase = Phase.ready
 
@@ -322,11 +326,19 @@ class SessionState(BaseModel):
         self.gpu_spreads_pct = [*self.gpu_spreads_pct, float(pct)][-keep:]
         return float(pct)
 
-    def record_best_runs(self, runs: list[dict[str, float]], keep: int = NOISE_GROUPS_KEPT) -> None:
+    def record_best_runs(self, runs: list[dict[str, float]], keep: int = NOISE_GROUPS_KEPT,
+                         new_best: bool = False) -> None:
         """Remember one lease's repeated BEST runs (class -> metric) for the noise estimate;
-        a single run adds nothing; only the latest `keep` groups are kept."""
-        if len(runs) >= 2:
+        a single run adds nothing; only the latest `keep` groups are kept. `new_best`: the runs are
+        of a tree that just became BEST_COMMIT (a keep), the first group of its record."""
+        added = len(runs) >= 2
+        if added:
             self.noise_history = [*self.noise_history, [dict(r) for r in runs]][-keep:]
+        self.best_groups = min(len(self.noise_history), (0 if new_best else self.best_groups) + int(added))
+
+    def best_record(self) -> list[list[dict[str, float]]]:
+        """The noise_history groups of BEST_COMMIT's own tree, oldest first (BEST's record check)."""
+        return self.noise_history[len(self.noise_history) - self.best_groups:] if self.best_groups else []
 
 
 def _now() -> str:

@@ -207,7 +207,8 @@ def _script_rounds(sess: Session, a: Attempt, progress: Progress | None, total: 
     s, hib = sess.books.state, sess.what.cfg.benchmark.higher_is_better
     try:
         d, a.load = decide_counted(rounds, loads, a.target, hib, policy, s.noise_history,
-                                   can_measure=can_measure_more(loads, policy, policy.script_rounds))
+                                   can_measure=can_measure_more(loads, policy, policy.script_rounds),
+                                   record_history=s.best_record())
         while d.needs_round:
             if progress:
                 progress(2 * len(rounds), total, f"attempt {a.n}: runs {2 * len(rounds) + 1}-"
@@ -222,7 +223,8 @@ def _script_rounds(sess: Session, a: Attempt, progress: Progress | None, total: 
             rounds.append(Round(best=b2.values(), candidate=c2.values()))
             loads.append(RoundLoad(runs=[b2.load, c2.load]))
             d, a.load = decide_counted(rounds, loads, a.target, hib, policy, s.noise_history,
-                                       can_measure=can_measure_more(loads, policy, policy.script_rounds))
+                                       can_measure=can_measure_more(loads, policy, policy.script_rounds),
+                                       record_history=s.best_record())
     except VerdictError as e:
         return finish(sess, a, "failed", str(e), revert=True, reset=True, code=Code.BAD_TARGET)
     counted = [rounds[i] for i in a.load.counted] or rounds  # runs under foreign load are not the noise of now
@@ -338,7 +340,7 @@ def finish(sess: Session, a: Attempt, verdict: str, reason: str, revert: bool, r
         metric_used=keep.metric_used if keep else ("script metric" if d else "none"),
         classes=d.classes if d else [], target_deltas_pct=d.target_deltas_pct if d else [],
         target_interval=(d.shown_interval or d.target_interval) if d else None,
-        divergent_classes=d.worse_classes if d else [], class_errors=a.class_errors,
+        divergent_classes=d.worse_classes if d else [], record=d.record if d else None, class_errors=a.class_errors,
         gpu_best_us=keep.gpu_best_us if keep else None, gpu_candidate_us=keep.gpu_candidate_us if keep else None,
         gpu_delta_pct=keep.gpu_delta_pct if keep else None, gpu_floor_pct=a.gpu_floor_pct, rounds=a.rounds, reverted=revert,
         rounds_under_load=len(a.load.under_load) if a.load is not None else 0,

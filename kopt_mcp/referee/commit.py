@@ -315,8 +315,9 @@ def _write_commit(sess: Session, a: Attempt, k: Kept, message: str, progress: Pr
     sha = vcs.commit_snapshot(sess.where.ws, a.tree, files, s.best.commit, text)
     faults.point("commit_improvement.after_git_commit")
     bind_confirmed(s, a.tree, sha)  # the confirmation's measurement of this tree now stands for BEST
-    if not k.reapplied:  # the runs of this very tree (formatting aside): the new BEST's first noise group
-        s.record_best_runs([*p.candidate_run_metrics, *rm.cand_runs])
+    # the runs of this very tree (formatting aside): the new BEST's first noise group; re-applied onto a
+    # newer BEST, another tree: its record starts empty
+    s.record_best_runs([] if k.reapplied else [*p.candidate_run_metrics, *rm.cand_runs], new_best=True)
     code = Code.SCRIPT_ONLY if p.script_only else k.code  # a script-only keep says so (rules/script_only.py)
     adopt_best(sess, p.attempt, sha, metrics, gpu_us, code=str(code), formatted=k.formatted, device=sess.jobs.device_id,
                **({"reapplied_from": p.base} if k.reapplied else {}), overtaken_rounds=k.overtaken_rounds,

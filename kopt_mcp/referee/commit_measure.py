@@ -189,8 +189,9 @@ def _script(sess: Session, a: Attempt, verdict_rounds: list[Round], formatted: b
         loaded = "; ".join(m.load.shown() for m in (cand, best) if under_load(m.load, sess.what.policy))
         pair = Round(best=best.values(), candidate=cand.values())
         rounds = [*verdict_rounds, *clean, pair]
-        d = decide(rounds, a.target, sess.what.cfg.benchmark.higher_is_better, sess.what.policy,
-                   sess.books.state.noise_history)
+        s = sess.books.state  # BEST's record: its last group can be the verdict's BEST runs, in `rounds` too
+        d = decide(rounds, a.target, sess.what.cfg.benchmark.higher_is_better, sess.what.policy, s.noise_history,
+                   record_history=[g for g in s.best_record() if g != [r.best for r in verdict_rounds]])
         rule = Decision(outcome="needs_round" if d.needs_round else d.outcome, code=d.code, reason=(
             f"{a.target} {d.target_deltas_pct[-1]:+.2f}% at commit; over the verdict's {len(verdict_rounds)} "
             f"round(s) and {len(clean) + 1} at commit: {d.reason}"))

@@ -113,7 +113,9 @@ def _script_rounds(sess: Session, a: Attempt, base_tree: str, head_tree: str, po
         loads.append(RoundLoad(runs=[load["base"], load["head"]]))
         can = can_measure_more(loads, policy, policy.max_rounds)
         try:
-            d, lr = decide_counted(rounds, loads, GLOBAL, hib, policy, sess.books.state.noise_history, can_measure=can)
+            # the noise history is the head's runs, not the base's: BEST's record check reads this measurement only
+            d, lr = decide_counted(rounds, loads, GLOBAL, hib, policy, sess.books.state.noise_history, can_measure=can,
+                                   record_history=[])
         except VerdictError as e:
             raise RefereeError(f"the two commits cannot be compared: {e}") from e
         if not d.needs_round or not can:

@@ -64,7 +64,7 @@ def keep_neutral(sess: Session, neutral_reason: str, message: str = "") -> Commi
         sess.write_performance(extra=[{"event": "commit", "rows": rows}])
         perf = (sess.where.workspace_path / "performance.md").read_bytes()
         sha = vcs.commit_snapshot(sess.where.ws, t.tree, {"performance.md": perf}, s.best.commit, text)
-        s.record_best_runs(t.candidate_run_metrics)
+        s.record_best_runs(t.candidate_run_metrics, new_best=True)
         adopt_best(sess, t.attempt, sha, metrics, s.best.gpu_us, code=str(d.code), neutral=True,
                    classes=[c.model_dump() for c in classes], rows=rows)
         sess.books.save()

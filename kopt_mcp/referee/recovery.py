@@ -112,6 +112,8 @@ def _recover_commit(sess: Session, n: int, job: dict) -> str:
                 sess.where.ws.git.reset("-q")
                 # judged against an older BEST (another slot committed since): re-applied, as the record says
                 moved = {"reapplied_from": p.base} if p.base and p.base != s.best.commit else {}
+                # the verdict's runs of this tree start the new BEST's record (re-applied: another tree, none)
+                s.record_best_runs([] if moved else list(p.candidate_run_metrics), new_best=True)
                 adopt_best(sess, n, head, job.get("metrics") or p.candidate_metrics,
                            job.get("gpu_us", p.candidate_gpu_us), recovered=True, rows=job.get("rows") or [],
                            overtaken_rounds=int(job.get("overtaken_rounds", 0)), **moved)

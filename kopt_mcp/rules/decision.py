@@ -38,6 +38,8 @@ class Code(StrEnum):
     SCRIPT_REGRESSION = "script_regression"        # slower beyond the noise threshold, confirmed, significant
     SCRIPT_DIVERGENT = "script_divergent"          # target better, another class reproducibly worse
     SCRIPT_WORSE_CLASS = "script_worse_class"      # target better, another class significantly worse: not kept
+    SCRIPT_WITHIN_RECORD = "script_within_best_record"  # a win in the paired rounds that BEST's own runs of the
+                                                   # session reach (rules/best_record.py): not kept
     NEEDS_ROUND = "needs_round"                    # undecided: measure one more round
     # the keep metric: profiler GPU time (rules/keep.py, rules/verdict.py apply_keep_metric)
     GPU_TIME_WIN = "gpu_time_win"                  # the target kernels' GPU time improved beyond the floor

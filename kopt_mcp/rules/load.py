@@ -238,14 +238,16 @@ def counted_policy(policy: Policy, lr: LoadRounds, can_measure: bool = False) ->
 
 def decide_counted(rounds: list[Round], loads: list[RoundLoad], target: str, higher_is_better: bool,
                    policy: Policy, history: list[list[dict[str, float]]] | None,
-                   can_measure: bool) -> tuple[ScriptDecision, LoadRounds]:
+                   can_measure: bool, record_history: list[list[dict[str, float]]] | None = None
+                   ) -> tuple[ScriptDecision, LoadRounds]:
     """`script.decide` on the rounds that count (`count_rounds`), with the load sentence appended to
     its reason and `rounds_under_load` set. A pending repeat: needs_round (code load_repeat). Too few
     rounds without load under a strict gate: a tie (code under_load) whose classes still show what
-    the rounds measured. Raises VerdictError as decide."""
+    the rounds measured. `record_history`: as decide's. Raises VerdictError as decide."""
     lr = count_rounds(loads, policy, can_measure)
     counted = [rounds[i] for i in lr.counted]
-    d = decide(counted or rounds, target, higher_is_better, counted_policy(policy, lr, can_measure), history)
+    d = decide(counted or rounds, target, higher_is_better, counted_policy(policy, lr, can_measure), history,
+               record_history=record_history)
     extra = {"rounds_under_load": len(lr.under_load)}
     if lr.repeat:
         return d.model_copy(update={"outcome": "tie", "needs_round": True, "code": Code.LOAD_REPEAT,

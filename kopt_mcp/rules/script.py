@@ -65,6 +65,11 @@ def _split_now(rounds: list[Round], keys: list[str], target: str, hib: bool, noi
     return out
 
 
+def _record(ev: _Evidence) -> str:
+    """The record check a keep passed, for its reason ('' where it does not apply)."""
+    return f"; and {ev.record.shown()}" if ev.record is not None else ""
+
+
 def _regression(ev: _Evidence) -> ScriptDecision | None:
     """Rule 1: slower beyond the noise threshold in `need` rounds, none faster, guarded hi < 0."""
     if classify_change(ev.m, ev.noise) != "worse":
@@ -121,8 +126,10 @@ def _clear_win(ev: _Evidence) -> ScriptDecision | None:
         return ev.measure_more("a clear win but not yet significant and confirmed: measuring again", (
             f"target {t} changed {ev.shown}, {k}: not a significant win confirmed in {ev.need} rounds "
             f"(each >= the {ev.noise:g}% noise threshold, none slower)"), ev.kiv)
+    if ev.record is not None and not ev.record.passed:
+        return ev.within_record(f"target {t} improved {ev.shown} per round, {k}")
     return ev.out("improved", Code.SCRIPT_WIN, f"target {t} improved {ev.shown} per round, {k} (>= the "
-                  f"{ev.noise:g}% noise threshold in {clear} rounds){ev.per_class}")
+                  f"{ev.noise:g}% noise threshold in {clear} rounds){ev.per_class}{_record(ev)}")
 
 
 def _sub_noise_win(ev: _Evidence) -> ScriptDecision | None:
@@ -132,9 +139,11 @@ def _sub_noise_win(ev: _Evidence) -> ScriptDecision | None:
     t, k, conf = ev.target, ev.kiv.shown(), ev.policy.confirmations
     last = ev.tds[-conf:]
     if len(ev.tds) >= conf and all(d > 0 for d in last) and ev.kiv.lo_pct > 0 and not ev.worse:
+        if ev.record is not None and not ev.record.passed:
+            return ev.within_record(f"sub-noise win on {t} confirmed {len(ev.tds)} times in a row ({ev.shown}), {k}")
         return ev.out("improved", Code.SCRIPT_SUB_NOISE_WIN,
                       f"sub-noise win on {t} confirmed {len(ev.tds)} times in a row ({ev.shown}), {k}: significant"
-                      f"{ev.per_class}")
+                      f"{ev.per_class}{_record(ev)}")
     if ev.tds[-1] > 0 and not ev.worse:
         return ev.measure_more("sub-noise win: taking a confirming measurement",
                                f"target {t} changed {ev.shown}, {k}: within the {ev.noise:g}% noise threshold "
@@ -143,11 +152,15 @@ def _sub_noise_win(ev: _Evidence) -> ScriptDecision | None:
 
 
 def decide(rounds: list[Round], target: str, higher_is_better: bool, policy: Policy,
-           history: list[list[dict[str, float]]] | None = None) -> ScriptDecision:
+           history: list[list[dict[str, float]]] | None = None, *,
+           record_history: list[list[dict[str, float]]] | None = None) -> ScriptDecision:
     """Decide on the script metric from the paired rounds so far (one round = BEST then candidate,
     same lease). `history`: earlier groups of repeated BEST runs (each group one lease), for the
-    noise estimate. With m = mean target delta (%, + = better) and lo/hi its one-sided bounds
-    at policy.confidence (`stats.paired_interval`), rules in order:
+    noise estimate; `record_history`: the earlier runs of the rounds' `best` side for BEST's record
+    check, of the same tree as the rounds' BEST (default `history`; the referee passes
+    SessionState.best_record(), and [] for the session gain, whose `best` side is the base commit).
+    With m = mean target delta (%, + = better) and lo/hi its one-sided bounds at policy.confidence
+    (`stats.paired_interval`), rules in order:
 
     1. m <= -noise, measured in at least K = min(2, policy.script_rounds) rounds of which K each lost
        >= noise and none gained, and hi' < 0 -> regressed (slower beyond the noise threshold,
@@ -157,6 +170,10 @@ def decide(rounds: list[Round], target: str, higher_is_better: bool, policy: Pol
        every round and with hi < 0 -> divergent (after at least 2 rounds); else improved.
     3. 0 < m < noise (sub-noise win): the last `confirmations` deltas all > 0 and lo' > 0 and no
        worse class -> improved (the noise rule's "measured twice in a row", made statistical).
+    A keep of rule 2 or 3 must also pass BEST's record check (rules/best_record.py: the candidate's
+    runs against BEST's runs of the session at this level as one sample, lower bound > 0 at the
+    per-look keep confidence); where it does not: needs_round while the budget lasts, else tie
+    (code script_within_best_record).
     4. a decision not reached yet (bounds too wide, a win not yet confirmed) while fewer than
        policy.script_rounds rounds were taken -> needs_round; otherwise tie.
 
@@ -183,7 +200,8 @@ def decide(rounds: list[Round], target: str, higher_is_better: bool, policy: Pol
     rounds on a GPU too (one run of a real benchmark can lose half of one class's bandwidth).
     Raises VerdictError for an unknown target or classes that differ between runs.
     """
-    ev = gather(rounds, target, higher_is_better, policy, history or [])
+    ev = gather(rounds, target, higher_is_better, policy, history or [],
+                history or [] if record_history is None else record_history)
     decision = _regression(ev)
     if decision is None and policy.profiler_confirms:
         decision = _screen(ev)

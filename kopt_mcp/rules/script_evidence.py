@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pydantic import BaseModel
 
 from kopt_mcp.errors import VerdictError
+from kopt_mcp.rules.best_record import RecordCheck, record_check
 from kopt_mcp.rules.decision import Code, MeasuredOutcome
 from kopt_mcp.rules.noise import classify_change
 from kopt_mcp.rules.percent import improvement_pct, ratio_x
@@ -28,6 +29,8 @@ from kopt_mcp.rules.stats import (
 )
 
 GLOBAL = "global"
+#: the codes of a keep on the script metric alone
+_KEEPS = (Code.SCRIPT_WIN, Code.SCRIPT_SUB_NOISE_WIN)
 
 
 class Round(BaseModel):
@@ -74,6 +77,9 @@ class ScriptDecision(BaseModel):
     code: Code
     #: paired rounds that ran under foreign load (rules/load.py decide_counted; 0 where not judged)
     rounds_under_load: int = 0
+    #: the candidate's runs against BEST's record (rules/best_record.py), where a keep on the script metric
+    #: alone was in view: the keep needs `passed`; None where the check did not run or does not apply
+    record: RecordCheck | None = None
 
 
 def target_value(values: dict[str, float], target: str) -> float:
@@ -101,9 +107,11 @@ def _check(rounds: list[Round], target: str) -> list[str]:
     return keys
 
 
-def _series_noise(history: list[list[dict[str, float]]], rounds: list[Round], key: str) -> NoiseEstimate:
-    """Run-to-run noise of one series (a class key or `global`): `stats.recent_noise` over the BEST
-    runs of the earlier leases (`history`) and this attempt's BEST and candidate runs."""
+def _series(history: list[list[dict[str, float]]], rounds: list[Round],
+            key: str) -> tuple[list[list[float]], list[float], list[float]]:
+    """One series' values (a class key or `global`): the earlier leases' BEST runs (one group per
+    lease; runs missing the class or with a value <= 0 under `global` left out), this attempt's BEST
+    runs and its candidate runs."""
     def value(run: dict[str, float]) -> float | None:
         try:
             return target_value(run, key)
@@ -112,7 +120,13 @@ def _series_noise(history: list[list[dict[str, float]]], rounds: list[Round], ke
 
     groups = [[v for v in map(value, g) if v is not None] for g in history]
     cand = [v for v in (value(r.candidate) for r in rounds) if v is not None]
-    return recent_noise(groups, [target_value(r.best, key) for r in rounds], cand)
+    return groups, [target_value(r.best, key) for r in rounds], cand
+
+
+def _series_noise(history: list[list[dict[str, float]]], rounds: list[Round], key: str) -> NoiseEstimate:
+    """Run-to-run noise of one series (a class key or `global`): `stats.recent_noise` over the BEST
+    runs of the earlier leases (`history`) and this attempt's BEST and candidate runs."""
+    return recent_noise(*_series(history, rounds, key))
 
 
 def _mean_value(values: list[float]) -> float:
@@ -156,6 +170,8 @@ class _Evidence:
     giv: PairedInterval
     kiv: PairedInterval
     worse: list[str]
+    #: the keep's check against BEST's record (rules/best_record.py), at the per-look keep confidence
+    record: RecordCheck | None = None
 
     @property
     def n(self) -> int:
@@ -200,14 +216,27 @@ class _Evidence:
         return text
 
     def out(self, outcome: MeasuredOutcome, code: Code, reason: str, needs: bool = False,
-            shown: PairedInterval | None = None) -> ScriptDecision:
-        """The decision; `shown`: the interval the reason shows (default: the keep's for a keep, else `tiv`)."""
-        keeps = code in (Code.SCRIPT_WIN, Code.SCRIPT_SUB_NOISE_WIN)
+            shown: PairedInterval | None = None, refused: bool = False) -> ScriptDecision:
+        """The decision; `shown`: the interval the reason shows (default: the keep's for a keep, else `tiv`);
+        `record`: the record check, on a keep or where it refused one (`refused`)."""
+        keeps = code in _KEEPS
         shown = shown or (self.kiv if keeps else self.tiv)
         return ScriptDecision(outcome=outcome, needs_round=needs, target=self.target, target_deltas_pct=self.tds,
                               target_interval=self.tiv, keep_interval=self.kiv if keeps else None,
                               shown_interval=shown, classes=self.classes,
-                              worse_classes=self.worse if outcome == "divergent" else [], reason=reason, code=code)
+                              worse_classes=self.worse if outcome == "divergent" else [], reason=reason, code=code,
+                              record=self.record if keeps or refused else None)
+
+    def within_record(self, win: str) -> ScriptDecision:
+        """A keep the paired rounds allow (`win`: what they showed, in words) that BEST's record does not:
+        one more round while the budget lasts (code needs_round), else a tie (script_within_best_record)."""
+        said = f"{win}, but not {self.record.shown()}" if self.record else win
+        if self.n < self.policy.rounds_left:
+            return self.out("tie", Code.NEEDS_ROUND, f"{said}: measuring again", needs=True, shown=self.kiv,
+                            refused=True)
+        return self.out("tie", Code.SCRIPT_WITHIN_RECORD, (
+            f"{said}: BEST_COMMIT's own runs of this session spread as far as the win (a level shift between leases "
+            f"or a slow mode of some runs); tie after {self.n} paired round(s)"), shown=self.kiv, refused=True)
 
     def measure_more(self, why: str, verdict_if_not: str, shown: PairedInterval | None = None) -> ScriptDecision:
         """One more round while the budget lasts (code needs_round), else a tie (script_not_confirmed);
@@ -231,9 +260,10 @@ class _Evidence:
             f"{self.per_class}"))
 
 
-def gather(rounds: list[Round], target: str, hib: bool, policy: Policy,
-              history: list[list[dict[str, float]]]) -> _Evidence:
-    """The evidence of `decide` (see _Evidence). Raises VerdictError (via _check)."""
+def gather(rounds: list[Round], target: str, hib: bool, policy: Policy, history: list[list[dict[str, float]]],
+           record_history: list[list[dict[str, float]]]) -> _Evidence:
+    """The evidence of `decide` (see _Evidence); `record_history`: the earlier groups BEST's record check
+    reads. Raises VerdictError (via _check)."""
     keys = _check(rounds, target)
     conf = policy.confidence
     # the script metric alone: this attempt's runs are in the noise groups, so their deltas' scatter is
@@ -255,8 +285,10 @@ def gather(rounds: list[Round], target: str, hib: bool, policy: Policy,
     worse = [c.key for c in classes if (target == GLOBAL or c.key != target)  # worse in every round, significantly
              and all(classify_change(d, policy.noise_pct) == "worse" for d in c.deltas_pct)
              and c.interval is not None and c.interval.hi_pct < 0]
+    record = None if policy.profiler_confirms else record_check(
+        [_series(record_history, rounds, k) for k in (keys if target == GLOBAL else [target])], policy.keep_confidence, hib)
     return _Evidence(
-        rounds=rounds, keys=keys, target=target, hib=hib, policy=policy, classes=classes,
+        rounds=rounds, keys=keys, target=target, hib=hib, policy=policy, classes=classes, record=record,
         tds=[improvement_pct(b, c, hib) for b, c in pairs], tiv=as_improvement(tiv_log, hib),
         giv=as_improvement(guarded(tiv_log, logs), hib),
         kiv=as_improvement(guarded(paired_interval(logs, target_noise, policy.keep_confidence, alone), logs), hib

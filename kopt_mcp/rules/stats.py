@@ -170,6 +170,24 @@ def _median(xs: Sequence[float]) -> float:
     return (s[(len(s) - 1) // 2] + s[len(s) // 2]) / 2.0
 
 
+def recent_groups(earlier: Sequence[Sequence[float]], best_now: Sequence[float]) -> list[list[float]]:
+    """The earlier groups of BEST runs that describe the runs of now (latest first): those whose
+    median lies within LEVEL_FACTOR of this attempt's BEST median (all, where a value of now is
+    <= 0), back to RECENT_NOISE_DF degrees of freedom. `earlier`: one group per lease, oldest first."""
+    now = list(best_now)
+    level = _median(now) if now and all(v > 0 for v in now) else None
+    groups = [list(g) for g in earlier]
+    if level is not None:
+        groups = [g for g in groups if g and 1.0 / LEVEL_FACTOR <= _median(g) / level <= LEVEL_FACTOR]
+    recent, df = [], 0
+    for g in reversed(groups):  # the latest groups, back to RECENT_NOISE_DF degrees of freedom
+        if df >= RECENT_NOISE_DF:
+            break
+        recent.append(g)
+        df += max(0, len(g) - 1)
+    return recent
+
+
 def recent_noise(earlier: Sequence[Sequence[float]], best_now: Sequence[float],
                  candidate_now: Sequence[float]) -> NoiseEstimate:
     """Run-to-run noise of one series (`noise_from_groups`) from the BEST runs of the latest earlier
@@ -183,16 +201,7 @@ def recent_noise(earlier: Sequence[Sequence[float]], best_now: Sequence[float],
     BEST run and one candidate run), and right after a commit, when no earlier group is at the new
     BEST's level, they double the degrees of freedom of the noise of now."""
     now = list(best_now)
-    level = _median(now) if now and all(v > 0 for v in now) else None
-    groups = [list(g) for g in earlier]
-    if level is not None:
-        groups = [g for g in groups if g and 1.0 / LEVEL_FACTOR <= _median(g) / level <= LEVEL_FACTOR]
-    recent, df = [], 0
-    for g in reversed(groups):  # the latest groups, back to RECENT_NOISE_DF degrees of freedom
-        if df >= RECENT_NOISE_DF:
-            break
-        recent.append(g)
-        df += max(0, len(g) - 1)
+    recent = recent_groups(earlier, now)
 
     def used(g: Sequence[float]) -> int:  # the runs of a group that add to the estimate
         k = len([v for v in g if v > 0])

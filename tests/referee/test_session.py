@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kopt_mcp.errors import SessionError
-from kopt_mcp.session import Best, Phase, SessionState, next_actions, require
+from kopt_mcp.session import NOISE_GROUPS_KEPT, Best, Phase, SessionState, next_actions, require
 
 TOOLS = ["save_and_test", "commit_improvement", "revert_to_best", "run_benchmark",
          "kernel_trace_analysis", "warm_up_harness", "find_idle_gpu"]
@@ -251,3 +251,24 @@ def test_stop_is_terminal_and_happens_once():
     assert (s.phase, s.stop_reason) == (Phase.stopped, "5 consecutive measured regressions") and at
     assert s.stopped_now("no idle GPU") is False
     assert (s.stop_reason, s.stopped_at) == ("5 consecutive measured regressions", at)
+
+
+def test_best_record_holds_only_the_groups_of_best_commits_own_tree():
+    s = state(Phase.ready)
+    s.record_best_runs([{"x": 100.0}, {"x": 101.0}])  # the baseline
+    s.record_best_runs([{"x": 100.5}])  # one run adds nothing
+    s.record_best_runs([{"x": 99.0}, {"x": 100.0}])  # an attempt's BEST runs
+    assert s.best_groups == 2 and s.best_record() == s.noise_history
+    s.record_best_runs([{"x": 80.0}, {"x": 81.0}], new_best=True)  # a keep: the new BEST's first group
+    assert s.best_record() == [[{"x": 80.0}, {"x": 81.0}]] and len(s.noise_history) == 3
+    s.record_best_runs([], new_best=True)  # re-applied onto a newer BEST: no run of its tree
+    assert s.best_groups == 0 and s.best_record() == []
+    s.record_best_runs([{"x": 70.0}, {"x": 71.0}])
+    s.best_moved("b" * 40, {"x": 60.0}, None, [])  # another slot moved BEST: these runs are of the older one
+    assert s.best_record() == [] and len(s.noise_history) == 4
+    for i in range(12):
+        s.record_best_runs([{"x": 60.0 + i}, {"x": 60.5 + i}])
+    assert s.best_groups == 12 and s.best_record() == s.noise_history[4:]
+    for i in range(NOISE_GROUPS_KEPT):  # the history is trimmed to its latest groups; the record never outgrows it
+        s.record_best_runs([{"x": 50.0 + i}, {"x": 50.5 + i}])
+    assert s.best_groups == len(s.noise_history) == NOISE_GROUPS_KEPT and s.best_record()[0] == [{"x": 50.0}, {"x": 50.5}]
