@@ -18,7 +18,7 @@ SD of R around R's mean and C around C's mean (df = |R| + |C| - 2), the one-side
 improvement is
 
     lo = (mean(R) - mean(C)) - t(confidence, df) * s * sqrt(1/|R| + 1/|C|)     (lower is better;
-    mean(C) - mean(R) where higher is better), shown as improvement % (stats.as_improvement),
+    mean(C) - mean(R) where higher is better), shown as improvement % (stats.log_to_improvement),
 
 the two-sample Student t test with pooled variance. A mixture's slow runs of BEST raise s and pull
 mean(R); a level shared by every lease leaves it as tight as the paired test. For the target `global`
@@ -37,7 +37,7 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel
 
-from kopt_mcp.rules.stats import confidence_shown, recent_groups
+from kopt_mcp.rules.stats import confidence_shown, log_to_improvement, recent_groups
 
 
 class RecordCheck(BaseModel):
@@ -88,13 +88,6 @@ class RecordCheck(BaseModel):
 Series = tuple[Sequence[Sequence[float]], Sequence[float], Sequence[float]]
 
 
-def _improvement(x: float, higher_is_better: bool) -> float:
-    """A log-scale difference (100 ln ratio, + = better) as improvement % (stats.as_improvement's map)."""
-    if math.isinf(x):
-        return x
-    return 100.0 * (math.exp(x / 100.0) - 1.0) if higher_is_better else 100.0 * (1.0 - math.exp(-x / 100.0))
-
-
 def _one(series: Series, confidence: float, hib: bool) -> tuple[float, float, float | None, int, int, int] | None:
     """One series on the log scale: (difference, lower bound, SD, df, earlier runs, earlier leases), or
     None where a value is <= 0 or a side has no run."""
@@ -135,8 +128,8 @@ def record_check(series: Sequence[Series], confidence: float, higher_is_better: 
     sds = [g[2] for g in got if g[2] is not None]
     return RecordCheck(classes=k, best_runs=len(series[0][1]), earlier_runs=max(g[4] for g in got),
                        earlier_leases=max(g[5] for g in got), candidate_runs=len(series[0][2]),
-                       mean_pct=_improvement(sum(g[0] for g in got) / k, higher_is_better),
-                       lo_pct=_improvement(sum(g[1] for g in got) / k, higher_is_better),
+                       mean_pct=log_to_improvement(sum(g[0] for g in got) / k, higher_is_better),
+                       lo_pct=log_to_improvement(sum(g[1] for g in got) / k, higher_is_better),
                        sd_pct=max(sds) if len(sds) == k else None, df=min(g[3] for g in got), confidence=each)
 
 

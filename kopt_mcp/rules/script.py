@@ -126,8 +126,9 @@ def _clear_win(ev: _Evidence) -> ScriptDecision | None:
         return ev.measure_more("a clear win but not yet significant and confirmed: measuring again", (
             f"target {t} changed {ev.shown}, {k}: not a significant win confirmed in {ev.need} rounds "
             f"(each >= the {ev.noise:g}% noise threshold, none slower)"), ev.kiv)
-    if ev.record is not None and not ev.record.passed:
-        return ev.within_record(f"target {t} improved {ev.shown} per round, {k}")
+    refused = ev.within_record(f"target {t} improved {ev.shown} per round, {k}")
+    if refused is not None:
+        return refused
     return ev.out("improved", Code.SCRIPT_WIN, f"target {t} improved {ev.shown} per round, {k} (>= the "
                   f"{ev.noise:g}% noise threshold in {clear} rounds){ev.per_class}{_record(ev)}")
 
@@ -139,8 +140,9 @@ def _sub_noise_win(ev: _Evidence) -> ScriptDecision | None:
     t, k, conf = ev.target, ev.kiv.shown(), ev.policy.confirmations
     last = ev.tds[-conf:]
     if len(ev.tds) >= conf and all(d > 0 for d in last) and ev.kiv.lo_pct > 0 and not ev.worse:
-        if ev.record is not None and not ev.record.passed:
-            return ev.within_record(f"sub-noise win on {t} confirmed {len(ev.tds)} times in a row ({ev.shown}), {k}")
+        refused = ev.within_record(f"sub-noise win on {t} confirmed {len(ev.tds)} times in a row ({ev.shown}), {k}")
+        if refused is not None:
+            return refused
         return ev.out("improved", Code.SCRIPT_SUB_NOISE_WIN,
                       f"sub-noise win on {t} confirmed {len(ev.tds)} times in a row ({ev.shown}), {k}: significant"
                       f"{ev.per_class}{_record(ev)}")

@@ -227,10 +227,13 @@ class _Evidence:
                               worse_classes=self.worse if outcome == "divergent" else [], reason=reason, code=code,
                               record=self.record if keeps or refused else None)
 
-    def within_record(self, win: str) -> ScriptDecision:
+    def within_record(self, win: str) -> ScriptDecision | None:
         """A keep the paired rounds allow (`win`: what they showed, in words) that BEST's record does not:
-        one more round while the budget lasts (code needs_round), else a tie (script_within_best_record)."""
-        said = f"{win}, but not {self.record.shown()}" if self.record else win
+        one more round while the budget lasts (code needs_round), else a tie (script_within_best_record);
+        None where the record check passed or does not apply (the keep stands)."""
+        if self.record is None or self.record.passed:
+            return None
+        said = f"{win}, but not {self.record.shown()}"
         if self.n < self.policy.rounds_left:
             return self.out("tie", Code.NEEDS_ROUND, f"{said}: measuring again", needs=True, shown=self.kiv,
                             refused=True)

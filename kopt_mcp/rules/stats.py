@@ -275,16 +275,21 @@ def log_delta_pct(best: float, candidate: float, higher_is_better: bool) -> floa
     return 100.0 * math.log(r)
 
 
+def log_to_improvement(x: float, higher_is_better: bool) -> float:
+    """A log-scale change x (log_delta_pct, + = better) as improvement % (metrics.improvement_pct):
+    100 * (1 - exp(-x / 100)) (lower is better) or 100 * (exp(x / 100) - 1), a monotone map with
+    0 -> 0, so every sign test reads the same; infinite x (no noise estimate yet) stays infinite."""
+    if math.isinf(x):
+        return x
+    return 100.0 * (math.exp(x / 100.0) - 1.0) if higher_is_better else 100.0 * (1.0 - math.exp(-x / 100.0))
+
+
 def as_improvement(iv: PairedInterval, higher_is_better: bool) -> PairedInterval:
-    """`iv` on the log scale (log_delta_pct) shown as improvement % (metrics.improvement_pct):
-    mean, lo and hi mapped by 100 * (1 - exp(-x / 100)) (lower is better) or 100 * (exp(x / 100) - 1),
-    a monotone map with 0 -> 0, so every sign test reads the same; the mean becomes the geometric
-    mean ratio's improvement, and `ratio_x` that ratio (how many times better). The SD stays on the
-    log scale (% of one run)."""
+    """`iv` on the log scale (log_delta_pct) shown as improvement %: mean, lo and hi mapped by
+    `log_to_improvement`; the mean becomes the geometric mean ratio's improvement, and `ratio_x`
+    that ratio (how many times better). The SD stays on the log scale (% of one run)."""
     def f(x: float) -> float:
-        if math.isinf(x):  # no noise estimate yet: the bounds stay infinite
-            return x
-        return 100.0 * (math.exp(x / 100.0) - 1.0) if higher_is_better else 100.0 * (1.0 - math.exp(-x / 100.0))
+        return log_to_improvement(x, higher_is_better)
 
     return iv.model_copy(update={"mean_pct": f(iv.mean_pct), "lo_pct": f(iv.lo_pct), "hi_pct": f(iv.hi_pct),
                                  "ratio_x": math.exp(iv.mean_pct / 100.0)})
